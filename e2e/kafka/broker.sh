@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Starts and stops one Apache Kafka 4.x node (broker + controller, KRaft) on
+# 127.0.0.1 for the e2e tier. The jars come from Maven (pom.xml beside this
+# file); data, logs and the PID live under e2e/.run/kafka (ignored by git).
+#
+#   broker.sh start   fetch jars if needed, format storage, start, wait until it answers
+#   broker.sh stop    stop the node started by `start` (by PID)
+#   broker.sh class C ARGS...   run a Kafka tool class (e.g. org.apache.kafka.tools.ProducerPerformance)
+#
+# Ports: FLECHT_E2E_KAFKA_PORT (default 39092) and that port + 1 for the controller.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+run=${FLECHT_E2E_RUN:-$here/../.run}/kafka
+port=${FLECHT_E2E_KAFKA_PORT:-39092}
+cport=$((port + 1))
+libs=$here/target/libs
+
+fetch() {
+  if [ ! -f "$libs/.complete" ]; then
+    echo "fetching Kafka jars with Maven into $libs" >&2
+    (cd "$here" && mvn -q -B -Dstyle.color=never dependency:copy-dependencies)
+    touch "$libs/.complete"
+  fi
+}
+
+classpath() { printf '%s:' "$libs"/*.jar; }
+
+java_run() {
+  # Heap kept small: CI machines have 2 cores and share memory with the tests.
+  java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$here/log4j2.properties" \
+    -cp "$(classpath)" "$@"
+}
+
+write_config() {
+  mkdir -p "$run/data"
+  cat > "$run/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$run/data
+num.partitions=1
+default.replication.factor=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=6
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=6
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+group.consumer.min.session.timeout.ms=6000
+group.min.session.timeout.ms=1000
+transaction.abort.timed.out.transaction.cleanup.interval.ms=5000
+log.retention.check.interval.ms=5000
+log.cleaner.backoff.ms=1000
+auto.create.topics.enable=false
+delete.topic.enable=true
+PROPS
+}
+
+answering() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
+
+start() {
+  fetch
+  if [ -f "$run/pid" ] && kill -0 "$(cat "$run/pid")" 2>/dev/null; then
+    echo "kafka already running (pid $(cat "$run/pid")) on 127.0.0.1:$port" >&2
+    return 0
+  fi
+  if answering; then
+    echo "port $port is taken by another process; set FLECHT_E2E_KAFKA_PORT or FLECHT_E2E_BROKERS" >&2
+    return 1
+  fi
+  rm -rf "$run" && mkdir -p "$run"
+  write_config
+  # The tool logs to stdout too; the id is its last line.
+  cluster_id=$(java_run kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
+  java_run kafka.tools.StorageTool format -t "$cluster_id" \
+    -c "$run/server.properties" > "$run/format.log" 2>&1
+  nohup bash -c "exec java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile='$here/log4j2.properties' -Dkafka.logs.dir='$run' \
+    -cp '$(classpath)' kafka.Kafka '$run/server.properties'" > "$run/kafka.out" 2>&1 &
+  echo $! > "$run/pid"
+  for _ in $(seq 1 120); do
+    if ! kill -0 "$(cat "$run/pid")" 2>/dev/null; then
+      echo "kafka exited during start; last lines of $run/kafka.out:" >&2
+      tail -30 "$run/kafka.out" >&2
+      return 1
+    fi
+    if answering && grep -q 'Kafka Server started\|\[KafkaRaftServer nodeId=1\] Kafka Server started' "$run/kafka.out"; then
+      echo "kafka ready on 127.0.0.1:$port (pid $(cat "$run/pid"))" >&2
+      return 0
+    fi
+    sleep 0.5
+  done
+  echo "kafka did not answer on 127.0.0.1:$port within 60s; see $run/kafka.out" >&2
+  return 1
+}
+
+stop() {
+  [ -f "$run/pid" ] || return 0
+  pid=$(cat "$run/pid")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid"
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$run/pid"
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  fetch) fetch ;;
+  class) shift; fetch; java_run "$@" ;;
+  *) echo "usage: $0 start|stop|fetch|class CLASS ARGS..." >&2; exit 2 ;;
+esac

@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/ui"
+)
+
+type result struct {
+	out, err string
+	code     int
+}
+
+// run executes flecht in-process with the given environment.
+func run(t *testing.T, env map[string]string, stdin string, args ...string) result {
+	t.Helper()
+	io, in, out, errOut := ui.Test()
+	in.WriteString(stdin)
+	if env == nil {
+		env = map[string]string{}
+	}
+	if _, ok := env["HOME"]; !ok {
+		env["HOME"] = t.TempDir() // never read the developer's own config
+	}
+	f := &Factory{IO: io, Getenv: func(k string) string { return env[k] }}
+	code := Main(context.Background(), f, args)
+	return result{out.String(), errOut.String(), code}
+}
+
+func TestUsageErrorsExit2WithHint(t *testing.T) {
+	for _, args := range [][]string{
+		{"--bogus"},
+		{"partition", "--bogus", "k"},
+		{"nosuchcommand"},
+		{"partition", "k"},                            // neither --partitions nor --topic
+		{"partition", "-N", "0", "k"},                 // no partitions
+		{"partition", "-N", "x", "k"},                 // not a number
+		{"partition", "-N", "3"},                      // no key
+		{"version", "extra"},                          // too many args
+		{"completion", "powershell"},                  // unsupported shell
+		{"-o", "xml", "version"},                      // bad format
+		{"partition", "-N", "3", "--topic", "t", "k"}, // exclusive flags
+	} {
+		r := run(t, nil, "", args...)
+		if r.code != exitcode.Usage {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, r.code, r.err)
+		}
+		if !strings.HasPrefix(r.err, "error: ") || !strings.Contains(r.err, "--help' for usage") {
+			t.Errorf("%v: want an error line and a usage hint, got %q", args, r.err)
+		}
+	}
+}
+
+func TestPartitionJSON(t *testing.T) {
+	r := run(t, nil, "", "partition", "--partitions", "6", "a", "", "ümlaut", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(r.out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"key":"a","partition":4,"partitions":6},{"key":"","partition":3,"partitions":6},{"key":"ümlaut","partition":5,"partitions":6}]`
+	got, _ := json.Marshal(rows)
+	if string(got) != want {
+		t.Errorf("got %s\nwant %s", got, want)
+	}
+}
+
+func TestPartitionKeysFromStdin(t *testing.T) {
+	r := run(t, nil, "a\r\n\nümlaut", "partition", "-N", "6", "-", "-o", "json")
+	var rows []PartitionRow
+	if err := json.Unmarshal([]byte(r.out), &rows); err != nil || len(rows) != 3 {
+		t.Fatalf("want 3 rows, got %q (%v)", r.out, err)
+	}
+	if rows[0].Key != "a" || rows[1].Key != "" || rows[2].Key != "ümlaut" || rows[0].Partition != 4 {
+		t.Errorf("got %+v", rows)
+	}
+}
+
+func TestUnreachableBrokerNamesAddress(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	for _, args := range [][]string{{"cluster", "-b", addr}, {"partition", "--topic", "t", "k", "-b", addr}} {
+		r := run(t, nil, "", args...)
+		if r.code != exitcode.Failure || !strings.Contains(r.err, "cannot reach Kafka at "+addr) {
+			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.err)
+		}
+	}
+	// The env var is honoured too.
+	r := run(t, map[string]string{"FLECHT_BROKERS": addr}, "", "cluster")
+	if !strings.Contains(r.err, addr) {
+		t.Errorf("FLECHT_BROKERS ignored: %q", r.err)
+	}
+}
+
+func TestProfileShowNeverPrintsSecrets(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "flecht", "config.yaml")
+	os.MkdirAll(filepath.Dir(cfg), 0o700)
+	os.WriteFile(cfg, []byte(`current_profile: prod
+profiles:
+  prod:
+    brokers: [k1:9092]
+    sasl: {mechanism: PLAIN, username: svc, password_env: PROD_PW}
+    mqtt: {url: "mqtt://m:1883", username: b, password_env: MQTT_PW}
+  dev: {}
+`), 0o600)
+	env := map[string]string{"XDG_CONFIG_HOME": dir, "PROD_PW": "hunter2-kafka", "MQTT_PW": "hunter2-mqtt"}
+	for _, format := range []string{"table", "json", "yaml"} {
+		r := run(t, env, "", "profile", "show", "-o", format)
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d %s", format, r.code, r.err)
+		}
+		if strings.Contains(r.out+r.err, "hunter2") {
+			t.Fatalf("%s: a password leaked:\n%s", format, r.out)
+		}
+		if !strings.Contains(r.out, "PROD_PW") || !strings.Contains(r.out, "k1:9092") {
+			t.Errorf("%s: want the variable name and brokers shown:\n%s", format, r.out)
+		}
+	}
+	r := run(t, env, "", "profile", "list", "-o", "json")
+	var list ProfileList
+	if err := json.Unmarshal([]byte(r.out), &list); err != nil || len(list.Profiles) != 2 || !list.Profiles[1].Current || list.Profiles[1].Name != "prod" {
+		t.Errorf("profile list: %v %+v", err, list)
+	}
+	r = run(t, env, "", "profile", "show", "qa")
+	if r.code != exitcode.Failure || !strings.Contains(r.err, "dev, prod") {
+		t.Errorf("unknown profile: exit %d %q", r.code, r.err)
+	}
+	// --brokers beats the profile.
+	r = run(t, env, "", "profile", "show", "-b", "x:1", "-o", "json")
+	if !strings.Contains(r.out, `"brokers_source": "flag"`) {
+		t.Errorf("flag precedence not shown: %s", r.out)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := run(t, nil, "", "version", "-o", "json")
+	var v VersionInfo
+	if err := json.Unmarshal([]byte(r.out), &v); err != nil || v.GoVersion == "" || v.Version == "" {
+		t.Fatalf("version: %v %q", err, r.out)
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	for shell, marker := range map[string]string{"bash": "__start_flecht", "zsh": "#compdef flecht", "fish": "complete -c flecht"} {
+		r := run(t, nil, "", "completion", shell)
+		if r.code != 0 || !strings.Contains(r.out, marker) {
+			t.Errorf("%s completion: exit %d, missing %q", shell, r.code, marker)
+		}
+	}
+}
+
+// Every command explains itself: a one-line summary, and a long text or an
+// example for every command that does work.
+func TestEveryCommandHasHelp(t *testing.T) {
+	io, _, _, _ := ui.Test()
+	root := NewCmdRoot(&Factory{IO: io, Getenv: func(string) string { return "" }})
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Hidden || c.Name() == "help" {
+			return
+		}
+		if c.Short == "" {
+			t.Errorf("%s has no short help", c.CommandPath())
+		}
+		if c.Runnable() && c.Long == "" && c.Example == "" {
+			t.Errorf("%s has no long help or example", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}

@@ -1,0 +1,110 @@
+// Package cli holds flecht's commands. Each command has an Options struct
+// with its inputs and dependencies, a NewCmdX(f, runF) that wires cobra flags
+// into it, and a runX(opts) that does the work, so tests drive runX with
+// fakes and never parse argv. Cobra does not leave this package.
+package cli
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/profile"
+	"github.com/flecht-dev/flecht/internal/ui"
+)
+
+// Factory carries what every command may need: the streams, the global
+// flags, and constructors for connections built from them.
+type Factory struct {
+	IO     *ui.IOStreams
+	Getenv func(string) string
+
+	// Global flags, filled in by the root command.
+	Brokers    string
+	Profile    string
+	ConfigPath string
+	Output     string
+	NoColor    bool
+	Verbose    bool
+
+	format ui.Format
+	logger *slog.Logger
+}
+
+// NewFactory returns a factory over the process's real streams and
+// environment.
+func NewFactory() *Factory {
+	return &Factory{IO: ui.System(), Getenv: os.Getenv}
+}
+
+// Format is the validated -o value.
+func (f *Factory) Format() ui.Format {
+	if f.format == "" {
+		return ui.FormatTable
+	}
+	return f.format
+}
+
+// Printer renders results in the chosen format.
+func (f *Factory) Printer() *ui.Printer { return ui.NewPrinter(f.IO, f.Format()) }
+
+// Logger logs to standard error: warnings by default, everything with -v.
+func (f *Factory) Logger() *slog.Logger {
+	if f.logger == nil {
+		level := slog.LevelWarn
+		if f.Verbose {
+			level = slog.LevelDebug
+		}
+		var w io.Writer = f.IO.ErrOut
+		f.logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	}
+	return f.logger
+}
+
+// Resolve applies flag > env > profile > default to the connection settings.
+func (f *Factory) Resolve() (*profile.Resolved, error) {
+	return profile.Resolve(profile.Inputs{
+		Brokers: f.Brokers,
+		Profile: f.Profile,
+		Config:  f.ConfigPath,
+		Getenv:  f.Getenv,
+	})
+}
+
+// Cluster returns how to reach Kafka under the resolved settings.
+func (f *Factory) Cluster() (*kafkax.Cluster, error) {
+	r, err := f.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	// franz-go's own logs (every failed dial, every retry) are noise unless
+	// asked for; the error a command returns already names the cause.
+	var kafkaLog *slog.Logger
+	if f.Verbose {
+		kafkaLog = f.Logger()
+	}
+	return kafkax.FromProfile(r, f.Getenv, kafkaLog)
+}
+
+// Kafka returns a client for the resolved cluster that has answered a
+// ping, so a dead broker fails fast with its address named. The caller
+// closes the client.
+func (f *Factory) Kafka(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, *kafkax.Cluster, error) {
+	c, err := f.Cluster()
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := c.Client(extra...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.Ping(ctx, cl); err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	return cl, c, nil
+}

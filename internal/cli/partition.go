@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/ui"
+)
+
+// PartitionOptions are the inputs of `flecht partition`.
+type PartitionOptions struct {
+	IO         *ui.IOStreams
+	Printer    func() *ui.Printer
+	Partitions int
+	Topic      string
+	Keys       []string
+	// PartitionCount looks up a topic's partition count (--topic).
+	PartitionCount func(ctx context.Context, topic string) (int, error)
+}
+
+// PartitionRow is one key's placement.
+type PartitionRow struct {
+	Key        string `json:"key"`
+	Partitions int    `json:"partitions"`
+	Partition  int32  `json:"partition"`
+}
+
+// NewCmdPartition builds `flecht partition`.
+func NewCmdPartition(f *Factory, runF func(*PartitionOptions) error) *cobra.Command {
+	opts := &PartitionOptions{IO: f.IO, Printer: f.Printer}
+	opts.PartitionCount = func(ctx context.Context, topic string) (int, error) {
+		cl, _, err := f.Kafka(ctx)
+		if err != nil {
+			return 0, err
+		}
+		defer cl.Close()
+		return kafkax.CommonPartitionCount(ctx, kadm.NewClient(cl), topic)
+	}
+	cmd := &cobra.Command{
+		Use:   "partition (--partitions N | --topic T) KEY... | -",
+		Short: "Show which partition Kafka's default partitioner gives each key",
+		Long: `Print, for each key, the partition Kafka's default partitioner assigns it:
+(murmur2(key) & 0x7fffffff) % N, as the Java client, franz-go and kcat with
+-X partitioner=murmur2_random do. librdkafka's own default (CRC32) places keys
+differently: a common cause of broken co-partitioning.
+
+Keys are taken as UTF-8 bytes; the empty string is a key like any other.
+With "-" the keys are read from standard input, one per line.`,
+		Example: `  flecht partition --partitions 6 device-1 device-2
+  flecht partition --topic sensors.raw tenant-a
+  cut -f1 keys.tsv | flecht partition -N 12 - -o json`,
+		Args: usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Topic == "" && !cmd.Flags().Changed("partitions") {
+				return exitcode.UsageError(errors.New("give --partitions N or --topic T"))
+			}
+			if opts.Topic != "" && cmd.Flags().Changed("partitions") {
+				return exitcode.UsageError(errors.New("--partitions and --topic exclude each other"))
+			}
+			if opts.Topic == "" && opts.Partitions <= 0 {
+				return exitcode.UsageError(fmt.Errorf("--partitions must be at least 1, got %d", opts.Partitions))
+			}
+			opts.Keys = args
+			if runF != nil {
+				return runF(opts)
+			}
+			return runPartition(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().IntVarP(&opts.Partitions, "partitions", "N", 0, "number of partitions")
+	cmd.Flags().StringVar(&opts.Topic, "topic", "", "take the partition count from this topic (needs a broker)")
+	return cmd
+}
+
+func runPartition(ctx context.Context, opts *PartitionOptions) error {
+	n := opts.Partitions
+	if opts.Topic != "" {
+		var err error
+		if n, err = opts.PartitionCount(ctx, opts.Topic); err != nil {
+			return err
+		}
+	}
+	keys := opts.Keys
+	if len(keys) == 1 && keys[0] == "-" {
+		var err error
+		if keys, err = readLines(opts.IO.In); err != nil {
+			return fmt.Errorf("reading keys from standard input: %w", err)
+		}
+	}
+	rows := make([]PartitionRow, 0, len(keys))
+	for _, k := range keys {
+		rows = append(rows, PartitionRow{Key: k, Partitions: n, Partition: kafkax.Partition([]byte(k), n)})
+	}
+	return opts.Printer().Print(rows, func(h *ui.Human) error {
+		table := make([][]string, len(rows))
+		for i, r := range rows {
+			table[i] = []string{strconv.Quote(r.Key), strconv.Itoa(int(r.Partition))}
+		}
+		h.Table([]string{"key", fmt.Sprintf("partition (of %d)", n)}, table)
+		return nil
+	})
+}
+
+// readLines reads lines without their line endings; a final line without
+// a newline counts.
+func readLines(r io.Reader) ([]string, error) {
+	var out []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
+		}
+		out = append(out, line)
+	}
+	return out, sc.Err()
+}

@@ -1,0 +1,221 @@
+package cli
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flecht-dev/flecht/internal/profile"
+	"github.com/flecht-dev/flecht/internal/ui"
+)
+
+const profileLong = `Profiles name the Kafka and MQTT brokers of one environment. They live in
+$XDG_CONFIG_HOME/flecht/config.yaml (or --config, FLECHT_CONFIG):
+
+  current_profile: staging        # used when --profile and FLECHT_PROFILE are unset
+  profiles:
+    staging:
+      brokers: [kafka-1:9092, kafka-2:9092]
+      tls:
+        enabled: true
+        ca_file: /etc/kafka/ca.pem
+        cert_file: /etc/kafka/client.pem   # optional, with key_file
+        key_file: /etc/kafka/client.key
+      sasl:
+        mechanism: SCRAM-SHA-512         # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+        username: flecht
+        password_env: KAFKA_PASSWORD     # or password_file: /run/secrets/kafka
+      mqtt:
+        url: mqtt://mqtt.staging:1883
+        username: bridge
+        password_file: /run/secrets/mqtt
+
+Passwords are never stored in the file, only the variable or file that holds
+them. Precedence for each setting: flag > environment > profile > default.`
+
+// NewCmdProfile builds `flecht profile list|show`.
+func NewCmdProfile(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "profile <command>",
+		Short: "List and show connection profiles",
+		Long:  profileLong,
+		Args:  usageArgs(cobra.NoArgs),
+	}
+	cmd.AddCommand(newCmdProfileList(f, nil), newCmdProfileShow(f, nil))
+	return cmd
+}
+
+// ProfileOptions are the inputs of `flecht profile list|show`.
+type ProfileOptions struct {
+	Printer func() *ui.Printer
+	Resolve func() (*profile.Resolved, error)
+	Load    func() (*profile.File, string, bool, error)
+	Name    string
+}
+
+func newProfileOptions(f *Factory) *ProfileOptions {
+	return &ProfileOptions{
+		Printer: f.Printer,
+		Resolve: f.Resolve,
+		Load: func() (*profile.File, string, bool, error) {
+			return profile.Load(profile.Inputs{Config: f.ConfigPath, Getenv: f.Getenv})
+		},
+	}
+}
+
+// ProfileSummary is one line of `flecht profile list`.
+type ProfileSummary struct {
+	Name    string   `json:"name"`
+	Current bool     `json:"current"`
+	Brokers []string `json:"brokers"`
+	TLS     bool     `json:"tls"`
+	SASL    string   `json:"sasl,omitempty"`
+	MQTT    string   `json:"mqtt,omitempty"`
+}
+
+// ProfileList is the output of `flecht profile list`.
+type ProfileList struct {
+	ConfigPath  string           `json:"config_path"`
+	ConfigFound bool             `json:"config_found"`
+	Profiles    []ProfileSummary `json:"profiles"`
+}
+
+func newCmdProfileList(f *Factory, runF func(*ProfileOptions) error) *cobra.Command {
+	opts := newProfileOptions(f)
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the profiles in the config file",
+		Long: `List the profiles in the config file with their brokers, TLS, SASL
+mechanism and MQTT URL. The profile commands would use now is marked "*".`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return runProfileList(opts)
+		},
+	}
+}
+
+func runProfileList(opts *ProfileOptions) error {
+	file, path, found, err := opts.Load()
+	if err != nil {
+		return err
+	}
+	current := ""
+	if r, err := opts.Resolve(); err == nil {
+		current = r.ProfileName
+	}
+	out := ProfileList{ConfigPath: path, ConfigFound: found, Profiles: []ProfileSummary{}}
+	for _, name := range file.Names() {
+		p := file.Profiles[name]
+		s := ProfileSummary{Name: name, Current: name == current, Brokers: p.Brokers, TLS: p.TLS != nil && p.TLS.Enabled}
+		if p.SASL != nil {
+			s.SASL = p.SASL.Mechanism
+		}
+		if p.MQTT != nil {
+			s.MQTT = p.MQTT.URL
+		}
+		out.Profiles = append(out.Profiles, s)
+	}
+	return opts.Printer().Print(out, func(h *ui.Human) error {
+		if !found {
+			h.Printf("%s\n", h.Faint("no config file at "+path+"; see 'flecht profile --help' for its format"))
+			return nil
+		}
+		rows := make([][]string, 0, len(out.Profiles))
+		for _, s := range out.Profiles {
+			mark := ""
+			if s.Current {
+				mark = "*"
+			}
+			tls := "no"
+			if s.TLS {
+				tls = "yes"
+			}
+			rows = append(rows, []string{mark, s.Name, strings.Join(s.Brokers, ","), tls, dash(s.SASL), dash(s.MQTT)})
+		}
+		h.Table([]string{"", "name", "brokers", "tls", "sasl", "mqtt"}, rows)
+		return nil
+	})
+}
+
+func newCmdProfileShow(f *Factory, runF func(*ProfileOptions) error) *cobra.Command {
+	opts := newProfileOptions(f)
+	return &cobra.Command{
+		Use:   "show [NAME]",
+		Short: "Show the effective connection settings and where each came from",
+		Long: `Show the settings a command would use now (flags, environment, profile
+and defaults applied), or those of the named profile. Secrets are never shown:
+only the environment variable or file a password is read from.`,
+		Args: usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Name = args[0]
+				f.Profile = args[0]
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runProfileShow(opts)
+		},
+	}
+}
+
+func runProfileShow(opts *ProfileOptions) error {
+	r, err := opts.Resolve()
+	if err != nil {
+		return err
+	}
+	return opts.Printer().Print(r, func(h *ui.Human) error {
+		name := "(none)"
+		if r.ProfileName != "" {
+			name = r.ProfileName + " (from " + string(r.ProfileSource) + ")"
+		}
+		cfg := r.ConfigPath
+		if !r.ConfigFound {
+			cfg += " (absent)"
+		}
+		pairs := [][2]string{
+			{"config", cfg},
+			{"profile", name},
+			{"brokers", strings.Join(r.Brokers, ",") + " (from " + string(r.BrokersSource) + ")"},
+		}
+		if r.TLS != nil && r.TLS.Enabled {
+			pairs = append(pairs, [2]string{"tls", "enabled, ca " + dash(r.TLS.CAFile) + ", client cert " + dash(r.TLS.CertFile)})
+		} else {
+			pairs = append(pairs, [2]string{"tls", "off"})
+		}
+		if r.SASL != nil {
+			pairs = append(pairs, [2]string{"sasl", r.SASL.Mechanism + " as " + r.SASL.Username + ", password from " + passwordSource(r.SASL.Password)})
+		} else {
+			pairs = append(pairs, [2]string{"sasl", "off"})
+		}
+		if r.MQTT != nil {
+			m := r.MQTT.URL
+			if r.MQTT.Username != "" {
+				m += " as " + r.MQTT.Username + ", password from " + passwordSource(r.MQTT.Password)
+			}
+			pairs = append(pairs, [2]string{"mqtt", m})
+		}
+		h.KV(pairs...)
+		return nil
+	})
+}
+
+func passwordSource(p profile.Password) string {
+	switch {
+	case p.Env != "":
+		return "$" + p.Env
+	case p.File != "":
+		return p.File
+	}
+	return "(none)"
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

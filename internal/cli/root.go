@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/profile"
+	"github.com/flecht-dev/flecht/internal/ui"
+)
+
+const rootLong = `flecht runs and operates Kafka stream-processing pipelines of the
+Flechtwerk kind: extractors and an MQTT bridge that write raw topics, and
+exactly-once transformers that refine them.
+
+It is wire-compatible with the Python Flechtwerk library (topic names,
+transactional IDs, JSON, secret tokens, keyrings, metric names), so it can
+operate pipelines that library already runs.
+
+Connection settings come from, in order: flags, environment
+(FLECHT_BROKERS, FLECHT_PROFILE, FLECHT_CONFIG), a profile in
+$XDG_CONFIG_HOME/flecht/config.yaml, and the default 127.0.0.1:9092.
+
+Exit codes: 0 ok, 1 failure, 2 usage error, 3 refused for safety,
+4 a check found problems.`
+
+// NewCmdRoot builds the flecht command tree.
+func NewCmdRoot(f *Factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "flecht <command>",
+		Short:         "Run and operate Kafka stream-processing pipelines",
+		Long:          rootLong,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := ui.ParseFormat(f.Output)
+			if err != nil {
+				return exitcode.UsageError(err)
+			}
+			f.format = format
+			if f.NoColor {
+				f.IO.SetColorEnabled(false)
+			}
+			return nil
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitcode.UsageError(err) })
+
+	pf := root.PersistentFlags()
+	pf.StringVarP(&f.Brokers, "brokers", "b", "", "Kafka bootstrap brokers, comma-separated (env "+profile.EnvBrokers+"; default "+profile.DefaultBrokers+")")
+	pf.StringVar(&f.Profile, "profile", "", "connection profile from the config file (env "+profile.EnvProfile+")")
+	pf.StringVar(&f.ConfigPath, "config", "", "config file (env "+profile.EnvConfig+"; default $XDG_CONFIG_HOME/flecht/config.yaml)")
+	pf.StringVarP(&f.Output, "output", "o", "table", "output format: "+strings.Join(ui.Formats, "|"))
+	pf.BoolVar(&f.NoColor, "no-color", false, "disable colour (also NO_COLOR)")
+	pf.BoolVarP(&f.Verbose, "verbose", "v", false, "debug logs on standard error")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(ui.Formats, cobra.ShellCompDirectiveNoFileComp))
+	_ = root.RegisterFlagCompletionFunc("profile", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		file, _, _, err := profile.Load(profile.Inputs{Config: f.ConfigPath, Getenv: f.Getenv})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return file.Names(), cobra.ShellCompDirectiveNoFileComp
+	})
+
+	root.AddGroup(
+		&cobra.Group{ID: "run", Title: "Run pipelines:"},
+		&cobra.Group{ID: "operate", Title: "Operate pipelines:"},
+		&cobra.Group{ID: "tools", Title: "Tools:"},
+	)
+	add := func(group string, cmds ...*cobra.Command) {
+		for _, c := range cmds {
+			c.GroupID = group
+			root.AddCommand(c)
+		}
+	}
+	add("run", NewCmdDev(f, nil))
+	add("operate", NewCmdCluster(f, nil))
+	add("tools",
+		NewCmdPartition(f, nil),
+		NewCmdProfile(f),
+		NewCmdVersion(f, nil),
+		NewCmdCompletion(f),
+	)
+	root.SetHelpCommandGroupID("tools")
+	return root
+}
+
+// Main runs flecht with args and returns the process exit code.
+func Main(ctx context.Context, f *Factory, args []string) int {
+	root := NewCmdRoot(f)
+	root.SetArgs(args)
+	root.SetIn(f.IO.In)
+	root.SetOut(f.IO.Out)
+	root.SetErr(f.IO.ErrOut)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitcode.OK
+	}
+	// Cobra reports an unknown command or wrong argument count as a plain
+	// error; both are usage errors.
+	if isCobraUsageError(err) {
+		err = exitcode.UsageError(err)
+	}
+	if !exitcode.IsSilent(err) {
+		fmt.Fprintf(f.IO.ErrOut, "error: %v\n", err)
+		if exitcode.Code(err) == exitcode.Usage && cmd != nil {
+			fmt.Fprintf(f.IO.ErrOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		}
+	}
+	return exitcode.Code(err)
+}
+
+// isCobraUsageError spots cobra's own "unknown command" error, which it
+// does not let us classify at the source.
+func isCobraUsageError(err error) bool {
+	return exitcode.Code(err) == exitcode.Failure && strings.HasPrefix(err.Error(), "unknown command")
+}
+
+// usageArgs makes a positional-argument check fail as a usage error (exit 2).
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		return exitcode.UsageError(check(cmd, args))
+	}
+}

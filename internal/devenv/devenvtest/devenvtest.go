@@ -1,0 +1,42 @@
+// Package devenvtest starts the embedded Kafka and MQTT brokers for
+// in-process tests of other packages. It lives apart from devenv so the
+// flecht binary does not link the testing package.
+package devenvtest
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/devenv"
+)
+
+// Start starts both brokers on free ports for an in-process test and
+// closes them in t.Cleanup. Use devenv.Start directly for other Options.
+func Start(t testing.TB) *devenv.Env {
+	t.Helper()
+	env, err := devenv.Start(t.Context(), devenv.Options{})
+	if err != nil {
+		t.Fatalf("devenv: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Close(); err != nil {
+			t.Errorf("devenv: close: %v", err)
+		}
+	})
+	return env
+}
+
+// KafkaClient returns a kgo client seeded with the env's broker and closed
+// in t.Cleanup; opts are appended after the seed. Cleanups run last in,
+// first out, so the client closes before a Start-ed Env does; a kgo client
+// closed after its broker is gone spends about a second in retry backoff.
+func KafkaClient(t testing.TB, env *devenv.Env, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(env.KafkaAddr())}, opts...)...)
+	if err != nil {
+		t.Fatalf("devenv: kafka client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}

@@ -1,0 +1,97 @@
+// Package exitcode maps the kinds of failure a command can end in to the
+// process exit codes that scripts and CI rely on. It is the one place that
+// mapping lives: packages wrap their errors with a kind, cmd/flecht asks for
+// the code.
+package exitcode
+
+import (
+	"errors"
+	"strconv"
+)
+
+// Exit codes, stable across releases.
+const (
+	OK       = 0 // the command did what was asked
+	Failure  = 1 // something went wrong (broker unreachable, I/O, bug)
+	Usage    = 2 // the command line is wrong: unknown flag, bad value, missing argument
+	Refused  = 3 // refused for safety: a live consumer, the primary key, a concurrent writer
+	Findings = 4 // a check ran and found problems (lint, scan, decrypt failure)
+)
+
+// Kind classifies an error by the exit code it should produce.
+type Kind int
+
+const (
+	KindFailure Kind = iota
+	KindUsage
+	KindRefused
+	KindFindings
+)
+
+func (k Kind) code() int {
+	switch k {
+	case KindUsage:
+		return Usage
+	case KindRefused:
+		return Refused
+	case KindFindings:
+		return Findings
+	default:
+		return Failure
+	}
+}
+
+type kindError struct {
+	kind Kind
+	err  error
+}
+
+func (e *kindError) Error() string { return e.err.Error() }
+func (e *kindError) Unwrap() error { return e.err }
+
+// Wrap marks err with a kind; a nil err stays nil.
+func Wrap(kind Kind, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &kindError{kind: kind, err: err}
+}
+
+// UsageError marks err as a usage error (exit 2).
+func UsageError(err error) error { return Wrap(KindUsage, err) }
+
+// RefusedError marks err as refused for safety (exit 3).
+func RefusedError(err error) error { return Wrap(KindRefused, err) }
+
+// FindingsError marks err as a check that found problems (exit 4).
+func FindingsError(err error) error { return Wrap(KindFindings, err) }
+
+// Silent is an error whose message was already shown to the user (for
+// example a report rendered as JSON); main exits with its code and prints
+// nothing more.
+type Silent struct{ Code int }
+
+func (s *Silent) Error() string { return "exit status " + strconv.Itoa(s.Code) }
+
+// Code returns the exit code for err: 0 for nil, the marked kind when there
+// is one (the outermost mark wins), 1 otherwise.
+func Code(err error) int {
+	if err == nil {
+		return OK
+	}
+	var s *Silent
+	if errors.As(err, &s) {
+		return s.Code
+	}
+	var k *kindError
+	if errors.As(err, &k) {
+		return k.kind.code()
+	}
+	return Failure
+}
+
+// IsSilent reports whether err asks main to print nothing.
+func IsSilent(err error) bool {
+	var s *Silent
+	return errors.As(err, &s)
+}

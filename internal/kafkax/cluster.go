@@ -1,0 +1,211 @@
+// Package kafkax builds franz-go clients and kadm admins from a resolved
+// profile, and holds the Kafka helpers every command shares: reading topics
+// to their end, topic checks, and Kafka's murmur2 partitioner.
+package kafkax
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/flecht-dev/flecht/internal/profile"
+)
+
+// Cluster is how to reach one Kafka cluster: everything a client needs
+// except what a particular client does (consume, produce, transactions).
+type Cluster struct {
+	Brokers     []string
+	TLS         *tls.Config
+	SASL        sasl.Mechanism
+	Log         *slog.Logger
+	DialTimeout time.Duration
+	PingTimeout time.Duration // 0 means DefaultPingTimeout
+}
+
+// DefaultDialTimeout bounds one connection attempt, so a dead or
+// black-holed broker fails a command quickly instead of hanging.
+const DefaultDialTimeout = 5 * time.Second
+
+// FromProfile turns resolved settings into a Cluster, reading TLS files and
+// the SASL password (from its env var or file) now, so a broken profile fails
+// before any connection is tried.
+func FromProfile(r *profile.Resolved, getenv func(string) string, log *slog.Logger) (*Cluster, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	c := &Cluster{Brokers: r.Brokers, Log: log, DialTimeout: DefaultDialTimeout}
+	if r.TLS != nil && r.TLS.Enabled {
+		tc, err := tlsConfig(r.TLS)
+		if err != nil {
+			return nil, err
+		}
+		c.TLS = tc
+	}
+	if r.SASL != nil {
+		pw, err := r.SASL.Password.Resolve(getenv)
+		if err != nil {
+			return nil, fmt.Errorf("sasl: %w", err)
+		}
+		switch r.SASL.Mechanism {
+		case "PLAIN":
+			c.SASL = plain.Auth{User: r.SASL.Username, Pass: pw}.AsMechanism()
+		case "SCRAM-SHA-256":
+			c.SASL = scram.Auth{User: r.SASL.Username, Pass: pw}.AsSha256Mechanism()
+		case "SCRAM-SHA-512":
+			c.SASL = scram.Auth{User: r.SASL.Username, Pass: pw}.AsSha512Mechanism()
+		default:
+			return nil, fmt.Errorf("sasl: unsupported mechanism %q", r.SASL.Mechanism)
+		}
+	}
+	return c, nil
+}
+
+func tlsConfig(t *profile.TLS) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in per profile
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: reading CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls: CA file %s holds no PEM certificate", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: loading client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// Opts returns the client options for this cluster. Consumers read
+// read_committed and producers compress with zstd, as SPEC §1 requires of
+// every flecht client.
+func (c *Cluster) Opts() []kgo.Opt {
+	dial := c.DialTimeout
+	if dial == 0 {
+		dial = DefaultDialTimeout
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.Brokers...),
+		kgo.DialTimeout(dial),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ProducerBatchCompression(kgo.ZstdCompression()),
+		kgo.MetadataMinAge(time.Second),
+	}
+	if c.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(c.TLS.Clone()))
+	}
+	if c.SASL != nil {
+		opts = append(opts, kgo.SASL(c.SASL))
+	}
+	if c.Log != nil {
+		opts = append(opts, kgo.WithLogger(slogLogger{c.Log}))
+	}
+	return opts
+}
+
+// Client returns a new franz-go client; extra options are applied last.
+func (c *Cluster) Client(extra ...kgo.Opt) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(append(c.Opts(), extra...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	return cl, nil
+}
+
+// Admin returns an admin client on its own connection; closing the admin
+// closes that connection.
+func (c *Cluster) Admin() (*kadm.Client, error) {
+	cl, err := c.Client()
+	if err != nil {
+		return nil, err
+	}
+	return kadm.NewClient(cl), nil
+}
+
+// Addrs is the broker list as a user typed it, for error messages.
+func (c *Cluster) Addrs() string { return strings.Join(c.Brokers, ",") }
+
+// UnreachableError says the cluster could not be reached at all.
+type UnreachableError struct {
+	Brokers string
+	Err     error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach Kafka at %s: %v (check --brokers, FLECHT_BROKERS or the profile)", e.Brokers, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// DefaultPingTimeout bounds Ping.
+const DefaultPingTimeout = 10 * time.Second
+
+// Ping checks that a broker answers a metadata request within the timeout,
+// and turns failure into an error naming the addresses tried.
+func (c *Cluster) Ping(ctx context.Context, cl *kgo.Client) error {
+	timeout := c.PingTimeout
+	if timeout == 0 {
+		timeout = DefaultPingTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := cl.Ping(ctx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer within %s", timeout)
+		}
+		return &UnreachableError{Brokers: c.Addrs(), Err: err}
+	}
+	return nil
+}
+
+// slogLogger routes franz-go's logs to slog; it logs at debug and below
+// only when the handler asks for them (-v).
+type slogLogger struct{ l *slog.Logger }
+
+func (s slogLogger) Level() kgo.LogLevel {
+	ctx := context.Background()
+	switch {
+	case s.l.Enabled(ctx, slog.LevelDebug):
+		return kgo.LogLevelDebug
+	case s.l.Enabled(ctx, slog.LevelInfo):
+		return kgo.LogLevelInfo
+	case s.l.Enabled(ctx, slog.LevelWarn):
+		return kgo.LogLevelWarn
+	default:
+		return kgo.LogLevelError
+	}
+}
+
+func (s slogLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	var l slog.Level
+	switch level {
+	case kgo.LogLevelError:
+		l = slog.LevelError
+	case kgo.LogLevelWarn:
+		l = slog.LevelWarn
+	case kgo.LogLevelInfo:
+		l = slog.LevelInfo
+	default:
+		l = slog.LevelDebug
+	}
+	s.l.Log(context.Background(), l, "kafka: "+msg, keyvals...)
+}

@@ -1,0 +1,198 @@
+// Package profile reads flecht's config file of named connection profiles
+// and resolves which brokers, TLS, SASL and MQTT settings a command uses:
+// flag > environment > profile > default.
+package profile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// DefaultBrokers is used when no flag, env var or profile names brokers.
+const DefaultBrokers = "127.0.0.1:9092"
+
+// Environment variables read by Resolve.
+const (
+	EnvBrokers = "FLECHT_BROKERS"
+	EnvProfile = "FLECHT_PROFILE"
+	EnvConfig  = "FLECHT_CONFIG"
+)
+
+// File is the config file: named profiles and an optional default.
+type File struct {
+	CurrentProfile string              `yaml:"current_profile,omitempty" json:"current_profile,omitempty"`
+	Profiles       map[string]*Profile `yaml:"profiles" json:"profiles"`
+}
+
+// Profile holds how to reach one environment's Kafka and MQTT brokers.
+// Secrets are never stored here, only where to read them from.
+type Profile struct {
+	Brokers []string `yaml:"brokers,omitempty" json:"brokers,omitempty"`
+	TLS     *TLS     `yaml:"tls,omitempty" json:"tls,omitempty"`
+	SASL    *SASL    `yaml:"sasl,omitempty" json:"sasl,omitempty"`
+	MQTT    *MQTT    `yaml:"mqtt,omitempty" json:"mqtt,omitempty"`
+}
+
+// TLS configures TLS to the Kafka brokers. Enabled with no files uses the
+// system roots.
+type TLS struct {
+	Enabled            bool   `yaml:"enabled" json:"enabled"`
+	CAFile             string `yaml:"ca_file,omitempty" json:"ca_file,omitempty"`
+	CertFile           string `yaml:"cert_file,omitempty" json:"cert_file,omitempty"`
+	KeyFile            string `yaml:"key_file,omitempty" json:"key_file,omitempty"`
+	ServerName         string `yaml:"server_name,omitempty" json:"server_name,omitempty"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify,omitempty" json:"insecure_skip_verify,omitempty"`
+}
+
+// SASL configures SASL authentication to the Kafka brokers.
+type SASL struct {
+	Mechanism string `yaml:"mechanism" json:"mechanism"`
+	Username  string `yaml:"username" json:"username"`
+	Password  `yaml:",inline"`
+}
+
+// MQTT is where the MQTT broker is and how to log in to it.
+type MQTT struct {
+	URL      string `yaml:"url" json:"url"`
+	Username string `yaml:"username,omitempty" json:"username,omitempty"`
+	Password `yaml:",inline"`
+}
+
+// Password names where a password comes from: an environment variable or a
+// file (for mounted secrets). The value itself never appears in the config.
+type Password struct {
+	Env  string `yaml:"password_env,omitempty" json:"password_env,omitempty"`
+	File string `yaml:"password_file,omitempty" json:"password_file,omitempty"`
+}
+
+// Mechanisms lists the accepted SASL mechanisms.
+var Mechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+
+// Resolve reads the password. getenv is os.Getenv outside tests.
+func (p Password) Resolve(getenv func(string) string) (string, error) {
+	switch {
+	case p.Env != "":
+		v := getenv(p.Env)
+		if v == "" {
+			return "", fmt.Errorf("password environment variable %s is empty or unset", p.Env)
+		}
+		return v, nil
+	case p.File != "":
+		b, err := os.ReadFile(p.File)
+		if err != nil {
+			return "", fmt.Errorf("reading password file: %w", err)
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	return "", nil
+}
+
+func (p Password) validate(where string) error {
+	if p.Env != "" && p.File != "" {
+		return fmt.Errorf("%s: set password_env or password_file, not both", where)
+	}
+	return nil
+}
+
+// Validate checks a profile for settings that cannot work.
+func (p *Profile) Validate(name string) error {
+	where := fmt.Sprintf("profile %q", name)
+	for _, b := range p.Brokers {
+		if strings.TrimSpace(b) == "" {
+			return fmt.Errorf("%s: empty broker address", where)
+		}
+	}
+	if t := p.TLS; t != nil {
+		if (t.CertFile == "") != (t.KeyFile == "") {
+			return fmt.Errorf("%s: tls.cert_file and tls.key_file go together", where)
+		}
+	}
+	if s := p.SASL; s != nil {
+		ok := false
+		for _, m := range Mechanisms {
+			if strings.EqualFold(s.Mechanism, m) {
+				s.Mechanism, ok = m, true
+			}
+		}
+		if !ok {
+			return fmt.Errorf("%s: sasl.mechanism %q is not one of %s", where, s.Mechanism, strings.Join(Mechanisms, ", "))
+		}
+		if s.Username == "" {
+			return fmt.Errorf("%s: sasl.username is required", where)
+		}
+		if s.Password.Env == "" && s.Password.File == "" {
+			return fmt.Errorf("%s: sasl needs password_env or password_file", where)
+		}
+		if err := s.Password.validate(where + " sasl"); err != nil {
+			return err
+		}
+	}
+	if m := p.MQTT; m != nil {
+		if m.URL == "" {
+			return fmt.Errorf("%s: mqtt.url is required", where)
+		}
+		if err := m.Password.validate(where + " mqtt"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Parse decodes a config file strictly: unknown fields are errors, so a
+// typo does not silently fall back to defaults.
+func Parse(data []byte) (*File, error) {
+	f := &File{}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(f); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if f.Profiles == nil {
+		f.Profiles = map[string]*Profile{}
+	}
+	for name, p := range f.Profiles {
+		if p == nil {
+			f.Profiles[name] = &Profile{}
+			continue
+		}
+		if err := p.Validate(name); err != nil {
+			return nil, err
+		}
+	}
+	if f.CurrentProfile != "" {
+		if _, ok := f.Profiles[f.CurrentProfile]; !ok {
+			return nil, fmt.Errorf("current_profile %q is not among the profiles (%s)", f.CurrentProfile, strings.Join(f.Names(), ", "))
+		}
+	}
+	return f, nil
+}
+
+// Names returns the profile names, sorted.
+func (f *File) Names() []string {
+	names := make([]string, 0, len(f.Profiles))
+	for n := range f.Profiles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// DefaultPath is $XDG_CONFIG_HOME/flecht/config.yaml, or
+// ~/.config/flecht/config.yaml when XDG_CONFIG_HOME is unset.
+func DefaultPath(getenv func(string) string) string {
+	if x := getenv("XDG_CONFIG_HOME"); x != "" {
+		return filepath.Join(x, "flecht", "config.yaml")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".config", "flecht", "config.yaml")
+	}
+	return ""
+}

@@ -1,0 +1,148 @@
+package profile
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const sampleConfig = `
+current_profile: staging
+profiles:
+  staging:
+    brokers: [kafka-1:9092, kafka-2:9092]
+    sasl:
+      mechanism: scram-sha-512
+      username: flecht
+      password_env: STAGING_KAFKA_PASSWORD
+    mqtt:
+      url: mqtt://mqtt.staging:1883
+      username: bridge
+      password_file: /run/secrets/mqtt
+  prod:
+    brokers: [prod-1:9093]
+    tls:
+      enabled: true
+      ca_file: /etc/ca.pem
+`
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestPrecedence(t *testing.T) {
+	path := writeConfig(t, sampleConfig)
+	cases := []struct {
+		name        string
+		in          Inputs
+		wantBrokers string
+		wantSource  Source
+		wantProfile string
+	}{
+		{"flag beats all", Inputs{Brokers: "a:1,b:2", Config: path, Getenv: env(map[string]string{EnvBrokers: "e:1"})}, "a:1,b:2", SourceFlag, "staging"},
+		{"env beats profile", Inputs{Config: path, Getenv: env(map[string]string{EnvBrokers: "e:1"})}, "e:1", SourceEnv, "staging"},
+		{"current profile", Inputs{Config: path, Getenv: env(nil)}, "kafka-1:9092,kafka-2:9092", SourceProfile, "staging"},
+		{"--profile beats env profile", Inputs{Config: path, Profile: "prod", Getenv: env(map[string]string{EnvProfile: "staging"})}, "prod-1:9093", SourceProfile, "prod"},
+		{"env profile", Inputs{Config: path, Getenv: env(map[string]string{EnvProfile: "prod"})}, "prod-1:9093", SourceProfile, "prod"},
+		{"default", Inputs{Getenv: env(map[string]string{"HOME": t.TempDir()})}, DefaultBrokers, SourceDefault, ""},
+		{"config via env", Inputs{Getenv: env(map[string]string{EnvConfig: path})}, "kafka-1:9092,kafka-2:9092", SourceProfile, "staging"},
+	}
+	for _, c := range cases {
+		r, err := Resolve(c.in)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := strings.Join(r.Brokers, ","); got != c.wantBrokers || r.BrokersSource != c.wantSource || r.ProfileName != c.wantProfile {
+			t.Errorf("%s: brokers %s from %s, profile %q; want %s from %s, profile %q", c.name, got, r.BrokersSource, r.ProfileName, c.wantBrokers, c.wantSource, c.wantProfile)
+		}
+	}
+}
+
+func TestProfileContents(t *testing.T) {
+	r, err := Resolve(Inputs{Config: writeConfig(t, sampleConfig), Getenv: env(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.SASL == nil || r.SASL.Mechanism != "SCRAM-SHA-512" || r.SASL.Env != "STAGING_KAFKA_PASSWORD" {
+		t.Errorf("sasl not resolved or mechanism not normalised: %+v", r.SASL)
+	}
+	if r.MQTT == nil || r.MQTT.File != "/run/secrets/mqtt" {
+		t.Errorf("mqtt not resolved: %+v", r.MQTT)
+	}
+}
+
+func TestUnknownProfileNamesTheChoices(t *testing.T) {
+	_, err := Resolve(Inputs{Config: writeConfig(t, sampleConfig), Profile: "qa", Getenv: env(nil)})
+	if !errors.Is(err, ErrUnknownProfile) || !strings.Contains(err.Error(), "prod, staging") {
+		t.Fatalf("want unknown profile listing prod, staging; got %v", err)
+	}
+}
+
+func TestMissingFiles(t *testing.T) {
+	// A config file the user named must exist.
+	_, err := Resolve(Inputs{Config: filepath.Join(t.TempDir(), "nope.yaml"), Getenv: env(nil)})
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("want an error naming the file, got %v", err)
+	}
+	// The default one may be absent.
+	if _, err := Resolve(Inputs{Getenv: env(map[string]string{"XDG_CONFIG_HOME": t.TempDir()})}); err != nil {
+		t.Fatalf("absent default config must be fine: %v", err)
+	}
+}
+
+func TestStrictParsing(t *testing.T) {
+	bad := map[string]string{
+		"typo":              "profiles:\n  a:\n    broker: [x:1]\n",
+		"mechanism":         "profiles:\n  a:\n    sasl: {mechanism: GSSAPI, username: u, password_env: P}\n",
+		"no password":       "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u}\n",
+		"both passwords":    "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u, password_env: P, password_file: f}\n",
+		"cert without key":  "profiles:\n  a:\n    tls: {enabled: true, cert_file: c}\n",
+		"dangling current":  "current_profile: b\nprofiles:\n  a: {}\n",
+		"not yaml":          "profiles: [",
+		"mqtt without url":  "profiles:\n  a:\n    mqtt: {username: u}\n",
+		"empty broker":      "profiles:\n  a:\n    brokers: ['']\n",
+		"password as value": "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u, password: hunter2}\n",
+	}
+	for name, body := range bad {
+		if _, err := Parse([]byte(body)); err == nil {
+			t.Errorf("%s: accepted %q", name, body)
+		} else if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: error echoes a secret: %v", name, err)
+		}
+	}
+	if f, err := Parse(nil); err != nil || len(f.Profiles) != 0 {
+		t.Errorf("empty file: %v %v", f, err)
+	}
+}
+
+func TestPasswordResolve(t *testing.T) {
+	p := Password{Env: "PW"}
+	if v, err := p.Resolve(env(map[string]string{"PW": "s3"})); err != nil || v != "s3" {
+		t.Errorf("env password: %q %v", v, err)
+	}
+	if _, err := p.Resolve(env(nil)); err == nil || !strings.Contains(err.Error(), "PW") {
+		t.Errorf("unset env must name the variable: %v", err)
+	}
+	f := filepath.Join(t.TempDir(), "pw")
+	os.WriteFile(f, []byte("from-file\n"), 0o600)
+	if v, err := (Password{File: f}).Resolve(env(nil)); err != nil || v != "from-file" {
+		t.Errorf("file password: %q %v", v, err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(sampleConfig))
+	f.Add([]byte("profiles: {a: {brokers: [x]}}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = Parse(data)
+	})
+}

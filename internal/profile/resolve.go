@@ -1,0 +1,141 @@
+package profile
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+)
+
+// Inputs are what the command line and environment say.
+type Inputs struct {
+	Brokers string // --brokers, "" when not given
+	Profile string // --profile, "" when not given
+	Config  string // --config, "" when not given
+	Getenv  func(string) string
+}
+
+// Source names where a setting came from, shown by `flecht profile show`.
+type Source string
+
+const (
+	SourceFlag    Source = "flag"
+	SourceEnv     Source = "env"
+	SourceProfile Source = "profile"
+	SourceDefault Source = "default"
+)
+
+// Resolved is the effective connection settings for one command.
+type Resolved struct {
+	ConfigPath     string   `json:"config_path,omitempty"`
+	ConfigFound    bool     `json:"config_found"`
+	ProfileName    string   `json:"profile,omitempty"`
+	ProfileSource  Source   `json:"profile_source,omitempty"`
+	Brokers        []string `json:"brokers"`
+	BrokersSource  Source   `json:"brokers_source"`
+	TLS            *TLS     `json:"tls,omitempty"`
+	SASL           *SASL    `json:"sasl,omitempty"`
+	MQTT           *MQTT    `json:"mqtt,omitempty"`
+	AvailableNames []string `json:"available_profiles"`
+}
+
+// ErrUnknownProfile is returned (wrapped) when a named profile does not exist.
+var ErrUnknownProfile = errors.New("unknown profile")
+
+// Load reads the config file named by --config, FLECHT_CONFIG or the default
+// path. A missing default file is an empty config; a missing file the user
+// named is an error.
+func Load(in Inputs) (*File, string, bool, error) {
+	getenv := in.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	path, explicit := in.Config, in.Config != ""
+	if !explicit {
+		if p := getenv(EnvConfig); p != "" {
+			path, explicit = p, true
+		} else {
+			path = DefaultPath(getenv)
+		}
+	}
+	if path == "" {
+		return &File{Profiles: map[string]*Profile{}}, "", false, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !explicit {
+			return &File{Profiles: map[string]*Profile{}}, path, false, nil
+		}
+		return nil, path, false, fmt.Errorf("reading config file: %w", err)
+	}
+	f, err := Parse(data)
+	if err != nil {
+		return nil, path, true, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return f, path, true, nil
+}
+
+// Resolve applies the precedence flag > env > profile > default.
+func Resolve(in Inputs) (*Resolved, error) {
+	getenv := in.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+		in.Getenv = getenv
+	}
+	f, path, found, err := Load(in)
+	if err != nil {
+		return nil, err
+	}
+	r := &Resolved{ConfigPath: path, ConfigFound: found, AvailableNames: f.Names()}
+
+	name, src := in.Profile, SourceFlag
+	if name == "" {
+		name, src = getenv(EnvProfile), SourceEnv
+	}
+	if name == "" {
+		name, src = f.CurrentProfile, SourceProfile
+	}
+	var p *Profile
+	if name != "" {
+		var ok bool
+		if p, ok = f.Profiles[name]; !ok {
+			avail := "none defined"
+			if len(r.AvailableNames) > 0 {
+				avail = "available: " + strings.Join(r.AvailableNames, ", ")
+			}
+			where := path
+			if where == "" {
+				where = "no config file"
+			}
+			return nil, fmt.Errorf("%w %q (%s; %s)", ErrUnknownProfile, name, where, avail)
+		}
+		r.ProfileName, r.ProfileSource = name, src
+		r.TLS, r.SASL, r.MQTT = p.TLS, p.SASL, p.MQTT
+	}
+
+	switch {
+	case in.Brokers != "":
+		r.Brokers, r.BrokersSource = splitList(in.Brokers), SourceFlag
+	case getenv(EnvBrokers) != "":
+		r.Brokers, r.BrokersSource = splitList(getenv(EnvBrokers)), SourceEnv
+	case p != nil && len(p.Brokers) > 0:
+		r.Brokers, r.BrokersSource = p.Brokers, SourceProfile
+	default:
+		r.Brokers, r.BrokersSource = []string{DefaultBrokers}, SourceDefault
+	}
+	if len(r.Brokers) == 0 {
+		return nil, fmt.Errorf("no broker address given (--brokers or %s is empty)", EnvBrokers)
+	}
+	return r, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
