@@ -1,0 +1,314 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/ui"
+)
+
+const secretsLong = `Encrypt and decrypt single secret values, as a stage's ENCRYPTED field
+stores them: a token "flenc:jwe:" + a compact JWE (alg dir, enc A256GCM,
+header {"alg":"dir","enc":"A256GCM","kid":…} plus "flenc_scope" when the
+field declares a scope), whose plaintext is the JSON encoding of the field's
+value. Tokens are interchangeable with the Python Flechtwerk library's.
+
+A failure exits with 4 and one line naming its kind, which runbooks can
+match on: malformed, header_rejected, unknown_kid, tag_mismatch,
+scope_violation, plaintext, no_keyring, keyring_invalid. With -o json the
+failure is printed on standard output instead:
+  {"error": {"kind": "unknown_kid", "kid": "k9", "message": "…"}}
+
+The keyring file comes from --keyring or ` + EnvKeyring + ` (see 'flecht keys').
+No output and no error message ever holds key bytes or a plaintext.`
+
+// SecretsOptions are the inputs of `flecht secrets encrypt|decrypt`.
+type SecretsOptions struct {
+	IO            *ui.IOStreams
+	Printer       func() *ui.Printer
+	Keyring       string // the keyring file: --keyring, else FLECHT_KEYRING
+	Scope         string // the field's scope ("" for an unscoped field)
+	ReadPlaintext bool   // decrypt: accept a non-token value as legacy plaintext
+	Input         string // the JSON value or token; "-" reads standard input
+}
+
+// EncryptResult is what `flecht secrets encrypt` prints.
+type EncryptResult struct {
+	Token string `json:"token"`
+	Kid   string `json:"kid"`             // the primary key that sealed it
+	Scope string `json:"scope,omitempty"` // flenc_scope, when given
+}
+
+// DecryptResult is what `flecht secrets decrypt` prints.
+type DecryptResult struct {
+	Value     json.RawMessage `json:"value"`               // the JSON wire value
+	Kid       string          `json:"kid,omitempty"`       // the key that opened it
+	Scope     string          `json:"scope,omitempty"`     // the token's flenc_scope
+	Plaintext bool            `json:"plaintext,omitempty"` // read as legacy plaintext (--read-plaintext)
+}
+
+// SecretErrorReport is the machine form of a failed encrypt or decrypt
+// (-o json/yaml), printed on standard output.
+type SecretErrorReport struct {
+	Error SecretErrorInfo `json:"error"`
+}
+
+// SecretErrorInfo names the failure; its fields come from *secret.Error and
+// never hold key bytes or plaintext.
+type SecretErrorInfo struct {
+	Kind       secret.Kind `json:"kind"`
+	Kid        string      `json:"kid,omitempty"`
+	Scope      string      `json:"scope,omitempty"`       // the scope read through (--scope)
+	TokenScope string      `json:"token_scope,omitempty"` // the scope stamped in the token
+	Message    string      `json:"message"`
+}
+
+// maxSecretInput bounds what is read from standard input: a secret lives in
+// one Kafka record, far below this.
+const maxSecretInput = 16 << 20
+
+// NewCmdSecrets builds `flecht secrets` and its subcommands.
+func NewCmdSecrets(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "secrets <command>",
+		Short: "Encrypt and decrypt secret values (flenc:jwe: tokens)",
+		Long:  secretsLong,
+		Args:  usageArgs(cobra.NoArgs),
+		RunE:  helpOrUnknown,
+	}
+	cmd.AddCommand(newCmdSecretsEncrypt(f, nil), newCmdSecretsDecrypt(f, nil))
+	return cmd
+}
+
+func secretsCommand(f *Factory, cmd *cobra.Command, runF, run func(*SecretsOptions) error) (*cobra.Command, *SecretsOptions) {
+	opts := &SecretsOptions{IO: f.IO, Printer: f.Printer}
+	cmd.Args = usageArgs(cobra.ExactArgs(1))
+	cmd.RunE = func(_ *cobra.Command, args []string) error {
+		opts.Keyring = keyringPath(opts.Keyring, f.Getenv)
+		opts.Input = args[0]
+		if runF != nil {
+			return runF(opts)
+		}
+		return run(opts)
+	}
+	addKeyringFlag(cmd, &opts.Keyring)
+	cmd.Flags().StringVar(&opts.Scope, "scope", "", "the field's scope (flenc_scope); empty for an unscoped field")
+	return cmd, opts
+}
+
+func newCmdSecretsEncrypt(f *Factory, runF func(*SecretsOptions) error) *cobra.Command {
+	cmd, _ := secretsCommand(f, &cobra.Command{
+		Use:   "encrypt --keyring FILE [--scope S] JSON_VALUE | -",
+		Short: "Encrypt a JSON value into a flenc:jwe: token with the primary key",
+		Long: `Encrypt JSON_VALUE with the keyring's primary key and print the token.
+
+JSON_VALUE is the field's value as JSON, so a string needs its quotes:
+'"sk-live-123"'. It is sealed in the canonical form a stage writes (sorted
+keys, no spaces; numbers keep their text). With "-" it is read from standard
+input, which keeps the secret out of the shell history and the process list.
+
+--scope binds the token to a field's scope: a field of another scope, or an
+unscoped field, refuses it. Every run draws a fresh random nonce, so the
+same value gives a different token each time.`,
+		Example: `  flecht secrets encrypt --keyring keyring.json --scope api_key '"sk-live-123"'
+  printf '%s' '{"user":"svc","password":"…"}' | flecht secrets encrypt --scope db -
+  flecht secrets encrypt -o json -- -42     # a value that starts with "-" follows "--"`,
+	}, runF, runSecretsEncrypt)
+	return cmd
+}
+
+func newCmdSecretsDecrypt(f *Factory, runF func(*SecretsOptions) error) *cobra.Command {
+	cmd, opts := secretsCommand(f, &cobra.Command{
+		Use:   "decrypt --keyring FILE [--scope S] [--read-plaintext] TOKEN | -",
+		Short: "Decrypt a flenc:jwe: token and print its JSON value",
+		Long: `Decrypt TOKEN as a field of scope --scope reads it and print the JSON
+value it holds. TOKEN may be given bare or as it appears in a record's JSON
+(in double quotes); with "-" it is read from standard input. Surrounding
+whitespace is ignored.
+
+The rules are a stage's: the header must be exactly alg dir + enc A256GCM
+(checked before any decryption); the key is the one the token's kid names;
+a field of scope S opens tokens of scope S and unscoped tokens, an unscoped
+field only unscoped tokens. A value that is not a flenc: token is refused as
+plaintext unless --read-plaintext is given: then it is printed with a
+warning, as a field in migration reads it (JSON when it parses as JSON,
+else a string). A flenc: value with another envelope is never plaintext.
+
+On failure the exit code is 4 and the line names the kind; with -o json the
+error object is printed on standard output.`,
+		Example: `  flecht secrets decrypt --keyring keyring.json --scope api_key flenc:jwe:eyJhbGciOi…
+  kcat -C -t configs -e -f '%s' | jq -r .api_key | flecht secrets decrypt --scope api_key -
+  flecht secrets decrypt -o json "$TOKEN" | jq .error.kind`,
+	}, runF, runSecretsDecrypt)
+	cmd.Flags().BoolVar(&opts.ReadPlaintext, "read-plaintext", false, "accept a value that is not a token as legacy plaintext, with a warning")
+	return cmd
+}
+
+func runSecretsEncrypt(opts *SecretsOptions) error {
+	input, err := secretInput(opts)
+	if err != nil {
+		return err
+	}
+	value, err := attr.ParseJSON(input)
+	if err != nil {
+		return exitcode.UsageError(fmt.Errorf(
+			"JSON_VALUE is not a JSON value (%s); a string needs JSON quotes, e.g. '\"text\"'", jsonProblem(err)))
+	}
+	payload, err := attr.Marshal(value)
+	if err != nil {
+		return exitcode.UsageError(errors.New("JSON_VALUE has no canonical JSON form"))
+	}
+	if s, ok := value.(string); ok && secret.IsEncrypted(s) {
+		fmt.Fprintln(opts.IO.ErrOut, "warning: the value is already a flenc: token; it is encrypted again, not re-encrypted (decrypt it first to change its key)")
+	}
+	kr, err := secretsKeyring(opts)
+	if err != nil {
+		return secretFailure(opts, err, nil)
+	}
+	tok, err := kr.Encrypt(payload, opts.Scope)
+	if err != nil {
+		return secretFailure(opts, err, kr)
+	}
+	res := EncryptResult{Token: tok, Kid: kr.Primary(), Scope: opts.Scope}
+	return opts.Printer().Print(res, func(h *ui.Human) error {
+		h.Printf("%s\n", res.Token)
+		return nil
+	})
+}
+
+func runSecretsDecrypt(opts *SecretsOptions) error {
+	input, err := secretInput(opts)
+	if err != nil {
+		return err
+	}
+	// The value bare, or as it stands in a record's JSON: a token in
+	// quotes, or (for a legacy plaintext) any JSON value.
+	raw := bytes.TrimSpace(input)
+	value, plain := string(raw), any(string(raw))
+	if v, err := attr.ParseJSON(raw); err == nil {
+		plain = v
+		if s, ok := v.(string); ok {
+			value = s
+		} else {
+			value = "" // not a string, so not a token
+		}
+	}
+	kr, err := secretsKeyring(opts)
+	if err != nil {
+		return secretFailure(opts, err, nil)
+	}
+	var res DecryptResult
+	if secret.IsEncrypted(value) {
+		payload, kid, err := kr.Decrypt(value, opts.Scope)
+		if err != nil {
+			return secretFailure(opts, err, kr)
+		}
+		if _, err := attr.ParseJSON(payload); err != nil {
+			return secretFailure(opts, &secret.Error{Kind: secret.KindMalformed, Kid: kid, Scope: opts.Scope,
+				Detail: "the token opens, but its payload is not JSON"}, kr)
+		}
+		info, _ := secret.Inspect(value)
+		res = DecryptResult{Value: payload, Kid: kid, Scope: info.Scope}
+	} else {
+		if !opts.ReadPlaintext {
+			return secretFailure(opts, &secret.Error{Kind: secret.KindPlaintext, Scope: opts.Scope,
+				Detail: "plaintext in a strict encrypted field"}, kr)
+		}
+		payload, err := attr.Marshal(plain)
+		if err != nil {
+			return secretFailure(opts, &secret.Error{Kind: secret.KindMalformed, Scope: opts.Scope,
+				Detail: "the plaintext value is not valid UTF-8 text"}, kr)
+		}
+		fmt.Fprintln(opts.IO.ErrOut, "warning: value read as legacy plaintext: it is not a flenc: token; encrypt it and write it back")
+		res = DecryptResult{Value: payload, Plaintext: true}
+	}
+	return opts.Printer().Print(res, func(h *ui.Human) error {
+		h.Printf("%s\n", res.Value)
+		return nil
+	})
+}
+
+// secretInput is the positional argument, or standard input for "-".
+func secretInput(opts *SecretsOptions) ([]byte, error) {
+	if opts.Input != "-" {
+		return []byte(opts.Input), nil
+	}
+	b, err := io.ReadAll(io.LimitReader(opts.IO.In, maxSecretInput+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading standard input: %w", err)
+	}
+	if len(b) > maxSecretInput {
+		return nil, exitcode.UsageError(fmt.Errorf("standard input holds more than %d bytes", maxSecretInput))
+	}
+	return b, nil
+}
+
+// secretsKeyring loads the keyring for encrypt/decrypt. A missing path or
+// file is no_keyring.
+func secretsKeyring(opts *SecretsOptions) (*secret.Keyring, error) {
+	if opts.Keyring == "" {
+		return nil, &secret.Error{Kind: secret.KindNoKeyring, Scope: opts.Scope,
+			Detail: "no keyring file: give --keyring FILE or set " + EnvKeyring}
+	}
+	kr, err := loadKeyringFile(opts.IO.ErrOut, opts.Keyring)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &secret.Error{Kind: secret.KindNoKeyring, Scope: opts.Scope,
+			Detail: "keyring file " + opts.Keyring + " does not exist"}
+	}
+	return kr, err
+}
+
+// secretFailure reports a failed encrypt or decrypt: a *secret.Error exits
+// with 4, as one line on standard error ("error: <kind>: …"), or with -o
+// json/yaml as an error object on standard output. Any other error (an I/O
+// failure) is returned as it is.
+func secretFailure(opts *SecretsOptions, err error, kr *secret.Keyring) error {
+	var se *secret.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	var kids []string
+	if kr != nil {
+		kids = kr.Kids()
+	}
+	line := secretLine(se, kids)
+	p := opts.Printer()
+	if p.Format == ui.FormatTable {
+		return exitcode.FindingsError(errors.New(line))
+	}
+	report := SecretErrorReport{Error: SecretErrorInfo{
+		Kind: se.Kind, Kid: se.Kid, Scope: se.Scope, TokenScope: se.TokenScope,
+		Message: strings.TrimPrefix(line, string(se.Kind)+": "),
+	}}
+	if err := p.Print(report, func(*ui.Human) error { return nil }); err != nil {
+		return err
+	}
+	return &exitcode.Silent{Code: exitcode.Findings}
+}
+
+// jsonProblem says what is wrong with a JSON value without quoting it: the
+// value is a secret.
+func jsonProblem(err error) string {
+	var de *attr.DecodeError
+	if !errors.As(err, &de) {
+		return "not JSON"
+	}
+	var syn *json.SyntaxError
+	if errors.As(de.Err, &syn) {
+		return fmt.Sprintf("%s, syntax error at offset %d", de.Reason, syn.Offset)
+	}
+	if errors.Is(de.Err, io.ErrUnexpectedEOF) || errors.Is(de.Err, io.EOF) {
+		return de.Reason + ", incomplete"
+	}
+	return de.Reason
+}
