@@ -1,0 +1,159 @@
+package budget
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
+)
+
+// Measurement is a message rate measured from a topic's record timestamps.
+type Measurement struct {
+	Topic   string    `json:"topic"`
+	SinceS  float64   `json:"since_s"`
+	WindowS float64   `json:"window_s"`
+	From    time.Time `json:"from"`
+	To      time.Time `json:"to"`
+	// Records counts the records whose timestamps fell in [from, to];
+	// OutOfRange those read but stamped outside it.
+	Records    int64 `json:"records"`
+	OutOfRange int64 `json:"out_of_range"`
+	// PeakPerS is the highest rate over any window of the given length
+	// (sliding, to within ResolutionS); MeanPerS the average over the
+	// measured span (from the first record when the topic is younger).
+	PeakPerS        float64    `json:"peak_per_s"`
+	PeakWindowStart *time.Time `json:"peak_window_start,omitempty"`
+	MeanPerS        float64    `json:"mean_per_s"`
+	FirstRecord     *time.Time `json:"first_record,omitempty"`
+	ResolutionS     float64    `json:"resolution_s"`
+	OffsetsRead     int64      `json:"offsets_read"`
+}
+
+// maxBuckets bounds the memory of a rate count (8 bytes a bucket).
+const maxBuckets = 2_000_000
+
+// RateCounter counts timestamps into fine buckets and finds the busiest
+// window of a given length by sliding over them, so a burst is measured
+// whole however it falls against the clock.
+type RateCounter struct {
+	from, to   time.Time
+	window     time.Duration
+	res        time.Duration
+	buckets    []int64
+	records    int64
+	outOfRange int64
+	first      time.Time
+}
+
+// NewRateCounter counts timestamps in [from, to] for windows of the given
+// length. The resolution is a sixtieth of the window (at least 1ms), made
+// coarser if the span would need more than maxBuckets buckets.
+func NewRateCounter(from, to time.Time, window time.Duration) (*RateCounter, error) {
+	if window <= 0 {
+		return nil, fmt.Errorf("the window must be positive")
+	}
+	span := to.Sub(from)
+	if span < window {
+		return nil, fmt.Errorf("the span measured (%s) is shorter than the window (%s)", FormatDuration(span), FormatDuration(window))
+	}
+	res := max(window/60, time.Millisecond)
+	if n := span / res; n > maxBuckets {
+		res = span/maxBuckets + 1
+	}
+	return &RateCounter{from: from, to: to, window: window, res: res, buckets: make([]int64, span/res+1)}, nil
+}
+
+// Add counts one record's timestamp.
+func (c *RateCounter) Add(ts time.Time) {
+	if ts.Before(c.from) || ts.After(c.to) {
+		c.outOfRange++
+		return
+	}
+	c.records++
+	if c.first.IsZero() || ts.Before(c.first) {
+		c.first = ts
+	}
+	c.buckets[ts.Sub(c.from)/c.res]++
+}
+
+// Peak returns the highest count in any window (as a rate per second) and
+// where that window starts.
+func (c *RateCounter) Peak() (perSecond float64, start time.Time) {
+	k := max(int(c.window/c.res), 1)
+	var sum, best int64
+	bestAt := 0
+	for i, n := range c.buckets {
+		sum += n
+		if i >= k {
+			sum -= c.buckets[i-k]
+		}
+		if sum > best {
+			best, bestAt = sum, max(i-k+1, 0)
+		}
+	}
+	return float64(best) / c.window.Seconds(), c.from.Add(time.Duration(bestAt) * c.res)
+}
+
+// Mean is the average rate over the span, from the first record when that
+// is later than the span's start (a topic younger than --since), but over
+// no less than one window.
+func (c *RateCounter) Mean() float64 {
+	if c.records == 0 {
+		return 0
+	}
+	span := c.to.Sub(c.first)
+	if span < c.window {
+		span = c.window
+	}
+	return float64(c.records) / span.Seconds()
+}
+
+// Measure reads the records of topic stamped in the last since (up to now)
+// and reports the peak rate over windows of the given length and the mean.
+// It asks the broker's time index where each partition's window starts and
+// reads only from there. planned and add report progress (may be nil).
+func Measure(ctx context.Context, cl *kgo.Client, topic string, since, window time.Duration, now time.Time, planned func(int64), add func(int64)) (*Measurement, error) {
+	from := now.Add(-since)
+	counter, err := NewRateCounter(from, now, window)
+	if err != nil {
+		return nil, fmt.Errorf("--since %s --window %s: %v", FormatDuration(since), FormatDuration(window), err)
+	}
+	starts, err := kafkax.OffsetsAfter(ctx, kadm.NewClient(cl), from.UnixMilli(), topic)
+	if err != nil {
+		return nil, err
+	}
+	res, err := kafkax.ReadFrom(ctx, cl, []string{topic}, kafkax.FromOffsets(starts), planned, func(r *kgo.Record) error {
+		counter.Add(r.Timestamp)
+		if add != nil {
+			add(1)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("measuring %s: %w", topic, err)
+	}
+	m := &Measurement{
+		Topic:       topic,
+		SinceS:      since.Seconds(),
+		WindowS:     window.Seconds(),
+		From:        from.UTC(),
+		To:          now.UTC(),
+		Records:     counter.records,
+		OutOfRange:  counter.outOfRange,
+		MeanPerS:    counter.Mean(),
+		ResolutionS: counter.res.Seconds(),
+	}
+	for _, b := range res.Bounds {
+		m.OffsetsRead += b.End - b.Start
+	}
+	if counter.records > 0 {
+		peak, at := counter.Peak()
+		at, first := at.UTC(), counter.first.UTC()
+		m.PeakPerS, m.PeakWindowStart, m.FirstRecord = peak, &at, &first
+	}
+	return m, nil
+}

@@ -1,0 +1,514 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flecht-dev/flecht/internal/budget"
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/ui"
+)
+
+// BudgetOptions are the inputs of `flecht budget`. Values stay as typed on
+// the command line and are parsed by runBudget, so that every bad value is
+// a usage error naming its flag.
+type BudgetOptions struct {
+	IO      *ui.IOStreams
+	Printer func() *ui.Printer
+	Now     func() time.Time
+
+	SessionExpiry string
+	StageFile     string
+	QueueLimit    string
+	MosquittoConf string
+	MessageSize   string
+	Rate          string
+	Measure       string
+	Since         string
+	Window        string
+	Replicas      int
+	Inflight      string
+	AckLatency    string
+	MetricsURL    string
+
+	// MeasureRate reads a topic's rate (--measure); planned and add drive
+	// the progress indicator.
+	MeasureRate func(ctx context.Context, topic string, since, window time.Duration, now time.Time, planned, add func(int64)) (*budget.Measurement, error)
+	// ScrapeAckLatency reads the bridge's ack latency (--metrics-url).
+	ScrapeAckLatency func(ctx context.Context, url string) (*budget.AckLatency, error)
+}
+
+// BudgetReport is what `flecht budget` prints: the computed budget plus
+// where the measured inputs came from.
+type BudgetReport struct {
+	*budget.Result
+	StageFile   string                `json:"stage_file,omitempty"`
+	Measurement *budget.Measurement   `json:"measurement,omitempty"`
+	Mosquitto   *budget.MosquittoConf `json:"mosquitto_conf,omitempty"`
+	AckScrape   *budget.AckLatency    `json:"ack_latency_scrape,omitempty"`
+}
+
+const budgetLong = `Compute how long an MQTT stage may be down before the MQTT broker drops
+data:
+
+    budget = min(session_expiry, queue_limit / message_rate)
+
+session_expiry is what the bridge asks for in CONNECT (an MQTT stage file's
+mqtt.session_expiry, 24h by default); queue_limit is the broker's per-session
+queue, which no client can raise (Mosquitto max_queued_messages, default
+1000; EMQX mqtt.max_mqueue_len). Whichever binds first is the budget; the
+report names it and says what to change. Overflow is silent, and brokers
+differ in which end they keep: 'flecht budget probe' measures both.
+
+Every input can come from the real systems instead of a flag:
+  --mosquitto-conf FILE   max_queued_messages, max_queued_bytes (with
+                          --message-size) and max_inflight_messages
+  --measure TOPIC         the peak and mean message rate of the bridge's raw
+                          topic, from record timestamps over --since, in
+                          sliding --window windows (reads only that span)
+  -f stage.yaml           the session expiry (and Receive Maximum) of an
+                          MQTT stage file
+  --metrics-url URL       the receive→ack latency of a running bridge
+                          (histogram flechtwerk_mqtt_ack_seconds)
+
+There is a second limit while the bridge is connected: ACKing after the
+Kafka commit, it holds at most the in-flight window of un-acked messages
+(max_inflight_messages, and the bridge's Receive Maximum), so it sustains
+about window / ack latency. Above that the queue fills and overflows
+without any outage; the report warns when the rate exceeds it.
+
+With --replicas above 1 the trade inverts: a short session expiry hands a
+dead replica's backlog to a survivor sooner.
+
+Rates: 10/s, 600/min, 36000/h (decimals allowed). Durations: 90s, 15m, 24h,
+7d.`
+
+const budgetExample = `  flecht budget --session-expiry 24h --queue-limit 10000 --rate 10/s
+  flecht budget -f bridge.yaml --mosquitto-conf /etc/mosquitto/mosquitto.conf --measure sensors.raw --since 7d
+  flecht budget --queue-limit 1000 --rate 200/s --inflight 20 --ack-latency 150ms -o json
+  flecht budget --queue-limit 5000 --rate 50/s --replicas 3 --session-expiry 5m`
+
+// NewCmdBudget builds `flecht budget` and its probe subcommand.
+func NewCmdBudget(f *Factory, runF func(*BudgetOptions) error) *cobra.Command {
+	opts := &BudgetOptions{IO: f.IO, Printer: f.Printer, Now: time.Now}
+	opts.MeasureRate = func(ctx context.Context, topic string, since, window time.Duration, now time.Time, planned, add func(int64)) (*budget.Measurement, error) {
+		cl, _, err := f.Kafka(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer cl.Close()
+		return budget.Measure(ctx, cl, topic, since, window, now, planned, add)
+	}
+	opts.ScrapeAckLatency = func(ctx context.Context, url string) (*budget.AckLatency, error) {
+		return budget.ScrapeAckLatency(ctx, nil, url)
+	}
+	cmd := &cobra.Command{
+		Use:     "budget",
+		Short:   "Size an MQTT stage's outage budget: how long the bridge may be down",
+		Long:    budgetLong,
+		Example: budgetExample,
+		Args:    usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return runBudget(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.SessionExpiry, "session-expiry", "", "the session expiry the bridge asks for (default: the stage file's, or 24h)")
+	fl.StringVarP(&opts.StageFile, "file", "f", "", "take the session expiry from this MQTT stage file")
+	fl.StringVar(&opts.QueueLimit, "queue-limit", "", "the broker's per-session queue in messages (0 = unlimited)")
+	fl.StringVar(&opts.MosquittoConf, "mosquitto-conf", "", "read the queue and in-flight limits from this mosquitto.conf")
+	fl.StringVar(&opts.MessageSize, "message-size", "", "typical message size, to count max_queued_bytes in messages (e.g. 512B, 2KiB)")
+	fl.StringVar(&opts.Rate, "rate", "", "message rate at peak: 10/s, 600/min, 36000/h")
+	fl.StringVar(&opts.Measure, "measure", "", "measure the rate from this Kafka topic's record timestamps (the bridge's raw topic)")
+	fl.StringVar(&opts.Since, "since", "7d", "with --measure: how far back to read")
+	fl.StringVar(&opts.Window, "window", "1m", "with --measure: the window the peak rate is averaged over")
+	fl.IntVar(&opts.Replicas, "replicas", 1, "replicas of the bridge (above 1 the expiry trade inverts)")
+	fl.StringVar(&opts.Inflight, "inflight", "", "in-flight window of un-acked messages (Mosquitto max_inflight_messages, default 20)")
+	fl.StringVar(&opts.AckLatency, "ack-latency", "", "the bridge's receive→ack time, e.g. 150ms")
+	fl.StringVar(&opts.MetricsURL, "metrics-url", "", "scrape the ack latency from a running bridge's Prometheus endpoint")
+	cmd.AddCommand(NewCmdBudgetProbe(f, nil))
+	return cmd
+}
+
+func parseCount(flag, s string) (int64, error) {
+	v, err := strconv.ParseInt(strings.NewReplacer("_", "", ",", "").Replace(strings.TrimSpace(s)), 10, 64)
+	if err != nil || v < 0 {
+		return 0, exitcode.UsageError(fmt.Errorf("--%s %q: want a whole number of messages, 0 or more", flag, s))
+	}
+	return v, nil
+}
+
+func runBudget(ctx context.Context, opts *BudgetOptions) error {
+	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
+	rep := &BudgetReport{}
+	var warnings []string
+	in := budget.Inputs{Replicas: opts.Replicas}
+	if opts.Replicas < 1 {
+		return usage("--replicas must be at least 1, got %d", opts.Replicas)
+	}
+
+	// Session expiry: flag, else stage file, else the default.
+	receiveMax := 0
+	in.SessionExpiry, in.SessionExpirySource = stagefile.DefaultSessionExpiry, "default"
+	if opts.StageFile != "" {
+		st, err := stagefile.Load(opts.StageFile)
+		if err != nil {
+			return exitcode.UsageError(err)
+		}
+		if st.Kind != stagefile.KindMQTT {
+			return usage("%s is a %s stage: -f takes an mqtt stage file", opts.StageFile, st.Kind)
+		}
+		rep.StageFile = opts.StageFile
+		in.SessionExpiry, in.SessionExpirySource = st.SessionExpiry(), "stage-file"
+		if st.MQTT != nil {
+			receiveMax = st.MQTT.ReceiveMaximum
+		}
+	}
+	if opts.SessionExpiry != "" {
+		d, err := budget.ParseDuration(opts.SessionExpiry)
+		if err != nil {
+			return usage("--session-expiry: %v", err)
+		}
+		in.SessionExpiry, in.SessionExpirySource = d, "flag"
+	}
+	if in.SessionExpiry <= 0 {
+		return usage("a session expiry of 0 ends the session at every disconnect: the budget is zero")
+	}
+
+	// Queue and in-flight limits: flags, else mosquitto.conf.
+	if opts.MosquittoConf != "" {
+		conf, err := budget.LoadMosquittoConf(opts.MosquittoConf)
+		if err != nil {
+			return exitcode.UsageError(err)
+		}
+		rep.Mosquitto = conf
+		warnings = append(warnings, conf.Warnings...)
+		in.QueueLimit, in.QueueLimitSource = conf.MaxQueuedMessages, "mosquitto-conf"
+		if !conf.IsSet("max_queued_messages") {
+			in.QueueLimitSource = "mosquitto-conf (Mosquitto's default)"
+		}
+		in.QueueBytes = conf.MaxQueuedBytes
+		in.Inflight, in.InflightSource = conf.MaxInflightMessages, "mosquitto-conf"
+		in.InflightUnlimited = conf.MaxInflightMessages == 0
+		if exp := conf.PersistentClientExpirationS; exp > 0 && exp < in.SessionExpiry.Seconds() {
+			warnings = append(warnings, fmt.Sprintf("mosquitto.conf sets persistent_client_expiration %s, shorter than the session expiry %s: Mosquitto may remove the session sooner",
+				budget.FormatDuration(time.Duration(exp)*time.Second), budget.FormatDuration(in.SessionExpiry)))
+		}
+	}
+	if opts.QueueLimit != "" {
+		v, err := parseCount("queue-limit", opts.QueueLimit)
+		if err != nil {
+			return err
+		}
+		in.QueueLimit, in.QueueLimitSource = v, "flag"
+	}
+	if opts.QueueLimit == "" && opts.MosquittoConf == "" {
+		return usage("give --queue-limit N or --mosquitto-conf FILE (or measure the broker with 'flecht budget probe')")
+	}
+	if opts.MessageSize != "" {
+		v, err := budget.ParseSize(opts.MessageSize)
+		if err != nil || v <= 0 {
+			return usage("--message-size %q: want a size such as 512B or 2KiB", opts.MessageSize)
+		}
+		in.MessageSize = v
+	}
+	if opts.Inflight != "" {
+		v, err := parseCount("inflight", opts.Inflight)
+		if err != nil {
+			return err
+		}
+		in.Inflight, in.InflightSource, in.InflightUnlimited = int(v), "flag", v == 0
+	}
+	if receiveMax > 0 {
+		switch {
+		case in.Inflight == 0 && !in.InflightUnlimited:
+			in.Inflight, in.InflightSource = receiveMax, "stage-file receive_maximum"
+		case in.InflightUnlimited || receiveMax < in.Inflight:
+			in.Inflight, in.InflightSource, in.InflightUnlimited = receiveMax, "stage-file receive_maximum (below the broker's window)", false
+		}
+	}
+
+	// Rate: flag or measured.
+	switch {
+	case opts.Rate != "" && opts.Measure != "":
+		return usage("--rate and --measure exclude each other")
+	case opts.Rate != "":
+		r, err := budget.ParseRate(opts.Rate)
+		if err != nil {
+			return usage("--rate: %v", err)
+		}
+		in.Rate, in.RateSource = r, "flag"
+	case opts.Measure != "":
+		since, err := budget.ParseDuration(opts.Since)
+		if err != nil || since <= 0 {
+			return usage("--since %q: want a duration such as 7d or 12h", opts.Since)
+		}
+		window, err := budget.ParseDuration(opts.Window)
+		if err != nil || window <= 0 {
+			return usage("--window %q: want a duration such as 1m", opts.Window)
+		}
+		if window > since {
+			return usage("--window %s is longer than --since %s", opts.Window, opts.Since)
+		}
+		p := ui.NewProgress(opts.IO, "reading "+opts.Measure)
+		m, err := opts.MeasureRate(ctx, opts.Measure, since, window, opts.Now(), p.SetTotal, p.Add)
+		p.Done()
+		if err != nil {
+			return err
+		}
+		rep.Measurement = m
+		in.Rate, in.RateSource, in.MeanRate = m.PeakPerS, "measured-peak", m.MeanPerS
+		if m.Records == 0 {
+			warnings = append(warnings, fmt.Sprintf("%s has no records stamped in the last %s: the measured rate is 0", opts.Measure, budget.FormatDuration(since)))
+		}
+		if m.OutOfRange > 0 {
+			warnings = append(warnings, fmt.Sprintf("%s: %d records read were stamped outside the measured span (producer clocks?) and not counted", opts.Measure, m.OutOfRange))
+		}
+	default:
+		return usage("give --rate R (e.g. 10/s) or --measure TOPIC")
+	}
+
+	// Ack latency: flag or scraped.
+	switch {
+	case opts.AckLatency != "" && opts.MetricsURL != "":
+		return usage("--ack-latency and --metrics-url exclude each other")
+	case opts.AckLatency != "":
+		d, err := budget.ParseDuration(opts.AckLatency)
+		if err != nil || d <= 0 {
+			return usage("--ack-latency %q: want a duration such as 150ms", opts.AckLatency)
+		}
+		in.AckLatency, in.AckLatencySource = d, "flag"
+	case opts.MetricsURL != "":
+		a, err := opts.ScrapeAckLatency(ctx, opts.MetricsURL)
+		if err != nil {
+			return err
+		}
+		rep.AckScrape = a
+		in.AckLatency, in.AckLatencySource = a.Mean(), "metrics"
+	}
+	if in.AckLatency > 0 && in.Inflight == 0 && !in.InflightUnlimited {
+		warnings = append(warnings, "give --inflight or --mosquitto-conf to turn the ack latency into an online capacity")
+	}
+
+	rep.Result = budget.Compute(in)
+	rep.Warnings = append(rep.Warnings, warnings...)
+	return opts.Printer().Print(rep, func(h *ui.Human) error { return printBudget(h, rep) })
+}
+
+func printBudget(h *ui.Human, rep *BudgetReport) error {
+	r := rep.Result
+	binding := "the session expiry binds"
+	if r.Binding == budget.BindingQueue {
+		binding = "the queue binds"
+	}
+	h.Printf("%s %s (%s)\n\n", h.Bold("Outage budget:"), h.Bold(budget.FormatDuration(r.Budget())), binding)
+
+	queue := "unlimited"
+	if r.QueueLimit != nil {
+		queue = budget.FormatCount(*r.QueueLimit) + " messages"
+	}
+	fill := "never"
+	if r.QueueFillS != nil {
+		fill = budget.FormatDuration(time.Duration(*r.QueueFillS * float64(time.Second)))
+	}
+	rate := budget.FormatRate(r.RatePerS)
+	if r.MeanRatePerS != nil {
+		rate += ", mean " + budget.FormatRate(*r.MeanRatePerS)
+	}
+	pairs := [][2]string{
+		{"session expiry", fmt.Sprintf("%s (%s)", budget.FormatDuration(time.Duration(r.SessionExpiryS*float64(time.Second))), r.SessionExpirySource)},
+		{"queue limit", fmt.Sprintf("%s (%s)", queue, r.QueueLimitSource)},
+	}
+	if r.QueueBytesLimit > 0 {
+		pairs = append(pairs, [2]string{"queue bytes", budget.FormatBytes(r.QueueBytesLimit) + " (max_queued_bytes)"})
+	}
+	pairs = append(pairs, [2]string{"message rate", fmt.Sprintf("%s (%s)", rate, r.RateSource)}, [2]string{"queue fills in", fill})
+	if m := rep.Measurement; m != nil {
+		peakAt := ""
+		if m.PeakWindowStart != nil {
+			peakAt = ", peak window from " + m.PeakWindowStart.Format(time.RFC3339)
+		}
+		pairs = append(pairs, [2]string{"measured", fmt.Sprintf("%s over %s: %s records in %s windows%s",
+			m.Topic, budget.FormatDuration(time.Duration(m.SinceS*float64(time.Second))), budget.FormatCount(m.Records),
+			budget.FormatDuration(time.Duration(m.WindowS*float64(time.Second))), peakAt)})
+	}
+	if r.InflightWindow != nil {
+		pairs = append(pairs, [2]string{"in-flight window", fmt.Sprintf("%d (%s)", *r.InflightWindow, r.InflightSource)})
+	}
+	if r.AckLatencyS != nil {
+		pairs = append(pairs, [2]string{"ack latency", fmt.Sprintf("%s (%s)", budget.FormatDuration(time.Duration(*r.AckLatencyS*float64(time.Second))), r.AckLatencySource)})
+	}
+	if r.OnlineCapacityPerS != nil {
+		c := budget.FormatRate(*r.OnlineCapacityPerS)
+		if r.DrainS != nil {
+			c += fmt.Sprintf("; a full queue drains in %s", budget.FormatDuration(time.Duration(*r.DrainS*float64(time.Second))))
+		}
+		pairs = append(pairs, [2]string{"online capacity", c})
+	}
+	if r.Replicas > 1 {
+		pairs = append(pairs, [2]string{"replicas", strconv.Itoa(r.Replicas)})
+	}
+	h.KV(pairs...)
+	h.Printf("\n%s\n", r.Advice)
+	if r.ReplicaAdvice != "" {
+		h.Printf("%s\n", r.ReplicaAdvice)
+	}
+	for _, w := range r.Warnings {
+		h.Printf("%s %s\n", h.Warn("warning:"), w)
+	}
+	return nil
+}
+
+// BudgetProbeOptions are the inputs of `flecht budget probe`.
+type BudgetProbeOptions struct {
+	IO          *ui.IOStreams
+	Printer     func() *ui.Printer
+	Getenv      func(string) string
+	URL         string
+	Username    string
+	PasswordEnv string
+	Count       int
+	QoS         int
+	Quiet       string
+	// ProfileMQTT returns the profile's MQTT settings when --mqtt is not
+	// given (nil when the profile has none).
+	ProfileMQTT func() (url, username, password string, err error)
+	Probe       func(ctx context.Context, o budget.ProbeOptions) (*budget.ProbeResult, error)
+}
+
+// NewCmdBudgetProbe builds `flecht budget probe`.
+func NewCmdBudgetProbe(f *Factory, runF func(*BudgetProbeOptions) error) *cobra.Command {
+	opts := &BudgetProbeOptions{IO: f.IO, Printer: f.Printer, Getenv: f.Getenv, Probe: budget.Probe}
+	opts.ProfileMQTT = func() (string, string, string, error) {
+		r, err := f.Resolve()
+		if err != nil || r.MQTT == nil {
+			return "", "", "", err
+		}
+		pw, err := r.MQTT.Password.Resolve(f.Getenv)
+		return r.MQTT.URL, r.MQTT.Username, pw, err
+	}
+	cmd := &cobra.Command{
+		Use:   "probe",
+		Short: "Measure an MQTT broker's per-session queue limit and which end it keeps",
+		Long: `Measure the MQTT broker's real per-session queue: open a persistent session
+(MQTT 5, QoS 1 subscription) under a fresh random client id and topic, go
+offline, publish --count numbered messages from a second client, reconnect
+and count what arrives until --quiet passes without a message. Then remove
+the session again (clean start with session expiry 0).
+
+It reports queue_limit (how many messages the offline session kept), keeps
+(oldest, newest or unknown: which end survives an overflow) and what was
+lost. --count must exceed the limit to find it; the default 2,000 covers the
+common defaults (Mosquitto 1,000, EMQX 1,000). Use queue_limit with
+'flecht budget --queue-limit'.
+
+The broker comes from --mqtt, else from the profile's mqtt.url (with its
+username and password).`,
+		Example: `  flecht budget probe --mqtt mqtt://127.0.0.1:1883
+  flecht budget probe --mqtt mqtts://127.0.0.1:8883 --username probe --password-env MQTT_PASSWORD --count 20000 -o json`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return runBudgetProbe(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.URL, "mqtt", "", "MQTT broker URL: mqtt://host:port or mqtts://host:port (default: the profile's)")
+	fl.StringVar(&opts.Username, "username", "", "MQTT username")
+	fl.StringVar(&opts.PasswordEnv, "password-env", "", "environment variable holding the MQTT password")
+	fl.IntVar(&opts.Count, "count", 2000, "messages to publish to the offline session (more than the queue holds)")
+	fl.IntVar(&opts.QoS, "qos", 1, "QoS of the subscription and the messages (0, 1 or 2)")
+	fl.StringVar(&opts.Quiet, "quiet", "2s", "stop counting after this long without a message")
+	return cmd
+}
+
+func runBudgetProbe(ctx context.Context, opts *BudgetProbeOptions) error {
+	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
+	if opts.Count < 1 {
+		return usage("--count must be at least 1, got %d", opts.Count)
+	}
+	if opts.QoS < 0 || opts.QoS > 2 {
+		return usage("--qos must be 0, 1 or 2, got %d", opts.QoS)
+	}
+	quiet, err := budget.ParseDuration(opts.Quiet)
+	if err != nil || quiet <= 0 {
+		return usage("--quiet %q: want a duration such as 2s", opts.Quiet)
+	}
+	po := budget.ProbeOptions{URL: opts.URL, Username: opts.Username, Count: opts.Count, QoS: byte(opts.QoS), Quiet: quiet}
+	if opts.PasswordEnv != "" {
+		if po.Password = opts.Getenv(opts.PasswordEnv); po.Password == "" {
+			return usage("--password-env %s: the variable is empty or unset", opts.PasswordEnv)
+		}
+	}
+	if po.URL == "" && opts.ProfileMQTT != nil {
+		u, user, pw, err := opts.ProfileMQTT()
+		if err != nil {
+			return err
+		}
+		po.URL = u
+		if po.Username == "" {
+			po.Username = user
+		}
+		if po.Password == "" {
+			po.Password = pw
+		}
+	}
+	if po.URL == "" {
+		return usage("give --mqtt URL (or set mqtt.url in the profile)")
+	}
+	if _, _, _, err := budget.ParseMQTTURL(po.URL); err != nil {
+		return exitcode.UsageError(err)
+	}
+	if opts.IO.IsStderrTTY() {
+		po.Step = func(s string) { fmt.Fprintf(opts.IO.ErrOut, "\r%s…\x1b[K", s) }
+	}
+	res, err := opts.Probe(ctx, po)
+	if po.Step != nil {
+		fmt.Fprint(opts.IO.ErrOut, "\r\x1b[K")
+	}
+	if err != nil {
+		return err
+	}
+	if res.QueueLimit != nil && *res.QueueLimit == 0 && po.QoS == 0 {
+		res.Summary += "; at QoS 0 that is usual (Mosquitto queues QoS 0 only with queue_qos0_messages true)"
+	}
+	return opts.Printer().Print(res, func(h *ui.Human) error {
+		limit := "not reached: every message came back"
+		if res.QueueLimit != nil {
+			limit = budget.FormatCount(int64(*res.QueueLimit)) + " messages"
+		}
+		removed := res.ClientID + ", removed"
+		if !res.SessionRemoved {
+			removed = h.Warn(res.ClientID + " NOT removed: connect as it with clean start and session expiry 0 to remove it")
+		}
+		pairs := [][2]string{
+			{"broker", res.Broker},
+			{"published", fmt.Sprintf("%s messages (QoS %d) to %s while offline", budget.FormatCount(int64(res.Published)), res.QoS, res.Topic)},
+			{"received", fmt.Sprintf("%s (%d duplicates)", budget.FormatCount(int64(res.Received)), res.Duplicates)},
+			{"queue limit", limit},
+			{"keeps", res.Keeps},
+			{"lost", fmt.Sprintf("%s (%s)", budget.FormatRanges(res.Lost), budget.FormatCount(int64(res.LostCount)))},
+		}
+		if res.SessionExpiryGrantedS != nil {
+			pairs = append(pairs, [2]string{"expiry granted", budget.FormatDuration(time.Duration(*res.SessionExpiryGrantedS) * time.Second)})
+		}
+		pairs = append(pairs, [2]string{"probe session", removed})
+		h.KV(pairs...)
+		h.Printf("\n%s\n", res.Summary)
+		if res.QueueLimit != nil && *res.QueueLimit > 0 {
+			h.Printf("%s flecht budget --queue-limit %d --rate R\n", h.Faint("next:"), *res.QueueLimit)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,337 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lint"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/statekey"
+	"github.com/flecht-dev/flecht/internal/ui"
+)
+
+// NewCmdLint builds `flecht lint`, the parent of the pipeline checks.
+func NewCmdLint(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lint <check>",
+		Short: "Check a pipeline for problems that nothing else detects",
+		Long: `Checks for mistakes that run without an error and quietly produce wrong
+results. Each check exits 0 when clean and 4 when it found problems, so it
+can gate a deploy in CI.`,
+		Args: usageArgs(cobra.NoArgs),
+	}
+	cmd.AddCommand(NewCmdLintStateKey(f, nil))
+	return cmd
+}
+
+// LintStateKeyOptions are the inputs of `flecht lint state-key`.
+type LintStateKeyOptions struct {
+	IO          *ui.IOStreams
+	Printer     func() *ui.Printer
+	StateKey    string
+	StageFile   string
+	Topics      []string
+	Sample      string
+	KeyPattern  string
+	MaxExamples int
+	// SampleTopics reads the topics through the checker.
+	SampleTopics func(ctx context.Context, o lint.Options, start kafkax.StartFunc, planned, add func(int64)) (*lint.Report, error)
+}
+
+const lintStateKeyLong = `Check the rule that keeps a transformer's state whole: a state key may
+refine the message key, never coarsen it,
+
+    state_key(a) == state_key(b)  ⇒  partition(a) == partition(b)
+
+Otherwise every partition builds its own shard of one logical state entry,
+and nothing errors (the silent split).
+
+The template is --state-key (the stage-file language: {key}, {value.PATH},
+literal text, {{ and }} for braces) or the state_key of -f stage.yaml.
+
+1. Static verdict, from the template alone:
+   refines   the message key is recoverable from the state key ({key} with
+             fixed text, or {key} cut off by a separator that keys never
+             contain: declare the key alphabet with --key-pattern to prove it)
+   coarsens  no {key}: a problem by construction
+   unknown   {key} is there but may not be recoverable; an example collision
+             shows how (key "a:b" + device "c" vs key "a" + device "b:c")
+2. Proof on data, by sampling --topics (the stage's input_topics with -f):
+   every state key seen on more than one partition number is a violation,
+   listed with its records (topic, partition, offset, key, state key).
+3. Co-partitioning across several input topics: equal partition counts,
+   and each key on the same partition number in every topic.
+4. Partitioner: keys not on the partition Kafka's default murmur2
+   partitioner gives them (typically a librdkafka producer with its default
+   CRC32 partitioner, or a partition count changed after the fact): they
+   break co-partitioning with Java and franz-go producers.
+
+--sample N reads the last N offsets of every partition; --sample all reads
+everything. Exit 0 when clean, 4 with findings. Extractor and MQTT stages
+are exempt (their ownership follows the state key).`
+
+// NewCmdLintStateKey builds `flecht lint state-key`.
+func NewCmdLintStateKey(f *Factory, runF func(*LintStateKeyOptions) error) *cobra.Command {
+	opts := &LintStateKeyOptions{IO: f.IO, Printer: f.Printer}
+	opts.SampleTopics = func(ctx context.Context, o lint.Options, start kafkax.StartFunc, planned, add func(int64)) (*lint.Report, error) {
+		cl, _, err := f.Kafka(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer cl.Close()
+		return lint.SampleTopics(ctx, cl, o, start, planned, add)
+	}
+	cmd := &cobra.Command{
+		Use:   "state-key (--state-key TEMPLATE | -f stage.yaml) [--topics T,...]",
+		Short: "Check that a state key refines the message key, on the template and on data",
+		Long:  lintStateKeyLong,
+		Example: `  flecht lint state-key --state-key '{value.tenant}'
+  flecht lint state-key --state-key '{key}/{value.device}' --topics sensors.raw --key-pattern '[a-z0-9:-]+'
+  flecht lint state-key -f enrich.yaml --sample all -o json`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return runLintStateKey(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.StateKey, "state-key", "", "state-key template, e.g. '{key}/{value.device}'")
+	fl.StringVarP(&opts.StageFile, "file", "f", "", "take the state key and input topics from this stage file")
+	fl.StringSliceVar(&opts.Topics, "topics", nil, "input topics to sample, comma-separated")
+	fl.StringVar(&opts.Sample, "sample", "1000", "offsets to read per partition, from the end, or 'all'")
+	fl.StringVar(&opts.KeyPattern, "key-pattern", "", "regular expression every message key matches in full (makes separators provable)")
+	fl.IntVar(&opts.MaxExamples, "max-examples", 20, "records listed per kind of finding")
+	return cmd
+}
+
+func runLintStateKey(ctx context.Context, opts *LintStateKeyOptions) error {
+	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
+	var tmpl *statekey.Template
+	topics := opts.Topics
+	exempt := ""
+	if opts.StageFile != "" {
+		st, err := stagefile.Load(opts.StageFile)
+		if err != nil {
+			return exitcode.UsageError(err)
+		}
+		tmpl = st.Template
+		if len(topics) == 0 {
+			topics = st.InputTopics
+		}
+		if st.Kind != stagefile.KindTransformer {
+			exempt = fmt.Sprintf("%s is an %s stage: extractors are exempt from the rule, since their ownership is computed from the state key rather than from partition placement", opts.StageFile, st.Kind)
+		}
+	}
+	if opts.StateKey != "" {
+		t, err := statekey.Parse(opts.StateKey)
+		if err != nil {
+			return exitcode.UsageError(err)
+		}
+		tmpl = t
+	}
+	if tmpl == nil {
+		return usage("give --state-key TEMPLATE or -f stage.yaml")
+	}
+	var alpha *lint.KeyAlphabet
+	if opts.KeyPattern != "" {
+		a, err := lint.ParseKeyPattern(opts.KeyPattern)
+		if err != nil {
+			return exitcode.UsageError(err)
+		}
+		alpha = a
+	}
+	start := kafkax.FromLogStart
+	sampleDesc := "all records"
+	if s := strings.TrimSpace(opts.Sample); s != "all" {
+		n, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
+		if err != nil || n < 1 {
+			return usage("--sample %q: want a number of records per partition, or all", opts.Sample)
+		}
+		start = kafkax.LastN(n)
+		sampleDesc = "last " + strconv.FormatInt(n, 10) + " offsets per partition"
+	}
+	for _, t := range topics {
+		if strings.TrimSpace(t) == "" {
+			return usage("--topics has an empty topic name")
+		}
+	}
+
+	o := lint.Options{Template: tmpl, Alphabet: alpha, Topics: dedupeStrings(topics), MaxExamples: opts.MaxExamples}
+	var rep *lint.Report
+	if len(o.Topics) == 0 || exempt != "" {
+		rep = lint.NewChecker(o).Report()
+	} else {
+		p := ui.NewProgress(opts.IO, "sampling "+strings.Join(o.Topics, ", "))
+		var err error
+		rep, err = opts.SampleTopics(ctx, o, start, p.SetTotal, p.Add)
+		p.Done()
+		if err != nil {
+			return err
+		}
+		rep.Sample = sampleDesc
+	}
+	if exempt != "" {
+		rep.Exempt = true
+		rep.Findings = 0
+		rep.Warnings = append(rep.Warnings, exempt)
+	} else if len(o.Topics) == 0 {
+		rep.Warnings = append(rep.Warnings, "no topics sampled: give --topics (or a stage file with input_topics) for the proof on data")
+	}
+
+	if err := opts.Printer().Print(rep, func(h *ui.Human) error { return printLint(h, rep) }); err != nil {
+		return err
+	}
+	if rep.Findings > 0 {
+		return &exitcode.Silent{Code: exitcode.Findings}
+	}
+	return nil
+}
+
+func dedupeStrings(ss []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range ss {
+		s = strings.TrimSpace(s)
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func printLint(h *ui.Human, r *lint.Report) error {
+	verdict := string(r.StaticVerdict)
+	switch r.StaticVerdict {
+	case lint.Refines:
+		verdict = h.Good(verdict)
+	case lint.Coarsens:
+		verdict = h.Bad(verdict)
+	default:
+		verdict = h.Warn(verdict)
+	}
+	pairs := [][2]string{{"state key", r.StateKey}}
+	if r.KeyPattern != "" {
+		pairs = append(pairs, [2]string{"key pattern", r.KeyPattern})
+	}
+	pairs = append(pairs, [2]string{"static verdict", verdict + ": " + r.StaticReason})
+	if c := r.ExampleCollision; c != nil {
+		pairs = append(pairs, [2]string{"example", describeExample(c.A) + "  and  " + describeExample(c.B)})
+	}
+	if r.Sample != "" {
+		pairs = append(pairs, [2]string{"sampled", r.Sample})
+	}
+	h.KV(pairs...)
+
+	if len(r.Topics) > 0 {
+		h.Printf("\n")
+		rows := make([][]string, len(r.Topics))
+		for i, t := range r.Topics {
+			rows[i] = []string{t.Topic, strconv.Itoa(t.Partitions), ui.GroupDigits(t.Sampled), ui.GroupDigits(t.Keyless),
+				ui.GroupDigits(t.RenderErrors), ui.GroupDigits(t.Murmur2Mismatches)}
+		}
+		h.Table([]string{"topic", "partitions", "sampled", "keyless", "no state key", "not murmur2-placed"}, rows)
+	}
+
+	if r.StaticVerdict == lint.Coarsens && !r.Exempt {
+		h.Printf("\n%s the template coarsens the message key\n", h.Bad("✗"))
+	}
+	if len(r.Topics) > 0 {
+		h.Printf("\n")
+		if r.ViolationCount == 0 {
+			h.Printf("%s no state key on more than one partition\n", h.Good("✓"))
+		} else {
+			h.Printf("%s %d state keys on more than one partition (the silent split):\n", h.Bad("✗"), r.ViolationCount)
+			var rows [][]string
+			for _, v := range r.Violations {
+				for i, rec := range v.Records {
+					sk := ""
+					if i == 0 {
+						sk = strconv.Quote(v.StateKey)
+					}
+					rows = append(rows, []string{sk, rec.Topic, strconv.Itoa(int(rec.Partition)), strconv.FormatInt(rec.Offset, 10), strconv.Quote(rec.Key)})
+				}
+			}
+			h.Table([]string{"state key", "topic", "partition", "offset", "key"}, rows)
+		}
+	}
+	if len(r.Topics) > 1 {
+		if len(r.Copartitioning) == 0 {
+			h.Printf("%s co-partitioned: equal partition counts, every key on one partition number\n", h.Good("✓"))
+		} else {
+			h.Printf("%s not co-partitioned:\n", h.Bad("✗"))
+			for _, c := range r.Copartitioning {
+				h.Printf("  %s\n", c.Message)
+			}
+			listed := 0
+			for _, c := range r.Copartitioning {
+				if c.Kind == "key_placement" {
+					listed++
+				}
+			}
+			if r.KeyPlacementCount > listed {
+				h.Printf("  %s\n", h.Faint(fmt.Sprintf("(%d keys on different partition numbers in all)", r.KeyPlacementCount)))
+			}
+		}
+	}
+	if len(r.Topics) > 0 {
+		if r.PartitionerMismatchCount == 0 {
+			h.Printf("%s every key on its murmur2 partition\n", h.Good("✓"))
+		} else {
+			h.Printf("%s %d records are not on the partition Kafka's default murmur2 partitioner gives their key:\n", h.Bad("✗"), r.PartitionerMismatchCount)
+			for _, t := range r.Topics {
+				if t.LikelyPartitioner != "" {
+					h.Printf("  %s: placed by %s\n", t.Topic, t.LikelyPartitioner)
+				}
+			}
+			rows := make([][]string, len(r.PartitionerMismatches))
+			for i, m := range r.PartitionerMismatches {
+				rows[i] = []string{m.Topic, strconv.Itoa(int(m.Partition)), strconv.FormatInt(m.Offset, 10), strconv.Quote(m.Key), strconv.Itoa(int(m.Murmur2Partition))}
+			}
+			h.Table([]string{"topic", "partition", "offset", "key", "murmur2 partition"}, rows)
+		}
+	}
+	if len(r.KeyPatternMismatches) > 0 {
+		h.Printf("%s keys that do not match --key-pattern:\n", h.Bad("✗"))
+		for _, k := range r.KeyPatternMismatches {
+			h.Printf("  %s/%d@%d %q\n", k.Topic, k.Partition, k.Offset, k.Key)
+		}
+	}
+	for _, w := range r.Warnings {
+		h.Printf("%s %s\n", h.Warn("warning:"), w)
+	}
+	if r.Findings > 0 {
+		noun := "problems"
+		if r.Findings == 1 {
+			noun = "problem"
+		}
+		h.Printf("\n%s\n", h.Bad(fmt.Sprintf("%d %s found", r.Findings, noun)))
+	} else {
+		h.Printf("\n%s\n", h.Good("no problems found"))
+	}
+	return nil
+}
+
+func describeExample(e lint.Example) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "key %q", e.Key)
+	names := make([]string, 0, len(e.Values))
+	for k := range e.Values {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(&b, " + %s %q", k, e.Values[k])
+	}
+	fmt.Fprintf(&b, " → %q", e.StateKey)
+	return b.String()
+}

@@ -1,0 +1,365 @@
+// Package stagefile reads the YAML file that describes one stage: its
+// identity, topics, state key, policies and the built-in logic it runs.
+// Everything is validated before any connection is made, and errors name
+// the field and what to write instead.
+package stagefile
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/flecht-dev/flecht/internal/statekey"
+)
+
+// Kinds of stage.
+const (
+	KindTransformer = "transformer"
+	KindExtractor   = "extractor"
+	KindMQTT        = "mqtt"
+)
+
+// Invalid-message policies (SPEC §7).
+const (
+	InvalidCrash = "crash"
+	InvalidSkip  = "skip"
+	InvalidDLQ   = "dlq"
+)
+
+// DefaultMaxPollRecords bounds one batch, as upstream.
+const DefaultMaxPollRecords = 500
+
+// Stage is a parsed, validated stage file.
+type Stage struct {
+	ApplicationID   string   `yaml:"application_id" json:"application_id"`
+	Kind            string   `yaml:"kind" json:"kind"`
+	InputTopics     []string `yaml:"input_topics,omitempty" json:"input_topics,omitempty"`
+	ConfigTopics    []string `yaml:"config_topics,omitempty" json:"config_topics,omitempty"`
+	StateKey        string   `yaml:"state_key,omitempty" json:"state_key,omitempty"`
+	MaxPollRecords  int      `yaml:"max_poll_records,omitempty" json:"max_poll_records,omitempty"`
+	InvalidMessages string   `yaml:"invalid_messages,omitempty" json:"invalid_messages,omitempty"`
+	// SecretFields declares the config fields that hold flenc tokens, as
+	// NAME[:scope] with NAME a dotted path and a trailing [] for a list.
+	SecretFields []string           `yaml:"secret_fields,omitempty" json:"secret_fields,omitempty"`
+	PollInterval Duration           `yaml:"poll_interval,omitempty" json:"poll_interval,omitempty"`
+	MQTT         *MQTT              `yaml:"mqtt,omitempty" json:"mqtt,omitempty"`
+	Transform    *Builtin           `yaml:"transform,omitempty" json:"transform,omitempty"`
+	Extract      *Builtin           `yaml:"extract,omitempty" json:"extract,omitempty"`
+	Metrics      *Metrics           `yaml:"metrics,omitempty" json:"metrics,omitempty"`
+	Template     *statekey.Template `yaml:"-" json:"-"`
+	Path         string             `yaml:"-" json:"-"`
+}
+
+// MQTT configures the bridge's connection (kind: mqtt).
+type MQTT struct {
+	URL            string   `yaml:"url,omitempty" json:"url,omitempty"`
+	Username       string   `yaml:"username,omitempty" json:"username,omitempty"`
+	PasswordEnv    string   `yaml:"password_env,omitempty" json:"password_env,omitempty"`
+	PasswordFile   string   `yaml:"password_file,omitempty" json:"password_file,omitempty"`
+	SessionExpiry  Duration `yaml:"session_expiry,omitempty" json:"session_expiry,omitempty"`
+	ReceiveMaximum int      `yaml:"receive_maximum,omitempty" json:"receive_maximum,omitempty"`
+}
+
+// DefaultSessionExpiry is what an MQTT stage asks for unless told.
+const DefaultSessionExpiry = 24 * time.Hour
+
+// Metrics configures the Prometheus endpoint.
+type Metrics struct {
+	Listen string            `yaml:"listen,omitempty" json:"listen,omitempty"`
+	Labels map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
+}
+
+// Builtin names built-in stage logic and holds its own options, decoded by
+// the builtin itself (strictly) with DecodeOptions.
+type Builtin struct {
+	Name    string    `yaml:"builtin" json:"builtin"`
+	Options yaml.Node `yaml:"-" json:"-"`
+	options map[string]any
+}
+
+// UnmarshalYAML keeps every key but builtin as the builtin's options.
+func (b *Builtin) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: expected a mapping with a builtin: key", n.Line)
+	}
+	rest := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n.Line, Column: n.Column}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Value == "builtin" {
+			if err := v.Decode(&b.Name); err != nil {
+				return err
+			}
+			continue
+		}
+		rest.Content = append(rest.Content, k, v)
+	}
+	b.Options = *rest
+	var m map[string]any
+	if err := rest.Decode(&m); err != nil {
+		return err
+	}
+	b.options = m
+	return nil
+}
+
+// MarshalJSON shows the builtin with its options, for `-o json` views.
+func (b *Builtin) MarshalJSON() ([]byte, error) {
+	out := map[string]any{"builtin": b.Name}
+	for k, v := range b.options {
+		out[k] = v
+	}
+	return json.Marshal(out)
+}
+
+// DecodeOptions decodes the builtin's options into v, rejecting unknown
+// keys so a typo is an error rather than a silent default.
+func (b *Builtin) DecodeOptions(v any) error {
+	if len(b.Options.Content) == 0 {
+		return nil
+	}
+	data, err := yaml.Marshal(&b.Options)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("builtin %q: %w", b.Name, err)
+	}
+	return nil
+}
+
+// Duration is a time.Duration written as "24h", "500ms".
+type Duration time.Duration
+
+// UnmarshalYAML parses Go duration syntax.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: a duration like 30s or 24h", n.Line)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("line %d: %q is not a duration like 30s or 24h", n.Line, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML prints the duration in Go syntax.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// MarshalJSON prints the duration in Go syntax.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Duration(d).String() + `"`), nil
+}
+
+// Load reads and validates a stage file.
+func Load(path string) (*Stage, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading stage file: %w", err)
+	}
+	s, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("stage file %s: %w", path, err)
+	}
+	s.Path = path
+	return s, nil
+}
+
+// Kafka's rule for topic names, which also bounds application ids (they
+// become topic names and transactional ids).
+var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// Prometheus label names, minus the ones flecht's metrics add themselves.
+var (
+	labelName      = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+	reservedLabels = map[string]bool{"topic": true, "partition": true, "reason": true, "outcome": true, "kid": true, "scope": true}
+)
+
+// Parse decodes a stage file strictly and validates it.
+func Parse(data []byte) (*Stage, error) {
+	s := &Stage{}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(s); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("empty stage file")
+		}
+		return nil, err
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stage) validate() error {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+
+	switch {
+	case s.ApplicationID == "":
+		bad("application_id is required")
+	case !topicName.MatchString(s.ApplicationID + "-changelog"):
+		bad("application_id %q: use letters, digits, '.', '_' and '-' (it names topics and transactional ids)", s.ApplicationID)
+	}
+	for _, t := range append(append([]string{}, s.InputTopics...), s.ConfigTopics...) {
+		if !topicName.MatchString(t) {
+			bad("topic %q is not a valid Kafka topic name", t)
+		}
+	}
+	if dup := duplicate(s.InputTopics); dup != "" {
+		bad("input_topics lists %q twice", dup)
+	}
+	if dup := duplicate(s.ConfigTopics); dup != "" {
+		bad("config_topics lists %q twice", dup)
+	}
+	if s.MaxPollRecords == 0 {
+		s.MaxPollRecords = DefaultMaxPollRecords
+	} else if s.MaxPollRecords < 0 {
+		bad("max_poll_records must be positive")
+	}
+	switch s.InvalidMessages {
+	case "":
+		s.InvalidMessages = InvalidCrash
+	case InvalidCrash, InvalidSkip, InvalidDLQ:
+	default:
+		bad("invalid_messages %q: use crash, skip or dlq", s.InvalidMessages)
+	}
+	if s.StateKey == "" {
+		s.StateKey = statekey.Default
+	}
+	if t, err := statekey.Parse(s.StateKey); err != nil {
+		bad("%v", err)
+	} else {
+		s.Template = t
+	}
+	for _, f := range s.SecretFields {
+		if _, err := ParseSecretField(f); err != nil {
+			bad("secret_fields: %v", err)
+		}
+	}
+
+	switch s.Kind {
+	case KindTransformer:
+		if len(s.InputTopics) == 0 {
+			bad("a transformer needs input_topics")
+		}
+		if s.Transform == nil || s.Transform.Name == "" {
+			bad("a transformer needs transform: {builtin: NAME, ...}")
+		}
+		if s.Extract != nil || s.MQTT != nil {
+			bad("extract: and mqtt: belong to extractor and mqtt stages, not a transformer")
+		}
+	case KindExtractor, KindMQTT:
+		if len(s.InputTopics) > 0 {
+			bad("an %s reads config_topics only; remove input_topics", s.Kind)
+		}
+		if len(s.ConfigTopics) == 0 {
+			bad("an %s needs config_topics", s.Kind)
+		}
+		if s.Extract == nil || s.Extract.Name == "" {
+			bad("an %s needs extract: {builtin: NAME, ...}", s.Kind)
+		}
+		if s.Transform != nil {
+			bad("transform: belongs to a transformer")
+		}
+		if s.Kind == KindMQTT {
+			if s.MQTT == nil {
+				s.MQTT = &MQTT{}
+			}
+			if s.MQTT.SessionExpiry == 0 {
+				s.MQTT.SessionExpiry = Duration(DefaultSessionExpiry)
+			}
+			if s.MQTT.PasswordEnv != "" && s.MQTT.PasswordFile != "" {
+				bad("mqtt: set password_env or password_file, not both")
+			}
+		} else if s.MQTT != nil {
+			bad("mqtt: belongs to an mqtt stage")
+		}
+	case "":
+		bad("kind is required: transformer, extractor or mqtt")
+	default:
+		bad("kind %q: use transformer, extractor or mqtt", s.Kind)
+	}
+	if s.Metrics != nil {
+		for name := range s.Metrics.Labels {
+			if !labelName.MatchString(name) || reservedLabels[name] {
+				bad("metrics.labels: %q is not a usable label name (letters, digits, _; not one of topic, partition, reason, outcome, kid, scope)", name)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// SessionExpiry is the MQTT session expiry the stage asks for.
+func (s *Stage) SessionExpiry() time.Duration {
+	if s.MQTT == nil || s.MQTT.SessionExpiry == 0 {
+		return DefaultSessionExpiry
+	}
+	return time.Duration(s.MQTT.SessionExpiry)
+}
+
+// ChangelogTopic is the stage's changelog topic name (SPEC §1).
+func (s *Stage) ChangelogTopic() string { return ChangelogTopic(s.ApplicationID) }
+
+// ChangelogTopic names the changelog of an application (SPEC §1).
+func ChangelogTopic(applicationID string) string { return applicationID + "-changelog" }
+
+// TransactionalID names the producer of task or token n (SPEC §1).
+func TransactionalID(applicationID string, n int32) string {
+	return fmt.Sprintf("%s-%d", applicationID, n)
+}
+
+// DLQTopic names the dead-letter topic of a source topic (SPEC §1).
+func DLQTopic(topic string) string { return topic + ".dlq" }
+
+// SecretField is one declared secret field.
+type SecretField struct {
+	Path  []string // dotted path into the value
+	List  bool     // the field holds a list of tokens
+	Scope string
+}
+
+// ParseSecretField parses NAME[:scope], NAME a dotted path, NAME[] a list.
+func ParseSecretField(s string) (SecretField, error) {
+	name, scope, _ := strings.Cut(s, ":")
+	f := SecretField{Scope: scope}
+	if n, ok := strings.CutSuffix(name, "[]"); ok {
+		name, f.List = n, true
+	}
+	if name == "" {
+		return f, fmt.Errorf("%q: empty field name", s)
+	}
+	f.Path = strings.Split(name, ".")
+	for _, seg := range f.Path {
+		if seg == "" {
+			return f, fmt.Errorf("%q: empty segment in dotted path", s)
+		}
+	}
+	return f, nil
+}
+
+func duplicate(ss []string) string {
+	seen := map[string]bool{}
+	for _, s := range ss {
+		if seen[s] {
+			return s
+		}
+		seen[s] = true
+	}
+	return ""
+}

@@ -1,0 +1,106 @@
+package stagefile
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExampleParses(t *testing.T) {
+	s, err := Load("../../examples/count.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ApplicationID != "sensors-count" || s.Kind != KindTransformer || s.Transform.Name != "count" ||
+		s.MaxPollRecords != 500 || s.InvalidMessages != InvalidCrash || !s.Template.IsDefault() {
+		t.Fatalf("unexpected %+v", s)
+	}
+	var opts struct {
+		OutputTopic string `yaml:"output_topic"`
+	}
+	if err := s.Transform.DecodeOptions(&opts); err != nil || opts.OutputTopic != "sensors.refined" {
+		t.Fatalf("options: %+v %v", opts, err)
+	}
+	if s.ChangelogTopic() != "sensors-count-changelog" || TransactionalID(s.ApplicationID, 3) != "sensors-count-3" || DLQTopic("raw") != "raw.dlq" {
+		t.Error("names differ from SPEC §1")
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	s, err := Parse([]byte("application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: passthrough}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.MaxPollRecords != DefaultMaxPollRecords || s.InvalidMessages != InvalidCrash || s.StateKey != "{key}" {
+		t.Errorf("defaults: %+v", s)
+	}
+	m, err := Parse([]byte("application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.SessionExpiry() != 24*time.Hour {
+		t.Errorf("mqtt session expiry default %s", m.SessionExpiry())
+	}
+	m, err = Parse([]byte("application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\nmqtt: {session_expiry: 2h}\n"))
+	if err != nil || m.SessionExpiry() != 2*time.Hour {
+		t.Errorf("session_expiry 2h: %v %v", m, err)
+	}
+}
+
+func TestErrorsNameTheField(t *testing.T) {
+	base := "application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count}\n"
+	cases := map[string]string{
+		"":                                 "empty stage file",
+		"kind: transformer\n":              "application_id is required",
+		"application_id: a\n":              "kind is required",
+		base + "invalid_messages: retry\n": "invalid_messages \"retry\"",
+		base + "state_key: \"{device}\"\n": "unknown placeholder",
+		base + "max_poll_records: -1\n":    "max_poll_records",
+		base + "typo_field: 1\n":           "typo_field",
+		"application_id: a b\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: x}\n":               "application_id",
+		"application_id: a\nkind: transformer\ntransform: {builtin: x}\n":                                    "needs input_topics",
+		"application_id: a\nkind: transformer\ninput_topics: [t, t]\ntransform: {builtin: x}\n":              "twice",
+		"application_id: a\nkind: transformer\ninput_topics: [t]\n":                                          "needs transform",
+		"application_id: a\nkind: extractor\ninput_topics: [t]\nconfig_topics: [c]\nextract: {builtin: x}\n": "remove input_topics",
+		"application_id: a\nkind: sink\n":                                                                    "kind \"sink\"",
+		base + "secret_fields: [\"a..b\"]\n":                                                                 "empty segment",
+		base + "poll_interval: soon\n":                                                                       "not a duration",
+	}
+	for in, want := range cases {
+		_, err := Parse([]byte(in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: want error containing %q, got %v", in, want, err)
+		}
+	}
+}
+
+func TestBuiltinOptionsAreStrict(t *testing.T) {
+	s, err := Parse([]byte("application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count, output_topic: o, outptu: x}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts struct {
+		OutputTopic string `yaml:"output_topic"`
+	}
+	if err := s.Transform.DecodeOptions(&opts); err == nil || !strings.Contains(err.Error(), "outptu") {
+		t.Fatalf("want the unknown option named, got %v", err)
+	}
+}
+
+func TestSecretField(t *testing.T) {
+	f, err := ParseSecretField("auth.headers[]:api")
+	if err != nil || !f.List || f.Scope != "api" || strings.Join(f.Path, "/") != "auth/headers" {
+		t.Fatalf("%+v %v", f, err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count, x: [1]}\n"))
+	f.Add([]byte("application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\nmqtt: {session_expiry: 2h}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse(data)
+		if err == nil && s.Template == nil {
+			t.Fatal("validated stage without a template")
+		}
+	})
+}
