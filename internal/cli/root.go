@@ -77,7 +77,7 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 			root.AddCommand(c)
 		}
 	}
-	add("run", NewCmdDev(f, nil))
+	add("run", NewCmdRun(f, nil), NewCmdDev(f, nil))
 	add("operate", NewCmdCluster(f, nil), NewCmdKeys(f), NewCmdSecrets(f), NewCmdBudget(f, nil), NewCmdLint(f))
 	add("tools",
 		NewCmdPartition(f, nil),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -147,5 +148,32 @@ func CreateTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 	if err != nil {
 		return fmt.Errorf("creating topic %q: %w", topic, err)
 	}
-	return nil
+	return WaitTopic(ctx, adm, topic, true)
+}
+
+// WaitTopic waits until the cluster's metadata (as this client sees it,
+// cache included) lists the topic, or stops listing it, so that the next
+// step cannot trip over a half-created or half-deleted topic.
+func WaitTopic(ctx context.Context, adm *kadm.Client, topic string, exists bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		_, err := DescribeTopics(ctx, adm, topic)
+		var missing *MissingTopicsError
+		switch {
+		case err == nil && exists, errors.As(err, &missing) && !exists:
+			return nil
+		case err != nil && !errors.As(err, &missing):
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			state := "appear"
+			if !exists {
+				state = "disappear"
+			}
+			return fmt.Errorf("topic %q did not %s within 30s", topic, state)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/metrics"
+	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/stage/builtin"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+)
+
+const runLong = `Run a stage described by a stage file (see examples/ for commented ones).
+
+A transformer reads its input topics in consumer group <application_id>,
+one task per input partition number. Each task has a transactional producer
+with the static ID <application_id>-<partition> (starting it fences any
+previous owner) and a Pebble store restored from partition p of the
+compacted changelog <application_id>-changelog. Every batch commits, per
+task, one Kafka transaction holding the outputs, the final changed state per
+key and the input offsets: exactly once across crashes and rebalances.
+
+The state key defaults to the message key. state_key may refine it with a
+template such as "{key}/{value.device}", never coarsen it: every record
+sharing a state key must sit on one partition, so the template must contain
+{key} (check real data with 'flecht lint state-key').
+
+Built-in transformers (transform.builtin):
+  passthrough  forward to output_topic, optionally keeping only fields
+  count        running counter per state key; output = value + "seq"
+  dedupe       drop records whose id (a value path) was seen within horizon
+  rekey        key by a value path, carry the old key, write to an intermediate topic
+  enrich       merge fields of the config record found by a lookup path
+
+Startup checks everything before it joins the group: the stage file, the
+topics and their partition counts, the changelog. SIGTERM or Ctrl-C finishes
+the batch in hand and exits 0; any error exits 1 (let it crash: the restart
+recovers from the changelog and aborts what was left open).`
+
+// RunOptions are the inputs of `flecht run`.
+type RunOptions struct {
+	Factory       *Factory
+	Files         []string
+	ClientID      string
+	StateDir      string
+	MetricsListen string
+}
+
+// NewCmdRun builds `flecht run`.
+func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
+	opts := &RunOptions{Factory: f}
+	cmd := &cobra.Command{
+		Use:   "run -f STAGE.yaml",
+		Short: "Run a stage with exactly-once Kafka transactions",
+		Long:  runLong,
+		Example: `  flecht run -f examples/count.yaml
+  FLECHT_CLIENT_ID=count-0 flecht run -f stage.yaml --metrics-listen 127.0.0.1:9464`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(opts.Files) == 0 {
+				return exitcode.UsageError(errors.New("give the stage file with -f STAGE.yaml"))
+			}
+			if opts.ClientID == "" {
+				opts.ClientID = f.Getenv("FLECHT_CLIENT_ID")
+			}
+			if opts.ClientID == "" {
+				host, err := os.Hostname()
+				if err != nil || host == "" {
+					return exitcode.UsageError(errors.New("no --client-id and no hostname to default to"))
+				}
+				opts.ClientID = host
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&opts.Files, "file", "f", nil, "stage file (YAML)")
+	cmd.Flags().StringVar(&opts.ClientID, "client-id", "", "this instance's identity, unique and stable (env FLECHT_CLIENT_ID; default the hostname)")
+	cmd.Flags().StringVar(&opts.StateDir, "state-dir", "", "where task state lives (default ${XDG_STATE_HOME:-~/.local/state}/flecht/<application_id>)")
+	cmd.Flags().StringVar(&opts.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on this address (overrides metrics.listen)")
+	return cmd
+}
+
+func runRun(ctx context.Context, opts *RunOptions) error {
+	if len(opts.Files) > 1 {
+		return exitcode.UsageError(errors.New("one stage file per process for now"))
+	}
+	st, err := stagefile.Load(opts.Files[0])
+	if err != nil {
+		return exitcode.UsageError(err)
+	}
+	if st.Kind != stagefile.KindTransformer {
+		return exitcode.UsageError(fmt.Errorf("stage %s is kind %q: flecht run runs transformers", st.Path, st.Kind))
+	}
+	if v := verdictWithoutKey(st); v != "" {
+		return exitcode.UsageError(errors.New(v))
+	}
+	f := opts.Factory
+	log := f.Logger().With("stage", st.ApplicationID)
+	cluster, err := f.Cluster()
+	if err != nil {
+		return err
+	}
+
+	var labels map[string]string
+	listen := opts.MetricsListen
+	if st.Metrics != nil {
+		labels = st.Metrics.Labels
+		if listen == "" {
+			listen = st.Metrics.Listen
+		}
+	}
+	obs := metrics.New(labels)
+	runner := stage.NewRunner(stage.Options{
+		Stage: st, Cluster: cluster, ClientID: opts.ClientID, StateDir: opts.StateDir,
+		Metrics: obs, Log: log,
+	})
+	tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: configsOrNil(st, runner)})
+	if err != nil {
+		return exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+	}
+	if listen != "" {
+		srv, err := obs.Serve(listen)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		log.Info("metrics", "url", "http://"+srv.Addr+"/metrics")
+	}
+	return runner.Run(ctx, tf)
+}
+
+func configsOrNil(st *stagefile.Stage, r *stage.Runner) stage.Configs {
+	if len(st.ConfigTopics) == 0 {
+		return nil
+	}
+	return r.Configs()
+}
+
+// verdictWithoutKey refuses a state_key that cannot refine the message key
+// because it does not contain it at all (the silent split).
+func verdictWithoutKey(st *stagefile.Stage) string {
+	for _, p := range st.Template.Parts {
+		if p.Key {
+			return ""
+		}
+	}
+	return fmt.Sprintf("state_key %q does not contain {key}: records with one state key would arrive on several partitions and each task would keep a partial shard (the silent split); use a template that refines the key, e.g. \"{key}/%s\"",
+		st.StateKey, strings.TrimPrefix(st.StateKey, "{key}"))
+}

@@ -1,0 +1,213 @@
+// Package metrics is the Prometheus observer of a running stage. Metric names
+// and labels follow the upstream Flechtwerk catalog (prefix flechtwerk_) so
+// that existing dashboards keep working; every metric also carries the
+// stage's own labels (metrics.labels in the stage file).
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const namespace = "flechtwerk"
+
+// Observer records what a stage does. The zero value is not usable; use New.
+// Every method is safe for concurrent use.
+type Observer struct {
+	reg    *prometheus.Registry
+	labels prometheus.Labels
+
+	MessagesIn         *prometheus.CounterVec // topic
+	MessagesOut        *prometheus.CounterVec // topic
+	MessagesInvalid    *prometheus.CounterVec // outcome, topic
+	MessageInBytes     prometheus.Histogram
+	MessageOutBytes    prometheus.Histogram
+	MessageInMaxBytes  prometheus.Gauge
+	MessageOutMaxBytes prometheus.Gauge
+	MessageProcessing  prometheus.Histogram
+	BatchSize          prometheus.Histogram
+	BatchProcessing    prometheus.Histogram
+	TxnCommitted       prometheus.Counter
+	PollCycle          prometheus.Histogram
+	ConfigMessagesIn   *prometheus.CounterVec // topic
+	ConfigEntries      prometheus.Gauge
+	ConfigRestored     prometheus.Counter
+	ActiveConfigs      prometheus.Gauge
+	TasksAssigned      prometheus.Gauge
+	TokensAssigned     prometheus.Gauge
+	StateRestored      *prometheus.CounterVec // partition
+	StateRecordBytes   prometheus.Histogram
+	StateRecordMax     prometheus.Gauge
+	MQTTIn             *prometheus.CounterVec // topic
+	MQTTDropped        *prometheus.CounterVec // reason, topic
+	MQTTBuffered       *prometheus.GaugeVec   // topic
+	MQTTConnects       prometheus.Counter
+	MQTTDisconnects    prometheus.Counter
+	MQTTAck            prometheus.Histogram // flecht addition: receive → ACK
+	KeysLoaded         *prometheus.GaugeVec // kid
+	PlaintextReads     *prometheus.CounterVec
+	SecretDecrypts     *prometheus.CounterVec // scope, kid
+
+	maxIn, maxOut, maxState maxTracker
+}
+
+// New returns an observer whose metrics all carry labels.
+func New(labels map[string]string) *Observer {
+	o := &Observer{reg: prometheus.NewRegistry(), labels: prometheus.Labels(labels)}
+	sizes := prometheus.ExponentialBuckets(64, 4, 9) // 64 B … 4 MiB
+	o.MessagesIn = o.counterVec("messages_in_total", "Input messages consumed and dispatched to stage code.", "topic")
+	o.MessagesOut = o.counterVec("messages_out_total", "Output messages produced by stage code.", "topic")
+	o.MessagesInvalid = o.counterVec("messages_invalid_total", "Input records that did not decode, by policy outcome (crash, skip, dlq).", "outcome", "topic")
+	o.MessageInBytes = o.histogram("message_in_bytes", "Size of input record values.", sizes)
+	o.MessageOutBytes = o.histogram("message_out_bytes", "Size of output record values.", sizes)
+	o.MessageInMaxBytes = o.gauge("message_in_max_bytes", "Largest input record value seen by this process.")
+	o.MessageOutMaxBytes = o.gauge("message_out_max_bytes", "Largest output record value written by this process.")
+	o.MessageProcessing = o.histogram("message_processing_seconds", "Time in one transform/poll dispatch.", prometheus.ExponentialBuckets(1e-6, 4, 12))
+	o.BatchSize = o.histogram("batch_size", "Records returned by one poll.", prometheus.ExponentialBuckets(1, 2, 12))
+	o.BatchProcessing = o.histogram("batch_processing_seconds", "Wall time to process a batch, including its commits.", prometheus.ExponentialBuckets(1e-4, 3, 12))
+	o.TxnCommitted = o.counter("transactions_committed_total", "Kafka transactions committed.")
+	o.PollCycle = o.histogram("poll_cycle_seconds", "Wall time of one extractor poll cycle.", prometheus.ExponentialBuckets(1e-3, 3, 12))
+	o.ConfigMessagesIn = o.counterVec("config_messages_in_total", "Records consumed from config topics.", "topic")
+	o.ConfigEntries = o.gauge("config_store_entries", "Config entries held (latest per wire key).")
+	o.ConfigRestored = o.counter("config_store_restored_entries_total", "Config entries surviving the startup bootstrap.")
+	o.ActiveConfigs = o.gauge("active_configs", "Active (not suspended) configs being polled.")
+	o.TasksAssigned = o.gauge("tasks_assigned", "Tasks (input partitions) owned and initialized.")
+	o.TokensAssigned = o.gauge("tokens_assigned", "Ownership tokens held by this extractor instance.")
+	o.StateRestored = o.counterVec("state_restored_entries_total", "Changelog records replayed into local state.", "partition")
+	o.StateRecordBytes = o.histogram("state_record_bytes", "Size of state records written to the changelog.", sizes)
+	o.StateRecordMax = o.gauge("state_record_max_bytes", "Largest state record written (the ceiling is about 1 MiB).")
+	o.MQTTIn = o.counterVec("mqtt_messages_in_total", "MQTT messages routed into a subscription's buffer.", "topic")
+	o.MQTTDropped = o.counterVec("mqtt_messages_dropped_total", "MQTT messages dropped without forwarding.", "reason", "topic")
+	o.MQTTBuffered = o.gaugeVec("mqtt_buffered_messages", "MQTT messages buffered for a subscription.", "topic")
+	o.MQTTConnects = o.counter("mqtt_connects_total", "Successful MQTT (re)connects.")
+	o.MQTTDisconnects = o.counter("mqtt_disconnects_total", "Unexpected MQTT disconnects.")
+	o.MQTTAck = o.histogram("mqtt_ack_seconds", "Time from receiving an MQTT message to acknowledging it after the Kafka commit (flecht).", prometheus.ExponentialBuckets(1e-3, 2, 14))
+	o.KeysLoaded = o.gaugeVec("keyring_keys_loaded", "One series per key in the installed keyring.", "kid")
+	o.PlaintextReads = o.counterVec("secret_plaintext_reads_total", "Secret reads that took the legacy plaintext branch.", "scope")
+	o.SecretDecrypts = o.counterVec("secret_decrypts_total", "Successful secret decryptions.", "scope", "kid")
+	return o
+}
+
+func (o *Observer) opts(name, help string) prometheus.Opts {
+	return prometheus.Opts{Namespace: namespace, Name: name, Help: help, ConstLabels: o.labels}
+}
+
+func (o *Observer) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts(o.opts(name, help)))
+	o.reg.MustRegister(c)
+	return c
+}
+
+func (o *Observer) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts(o.opts(name, help)), labels)
+	o.reg.MustRegister(c)
+	return c
+}
+
+func (o *Observer) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts(o.opts(name, help)))
+	o.reg.MustRegister(g)
+	return g
+}
+
+func (o *Observer) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts(o.opts(name, help)), labels)
+	o.reg.MustRegister(g)
+	return g
+}
+
+func (o *Observer) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, ConstLabels: o.labels, Buckets: buckets})
+	o.reg.MustRegister(h)
+	return h
+}
+
+// Registry is the registry behind the observer (tests gather from it).
+func (o *Observer) Registry() *prometheus.Registry { return o.reg }
+
+// MessageIn records one consumed input record.
+func (o *Observer) MessageIn(topic string, size int) {
+	o.MessagesIn.WithLabelValues(topic).Inc()
+	o.MessageInBytes.Observe(float64(size))
+	o.maxIn.observe(o.MessageInMaxBytes, size)
+}
+
+// MessageOut records one produced output record.
+func (o *Observer) MessageOut(topic string, size int) {
+	o.MessagesOut.WithLabelValues(topic).Inc()
+	o.MessageOutBytes.Observe(float64(size))
+	o.maxOut.observe(o.MessageOutMaxBytes, size)
+}
+
+// StateWritten records one changelog write.
+func (o *Observer) StateWritten(size int) {
+	o.StateRecordBytes.Observe(float64(size))
+	o.maxState.observe(o.StateRecordMax, size)
+}
+
+// Invalid records an undecodable input record and what the policy did.
+func (o *Observer) Invalid(outcome, topic string) {
+	o.MessagesInvalid.WithLabelValues(outcome, topic).Inc()
+}
+
+// Restored records changelog records replayed for a partition.
+func (o *Observer) Restored(partition int32, n int) {
+	o.StateRestored.WithLabelValues(strconv.Itoa(int(partition))).Add(float64(n))
+}
+
+// PlaintextRead implements secret.Observer.
+func (o *Observer) PlaintextRead(scope string) { o.PlaintextReads.WithLabelValues(scope).Inc() }
+
+// Decrypted implements secret.Observer.
+func (o *Observer) Decrypted(scope, kid string) { o.SecretDecrypts.WithLabelValues(scope, kid).Inc() }
+
+// KeyringLoaded publishes one series per kid of the installed keyring.
+func (o *Observer) KeyringLoaded(kids []string) {
+	o.KeysLoaded.Reset()
+	for _, k := range kids {
+		o.KeysLoaded.WithLabelValues(k).Set(1)
+	}
+}
+
+// Since is a helper for timing: defer o.Since(h, time.Now()).
+func Since(h prometheus.Observer, start time.Time) { h.Observe(time.Since(start).Seconds()) }
+
+// Server serves /metrics for one observer.
+type Server struct {
+	Addr string
+	srv  *http.Server
+	done chan error
+}
+
+// Serve starts an HTTP server on listen ("host:port"; port 0 picks a free
+// one) serving the observer's metrics at /metrics.
+func (o *Observer) Serve(listen string) (*Server, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: listening on %s: %w", listen, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{}))
+	s := &Server{Addr: ln.Addr().String(), srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, done: make(chan error, 1)}
+	go func() { s.done <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Close stops the server.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if serveErr := <-s.done; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
+		err = serveErr
+	}
+	return err
+}

@@ -1,0 +1,93 @@
+// Package stage runs stages. A transformer is per-record logic behind the
+// runner in this package, which owns everything exactly-once needs: tasks
+// per input partition with fenced transactional producers, state restored
+// from the changelog, batches committed as one transaction per task
+// carrying outputs, state and input offsets (SPEC §3).
+package stage
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/attr"
+)
+
+// Incoming is one input record as a transformer sees it. Value is the
+// decoded JSON object; Tombstone is true for a null value (Value is then
+// empty).
+type Incoming struct {
+	Key       string
+	Value     attr.Event
+	Tombstone bool
+	Topic     string
+	Partition int32
+	Offset    int64
+	Timestamp time.Time
+	Headers   []kgo.RecordHeader
+	// Raw is the record's value bytes as read, for stages that forward
+	// verbatim.
+	Raw []byte
+}
+
+// Message is an output record. A zero Timestamp lets the broker stamp it.
+// Tombstone sends a null value (Value is ignored). RawKey and RawValue, when
+// set, are written byte for byte instead of Key and Value (dead letters keep
+// the bytes they could not decode).
+type Message struct {
+	Topic     string
+	Key       string
+	Value     attr.Event
+	Tombstone bool
+	Timestamp time.Time
+	Headers   []kgo.RecordHeader
+	RawKey    []byte
+	RawValue  []byte
+	// Partition, when Explicit is set, places the record on that partition
+	// instead of the key's murmur2 partition.
+	Partition int32
+	Explicit  bool
+}
+
+// Emit is how a transformer answers, the two yields of the upstream
+// contract: any number of messages, and the key's new state. The last State
+// call wins; an empty state deletes the key's state.
+type Emit interface {
+	Message(m Message)
+	State(s attr.State)
+}
+
+// Configs looks up config records by wire key (SPEC §6). Lookups are
+// eventually consistent and outside any task transaction.
+type Configs interface {
+	Get(key string) (attr.Config, bool)
+}
+
+// Transformer is per-record logic. It must not keep per-key state in
+// memory: state lives in the State it is given and emits, so it survives
+// crashes, rebalances and replays. An error crashes the stage; nothing of
+// the batch commits and the restart processes the record again.
+type Transformer interface {
+	Transform(ctx context.Context, in *Incoming, state attr.State, out Emit) error
+}
+
+// TransformFunc adapts a function to Transformer.
+type TransformFunc func(ctx context.Context, in *Incoming, state attr.State, out Emit) error
+
+// Transform calls f.
+func (f TransformFunc) Transform(ctx context.Context, in *Incoming, state attr.State, out Emit) error {
+	return f(ctx, in, state, out)
+}
+
+// OutputDeclarer is implemented by transformers that know their output
+// topics up front, so startup can check they exist.
+type OutputDeclarer interface {
+	OutputTopics() []string
+}
+
+// DLQUser is implemented by transformers that may send records to
+// dead-letter topics themselves; startup then ensures those topics exist.
+type DLQUser interface {
+	UsesDLQ() bool
+}

@@ -1,0 +1,298 @@
+package stage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/state"
+)
+
+// stateEntry is one state key's state during a batch.
+type stateEntry struct {
+	orig    []byte // as stored before the batch (nil: none)
+	current attr.State
+	touched bool
+}
+
+// emitter collects what one Transform call emits.
+type emitter struct {
+	messages []Message
+	state    *attr.State
+}
+
+func (e *emitter) Message(m Message)  { e.messages = append(e.messages, m) }
+func (e *emitter) State(s attr.State) { e.state = &s }
+
+// processTask runs one task's share of a batch as one transaction: the
+// outputs, the final changed state per key, and the input offsets commit
+// together or not at all.
+func (r *Runner) processTask(ctx context.Context, t *task, recs []*kgo.Record, gen groupGeneration) (err error) {
+	order := r.topicOrder
+	sort.SliceStable(recs, func(i, j int) bool {
+		if a, b := order[recs[i].Topic], order[recs[j].Topic]; a != b {
+			return a < b
+		}
+		return recs[i].Offset < recs[j].Offset
+	})
+
+	if err := t.prod.BeginTransaction(); err != nil {
+		return fmt.Errorf("task %d: begin transaction: %w", t.partition, err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			// Best effort: the process is about to crash, and the next
+			// owner's fence aborts anything left open anyway.
+			abortCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if abortErr := t.prod.EndTransaction(abortCtx, kgo.TryAbort); abortErr != nil {
+				r.log.Debug("abort after failure", "partition", t.partition, "error", abortErr)
+			}
+		}
+	}()
+
+	var (
+		produceMu  sync.Mutex
+		produceErr error
+		produced   int
+	)
+	produce := func(rec *kgo.Record) {
+		produced++
+		t.prod.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+			if err != nil {
+				produceMu.Lock()
+				if produceErr == nil {
+					produceErr = err
+				}
+				produceMu.Unlock()
+			}
+		})
+	}
+
+	states := map[string]*stateEntry{}
+	offsets := map[string]map[int32]int64{}
+	em := &emitter{}
+	for _, rec := range recs {
+		if offsets[rec.Topic] == nil {
+			offsets[rec.Topic] = map[int32]int64{}
+		}
+		offsets[rec.Topic][rec.Partition] = rec.Offset + 1
+		r.obs.MessageIn(rec.Topic, len(rec.Value))
+
+		in, sk, reason := r.decode(rec)
+		if reason != "" {
+			switch r.stage.InvalidMessages {
+			case stagefile.InvalidSkip:
+				r.obs.Invalid("skip", rec.Topic)
+				r.log.Warn("invalid message skipped", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "error", reason)
+				continue
+			case stagefile.InvalidDLQ:
+				r.obs.Invalid("dlq", rec.Topic)
+				r.log.Warn("invalid message sent to dead-letter topic", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "dlq", stagefile.DLQTopic(rec.Topic), "error", reason)
+				out, err := r.toRecord(deadLetter(rec, reason, time.Now()))
+				if err != nil {
+					return err
+				}
+				produce(out)
+				continue
+			default:
+				r.obs.Invalid("crash", rec.Topic)
+				return &InvalidMessageError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Reason: reason}
+			}
+		}
+
+		entry, err := r.loadState(t, states, sk)
+		if err != nil {
+			return err
+		}
+		em.messages, em.state = em.messages[:0], nil
+		start := time.Now()
+		if err := r.tf.Transform(ctx, in, entry.current, em); err != nil {
+			return fmt.Errorf("transform %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		}
+		r.obs.MessageProcessing.Observe(time.Since(start).Seconds())
+		for _, m := range em.messages {
+			out, err := r.toRecord(m)
+			if err != nil {
+				return fmt.Errorf("output of %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+			}
+			r.obs.MessageOut(out.Topic, len(out.Value))
+			produce(out)
+		}
+		if em.state != nil {
+			if !r.stateful {
+				return fmt.Errorf("transform %s/%d@%d emitted state, but the transformer is declared stateless", rec.Topic, rec.Partition, rec.Offset)
+			}
+			entry.current, entry.touched = *em.state, true
+		}
+	}
+
+	writes, err := r.stateWrites(t, states, produce)
+	if err != nil {
+		return err
+	}
+	if err := t.prod.Flush(ctx); err != nil {
+		return fmt.Errorf("task %d: flush: %w", t.partition, err)
+	}
+	if produceErr != nil {
+		return fmt.Errorf("task %d: produce: %w", t.partition, produceErr)
+	}
+	if len(offsets) > 0 {
+		if err := commitOffsets(ctx, t.prod, t.txnID, r.stage.ApplicationID, gen, offsets); err != nil {
+			return fmt.Errorf("task %d: %w", t.partition, err)
+		}
+	}
+	if err := t.prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return fmt.Errorf("task %d: commit: %w", t.partition, err)
+	}
+	if produced == 0 && len(offsets) > 0 {
+		if err := endEmptyTransaction(ctx, t.prod, t.txnID); err != nil {
+			return fmt.Errorf("task %d: commit offsets: %w", t.partition, err)
+		}
+	}
+	committed = true
+	r.obs.TxnCommitted.Inc()
+	if t.store != nil {
+		if err := t.store.Apply(writes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// InvalidMessageError stops a stage whose policy is crash.
+type InvalidMessageError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Reason    string
+}
+
+func (e *InvalidMessageError) Error() string {
+	return fmt.Sprintf("invalid message at %s/%d offset %d: %s (invalid_messages: crash; use skip or dlq to get past it)", e.Topic, e.Partition, e.Offset, e.Reason)
+}
+
+// decode turns a record into what the transformer sees and its state key,
+// or names why it cannot (an invalid message, SPEC §7).
+func (r *Runner) decode(rec *kgo.Record) (*Incoming, string, string) {
+	key, err := attr.DecodeKey(rec.Key)
+	if err != nil {
+		return nil, "", err.Error()
+	}
+	ev, tomb, err := attr.Decode[attr.Event](rec.Value)
+	if err != nil {
+		return nil, "", err.Error()
+	}
+	sk := key
+	if !r.template.IsDefault() {
+		if sk, err = r.template.Render(key, ev.View()); err != nil {
+			return nil, "", err.Error()
+		}
+	}
+	return &Incoming{
+		Key: key, Value: ev, Tombstone: tomb, Topic: rec.Topic, Partition: rec.Partition,
+		Offset: rec.Offset, Timestamp: rec.Timestamp, Headers: rec.Headers, Raw: rec.Value,
+	}, sk, ""
+}
+
+func (r *Runner) loadState(t *task, states map[string]*stateEntry, sk string) (*stateEntry, error) {
+	if e, ok := states[sk]; ok {
+		return e, nil
+	}
+	e := &stateEntry{}
+	if t.store != nil {
+		v, ok, err := t.store.Get(sk)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			st, _, err := attr.Decode[attr.State](v)
+			if err != nil {
+				return nil, fmt.Errorf("state of %q in the changelog does not decode: %w", sk, err)
+			}
+			e.orig, e.current = v, st
+		}
+	}
+	states[sk] = e
+	return e, nil
+}
+
+// stateWrites produces one changelog record per state key whose final state
+// differs from where the batch started, and returns the matching store writes.
+func (r *Runner) stateWrites(t *task, states map[string]*stateEntry, produce func(*kgo.Record)) ([]state.Write, error) {
+	keys := make([]string, 0, len(states))
+	for k, e := range states {
+		if e.touched {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var writes []state.Write
+	for _, k := range keys {
+		e := states[k]
+		var value []byte
+		if e.current.Len() > 0 {
+			b, err := e.current.Bytes()
+			if err != nil {
+				return nil, fmt.Errorf("state of %q: %w", k, err)
+			}
+			value = b
+		}
+		if value == nil && e.orig == nil {
+			continue // no state before, none after
+		}
+		if value != nil && bytes.Equal(value, e.orig) {
+			continue // unchanged: nothing to write
+		}
+		produce(state.ChangelogRecord(r.changelog, t.partition, k, value))
+		r.obs.StateWritten(len(value))
+		writes = append(writes, state.Write{Key: k, Value: value})
+	}
+	return writes, nil
+}
+
+// toRecord places an output message: explicit partition, or Kafka's
+// murmur2 partition of its key among the topic's partitions.
+func (r *Runner) toRecord(m Message) (*kgo.Record, error) {
+	if m.Topic == "" {
+		return nil, errors.New("output message without a topic")
+	}
+	rec := &kgo.Record{Topic: m.Topic, Timestamp: m.Timestamp, Headers: m.Headers}
+	rec.Key = m.RawKey
+	if rec.Key == nil {
+		rec.Key = []byte(m.Key)
+	}
+	switch {
+	case m.Tombstone:
+		rec.Value = nil
+	case m.RawValue != nil:
+		rec.Value = m.RawValue
+	default:
+		b, err := m.Value.Bytes()
+		if err != nil {
+			return nil, err
+		}
+		rec.Value = b
+	}
+	if m.Explicit {
+		rec.Partition = m.Partition
+		return rec, nil
+	}
+	n, err := r.partitionCount(m.Topic)
+	if err != nil {
+		return nil, err
+	}
+	rec.Partition = kafkax.Partition(rec.Key, n)
+	return rec, nil
+}

@@ -1,0 +1,53 @@
+package builtin
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+)
+
+// Seq is the running count per state key, in the output value and in state.
+var Seq = attr.New("seq", attr.INT)
+
+// count keeps a running counter per state key and stamps it on every record
+// as "seq": 1, 2, 3… It is the exactly-once probe: after any crash, replay or
+// rebalance, each key's outputs must carry seq 1..n with no gap and no
+// repeat.
+type count struct {
+	Output string `yaml:"output_topic"`
+}
+
+func newCount(b *stagefile.Builtin, _ Env) (stage.Transformer, error) {
+	c := &count{}
+	if err := b.DecodeOptions(c); err != nil {
+		return nil, err
+	}
+	return c, requireTopic("count", "output_topic", c.Output)
+}
+
+func (c *count) OutputTopics() []string { return []string{c.Output} }
+
+func (c *count) Transform(_ context.Context, in *stage.Incoming, st attr.State, out stage.Emit) error {
+	if in.Tombstone {
+		return nil
+	}
+	n, _, err := Seq.Get(st)
+	if err != nil {
+		return fmt.Errorf("count: state of %q: %w", in.Key, err)
+	}
+	n++
+	v, err := in.Value.With(Seq.Of(n))
+	if err != nil {
+		return err
+	}
+	next, err := st.With(Seq.Of(n))
+	if err != nil {
+		return err
+	}
+	out.Message(stage.Message{Topic: c.Output, Key: in.Key, Value: v, Timestamp: in.Timestamp})
+	out.State(next)
+	return nil
+}

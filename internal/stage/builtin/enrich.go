@@ -1,0 +1,113 @@
+package builtin
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+)
+
+// What enrich does when the config its lookup names is absent.
+const (
+	missingDrop = "drop"
+	missingPass = "pass"
+	missingDLQ  = "dlq"
+)
+
+// enrich merges fields of the config record found by a lookup path into the
+// record (or under one field), from the stage's config topics.
+type enrich struct {
+	Output  string   `yaml:"output_topic"`
+	Lookup  string   `yaml:"lookup"`
+	Fields  []string `yaml:"fields"`
+	Into    string   `yaml:"into"`
+	Missing string   `yaml:"missing"`
+	path    []string
+	configs stage.Configs
+}
+
+func newEnrich(b *stagefile.Builtin, env Env) (stage.Transformer, error) {
+	e := &enrich{Missing: missingDrop, configs: env.Configs}
+	if err := b.DecodeOptions(e); err != nil {
+		return nil, err
+	}
+	if err := requireTopic("enrich", "output_topic", e.Output); err != nil {
+		return nil, err
+	}
+	p, err := path("enrich", "lookup", e.Lookup)
+	if err != nil {
+		return nil, err
+	}
+	e.path = p
+	switch e.Missing {
+	case missingDrop, missingPass, missingDLQ:
+	default:
+		return nil, fmt.Errorf("builtin \"enrich\": missing %q: use drop, pass or dlq", e.Missing)
+	}
+	if e.configs == nil {
+		return nil, fmt.Errorf("builtin \"enrich\" needs config_topics to look up in")
+	}
+	return e, nil
+}
+
+// Stateless: enrich keeps no state, so the stage needs no changelog.
+func (e *enrich) Stateless() bool { return true }
+
+// UsesDLQ: with missing: dlq the stage writes dead letters.
+func (e *enrich) UsesDLQ() bool { return e.Missing == missingDLQ }
+
+func (e *enrich) OutputTopics() []string { return []string{e.Output} }
+
+func (e *enrich) Transform(_ context.Context, in *stage.Incoming, _ attr.State, out stage.Emit) error {
+	if in.Tombstone {
+		return nil
+	}
+	raw, _ := attr.At(in.Value, e.path)
+	key, ok := attr.ScalarText(raw)
+	var cfg attr.Config
+	if ok {
+		cfg, ok = e.configs.Get(key)
+	}
+	if !ok {
+		switch e.Missing {
+		case missingPass:
+			out.Message(stage.Message{Topic: e.Output, Key: in.Key, Value: in.Value, Timestamp: in.Timestamp, Headers: in.Headers})
+		case missingDLQ:
+			out.Message(stage.DeadLetter(in, fmt.Sprintf("enrich: no config for %q", key)))
+		}
+		return nil
+	}
+	picked := map[string]any{}
+	for _, name := range cfg.Names() {
+		if len(e.Fields) > 0 && !contains(e.Fields, name) {
+			continue
+		}
+		v, _ := cfg.RawValue(name)
+		picked[name] = v
+	}
+	merged := in.Value.Raw()
+	if e.Into != "" {
+		merged[e.Into] = picked
+	} else {
+		for k, v := range picked {
+			merged[k] = v
+		}
+	}
+	ev, err := attr.Wrap[attr.Event](merged)
+	if err != nil {
+		return err
+	}
+	out.Message(stage.Message{Topic: e.Output, Key: in.Key, Value: ev, Timestamp: in.Timestamp, Headers: in.Headers})
+	return nil
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,64 @@
+package builtin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+)
+
+// rekey is the repartition hop: it re-keys each record by a value field and
+// writes it to an intermediate topic, carrying the original key in a field,
+// so a second transformer can keep state by the new key (see "Look Up by
+// the Key You Partition By").
+type rekey struct {
+	Output      string `yaml:"output_topic"`
+	Key         string `yaml:"key"`
+	OriginalKey string `yaml:"original_key_field"`
+	keyPath     []string
+	carry       attr.Attribute[string]
+}
+
+func newRekey(b *stagefile.Builtin, _ Env) (stage.Transformer, error) {
+	r := &rekey{OriginalKey: "original_key"}
+	if err := b.DecodeOptions(r); err != nil {
+		return nil, err
+	}
+	if err := requireTopic("rekey", "output_topic", r.Output); err != nil {
+		return nil, err
+	}
+	p, err := path("rekey", "key", r.Key)
+	if err != nil {
+		return nil, err
+	}
+	r.keyPath = p
+	r.carry = attr.New(r.OriginalKey, attr.STR)
+	return r, nil
+}
+
+// Stateless: rekey keeps no state, so the stage needs no changelog.
+func (r *rekey) Stateless() bool { return true }
+
+func (r *rekey) OutputTopics() []string { return []string{r.Output} }
+
+func (r *rekey) Transform(_ context.Context, in *stage.Incoming, _ attr.State, out stage.Emit) error {
+	if in.Tombstone {
+		return nil // a tombstone has no value to take the new key from
+	}
+	raw, ok := attr.At(in.Value, r.keyPath)
+	key, isText := attr.ScalarText(raw)
+	if !ok || !isText {
+		// A data error: crash rather than drop or invent a key (the
+		// restart brings the record back; fix the data or the path).
+		return fmt.Errorf("rekey: %s/%d@%d: value.%s is missing or not a string, number or boolean", in.Topic, in.Partition, in.Offset, strings.Join(r.keyPath, "."))
+	}
+	v, err := in.Value.With(r.carry.Of(in.Key))
+	if err != nil {
+		return err
+	}
+	out.Message(stage.Message{Topic: r.Output, Key: key, Value: v, Timestamp: in.Timestamp, Headers: in.Headers})
+	return nil
+}

@@ -1,0 +1,373 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/metrics"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/statekey"
+)
+
+// Options configure a transformer runner.
+type Options struct {
+	Stage    *stagefile.Stage
+	Cluster  *kafkax.Cluster
+	ClientID string
+	// StateDir holds the tasks' Pebble stores (one subdirectory per
+	// partition), default ${XDG_STATE_HOME:-~/.local/state}/flecht/<application_id>.
+	StateDir string
+	Metrics  *metrics.Observer
+	Log      *slog.Logger
+	// TransactionTimeout bounds a batch's transaction (default 60s).
+	TransactionTimeout time.Duration
+	// SessionTimeout is the group session timeout (default 10s): how long a
+	// vanished instance keeps its partitions.
+	SessionTimeout time.Duration
+}
+
+// Stateless is implemented by transformers that never emit state; the
+// runner then creates no changelog and opens no store.
+type Stateless interface {
+	Stateless() bool
+}
+
+// Runner runs one transformer stage.
+type Runner struct {
+	stage      *stagefile.Stage
+	cluster    *kafkax.Cluster
+	clientID   string
+	stateDir   string
+	changelog  string
+	template   *statekey.Template
+	topicOrder map[string]int
+	txnTimeout time.Duration
+	session    time.Duration
+	obs        *metrics.Observer
+	log        *slog.Logger
+	configs    *ConfigStore
+
+	tf       Transformer
+	stateful bool
+	admin    *kgo.Client
+	consumer *kgo.Client
+
+	countsMu sync.Mutex
+	counts   map[string]int // partition counts of output topics
+
+	mu      sync.Mutex // held while tasks change or a batch runs
+	tasks   map[int32]*task
+	pending map[int32]bool
+	fatal   error
+
+	wakeMu sync.Mutex
+	wake   context.CancelFunc // ends the poll in progress
+}
+
+// NewRunner prepares a runner; Configs is usable (empty) right away and is
+// filled when Run bootstraps the config topics.
+func NewRunner(o Options) *Runner {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New(nil)
+	}
+	if o.TransactionTimeout == 0 {
+		o.TransactionTimeout = 60 * time.Second
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 10 * time.Second
+	}
+	if o.StateDir == "" {
+		o.StateDir = DefaultStateDir(o.Stage.ApplicationID)
+	}
+	order := map[string]int{}
+	for i, t := range o.Stage.InputTopics {
+		order[t] = i
+	}
+	return &Runner{
+		stage: o.Stage, cluster: o.Cluster, clientID: o.ClientID, stateDir: o.StateDir,
+		changelog: o.Stage.ChangelogTopic(), template: o.Stage.Template, topicOrder: order,
+		txnTimeout: o.TransactionTimeout, session: o.SessionTimeout, obs: o.Metrics, log: o.Log,
+		configs: NewConfigStore(o.Stage.ConfigTopics, o.Log, o.Metrics),
+		counts:  map[string]int{}, tasks: map[int32]*task{}, pending: map[int32]bool{},
+	}
+}
+
+// DefaultStateDir is ${XDG_STATE_HOME:-~/.local/state}/flecht/<application_id>.
+func DefaultStateDir(applicationID string) string {
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(base, "flecht", applicationID)
+}
+
+// Configs is the stage's config store, for transformers that look up.
+func (r *Runner) Configs() Configs { return r.configs }
+
+// Run checks the topics, bootstraps the config store, joins the group and
+// processes batches until ctx ends (then it finishes the batch in hand and
+// returns nil) or something fails (it returns the error: let it crash).
+func (r *Runner) Run(ctx context.Context, tf Transformer) error {
+	r.tf = tf
+	r.stateful = true
+	if s, ok := tf.(Stateless); ok && s.Stateless() {
+		r.stateful = false
+	}
+	if !r.template.IsDefault() && !r.stateful {
+		r.log.Warn("state_key is set but the transformer keeps no state; it has no effect")
+	}
+
+	admin, err := r.cluster.Client(kgo.ClientID(r.clientID))
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	r.admin = admin
+	if err := r.cluster.Ping(ctx, admin); err != nil {
+		return err
+	}
+	if err := r.prepareTopics(ctx, kadm.NewClient(admin)); err != nil {
+		return err
+	}
+	if err := r.configs.Bootstrap(ctx, r.cluster, r.clientID); err != nil {
+		return err
+	}
+	defer r.configs.Close()
+	if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+
+	consumer, err := r.cluster.Client(
+		kgo.ClientID(r.clientID),
+		kgo.ConsumerGroup(r.stage.ApplicationID),
+		kgo.ConsumeTopics(r.stage.InputTopics...),
+		kgo.Balancers(kgo.RangeBalancer()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.SessionTimeout(r.session),
+		kgo.RebalanceTimeout(r.txnTimeout),
+		kgo.OnPartitionsAssigned(r.onAssigned),
+		kgo.OnPartitionsRevoked(r.onRevoked),
+		kgo.OnPartitionsLost(r.onRevoked),
+	)
+	if err != nil {
+		return err
+	}
+	r.consumer = consumer
+	defer r.shutdown()
+
+	r.log.Info("transformer running", "application_id", r.stage.ApplicationID, "client_id", r.clientID,
+		"input_topics", strings.Join(r.stage.InputTopics, ","), "state_dir", r.stateDir)
+	// A batch in hand is finished (committed or aborted) even after ctx
+	// ends; only then does the loop stop.
+	work := context.WithoutCancel(ctx)
+	for {
+		if err := r.initPending(work); err != nil {
+			return err
+		}
+		if err := r.configs.Drain(work); err != nil {
+			return err
+		}
+		fetches := r.poll(ctx)
+		if ctx.Err() != nil {
+			consumer.AllowRebalance()
+			return nil
+		}
+		if err := r.fetchError(fetches); err != nil {
+			consumer.AllowRebalance()
+			return err
+		}
+		err := r.processBatch(work, fetches)
+		consumer.AllowRebalance()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// poll waits for records, but returns early when partitions are assigned
+// (their tasks must start before anything is fetched for them) and at least
+// once a second, so config topics are drained while input is idle.
+func (r *Runner) poll(ctx context.Context) kgo.Fetches {
+	pollCtx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	r.wakeMu.Lock()
+	r.wake = cancel
+	r.wakeMu.Unlock()
+	fs := r.consumer.PollRecords(pollCtx, r.stage.MaxPollRecords)
+	r.wakeMu.Lock()
+	r.wake = nil
+	r.wakeMu.Unlock()
+	return fs
+}
+
+func (r *Runner) wakeUp() {
+	r.wakeMu.Lock()
+	defer r.wakeMu.Unlock()
+	if r.wake != nil {
+		r.wake()
+	}
+}
+
+func (r *Runner) fetchError(fs kgo.Fetches) error {
+	for _, fe := range fs.Errors() {
+		if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) {
+			continue
+		}
+		return fmt.Errorf("fetching %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+	}
+	return nil
+}
+
+// processBatch splits a poll by task and commits each task's part in its
+// own transaction; tasks commit concurrently and independently.
+func (r *Runner) processBatch(ctx context.Context, fs kgo.Fetches) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fatal != nil {
+		return r.fatal
+	}
+	byTask := map[int32][]*kgo.Record{}
+	n := 0
+	fs.EachRecord(func(rec *kgo.Record) {
+		byTask[rec.Partition] = append(byTask[rec.Partition], rec)
+		n++
+	})
+	if n == 0 {
+		return nil
+	}
+	start := time.Now()
+	r.obs.BatchSize.Observe(float64(n))
+	member, generation := r.consumer.GroupMetadata()
+	gen := groupGeneration{MemberID: member, Generation: generation}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, len(byTask))
+	for p, recs := range byTask {
+		t, ok := r.tasks[p]
+		if !ok {
+			// Fetched before a rebalance took the partition away: never
+			// committed, so the new owner reads it again.
+			r.log.Debug("records of an unowned partition dropped", "partition", p, "records", len(recs))
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.processTask(ctx, t, recs, gen); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	r.obs.BatchProcessing.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// onAssigned only records the new partitions and pauses them: restoring in
+// the callback would stall the whole group. The main loop starts the tasks.
+func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pause := map[string][]int32{}
+	for _, parts := range assigned {
+		for _, p := range parts {
+			r.pending[p] = true
+		}
+	}
+	for p := range r.pending {
+		for _, t := range r.stage.InputTopics {
+			pause[t] = append(pause[t], p)
+		}
+	}
+	cl.PauseFetchPartitions(pause)
+	r.log.Debug("partitions assigned", "partitions", fmt.Sprint(assigned))
+	r.wakeUp()
+}
+
+// onRevoked tears every task down (eager rebalance: nothing is kept across
+// it). The rebalance is blocked while a batch runs, so no transaction is
+// open here.
+func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, parts := range revoked {
+		for _, p := range parts {
+			delete(r.pending, p)
+			if t, ok := r.tasks[p]; ok {
+				t.close()
+				delete(r.tasks, p)
+			}
+		}
+	}
+	r.obs.TasksAssigned.Set(float64(len(r.tasks)))
+	r.log.Debug("partitions revoked", "partitions", fmt.Sprint(revoked))
+}
+
+// initPending starts the tasks of newly assigned partitions one at a time
+// (fence → restore → resume).
+func (r *Runner) initPending(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.pending) == 0 {
+		return nil
+	}
+	parts := make([]int32, 0, len(r.pending))
+	for p := range r.pending {
+		parts = append(parts, p)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	for _, p := range parts {
+		if _, ok := r.tasks[p]; !ok {
+			t, err := r.startTask(ctx, p)
+			if err != nil {
+				return err
+			}
+			r.tasks[p] = t
+		}
+		delete(r.pending, p)
+		resume := map[string][]int32{}
+		for _, topic := range r.stage.InputTopics {
+			resume[topic] = []int32{p}
+		}
+		r.consumer.ResumeFetchPartitions(resume)
+		r.log.Info("task started", "partition", p)
+	}
+	r.obs.TasksAssigned.Set(float64(len(r.tasks)))
+	return nil
+}
+
+// shutdown closes the tasks and leaves the group.
+func (r *Runner) shutdown() {
+	r.consumer.Close() // leaves the group; its revoke callback closes the tasks
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p, t := range r.tasks {
+		t.close()
+		delete(r.tasks, p)
+	}
+}

@@ -1,0 +1,359 @@
+package stage_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/devenv"
+	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/metrics"
+	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/stage/builtin"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+)
+
+type fixture struct {
+	t       *testing.T
+	env     *devenv.Env
+	cluster *kafkax.Cluster
+	adm     *kadm.Client
+}
+
+func newFixture(t *testing.T) *fixture {
+	env := devenvtest.Start(t)
+	c := &kafkax.Cluster{Brokers: []string{env.KafkaAddr()}}
+	return &fixture{t: t, env: env, cluster: c, adm: kadm.NewClient(devenvtest.KafkaClient(t, env))}
+}
+
+func (f *fixture) topic(name string, partitions int32) {
+	f.t.Helper()
+	if err := kafkax.CreateTopic(context.Background(), f.adm, name, partitions, nil); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) produce(topic string, recs ...*kgo.Record) {
+	f.t.Helper()
+	cl := devenvtest.KafkaClient(f.t, f.env, kgo.DefaultProduceTopic(topic))
+	for _, r := range recs {
+		r.Partition = kafkax.Partition(r.Key, f.partitions(topic))
+	}
+	// Place records where the Java client would, so state keys line up.
+	cl2 := devenvtest.KafkaClient(f.t, f.env, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	_ = cl
+	if err := cl2.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) partitions(topic string) int {
+	n, err := kafkax.CommonPartitionCount(context.Background(), f.adm, topic)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+func (f *fixture) read(topic string) []*kgo.Record {
+	f.t.Helper()
+	recs, err := kafkax.ReadToEnd(context.Background(), devenvtest.KafkaClient(f.t, f.env), topic)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return recs
+}
+
+func stageFile(t *testing.T, yaml string) *stagefile.Stage {
+	t.Helper()
+	s, err := stagefile.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// running is a runner in the background.
+type running struct {
+	cancel context.CancelFunc
+	done   chan error
+	obs    *metrics.Observer
+}
+
+func (f *fixture) start(st *stagefile.Stage, stateDir, clientID string) *running {
+	f.t.Helper()
+	obs := metrics.New(nil)
+	r := stage.NewRunner(stage.Options{Stage: st, Cluster: f.cluster, ClientID: clientID, StateDir: stateDir, Metrics: obs, SessionTimeout: 6 * time.Second, Log: testLogger(f.t)})
+	tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: r.Configs()})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &running{cancel: cancel, done: make(chan error, 1), obs: obs}
+	go func() {
+		err := r.Run(ctx, tf)
+		if err != nil {
+			f.t.Logf("runner %s stopped: %v", clientID, err)
+		}
+		run.done <- err
+	}()
+	f.t.Cleanup(func() { cancel(); <-run.done })
+	return run
+}
+
+func (r *running) stop(t *testing.T) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		r.done <- err // let Cleanup's receive return
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("runner did not stop")
+		return nil
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func keyed(n, keys int, prefix string) []*kgo.Record {
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: fmt.Appendf(nil, "key-%d", i%keys), Value: fmt.Appendf(nil, `{"i":%d,"src":"%s"}`, i, prefix)}
+	}
+	return recs
+}
+
+// checkSeq asserts every key's seq values are exactly 1..n and returns the
+// total number of outputs.
+func checkSeq(t *testing.T, out []*kgo.Record) map[string]int {
+	t.Helper()
+	seqs := map[string][]int{}
+	for _, r := range out {
+		var v struct {
+			Seq int `json:"seq"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatalf("output %s: %v", r.Value, err)
+		}
+		seqs[string(r.Key)] = append(seqs[string(r.Key)], v.Seq)
+	}
+	counts := map[string]int{}
+	for k, s := range seqs {
+		for i, v := range s {
+			if v != i+1 {
+				t.Fatalf("key %s: seq %v is not 1..%d (duplicate or gap at position %d)", k, s, len(s), i)
+			}
+		}
+		counts[k] = len(s)
+	}
+	return counts
+}
+
+const countStage = `
+application_id: count-app
+kind: transformer
+input_topics: [raw]
+max_poll_records: 100
+transform: {builtin: count, output_topic: refined}
+`
+
+func TestCountExactlyOnceAcrossRestarts(t *testing.T) {
+	f := newFixture(t)
+	f.topic("raw", 3)
+	f.topic("refined", 3)
+	st := stageFile(t, countStage)
+	dir := t.TempDir()
+
+	f.produce("raw", keyed(600, 12, "a")...)
+	r := f.start(st, filepath.Join(dir, "one"), "one")
+	waitFor(t, 30*time.Second, "first 600 outputs", func() bool { return len(f.read("refined")) >= 600 })
+	if err := r.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+
+	// Restart with an empty state dir: state must come back from the
+	// changelog, so seq continues rather than restarting at 1.
+	f.produce("raw", keyed(600, 12, "b")...)
+	r = f.start(st, filepath.Join(dir, "two"), "two")
+	waitFor(t, 30*time.Second, "1200 outputs", func() bool { return len(f.read("refined")) >= 1200 })
+	if err := r.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	out := f.read("refined")
+	if len(out) != 1200 {
+		t.Fatalf("%d outputs, want exactly 1200", len(out))
+	}
+	for k, n := range checkSeq(t, out) {
+		if n != 100 {
+			t.Errorf("key %s has %d outputs, want 100", k, n)
+		}
+	}
+	// Outputs land on the murmur2 partition of their key.
+	for _, o := range out {
+		if o.Partition != kafkax.Partition(o.Key, 3) {
+			t.Fatalf("output key %s on partition %d", o.Key, o.Partition)
+		}
+	}
+	// The changelog holds one entry per key with the final count.
+	latest := map[string]string{}
+	for _, c := range f.read("count-app-changelog") {
+		latest[string(c.Key)] = string(c.Value)
+	}
+	if len(latest) != 12 || latest["key-0"] != `{"seq":100}` {
+		t.Errorf("changelog latest: %d keys, key-0 = %s", len(latest), latest["key-0"])
+	}
+	// The group's offsets were committed inside the transactions.
+	offs, err := f.adm.FetchOffsets(context.Background(), "count-app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	offs.Each(func(o kadm.OffsetResponse) { total += o.At })
+	if total != 1200 {
+		t.Errorf("committed offsets sum to %d, want 1200", total)
+	}
+}
+
+func TestInvalidMessagePolicies(t *testing.T) {
+	bad := []*kgo.Record{
+		{Key: []byte("k1"), Value: []byte(`{"ok":1}`)},
+		{Key: []byte("k1"), Value: []byte(`not json`)},
+		{Key: []byte("k1"), Value: []byte(`{"ok":2}`)},
+	}
+	for _, policy := range []string{"crash", "skip", "dlq"} {
+		t.Run(policy, func(t *testing.T) {
+			f := newFixture(t)
+			f.topic("raw", 1)
+			f.topic("refined", 1)
+			st := stageFile(t, countStage+"invalid_messages: "+policy+"\n")
+			f.produce("raw", bad...)
+			r := f.start(st, t.TempDir(), "c")
+			if policy == "crash" {
+				select {
+				case err := <-r.done:
+					var inv *stage.InvalidMessageError
+					if !errorsAs(err, &inv) || inv.Offset != 1 {
+						t.Fatalf("want InvalidMessageError at offset 1, got %v", err)
+					}
+					r.done <- err
+				case <-time.After(30 * time.Second):
+					t.Fatal("crash policy did not stop the runner")
+				}
+				// Nothing of the batch committed: no output, no offset.
+				if n := len(f.read("refined")); n != 0 {
+					t.Errorf("%d outputs committed despite the crash", n)
+				}
+				offs, _ := f.adm.FetchOffsets(context.Background(), "count-app")
+				if o, ok := offs.Lookup("raw", 0); ok && o.At > 1 {
+					t.Errorf("offset advanced to %d past the invalid record", o.At)
+				}
+				return
+			}
+			waitFor(t, 30*time.Second, "two outputs", func() bool { return len(f.read("refined")) == 2 })
+			waitFor(t, 30*time.Second, "offset 3 committed", func() bool {
+				offs, _ := f.adm.FetchOffsets(context.Background(), "count-app")
+				o, ok := offs.Lookup("raw", 0)
+				return ok && o.At == 3
+			})
+			if policy == "dlq" {
+				dl := f.read("raw.dlq")
+				if len(dl) != 1 || string(dl[0].Value) != "not json" || string(dl[0].Key) != "k1" {
+					t.Fatalf("dlq holds %v", dl)
+				}
+				h := map[string]string{}
+				for _, x := range dl[0].Headers {
+					h[x.Key] = string(x.Value)
+				}
+				if h[stage.HeaderDLQTopic] != "raw" || h[stage.HeaderDLQOffset] != "1" || h[stage.HeaderDLQPartition] != "0" || h[stage.HeaderDLQError] == "" || h[stage.HeaderDLQTime] == "" {
+					t.Errorf("dlq headers %v", h)
+				}
+			}
+			r.stop(t)
+		})
+	}
+}
+
+// A batch whose records all produce nothing (all skipped) still commits its
+// offsets, and leaves no transaction open behind it.
+func TestOffsetsOnlyTransactionCommits(t *testing.T) {
+	f := newFixture(t)
+	f.topic("raw", 1)
+	f.topic("refined", 1)
+	st := stageFile(t, countStage+"invalid_messages: skip\n")
+	junk := make([]*kgo.Record, 5)
+	for i := range junk {
+		junk[i] = &kgo.Record{Key: []byte("k"), Value: []byte("[]")}
+	}
+	f.produce("raw", junk...)
+	r := f.start(st, t.TempDir(), "c")
+	waitFor(t, 30*time.Second, "offset 5", func() bool {
+		offs, _ := f.adm.FetchOffsets(context.Background(), "count-app")
+		o, ok := offs.Lookup("raw", 0)
+		return ok && o.At == 5
+	})
+	// The next transaction of the same producer works.
+	f.produce("raw", &kgo.Record{Key: []byte("k"), Value: []byte(`{}`)})
+	waitFor(t, 30*time.Second, "one output", func() bool { return len(f.read("refined")) == 1 })
+	r.stop(t)
+}
+
+func TestStartupErrorsNameTheProblem(t *testing.T) {
+	f := newFixture(t)
+	f.topic("a", 3)
+	f.topic("b", 4)
+	f.topic("refined", 1)
+	cases := map[string]string{
+		"application_id: x\nkind: transformer\ninput_topics: [a, b]\ntransform: {builtin: count, output_topic: refined}\n":                    "a has 3, b has 4",
+		"application_id: x\nkind: transformer\ninput_topics: [nope]\ntransform: {builtin: count, output_topic: refined}\n":                    `"nope" does not exist`,
+		"application_id: x\nkind: transformer\ninput_topics: [a]\ntransform: {builtin: count, output_topic: missing-out}\n":                   "output topics",
+		"application_id: y\nkind: transformer\ninput_topics: [a]\nconfig_topics: [cfg]\ntransform: {builtin: count, output_topic: refined}\n": "config topics",
+	}
+	for yaml, want := range cases {
+		st := stageFile(t, yaml)
+		r := f.start(st, t.TempDir(), "c")
+		select {
+		case err := <-r.done:
+			r.done <- err
+			if err == nil || !contains(err.Error(), want) {
+				t.Errorf("want error containing %q, got %v", want, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no startup error for %q", want)
+		}
+	}
+	// A changelog with another partition count is a startup error naming both.
+	if err := kafkax.CreateTopic(context.Background(), f.adm, "z-changelog", 5, map[string]string{"cleanup.policy": "compact"}); err != nil {
+		t.Fatal(err)
+	}
+	st := stageFile(t, "application_id: z\nkind: transformer\ninput_topics: [a]\ntransform: {builtin: count, output_topic: refined}\n")
+	r := f.start(st, t.TempDir(), "c")
+	err := <-r.done
+	r.done <- err
+	if err == nil || !contains(err.Error(), "has 5 partitions but the input topics have 3") {
+		t.Errorf("changelog mismatch: %v", err)
+	}
+}
+
+var _ = strconv.Itoa
+var _ sync.Mutex

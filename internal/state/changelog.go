@@ -1,0 +1,59 @@
+package state
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
+)
+
+// ChangelogRecord is the record that persists one state change of the task
+// for partition p: key = state key, value = the state object's JSON, nil for
+// a delete (a tombstone). It goes to partition p explicitly, never by key
+// hash: a task's state lives in its own changelog partition (SPEC §3).
+func ChangelogRecord(topic string, p int32, key string, value []byte) *kgo.Record {
+	return &kgo.Record{Topic: topic, Partition: p, Key: []byte(key), Value: value}
+}
+
+// Restore reads changelog partition p read_committed up to its end offset as
+// it is now and loads it into the store: the latest value per key wins and a
+// tombstone (or an empty state) deletes. It returns the records replayed.
+// Call it only after the task's producer has fenced the previous owner, so
+// that no transaction of that owner can still commit below the end.
+func Restore(ctx context.Context, cl *kgo.Client, topic string, p int32, s *Store) (int, error) {
+	const flushEvery = 4096
+	pending := map[string][]byte{}
+	flush := func() error {
+		writes := make([]Write, 0, len(pending))
+		for k, v := range pending {
+			writes = append(writes, Write{Key: k, Value: v})
+		}
+		clear(pending)
+		return s.Apply(writes)
+	}
+	n := 0
+	_, err := kafkax.ReadPartitionsToEnd(ctx, cl, []string{topic}, map[string][]int32{topic: {p}}, func(r *kgo.Record) error {
+		n++
+		if isDelete(r.Value) {
+			pending[string(r.Key)] = nil
+		} else {
+			pending[string(r.Key)] = append([]byte(nil), r.Value...)
+		}
+		if len(pending) >= flushEvery {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("restoring %s/%d: %w", topic, p, err)
+	}
+	return n, flush()
+}
+
+// isDelete reports whether a changelog value removes its key: a tombstone,
+// or an empty state object as the Python library may have written it.
+func isDelete(v []byte) bool {
+	return len(v) == 0 || string(v) == "{}"
+}
