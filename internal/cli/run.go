@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -50,6 +52,11 @@ type RunOptions struct {
 	ClientID      string
 	StateDir      string
 	MetricsListen string
+	// SessionTimeout is the group session timeout (hidden flag; tests
+	// shorten it so a killed instance's partitions move sooner).
+	SessionTimeout time.Duration
+	// MQTTURL is the MQTT broker of an mqtt stage (--mqtt-url).
+	MQTTURL string
 }
 
 // NewCmdRun builds `flecht run`.
@@ -85,7 +92,10 @@ func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
 	cmd.Flags().StringArrayVarP(&opts.Files, "file", "f", nil, "stage file (YAML)")
 	cmd.Flags().StringVar(&opts.ClientID, "client-id", "", "this instance's identity, unique and stable (env FLECHT_CLIENT_ID; default the hostname)")
 	cmd.Flags().StringVar(&opts.StateDir, "state-dir", "", "where task state lives (default ${XDG_STATE_HOME:-~/.local/state}/flecht/<application_id>)")
+	cmd.Flags().StringVar(&opts.MQTTURL, "mqtt-url", "", "MQTT broker of an mqtt stage (env FLECHT_MQTT_URL; default: stage file, profile, mqtt://127.0.0.1:1883)")
 	cmd.Flags().StringVar(&opts.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on this address (overrides metrics.listen)")
+	cmd.Flags().DurationVar(&opts.SessionTimeout, "session-timeout", 0, "consumer group session timeout (default 10s)")
+	_ = cmd.Flags().MarkHidden("session-timeout")
 	return cmd
 }
 
@@ -98,13 +108,16 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		return exitcode.UsageError(err)
 	}
 	if st.Kind != stagefile.KindTransformer {
-		return exitcode.UsageError(fmt.Errorf("stage %s is kind %q: flecht run runs transformers", st.Path, st.Kind))
+		return runSource(ctx, opts, st)
 	}
 	if v := verdictWithoutKey(st); v != "" {
 		return exitcode.UsageError(errors.New(v))
 	}
+	if opts.SessionTimeout < 0 {
+		return exitcode.UsageError(errors.New("--session-timeout must be positive"))
+	}
 	f := opts.Factory
-	log := f.Logger().With("stage", st.ApplicationID)
+	log := runLogger(f).With("stage", st.ApplicationID)
 	cluster, err := f.Cluster()
 	if err != nil {
 		return err
@@ -121,7 +134,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	obs := metrics.New(labels)
 	runner := stage.NewRunner(stage.Options{
 		Stage: st, Cluster: cluster, ClientID: opts.ClientID, StateDir: opts.StateDir,
-		Metrics: obs, Log: log,
+		Metrics: obs, Log: log, SessionTimeout: opts.SessionTimeout,
 	})
 	tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: configsOrNil(st, runner)})
 	if err != nil {
@@ -136,6 +149,16 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		log.Info("metrics", "url", "http://"+srv.Addr+"/metrics")
 	}
 	return runner.Run(ctx, tf)
+}
+
+// runLogger is the stage's logger: a long-running stage reports its
+// lifecycle (tasks started and revoked, the metrics address) at info level
+// on standard error; -v adds debug logs, franz-go's included.
+func runLogger(f *Factory) *slog.Logger {
+	if f.Verbose {
+		return f.Logger()
+	}
+	return slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 func configsOrNil(st *stagefile.Stage, r *stage.Runner) stage.Configs {

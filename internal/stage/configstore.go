@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -98,11 +99,14 @@ func (s *ConfigStore) Drain(ctx context.Context) error {
 	if s.cl == nil {
 		return nil
 	}
-	done, cancel := context.WithCancel(ctx)
-	cancel() // poll only what is buffered
+	// franz-go returns nothing at all for an already-canceled context, so
+	// give it a moment: buffered records come back at once, and an idle
+	// drain costs a millisecond.
+	done, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
 	fs := s.cl.PollFetches(done)
 	for _, fe := range fs.Errors() {
-		if errors.Is(fe.Err, context.Canceled) {
+		if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) {
 			continue
 		}
 		return fmt.Errorf("config topic %s/%d: %w", fe.Topic, fe.Partition, fe.Err)

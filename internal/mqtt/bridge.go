@@ -1,0 +1,366 @@
+package mqtt
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/metrics"
+	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+)
+
+// Options configure a bridge.
+type Options struct {
+	Stage    *stagefile.Stage
+	Cluster  *kafkax.Cluster
+	ClientID string
+	Endpoint Endpoint
+	Metrics  *metrics.Observer
+	Log      *slog.Logger
+	// MaxBatch bounds the messages one transaction carries (default 1000).
+	MaxBatch int
+}
+
+// Bridge relays MQTT messages into Kafka, one transaction per batch, and
+// acknowledges each message to the MQTT broker only after its transaction
+// committed.
+type Bridge struct {
+	app            string
+	clientID       string
+	endpoint       Endpoint
+	sessionExpiry  time.Duration
+	receiveMaximum uint16
+	pollInterval   time.Duration
+	maxBatch       int
+	cluster        *kafkax.Cluster
+	obs            *metrics.Observer
+	log            *slog.Logger
+	configs        *stage.ConfigStore
+
+	prod   *kgo.Client
+	admin  *kadm.Client
+	counts map[string]int // output topic partition counts
+
+	mu      sync.Mutex
+	sess    *session
+	inbox   []*inbound
+	wake    chan struct{}
+	latched bool // the first reconciliation made the declared filters authoritative
+
+	// subscribed is what this session is subscribed to (filter → config key).
+	subscribed map[string]string
+	// unsubscribed remembers filters dropped by reconciliation, so that
+	// stragglers count as reason="unsubscribed" rather than "stale".
+	unsubscribed map[string]bool
+	// committed holds messages whose transaction committed but whose ACK
+	// could not be sent (the connection dropped in between), by packet ID.
+	// The broker resends them with the same packet ID on the resumed
+	// session; they are then ACKed without being written again.
+	committed map[uint16][32]byte
+
+	loggedOnce map[string]bool
+}
+
+type inbound struct {
+	pub      *paho.Publish
+	sess     *session
+	received time.Time
+}
+
+// NewBridge prepares a bridge for an mqtt stage.
+func NewBridge(o Options) *Bridge {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New(nil)
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 1000
+	}
+	st := o.Stage
+	interval := time.Duration(st.PollInterval)
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
+	recvMax := uint16(65535)
+	if st.MQTT != nil && st.MQTT.ReceiveMaximum > 0 && st.MQTT.ReceiveMaximum <= 65535 {
+		recvMax = uint16(st.MQTT.ReceiveMaximum)
+	}
+	return &Bridge{
+		app: st.ApplicationID, clientID: o.ClientID, endpoint: o.Endpoint,
+		sessionExpiry: st.SessionExpiry(), receiveMaximum: recvMax, pollInterval: interval,
+		maxBatch: o.MaxBatch, cluster: o.Cluster, obs: o.Metrics, log: o.Log,
+		configs: stage.NewConfigStore(st.ConfigTopics, o.Log, o.Metrics),
+		counts:  map[string]int{}, wake: make(chan struct{}, 1),
+		subscribed: map[string]string{}, unsubscribed: map[string]bool{}, committed: map[uint16][32]byte{},
+	}
+}
+
+// TransactionalID is the bridge's producer identity (SPEC §1).
+func (b *Bridge) TransactionalID() string { return b.app + "-" + b.clientID }
+
+// Run relays until ctx ends (then it commits and ACKs the batch in hand,
+// disconnects without unsubscribing, and returns nil) or something fails.
+func (b *Bridge) Run(ctx context.Context) error {
+	admin, err := b.cluster.Client(kgo.ClientID(b.clientID))
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	if err := b.cluster.Ping(ctx, admin); err != nil {
+		return err
+	}
+	b.admin = kadm.NewClient(admin)
+	if err := b.configs.Bootstrap(ctx, b.cluster, b.clientID); err != nil {
+		return err
+	}
+	defer b.configs.Close()
+
+	b.prod, err = b.cluster.Client(
+		kgo.ClientID(b.clientID),
+		kgo.TransactionalID(b.TransactionalID()),
+		kgo.TransactionTimeout(time.Minute),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0),
+	)
+	if err != nil {
+		return err
+	}
+	defer b.prod.Close()
+	if _, _, err := b.prod.ProducerID(ctx); err != nil {
+		return fmt.Errorf("initializing producer %s (fencing a previous incarnation): %w", b.TransactionalID(), err)
+	}
+
+	connCtx, stopConn := context.WithCancel(context.WithoutCancel(ctx))
+	connDone := make(chan struct{})
+	go func() { defer close(connDone); b.maintainConnection(connCtx) }()
+	defer func() { stopConn(); <-connDone }()
+
+	b.log.Info("mqtt bridge running", "application_id", b.app, "client_id", b.clientID,
+		"broker", b.endpoint.hostPort(), "transactional_id", b.TransactionalID(), "session_expiry", b.sessionExpiry)
+	work := context.WithoutCancel(ctx)
+	ticker := time.NewTicker(b.pollInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			// Commit and ACK what is already here; the rest stays in the
+			// broker's session for the next incarnation.
+			return b.cycle(work)
+		case <-b.wake:
+		case <-ticker.C:
+		}
+		if err := b.cycle(work); err != nil {
+			return err
+		}
+	}
+}
+
+// cycle is one pass: drain config changes, reconcile the subscriptions,
+// then relay and ACK what arrived.
+func (b *Bridge) cycle(ctx context.Context) error {
+	start := time.Now()
+	defer func() { b.obs.PollCycle.Observe(time.Since(start).Seconds()) }()
+	if err := b.configs.Drain(ctx); err != nil {
+		return err
+	}
+	relays := b.activeRelays(ctx)
+	if err := b.reconcile(ctx, relays); err != nil {
+		return err
+	}
+	for {
+		n, err := b.relayBatch(ctx, relays)
+		if err != nil || n < b.maxBatch {
+			return err
+		}
+	}
+}
+
+func (b *Bridge) setSession(s *session) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s != nil && !s.present {
+		// A new session at the broker holds no subscriptions.
+		clear(b.subscribed)
+	}
+	b.sess = s
+	b.signal()
+}
+
+// receive runs on paho's goroutine for every PUBLISH: it only buffers and
+// wakes the loop, so arrival latency is well under the poll interval.
+func (b *Bridge) receive(s *session, p *paho.Publish) {
+	b.mu.Lock()
+	b.inbox = append(b.inbox, &inbound{pub: p, sess: s, received: time.Now()})
+	b.signal()
+	b.mu.Unlock()
+}
+
+func (b *Bridge) signal() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// activeRelays parses the active configs, refusing invalid ones and every
+// pair whose filters overlap (each would receive every matching message).
+func (b *Bridge) activeRelays(ctx context.Context) map[string]*Relay {
+	snapshot := b.configs.Snapshot()
+	keys := make([]string, 0, len(snapshot))
+	for k := range snapshot {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var candidates []*Relay
+	for _, k := range keys {
+		r, err := ParseRelay(k, snapshot[k])
+		if err != nil {
+			b.logOnce("invalid", k, "mqtt config refused", "error", err)
+			continue
+		}
+		if r.Suspended {
+			continue
+		}
+		if err := b.checkOutput(ctx, r.Output); err != nil {
+			b.logOnce("output", k, "mqtt config refused", "config", k, "error", err)
+			continue
+		}
+		candidates = append(candidates, r)
+	}
+	refused := map[string]bool{}
+	for i, a := range candidates {
+		for _, c := range candidates[i+1:] {
+			if Overlap(a.Filter, c.Filter) {
+				refused[a.ConfigKey], refused[c.ConfigKey] = true, true
+				b.logOnce("overlap", a.ConfigKey+"|"+c.ConfigKey, "mqtt configs refused: their filters overlap, so each would receive every matching message",
+					"config", a.ConfigKey, "filter", a.Filter, "other_config", c.ConfigKey, "other_filter", c.Filter)
+			}
+		}
+	}
+	out := map[string]*Relay{}
+	for _, r := range candidates {
+		if !refused[r.ConfigKey] {
+			out[r.Filter] = r
+		}
+	}
+	b.obs.ActiveConfigs.Set(float64(len(out)))
+	return out
+}
+
+// reconcile subscribes $share/<app>/<filter> for every active relay and
+// unsubscribes every filter no active relay declares.
+func (b *Bridge) reconcile(ctx context.Context, relays map[string]*Relay) error {
+	b.mu.Lock()
+	s := b.sess
+	var subs []paho.SubscribeOptions
+	for f, r := range relays {
+		if _, ok := b.subscribed[f]; !ok {
+			subs = append(subs, paho.SubscribeOptions{Topic: b.shared(f), QoS: r.QoS})
+		}
+	}
+	var unsubs []string
+	for f := range b.subscribed {
+		if _, ok := relays[f]; !ok {
+			unsubs = append(unsubs, f)
+		}
+	}
+	b.mu.Unlock()
+	if s == nil {
+		return nil // reconnecting; the next cycle reconciles
+	}
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if len(subs) > 0 {
+		sort.Slice(subs, func(i, j int) bool { return subs[i].Topic < subs[j].Topic })
+		ack, err := s.client.Subscribe(rctx, &paho.Subscribe{Subscriptions: subs})
+		if err != nil {
+			b.log.Warn("MQTT SUBSCRIBE failed; will retry", "error", err)
+			return nil
+		}
+		for i, so := range subs {
+			if i < len(ack.Reasons) && ack.Reasons[i] >= 0x80 {
+				return fmt.Errorf("MQTT broker refused subscription %s: reason %d", so.Topic, ack.Reasons[i])
+			}
+			f := so.Topic[len(b.shared("")):]
+			b.mu.Lock()
+			b.subscribed[f] = relays[f].ConfigKey
+			b.mu.Unlock()
+			delete(b.unsubscribed, f)
+			b.log.Info("subscribed", "filter", so.Topic, "config", relays[f].ConfigKey)
+		}
+	}
+	if len(unsubs) > 0 {
+		topics := make([]string, len(unsubs))
+		for i, f := range unsubs {
+			topics[i] = b.shared(f)
+		}
+		if _, err := s.client.Unsubscribe(rctx, &paho.Unsubscribe{Topics: topics}); err != nil {
+			b.log.Warn("MQTT UNSUBSCRIBE failed; will retry", "error", err)
+			return nil
+		}
+		b.mu.Lock()
+		for _, f := range unsubs {
+			delete(b.subscribed, f)
+		}
+		b.mu.Unlock()
+		for _, f := range unsubs {
+			b.unsubscribed[f] = true
+			b.log.Info("unsubscribed", "filter", b.shared(f))
+		}
+	}
+	b.mu.Lock()
+	b.latched = true
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *Bridge) shared(filter string) string { return "$share/" + b.app + "/" + filter }
+
+// checkOutput makes sure an output topic exists (and learns its partition
+// count) before a config may send records to it.
+func (b *Bridge) checkOutput(ctx context.Context, topic string) error {
+	if _, ok := b.counts[topic]; ok {
+		return nil
+	}
+	n, err := kafkax.CommonPartitionCount(ctx, b.admin, topic)
+	if err != nil {
+		return fmt.Errorf("output topic: %w", err)
+	}
+	b.counts[topic] = n
+	return nil
+}
+
+// logOnce logs a config problem once per config and kind, not every cycle.
+func (b *Bridge) logOnce(kind, key, msg string, args ...any) {
+	id := kind + "\x00" + key
+	if b.loggedOnce == nil {
+		b.loggedOnce = map[string]bool{}
+	}
+	if b.loggedOnce[id] {
+		return
+	}
+	b.loggedOnce[id] = true
+	b.log.Error(msg, append([]any{"config", key}, args...)...)
+}
+
+func contentHash(p *paho.Publish) [32]byte {
+	h := sha256.New()
+	h.Write([]byte(p.Topic))
+	h.Write([]byte{0})
+	h.Write(p.Payload)
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}

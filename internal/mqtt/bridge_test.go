@@ -1,0 +1,183 @@
+package mqtt_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/devenv"
+	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/metrics"
+	"github.com/flecht-dev/flecht/internal/mqtt"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+)
+
+type bridgeFixture struct {
+	t   *testing.T
+	env *devenv.Env
+	adm *kadm.Client
+	cl  *kgo.Client
+}
+
+func newBridgeFixture(t *testing.T) *bridgeFixture {
+	env := devenvtest.Start(t)
+	cl := devenvtest.KafkaClient(t, env)
+	f := &bridgeFixture{t: t, env: env, adm: kadm.NewClient(cl), cl: cl}
+	for name, n := range map[string]int32{"mqtt.config": 1, "sensors.raw": 3, "other.raw": 1} {
+		if err := kafkax.CreateTopic(context.Background(), f.adm, name, n, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+func (f *bridgeFixture) config(key string, value any) {
+	f.t.Helper()
+	var v []byte
+	if value != nil {
+		v, _ = json.Marshal(value)
+	}
+	if err := f.cl.ProduceSync(context.Background(), &kgo.Record{Topic: "mqtt.config", Key: []byte(key), Value: v}).FirstErr(); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *bridgeFixture) read(topic string) []*kgo.Record {
+	recs, err := kafkax.ReadToEnd(context.Background(), f.cl, topic)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return recs
+}
+
+func (f *bridgeFixture) startBridge(clientID string) (*metrics.Observer, context.CancelFunc, chan error) {
+	st, err := stagefile.Parse([]byte("application_id: bridge\nkind: mqtt\nconfig_topics: [mqtt.config]\nextract: {builtin: mqtt-relay}\npoll_interval: 200ms\n"))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	u, _ := mqtt.ParseURL(f.env.MQTTURL())
+	obs := metrics.New(nil)
+	var log *slog.Logger
+	if os.Getenv("FLECHT_TEST_DEBUG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	b := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: &kafkax.Cluster{Brokers: []string{f.env.KafkaAddr()}}, ClientID: clientID, Endpoint: mqtt.Endpoint{URL: u}, Metrics: obs, Log: log})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	f.t.Cleanup(func() { cancel(); <-done })
+	return obs, cancel, done
+}
+
+func publisher(t *testing.T, addr string) *paho.Client {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(paho.ClientConfig{ClientID: "pub", Conn: conn})
+	if _, err := c.Connect(context.Background(), &paho.Connect{ClientID: "pub", KeepAlive: 30, CleanStart: true}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{}) })
+	return c
+}
+
+func publish(t *testing.T, c *paho.Client, topic string, payload string) {
+	t.Helper()
+	if _, err := c.Publish(context.Background(), &paho.Publish{Topic: topic, QoS: 1, Payload: []byte(payload)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func TestBridgeRelaysAndDrops(t *testing.T) {
+	f := newBridgeFixture(t)
+	f.config("sensors", map[string]any{"topic": "sensors/+/events", "output_topic": "sensors.raw", "key": "{topic.1}"})
+	f.config("other", map[string]any{"topic": "other/#", "output_topic": "other.raw", "key": "{payload.id}"})
+	obs, _, _ := f.startBridge("bridge-0")
+	eventually(t, "two active configs", func() bool { return metrics.Value(obs.ActiveConfigs) == 2 })
+
+	pub := publisher(t, f.env.MQTTAddr())
+	// Subscriptions are in place once a probe message gets through.
+	eventually(t, "subscription", func() bool {
+		publish(t, pub, "other/probe", `{"id":"probe"}`)
+		return len(f.read("other.raw")) > 0
+	})
+	for i := range 300 {
+		publish(t, pub, fmt.Sprintf("sensors/dev-%d/events", i%5), fmt.Sprintf(`{"n":%d}`, i))
+	}
+	eventually(t, "300 relayed records", func() bool { return len(f.read("sensors.raw")) == 300 })
+	seen := map[float64]bool{}
+	for _, r := range f.read("sensors.raw") {
+		var v struct {
+			Data          struct{ N float64 }
+			MQTTTopic     string `json:"mqtt_topic"`
+			ConfigKey     string `json:"config_key"`
+			ReceivedAt    string `json:"received_at"`
+			SchemaVersion int    `json:"schema_version"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.MQTTTopic != fmt.Sprintf("sensors/%s/events", r.Key) || v.ConfigKey != "sensors" || v.SchemaVersion != 1 || v.ReceivedAt == "" {
+			t.Fatalf("record %s → %s", r.Key, r.Value)
+		}
+		if r.Partition != kafkax.Partition(r.Key, 3) {
+			t.Fatalf("key %s on partition %d", r.Key, r.Partition)
+		}
+		seen[v.Data.N] = true
+	}
+	if len(seen) != 300 {
+		t.Fatalf("%d distinct messages relayed, want 300", len(seen))
+	}
+
+	// Poison: not JSON, or no key in the payload; the next good one flows.
+	publish(t, pub, "other/x", `not json`)
+	publish(t, pub, "other/x", `{"no_id":1}`)
+	publish(t, pub, "other/x", `{"id":"after-poison"}`)
+	eventually(t, "record after poison", func() bool { return len(f.read("other.raw")) >= 2 })
+	eventually(t, "2 poison drops", func() bool {
+		return metrics.Value(obs.MQTTDropped.WithLabelValues("poison", "other/#")) == 2
+	})
+
+	// Tombstone one config: its filter is unsubscribed, the other flows on.
+	f.config("sensors", nil)
+	eventually(t, "one active config", func() bool { return metrics.Value(obs.ActiveConfigs) == 1 })
+	publish(t, pub, "sensors/dev-1/events", `{"n":999}`)
+	publish(t, pub, "other/y", `{"id":"still-flowing"}`)
+	eventually(t, "other still flowing", func() bool { return len(f.read("other.raw")) >= 3 })
+	if n := len(f.read("sensors.raw")); n != 300 {
+		t.Errorf("a tombstoned config still relays: %d records", n)
+	}
+}
+
+func TestBridgeRefusesOverlappingConfigs(t *testing.T) {
+	f := newBridgeFixture(t)
+	f.config("a", map[string]any{"topic": "sensors/#", "output_topic": "sensors.raw", "key": "{topic}"})
+	f.config("b", map[string]any{"topic": "sensors/+/events", "output_topic": "sensors.raw", "key": "{topic}"})
+	f.config("c", map[string]any{"topic": "other/#", "output_topic": "other.raw", "key": "{topic}"})
+	obs, _, _ := f.startBridge("bridge-0")
+	eventually(t, "only the non-overlapping config active", func() bool { return metrics.Value(obs.ActiveConfigs) == 1 })
+}
