@@ -40,6 +40,19 @@ Built-in transformers (transform.builtin):
   rekey        key by a value path, carry the old key, write to an intermediate topic
   enrich       merge fields of the config record found by a lookup path
 
+Source stages bring data in (kind: extractor, kind: mqtt):
+  http-poll    (extractor) page through a JSON API per config record; each
+               page commits with its cursor in one transaction of the
+               producer <application_id>-<token>; configs are sharded over
+               the replicas by token murmur2(state key) % config partitions
+  mqtt-relay   (mqtt) the MQTT 5 bridge: shared subscriptions from the config
+               records, each message ACKed to the MQTT broker only after the
+               Kafka transaction carrying it committed (producer
+               <application_id>-<client_id>); --mqtt-url or FLECHT_MQTT_URL
+
+Several -f files run several stages in one process, each with its own
+identity; one stage's crash stops the process.
+
 Startup checks everything before it joins the group: the stage file, the
 topics and their partition counts, the changelog. SIGTERM or Ctrl-C finishes
 the batch in hand and exits 0; any error exits 1 (let it crash: the restart
@@ -57,6 +70,8 @@ type RunOptions struct {
 	SessionTimeout time.Duration
 	// MQTTURL is the MQTT broker of an mqtt stage (--mqtt-url).
 	MQTTURL string
+	// Keyring opens flenc:jwe: secrets in config records (--keyring).
+	Keyring string
 }
 
 // NewCmdRun builds `flecht run`.
@@ -92,6 +107,7 @@ func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
 	cmd.Flags().StringArrayVarP(&opts.Files, "file", "f", nil, "stage file (YAML)")
 	cmd.Flags().StringVar(&opts.ClientID, "client-id", "", "this instance's identity, unique and stable (env FLECHT_CLIENT_ID; default the hostname)")
 	cmd.Flags().StringVar(&opts.StateDir, "state-dir", "", "where task state lives (default ${XDG_STATE_HOME:-~/.local/state}/flecht/<application_id>)")
+	cmd.Flags().StringVar(&opts.Keyring, "keyring", "", "keyring file for encrypted config fields (env FLECHT_KEYRING)")
 	cmd.Flags().StringVar(&opts.MQTTURL, "mqtt-url", "", "MQTT broker of an mqtt stage (env FLECHT_MQTT_URL; default: stage file, profile, mqtt://127.0.0.1:1883)")
 	cmd.Flags().StringVar(&opts.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on this address (overrides metrics.listen)")
 	cmd.Flags().DurationVar(&opts.SessionTimeout, "session-timeout", 0, "consumer group session timeout (default 10s)")
@@ -101,7 +117,7 @@ func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
 
 func runRun(ctx context.Context, opts *RunOptions) error {
 	if len(opts.Files) > 1 {
-		return exitcode.UsageError(errors.New("one stage file per process for now"))
+		return runMany(ctx, opts)
 	}
 	st, err := stagefile.Load(opts.Files[0])
 	if err != nil {

@@ -1,0 +1,263 @@
+// Package builtin holds flecht's built-in extractors.
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/extract"
+	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/stage"
+)
+
+// Fields of an http-poll config record.
+var (
+	hpURL         = attr.New("url", attr.STR)
+	hpOutput      = attr.New("output_topic", attr.STR)
+	hpHeaders     = attr.New("headers", attr.DICT(attr.STR)).Optional()
+	hpItems       = attr.New("items", attr.STR).Optional()
+	hpID          = attr.New("id", attr.STR)
+	hpCursorParam = attr.New("cursor_param", attr.STR).Optional()
+	hpNextCursor  = attr.New("next_cursor", attr.STR).Optional()
+	hpMaxPages    = attr.New("max_pages", attr.INT).Optional()
+)
+
+// Its state: the cursor that fetches what comes after the last page.
+var hpCursor = attr.New("cursor", attr.STR)
+
+// Fields of an extracted record: the item verbatim plus ingestion metadata.
+var (
+	outData          = attr.New("data", attr.ANY)
+	outFetchedAt     = attr.New("fetched_at", attr.DATETIME)
+	outSource        = attr.New("source", attr.STR)
+	outConfigKey     = attr.New("config_key", attr.STR)
+	outSchemaVersion = attr.New("schema_version", attr.INT)
+)
+
+// HTTPPoll pages through a JSON API: one page per response, the cursor in
+// state. Secret header values are flenc:jwe: tokens opened with the keyring.
+type HTTPPoll struct {
+	Client  *http.Client
+	Keyring *secret.Keyring
+	Now     func() time.Time
+}
+
+// NewHTTPPoll returns the http-poll extractor.
+func NewHTTPPoll(kr *secret.Keyring) *HTTPPoll {
+	return &HTTPPoll{Client: &http.Client{Timeout: 30 * time.Second}, Keyring: kr, Now: time.Now}
+}
+
+type hpConfig struct {
+	url             *url.URL
+	output          string
+	headers         map[string]string
+	items, id, next []string
+	cursorParam     string
+	maxPages        int64
+}
+
+func (h *HTTPPoll) parse(key string, c attr.Config) (*hpConfig, error) {
+	bad := func(err error) (*hpConfig, error) { return nil, &extract.ConfigError{ConfigKey: key, Err: err} }
+	raw, err := hpURL.MustGet(c)
+	if err != nil {
+		return bad(err)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return bad(fmt.Errorf("url: want an http(s) URL"))
+	}
+	cfg := &hpConfig{url: u, cursorParam: "cursor", maxPages: 100, headers: map[string]string{}}
+	if cfg.output, err = hpOutput.MustGet(c); err != nil {
+		return bad(err)
+	}
+	id, err := hpID.MustGet(c)
+	if err != nil {
+		return bad(err)
+	}
+	cfg.id = attr.SplitPath(id)
+	if v, ok, err := hpItems.Get(c); err != nil {
+		return bad(err)
+	} else if ok && v != "" {
+		cfg.items = attr.SplitPath(v)
+	}
+	if v, ok, err := hpNextCursor.Get(c); err != nil {
+		return bad(err)
+	} else if ok && v != "" {
+		cfg.next = attr.SplitPath(v)
+	}
+	if v, ok, err := hpCursorParam.Get(c); err != nil {
+		return bad(err)
+	} else if ok && v != "" {
+		cfg.cursorParam = v
+	}
+	if v, ok, err := hpMaxPages.Get(c); err != nil {
+		return bad(err)
+	} else if ok && v > 0 {
+		cfg.maxPages = v
+	}
+	headers, _, err := hpHeaders.Get(c)
+	if err != nil {
+		return bad(err)
+	}
+	for name, v := range headers {
+		if secret.IsEncrypted(v) {
+			if h.Keyring == nil {
+				return bad(fmt.Errorf("header %q holds an encrypted value: start flecht with --keyring", name))
+			}
+			plain, _, err := h.Keyring.Decrypt(v, "")
+			if err != nil {
+				return bad(fmt.Errorf("header %q: %w", name, err))
+			}
+			s, err := attr.ParseJSON(plain)
+			str, isStr := s.(string)
+			if err != nil || !isStr {
+				return bad(fmt.Errorf("header %q: the encrypted value is not a JSON string", name))
+			}
+			v = str
+		}
+		cfg.headers[name] = v
+	}
+	return cfg, nil
+}
+
+// Poll fetches pages from the stored cursor on: each response is one page,
+// committed with the next cursor before the next request.
+func (h *HTTPPoll) Poll(ctx context.Context, key string, c attr.Config, st attr.State, page extract.Page) error {
+	cfg, err := h.parse(key, c)
+	if err != nil {
+		return err
+	}
+	cursor, _, err := hpCursor.Get(st)
+	if err != nil {
+		return fmt.Errorf("state cursor: %w", err)
+	}
+	source := cfg.url.Scheme + "://" + cfg.url.Host + cfg.url.Path
+	for n := int64(0); n < cfg.maxPages; n++ {
+		body, err := h.fetch(ctx, key, cfg, cursor)
+		if err != nil {
+			return err
+		}
+		items, next, err := cfg.pageOf(key, body)
+		if err != nil {
+			return err
+		}
+		fetched := h.Now().UTC()
+		for i, item := range items {
+			idv, ok := attr.At(asRecord(item), cfg.id)
+			id, isText := attr.ScalarText(idv)
+			if !ok || !isText || id == "" {
+				return &extract.ConfigError{ConfigKey: key, Err: fmt.Errorf("item %d of the page has no id at %s", i, strings.Join(cfg.id, "."))}
+			}
+			ev, err := attr.Build[attr.Event](outData.Of(item), outFetchedAt.Of(fetched), outSource.Of(source), outConfigKey.Of(key), outSchemaVersion.Of(1))
+			if err != nil {
+				return err
+			}
+			page.Message(stage.Message{Topic: cfg.output, Key: id, Value: ev})
+		}
+		if next == "" || next == cursor {
+			if len(items) > 0 {
+				// Without a cursor past them these items come again next
+				// cycle: the API should return one for every full page.
+				return &extract.ConfigError{ConfigKey: key, Err: errors.New("a non-empty page returned no new next cursor; its items would be fetched again")}
+			}
+			return nil
+		}
+		cursor = next
+		ns, err := st.With(hpCursor.Of(cursor))
+		if err != nil {
+			return err
+		}
+		if err := page.State(ctx, ns); err != nil {
+			return err
+		}
+		st = ns
+	}
+	return nil
+}
+
+// fetch GETs one page. Timeouts and 5xx are errors that stop the stage
+// (let it crash); a 4xx is a ConfigError, reported with the status.
+func (h *HTTPPoll) fetch(ctx context.Context, key string, cfg *hpConfig, cursor string) ([]byte, error) {
+	u := *cfg.url
+	if cursor != "" {
+		q := u.Query()
+		q.Set(cfg.cursorParam, cursor)
+		u.RawQuery = q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, &extract.ConfigError{ConfigKey: key, Err: err}
+	}
+	req.Header.Set("Accept", "application/json")
+	for k, v := range cfg.headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := h.Client.Do(req)
+	if err != nil {
+		// The URL may carry the cursor; never the headers.
+		return nil, fmt.Errorf("GET %s: %w", cfg.url.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: reading body: %w", cfg.url.Redacted(), err)
+	}
+	switch {
+	case resp.StatusCode >= 500:
+		return nil, fmt.Errorf("GET %s: %s", cfg.url.Redacted(), resp.Status)
+	case resp.StatusCode >= 400:
+		return nil, &extract.ConfigError{ConfigKey: key, Err: fmt.Errorf("GET %s: %s: %s", cfg.url.Redacted(), resp.Status, snippet(body))}
+	case resp.StatusCode != http.StatusOK:
+		return nil, &extract.ConfigError{ConfigKey: key, Err: fmt.Errorf("GET %s: unexpected %s", cfg.url.Redacted(), resp.Status)}
+	}
+	return body, nil
+}
+
+// pageOf finds the items and the next cursor in a response.
+func (cfg *hpConfig) pageOf(key string, body []byte) ([]any, string, error) {
+	doc, err := attr.ParseJSON(body)
+	if err != nil {
+		return nil, "", &extract.ConfigError{ConfigKey: key, Err: fmt.Errorf("response is not JSON: %w", err)}
+	}
+	itemsV := doc
+	if cfg.items != nil {
+		v, ok := attr.At(asRecord(doc), cfg.items)
+		if !ok {
+			return nil, "", &extract.ConfigError{ConfigKey: key, Err: fmt.Errorf("response has no %s", strings.Join(cfg.items, "."))}
+		}
+		itemsV = v
+	}
+	items, ok := itemsV.([]any)
+	if !ok && itemsV != nil {
+		return nil, "", &extract.ConfigError{ConfigKey: key, Err: errors.New("the items are not a JSON array")}
+	}
+	next := ""
+	if cfg.next != nil {
+		if v, ok := attr.At(asRecord(doc), cfg.next); ok {
+			next, _ = attr.ScalarText(v)
+		}
+	}
+	return items, next, nil
+}
+
+// asRecord views a decoded JSON value as a record for path lookups.
+func asRecord(v any) attr.Record {
+	m, _ := v.(map[string]any)
+	r, _ := attr.Wrap[attr.Record](m)
+	return r
+}
+
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}

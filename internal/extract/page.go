@@ -1,0 +1,210 @@
+package extract
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/state"
+)
+
+// pollOne runs Poll for one config with page transactions on its token's
+// producer. Poll is re-entered for this config only in the next cycle, so
+// never before its previous page committed.
+func (r *Runner) pollOne(ctx context.Context, tk *token, c owned) error {
+	st, err := r.loadState(tk, c.stateKey)
+	if err != nil {
+		return err
+	}
+	p := &page{r: r, tk: tk, stateKey: c.stateKey, ctx: ctx}
+	start := time.Now()
+	err = r.ex.Poll(ctx, c.key, c.cfg, st, p)
+	r.obs.MessageProcessing.Observe(time.Since(start).Seconds())
+	if err == nil && p.err != nil {
+		err = p.err // Poll went on after a failed page
+	}
+	if err == nil && p.open {
+		err = p.commit(ctx, nil) // the trailing page
+	}
+	if err != nil {
+		p.abort()
+		if IsConfigError(err) {
+			return err
+		}
+		return fmt.Errorf("polling config %q: %w", c.key, err)
+	}
+	return nil
+}
+
+func (r *Runner) loadState(tk *token, key string) (attr.State, error) {
+	v, ok, err := tk.store.Get(key)
+	if err != nil || !ok {
+		return attr.State{}, err
+	}
+	st, _, err := attr.Decode[attr.State](v)
+	if err != nil {
+		return attr.State{}, fmt.Errorf("state of %q in the changelog does not decode: %w", key, err)
+	}
+	return st, nil
+}
+
+// page is the open transaction of one config's poll.
+type page struct {
+	r        *Runner
+	tk       *token
+	stateKey string
+	ctx      context.Context
+
+	open     bool
+	produced int
+	mu       sync.Mutex
+	prodErr  error
+	err      error
+}
+
+func (p *page) begin() error {
+	if p.open {
+		return nil
+	}
+	if err := p.tk.prod.BeginTransaction(); err != nil {
+		return fmt.Errorf("begin page: %w", err)
+	}
+	p.open, p.produced = true, 0
+	return nil
+}
+
+// Message adds a record to the open page (opening one if needed).
+func (p *page) Message(m stage.Message) {
+	if p.err != nil {
+		return
+	}
+	if err := p.begin(); err != nil {
+		p.err = err
+		return
+	}
+	rec, err := p.record(m)
+	if err != nil {
+		p.err = err
+		return
+	}
+	p.produce(rec)
+	p.r.obs.MessageOut(rec.Topic, len(rec.Value))
+}
+
+// State closes the page with the new cursor.
+func (p *page) State(ctx context.Context, s attr.State) error {
+	if p.err != nil {
+		return p.err
+	}
+	if err := p.begin(); err != nil {
+		p.err = err
+		return err
+	}
+	if err := p.commit(ctx, &s); err != nil {
+		p.err = err
+		return err
+	}
+	return nil
+}
+
+func (p *page) produce(rec *kgo.Record) {
+	p.produced++
+	p.tk.prod.Produce(p.ctx, rec, func(_ *kgo.Record, err error) {
+		if err != nil {
+			p.mu.Lock()
+			if p.prodErr == nil {
+				p.prodErr = err
+			}
+			p.mu.Unlock()
+		}
+	})
+}
+
+// commit writes the state (if given and changed) to the token's changelog
+// partition and commits the page.
+func (p *page) commit(ctx context.Context, s *attr.State) error {
+	var write *state.Write
+	if s != nil {
+		var value []byte
+		if s.Len() > 0 {
+			b, err := s.Bytes()
+			if err != nil {
+				return err
+			}
+			value = b
+		}
+		old, had, err := p.tk.store.Get(p.stateKey)
+		if err != nil {
+			return err
+		}
+		if (value != nil || had) && !(had && string(old) == string(value)) {
+			p.produce(state.ChangelogRecord(p.r.changelog, p.tk.id, p.stateKey, value))
+			p.r.obs.StateWritten(len(value))
+			write = &state.Write{Key: p.stateKey, Value: value}
+		}
+	}
+	if err := p.tk.prod.Flush(ctx); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	p.mu.Lock()
+	prodErr := p.prodErr
+	p.mu.Unlock()
+	if prodErr != nil {
+		return fmt.Errorf("produce: %w", prodErr)
+	}
+	// A page that wrote nothing (no messages, cursor unchanged) has nothing
+	// to commit; franz-go ends such a transaction without a round trip.
+	if err := p.tk.prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return fmt.Errorf("commit page: %w", err)
+	}
+	p.open = false
+	if p.produced > 0 {
+		p.r.obs.TxnCommitted.Inc()
+	}
+	if write != nil {
+		if err := p.tk.store.Apply([]state.Write{*write}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// abort ends an open page without committing it.
+func (p *page) abort() {
+	if !p.open {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), 10*time.Second)
+	defer cancel()
+	if err := p.tk.prod.EndTransaction(ctx, kgo.TryAbort); err != nil && !errors.Is(err, context.Canceled) {
+		p.r.log.Debug("abort page", "token", p.tk.id, "error", err)
+	}
+	p.open = false
+}
+
+func (p *page) record(m stage.Message) (*kgo.Record, error) {
+	if m.Topic == "" {
+		return nil, errors.New("message without a topic")
+	}
+	rec := &kgo.Record{Topic: m.Topic, Key: []byte(m.Key), Timestamp: m.Timestamp, Headers: m.Headers}
+	if !m.Tombstone {
+		b, err := m.Value.Bytes()
+		if err != nil {
+			return nil, err
+		}
+		rec.Value = b
+	}
+	n, err := p.r.partitionCount(p.ctx, m.Topic)
+	if err != nil {
+		return nil, err
+	}
+	rec.Partition = kafkax.Partition(rec.Key, n)
+	return rec, nil
+}

@@ -1,0 +1,418 @@
+package extract
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/metrics"
+	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/state"
+	"github.com/flecht-dev/flecht/internal/statekey"
+)
+
+// Options configure an extractor runner.
+type Options struct {
+	Stage          *stagefile.Stage
+	Cluster        *kafkax.Cluster
+	ClientID       string
+	StateDir       string
+	Metrics        *metrics.Observer
+	Log            *slog.Logger
+	SessionTimeout time.Duration
+}
+
+// TransactionTimeout bounds one page (SPEC §4: a page may not outlive it).
+const TransactionTimeout = 10 * time.Minute
+
+// Runner runs one extractor stage.
+type Runner struct {
+	stage     *stagefile.Stage
+	cluster   *kafkax.Cluster
+	clientID  string
+	stateDir  string
+	changelog string
+	template  *statekey.Template
+	interval  time.Duration
+	session   time.Duration
+	obs       *metrics.Observer
+	log       *slog.Logger
+	configs   *stage.ConfigStore
+
+	ex     Extractor
+	admin  *kgo.Client
+	group  *kgo.Client
+	tokens int // the config topics' common partition count: the token space
+
+	countsMu sync.Mutex
+	counts   map[string]int
+
+	mu      sync.Mutex
+	held    map[int32]*token
+	pending map[int32]bool
+	// cycle is the poll cycle in progress; a revoke cancels it and waits.
+	cycleCancel context.CancelFunc
+	cycleDone   chan struct{}
+}
+
+// NewRunner prepares a runner.
+func NewRunner(o Options) *Runner {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New(nil)
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 10 * time.Second
+	}
+	if o.StateDir == "" {
+		o.StateDir = stage.DefaultStateDir(o.Stage.ApplicationID)
+	}
+	interval := time.Duration(o.Stage.PollInterval)
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	return &Runner{
+		stage: o.Stage, cluster: o.Cluster, clientID: o.ClientID, stateDir: o.StateDir,
+		changelog: o.Stage.ChangelogTopic(), template: o.Stage.Template, interval: interval,
+		session: o.SessionTimeout, obs: o.Metrics, log: o.Log,
+		configs: stage.NewConfigStore(o.Stage.ConfigTopics, o.Log, o.Metrics),
+		counts:  map[string]int{}, held: map[int32]*token{}, pending: map[int32]bool{},
+	}
+}
+
+// Configs is the stage's config store.
+func (r *Runner) Configs() stage.Configs { return r.configs }
+
+// Run checks the topics, leases tokens through group <application_id> on
+// the config topics, and polls every owned active config once per
+// poll_interval until ctx ends (then the cycle in hand finishes its page)
+// or something fails.
+func (r *Runner) Run(ctx context.Context, ex Extractor) error {
+	r.ex = ex
+	admin, err := r.cluster.Client(kgo.ClientID(r.clientID))
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	r.admin = admin
+	if err := r.cluster.Ping(ctx, admin); err != nil {
+		return err
+	}
+	adm := kadm.NewClient(admin)
+	n, err := kafkax.CommonPartitionCount(ctx, adm, r.stage.ConfigTopics...)
+	if err != nil {
+		return fmt.Errorf("config topics: %w (their common partition count is the token space)", err)
+	}
+	r.tokens = n
+	if err := r.ensureChangelog(ctx, adm); err != nil {
+		return err
+	}
+	if err := r.configs.Bootstrap(ctx, r.cluster, r.clientID); err != nil {
+		return err
+	}
+	defer r.configs.Close()
+	if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+
+	// The group only leases tokens: its partitions are never fetched.
+	group, err := r.cluster.Client(
+		kgo.ClientID(r.clientID),
+		kgo.ConsumerGroup(r.stage.ApplicationID),
+		kgo.ConsumeTopics(r.stage.ConfigTopics...),
+		kgo.Balancers(kgo.RangeBalancer()),
+		kgo.DisableAutoCommit(),
+		kgo.SessionTimeout(r.session),
+		kgo.OnPartitionsAssigned(r.onAssigned),
+		kgo.OnPartitionsRevoked(r.onRevoked),
+		kgo.OnPartitionsLost(r.onRevoked),
+	)
+	if err != nil {
+		return err
+	}
+	r.group = group
+	defer r.shutdown()
+
+	r.log.Info("extractor running", "application_id", r.stage.ApplicationID, "client_id", r.clientID,
+		"tokens", n, "poll_interval", r.interval)
+	work := context.WithoutCancel(ctx)
+	ticker := time.NewTicker(r.interval)
+	defer ticker.Stop()
+	for {
+		if err := r.startPending(work); err != nil {
+			return err
+		}
+		if err := r.configs.Drain(work); err != nil {
+			return err
+		}
+		if err := r.runCycle(ctx); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+func (r *Runner) ensureChangelog(ctx context.Context, adm *kadm.Client) error {
+	details, err := kafkax.DescribeTopics(ctx, adm, r.changelog)
+	var missing *kafkax.MissingTopicsError
+	if errors.As(err, &missing) {
+		if err := kafkax.CreateTopic(ctx, adm, r.changelog, int32(r.tokens), map[string]string{"cleanup.policy": "compact"}); err != nil {
+			return fmt.Errorf("changelog: %w", err)
+		}
+		r.log.Info("created changelog", "topic", r.changelog, "partitions", r.tokens)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("changelog: %w", err)
+	}
+	if got := len(details[r.changelog].Partitions); got != r.tokens {
+		return fmt.Errorf("changelog %q has %d partitions but the config topics have %d: token t keeps its state in changelog partition t", r.changelog, got, r.tokens)
+	}
+	return nil
+}
+
+// token is one leased ownership token: a fenced producer and the state of
+// the configs that hash onto it.
+type token struct {
+	id    int32
+	txnID string
+	prod  *kgo.Client
+	store *state.Store
+}
+
+func (t *token) close() {
+	if t.prod != nil {
+		t.prod.Close()
+	}
+	if t.store != nil {
+		_ = t.store.Destroy()
+	}
+}
+
+// startToken fences <app>-<t> (aborting a previous owner's open page), then
+// restores the token's changelog partition.
+func (r *Runner) startToken(ctx context.Context, t int32) (*token, error) {
+	tk := &token{id: t, txnID: stagefile.TransactionalID(r.stage.ApplicationID, t)}
+	prod, err := r.cluster.Client(
+		kgo.ClientID(r.clientID),
+		kgo.TransactionalID(tk.txnID),
+		kgo.TransactionTimeout(TransactionTimeout),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	)
+	if err != nil {
+		return nil, err
+	}
+	tk.prod = prod
+	if _, _, err := prod.ProducerID(ctx); err != nil {
+		tk.close()
+		return nil, fmt.Errorf("token %d: initializing producer %s (fencing): %w", t, tk.txnID, err)
+	}
+	store, err := state.Open(filepath.Join(r.stateDir, strconv.Itoa(int(t))), r.log)
+	if err != nil {
+		tk.close()
+		return nil, err
+	}
+	tk.store = store
+	n, err := state.Restore(ctx, r.admin, r.changelog, t, store)
+	if err != nil {
+		tk.close()
+		return nil, fmt.Errorf("token %d: %w", t, err)
+	}
+	r.obs.Restored(t, n)
+	r.log.Info("token started", "token", t, "changelog_records", n)
+	return tk, nil
+}
+
+func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, parts := range assigned {
+		for _, p := range parts {
+			r.pending[p] = true
+		}
+	}
+	cl.PauseFetchPartitions(assigned)
+}
+
+// onRevoked stops the cycle in flight (its open pages abort) before the
+// tokens go, so the next owner finds no transaction of ours still open.
+func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	r.mu.Lock()
+	cancel, done := r.cycleCancel, r.cycleDone
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, parts := range revoked {
+		for _, p := range parts {
+			delete(r.pending, p)
+			if tk, ok := r.held[p]; ok {
+				tk.close()
+				delete(r.held, p)
+			}
+		}
+	}
+	r.obs.TokensAssigned.Set(float64(len(r.held)))
+}
+
+func (r *Runner) startPending(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	parts := make([]int32, 0, len(r.pending))
+	for p := range r.pending {
+		parts = append(parts, p)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	for _, p := range parts {
+		if _, ok := r.held[p]; !ok {
+			tk, err := r.startToken(ctx, p)
+			if err != nil {
+				return err
+			}
+			r.held[p] = tk
+		}
+		delete(r.pending, p)
+	}
+	r.obs.TokensAssigned.Set(float64(len(r.held)))
+	return nil
+}
+
+func (r *Runner) shutdown() {
+	r.group.Close() // leaves the group; revoke closes the tokens
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p, tk := range r.held {
+		tk.close()
+		delete(r.held, p)
+	}
+}
+
+// runCycle polls every owned active config once: configs of one token in
+// turn (one producer, one transaction at a time), tokens concurrently.
+func (r *Runner) runCycle(ctx context.Context) error {
+	start := time.Now()
+	cycleCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	r.mu.Lock()
+	r.cycleCancel, r.cycleDone = cancel, done
+	work := map[*token][]owned{}
+	active := 0
+	for key, cfg := range r.configs.Snapshot() {
+		if suspended(cfg) {
+			continue
+		}
+		active++
+		sk, err := r.stateKey(key, cfg)
+		if err != nil {
+			r.log.Error("config skipped", "config", key, "error", err)
+			continue
+		}
+		t := kafkax.Partition([]byte(sk), r.tokens)
+		if tk, ok := r.held[t]; ok {
+			work[tk] = append(work[tk], owned{key: key, stateKey: sk, cfg: cfg})
+		}
+	}
+	r.mu.Unlock()
+	r.obs.ActiveConfigs.Set(float64(active))
+	defer func() {
+		r.mu.Lock()
+		r.cycleCancel, r.cycleDone = nil, nil
+		r.mu.Unlock()
+		cancel()
+		close(done)
+		r.obs.PollCycle.Observe(time.Since(start).Seconds())
+	}()
+
+	// Stop the cycle when the process is asked to stop: the page in hand
+	// aborts, and its cursor stays where the last committed page left it.
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, len(work))
+	for tk, configs := range work {
+		sort.Slice(configs, func(i, j int) bool { return configs[i].key < configs[j].key })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, c := range configs {
+				if cycleCtx.Err() != nil {
+					return
+				}
+				if err := r.pollOne(cycleCtx, tk, c); err != nil {
+					if IsConfigError(err) {
+						r.log.Error("poll failed; the config is retried next cycle", "error", err)
+						continue
+					}
+					if cycleCtx.Err() != nil {
+						return // revoked or stopping: the page was aborted
+					}
+					errs <- err
+					cancel()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+type owned struct {
+	key, stateKey string
+	cfg           attr.Config
+}
+
+func (r *Runner) stateKey(key string, cfg attr.Config) (string, error) {
+	if r.template.IsDefault() {
+		return key, nil
+	}
+	return r.template.Render(key, cfg.View())
+}
+
+func suspended(c attr.Config) bool {
+	v, _ := attr.At(c, []string{"suspended"})
+	b, _ := v.(bool)
+	return b
+}
+
+// partitionCount returns an output topic's partition count.
+func (r *Runner) partitionCount(ctx context.Context, topic string) (int, error) {
+	r.countsMu.Lock()
+	n, ok := r.counts[topic]
+	r.countsMu.Unlock()
+	if ok {
+		return n, nil
+	}
+	n, err := kafkax.CommonPartitionCount(ctx, kadm.NewClient(r.admin), topic)
+	if err != nil {
+		return 0, fmt.Errorf("output topic: %w", err)
+	}
+	r.countsMu.Lock()
+	r.counts[topic] = n
+	r.countsMu.Unlock()
+	return n, nil
+}
