@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -20,3 +22,12 @@ func decodeJSON[T any](t *testing.T, s string) T {
 func lookPath(name string) (string, error) { return exec.LookPath(name) }
 
 func command(name string, args ...string) *exec.Cmd { return exec.Command(name, args...) }
+
+// tail keeps the last lines of a process's output for a failure message.
+func tail(s string, lines int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(ls) > lines {
+		ls = append([]string{fmt.Sprintf("… %d lines before", len(ls)-lines)}, ls[len(ls)-lines:]...)
+	}
+	return strings.Join(ls, "\n")
+}

@@ -27,7 +27,7 @@ results. Each check exits 0 when clean and 4 when it found problems, so it
 can gate a deploy in CI.`,
 		Args: usageArgs(cobra.NoArgs),
 	}
-	cmd.AddCommand(NewCmdLintStateKey(f, nil))
+	cmd.AddCommand(NewCmdLintStateKey(f, nil), NewCmdLintTopics(f, nil))
 	return cmd
 }
 

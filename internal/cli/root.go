@@ -78,7 +78,7 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 		}
 	}
 	add("run", NewCmdRun(f, nil), NewCmdDev(f, nil))
-	add("operate", NewCmdCluster(f, nil), NewCmdKeys(f), NewCmdSecrets(f), NewCmdBudget(f, nil), NewCmdLint(f))
+	add("operate", NewCmdCluster(f, nil), NewCmdKeys(f), NewCmdSecrets(f), NewCmdBudget(f, nil), NewCmdLint(f), NewCmdReplay(f, nil), NewCmdStatus(f, nil))
 	add("tools",
 		NewCmdPartition(f, nil),
 		NewCmdProfile(f),

@@ -1,0 +1,415 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/budget"
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/replay"
+	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/ui"
+)
+
+// ReplayOptions are the inputs of `flecht replay`. Flag values stay as
+// typed and are parsed by runReplay, so a bad value is a usage error naming
+// its flag.
+type ReplayOptions struct {
+	IO      *ui.IOStreams
+	Printer func() *ui.Printer
+	Now     func() time.Time
+
+	ApplicationID      string
+	StageFile          string
+	InputTopics        []string
+	IntermediateTopics []string
+	StateDir           string
+	ToEarliest         bool
+	ToDatetime         string
+	ByDuration         string
+	ToOffset           string
+	FromFile           string
+	Wait               string
+	Execute            bool
+	// WaitPoll is how often --wait asks the coordinator (default 1s).
+	WaitPoll time.Duration
+
+	// Kafka connects to the cluster; the caller closes the client.
+	Kafka func(ctx context.Context) (*kgo.Client, error)
+}
+
+const replayLong = `Reprocess a stage from its raw topics, the way the best practices
+describe it: stop the transformer, delete its state, reset its offsets,
+restart. It works for flecht stages and for stages of the Python Flechtwerk
+library alike (the same group, topic and transactional ID names).
+
+Without --execute it only prints the plan and changes nothing. The plan:
+
+  1. group APP: its state and members. A live member refuses the replay
+     (exit 3, naming each member's client id and host); --wait DURATION
+     waits for the group to empty instead.
+  2. the transactional IDs to fence: APP-<p> for every input partition
+     (APP-<t> per token of an extractor). Executing initialises each once,
+     which aborts a zombie's open transaction and fences it for good.
+  3. the topic to delete: exactly APP-changelog, never a name pattern.
+     Executing waits until the broker no longer lists it.
+  4. per input partition: the committed offset, the target, and the
+     records the rebuild will read (partitions without a commit included).
+     Intermediate topics (--intermediate-topics) go to their end.
+  5. preflight warnings: finite retention or a log start past the target
+     (the replay is partial: it says how many offsets are gone), a
+     compacted raw topic, a target beyond the end.
+  6. the local state stores to remove (the numbered partition directories
+     under --state-dir).
+
+Targets: --to-earliest (default), --to-datetime 2026-01-02T15:04:05Z,
+--by-duration 36h (or 7d), --to-offset N, or --from-file offsets.csv with
+topic,partition,offset lines (as kafka-consumer-groups --export writes them;
+every input partition must be listed).
+
+Executing is idempotent: after a partial failure, run it again to finish.
+Watch the rebuild with 'flecht status APP': the lag falls to 0.`
+
+// NewCmdReplay builds `flecht replay`.
+func NewCmdReplay(f *Factory, runF func(*ReplayOptions) error) *cobra.Command {
+	opts := &ReplayOptions{IO: f.IO, Printer: f.Printer, Now: time.Now, WaitPoll: time.Second}
+	opts.Kafka = func(ctx context.Context) (*kgo.Client, error) {
+		cl, _, err := f.Kafka(ctx)
+		return cl, err
+	}
+	cmd := &cobra.Command{
+		Use:   "replay [APP] (--input-topics T,... | -f stage.yaml) [--execute]",
+		Short: "Reprocess a stage from its raw topics: fence, delete its state, reset its offsets",
+		Long:  replayLong,
+		Example: `  flecht replay sensors-count --input-topics sensors.raw
+  flecht replay -f examples/count.yaml --execute
+  flecht replay sensors-count -f count.yaml --by-duration 36h --wait 2m --execute -o json
+  flecht replay sensors-count --input-topics sensors.raw --from-file offsets.csv`,
+		Args: usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.ApplicationID = args[0]
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runReplay(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&opts.StageFile, "file", "f", "", "take the application id, kind and topics from this stage file")
+	fl.StringSliceVar(&opts.InputTopics, "input-topics", nil, "the stage's input (raw) topics, comma-separated")
+	fl.StringSliceVar(&opts.IntermediateTopics, "intermediate-topics", nil, "topics the stage both writes and reads: their offsets go to the end")
+	fl.StringVar(&opts.StateDir, "state-dir", "", "local state to wipe (default ${XDG_STATE_HOME:-~/.local/state}/flecht/APP)")
+	fl.BoolVar(&opts.ToEarliest, "to-earliest", false, "reset to the log start (the default)")
+	fl.StringVar(&opts.ToDatetime, "to-datetime", "", "reset to the first record at or after this RFC 3339 time")
+	fl.StringVar(&opts.ByDuration, "by-duration", "", "reset to the first record of the last DURATION (36h, 7d)")
+	fl.StringVar(&opts.ToOffset, "to-offset", "", "reset every input partition to offset N")
+	fl.StringVar(&opts.FromFile, "from-file", "", "reset to the offsets of a CSV file: topic,partition,offset")
+	fl.StringVar(&opts.Wait, "wait", "", "wait up to DURATION for the group to empty instead of refusing")
+	fl.BoolVar(&opts.Execute, "execute", false, "carry the plan out (without it nothing changes)")
+	return cmd
+}
+
+// applicationID is Kafka's rule for topic names, applied to the changelog
+// an application id names.
+var applicationID = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// replayRequest turns the flags (and the stage file) into a request.
+func replayRequest(opts *ReplayOptions) (replay.Request, time.Duration, error) {
+	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
+	req := replay.Request{
+		ApplicationID:      strings.TrimSpace(opts.ApplicationID),
+		Kind:               replay.KindTransformer,
+		InputTopics:        dedupeStrings(opts.InputTopics),
+		IntermediateTopics: dedupeStrings(opts.IntermediateTopics),
+	}
+	if opts.StageFile != "" {
+		st, err := stagefile.Load(opts.StageFile)
+		if err != nil {
+			return req, 0, exitcode.UsageError(err)
+		}
+		if req.ApplicationID != "" && req.ApplicationID != st.ApplicationID {
+			return req, 0, usage("the application id %q differs from %s's application_id %q", req.ApplicationID, opts.StageFile, st.ApplicationID)
+		}
+		req.ApplicationID = st.ApplicationID
+		switch st.Kind {
+		case stagefile.KindTransformer:
+			if len(opts.InputTopics) == 0 {
+				req.InputTopics = st.InputTopics
+			}
+		case stagefile.KindExtractor:
+			req.Kind = replay.KindExtractor
+			req.ConfigTopics = st.ConfigTopics
+		default:
+			return req, 0, usage("%s is an %s stage: it keeps no state and reads no Kafka input, so there is nothing to replay", opts.StageFile, st.Kind)
+		}
+	}
+	if req.ApplicationID == "" {
+		return req, 0, usage("give the application id (flecht replay APP) or -f stage.yaml")
+	}
+	if !applicationID.MatchString(stagefile.ChangelogTopic(req.ApplicationID)) {
+		return req, 0, usage("application id %q: use letters, digits, '.', '_' and '-' (it names topics and transactional IDs)", req.ApplicationID)
+	}
+	if req.Kind == replay.KindTransformer && len(req.InputTopics) == 0 {
+		return req, 0, usage("give the input topics: --input-topics T,... or -f stage.yaml")
+	}
+	for _, t := range append(append([]string{}, req.InputTopics...), req.IntermediateTopics...) {
+		if t == "" {
+			return req, 0, usage("a topic list has an empty topic name")
+		}
+	}
+	intermediate := map[string]bool{}
+	for _, t := range req.IntermediateTopics {
+		intermediate[t] = true
+	}
+	var inputs []string
+	for _, t := range req.InputTopics {
+		switch {
+		case !intermediate[t]:
+			inputs = append(inputs, t)
+		case len(opts.InputTopics) > 0:
+			return req, 0, usage("%s is both an input and an intermediate topic", t)
+		}
+		// A stage file's input that --intermediate-topics names is
+		// read by the stage but moved to its end, not replayed.
+	}
+	req.InputTopics = inputs
+	if req.Kind == replay.KindTransformer && len(req.InputTopics) == 0 {
+		return req, 0, usage("every input topic is an intermediate topic: nothing to replay from")
+	}
+
+	// Exactly one target.
+	set := 0
+	for _, on := range []bool{opts.ToEarliest, opts.ToDatetime != "", opts.ByDuration != "", opts.ToOffset != "", opts.FromFile != ""} {
+		if on {
+			set++
+		}
+	}
+	if set > 1 {
+		return req, 0, usage("give one target: --to-earliest, --to-datetime, --by-duration, --to-offset or --from-file")
+	}
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	switch {
+	case opts.ToDatetime != "":
+		ts, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(opts.ToDatetime))
+		if err != nil {
+			return req, 0, usage("--to-datetime %q: want an RFC 3339 time such as 2026-01-02T15:04:05Z", opts.ToDatetime)
+		}
+		req.Target = replay.Target{Kind: replay.TargetDatetime, Time: ts}
+	case opts.ByDuration != "":
+		d, err := budget.ParseDuration(opts.ByDuration)
+		if err != nil || d <= 0 {
+			return req, 0, usage("--by-duration %q: want a duration such as 36h or 7d", opts.ByDuration)
+		}
+		req.Target = replay.Target{Kind: replay.TargetDuration, Duration: d, Time: now().Add(-d)}
+	case opts.ToOffset != "":
+		n, err := strconv.ParseInt(strings.TrimSpace(opts.ToOffset), 10, 64)
+		if err != nil || n < 0 {
+			return req, 0, usage("--to-offset %q: want an offset, 0 or more", opts.ToOffset)
+		}
+		req.Target = replay.Target{Kind: replay.TargetOffset, Offset: n}
+	case opts.FromFile != "":
+		fh, err := os.Open(opts.FromFile)
+		if err != nil {
+			return req, 0, exitcode.UsageError(fmt.Errorf("--from-file: %w", err))
+		}
+		defer fh.Close()
+		offs, err := replay.ParseOffsetsCSV(fh)
+		if err != nil {
+			return req, 0, usage("--from-file %s: %v", opts.FromFile, err)
+		}
+		req.Target = replay.Target{Kind: replay.TargetFile, File: offs, FilePath: opts.FromFile}
+	default:
+		req.Target = replay.Target{Kind: replay.TargetEarliest}
+	}
+
+	var wait time.Duration
+	if opts.Wait != "" {
+		d, err := budget.ParseDuration(opts.Wait)
+		if err != nil {
+			return req, 0, usage("--wait %q: want a duration such as 90s or 5m", opts.Wait)
+		}
+		wait = d
+	}
+	req.StateDir = opts.StateDir
+	if req.StateDir == "" {
+		req.StateDir = stage.DefaultStateDir(req.ApplicationID)
+	}
+	return req, wait, nil
+}
+
+func runReplay(ctx context.Context, opts *ReplayOptions) error {
+	req, wait, err := replayRequest(opts)
+	if err != nil {
+		return err
+	}
+	cl, err := opts.Kafka(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	observe := func() (*replay.Plan, error) {
+		o, err := replay.Observe(ctx, cl, req)
+		if err != nil {
+			var te *replay.TargetError
+			if errors.As(err, &te) {
+				return nil, exitcode.UsageError(err)
+			}
+			return nil, err
+		}
+		return replay.BuildPlan(o), nil
+	}
+	plan, err := observe()
+	if err != nil {
+		return err
+	}
+	if plan.Refused != "" && wait > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "waiting up to %s for group %s to empty (%s)\n", budget.FormatDuration(wait), req.ApplicationID, replay.DescribeMembers(plan.Members))
+		start := time.Now()
+		poll := opts.WaitPoll
+		if poll <= 0 {
+			poll = time.Second
+		}
+		_, werr := replay.WaitForEmptyGroup(ctx, kadm.NewClient(cl), req.ApplicationID, wait, poll)
+		var live *replay.LiveMembersError
+		switch {
+		case errors.As(werr, &live):
+			plan.Members = live.Members
+			plan.Refused = live.Error()
+		case werr != nil:
+			return werr
+		default:
+			if plan, err = observe(); err != nil {
+				return err
+			}
+			plan.Notes = append(plan.Notes, fmt.Sprintf("waited %s for the group to empty", budget.FormatDuration(time.Since(start))))
+		}
+	}
+	if plan.Refused != "" {
+		if err := printReplay(opts, plan); err != nil {
+			return err
+		}
+		return exitcode.RefusedError(errors.New("replay refused: " + plan.Refused))
+	}
+	if opts.Execute {
+		p := ui.NewProgress(opts.IO, "replay "+req.ApplicationID)
+		err := replay.Execute(ctx, cl, plan, replay.ExecOptions{StateDir: req.StateDir, OnStep: func(step string) {
+			if p != nil {
+				p.Done()
+				p = ui.NewProgress(opts.IO, "replay "+req.ApplicationID+": "+step)
+			}
+		}})
+		p.Done()
+		if err != nil {
+			_ = printReplay(opts, plan) // what was done so far
+			var live *replay.LiveMembersError
+			if errors.As(err, &live) {
+				return exitcode.RefusedError(fmt.Errorf("replay stopped: %w; run it again once the stage has stopped", err))
+			}
+			return fmt.Errorf("replay failed (it is safe to run it again): %w", err)
+		}
+	}
+	return printReplay(opts, plan)
+}
+
+func printReplay(opts *ReplayOptions, plan *replay.Plan) error {
+	return opts.Printer().Print(plan, func(h *ui.Human) error {
+		mode := h.Warn("dry run")
+		if plan.Executed {
+			mode = h.Good("executed")
+		} else if plan.Refused != "" {
+			mode = h.Bad("refused")
+		}
+		members := "none"
+		if len(plan.Members) > 0 {
+			members = replay.DescribeMembers(plan.Members)
+		}
+		deletes := "nothing"
+		if len(plan.DeleteTopics) > 0 {
+			deletes = strings.Join(plan.DeleteTopics, ", ")
+		}
+		states := "none"
+		if len(plan.StateDirs) > 0 {
+			states = strings.Join(plan.StateDirs, ", ")
+		}
+		h.KV(
+			[2]string{"replay", fmt.Sprintf("%s (%s) to %s: %s", plan.ApplicationID, plan.Kind, plan.Target, mode)},
+			[2]string{"group", fmt.Sprintf("%s; members: %s", plan.GroupState, members)},
+			[2]string{"fence", describeFence(plan.Fence)},
+			[2]string{"delete", deletes},
+			[2]string{"local state", states},
+			[2]string{"records", ui.GroupDigits(plan.Records) + " to read"},
+		)
+		if len(plan.Offsets) > 0 {
+			h.Printf("\n")
+			rows := make([][]string, len(plan.Offsets))
+			for i, o := range plan.Offsets {
+				cur := "-"
+				if o.Current != nil {
+					cur = strconv.FormatInt(*o.Current, 10)
+				}
+				topic := o.Topic
+				if o.Role == replay.RoleIntermediate {
+					topic += " (intermediate)"
+				}
+				rows[i] = []string{topic, strconv.Itoa(int(o.Partition)), cur, strconv.FormatInt(o.Target, 10),
+					ui.GroupDigits(o.Records), strconv.FormatInt(o.LogStart, 10), strconv.FormatInt(o.LogEnd, 10)}
+			}
+			h.Table([]string{"topic", "partition", "current", "target", "records", "log start", "log end"}, rows)
+		}
+		if len(plan.Warnings) > 0 || len(plan.Notes) > 0 {
+			h.Printf("\n")
+		}
+		for _, w := range plan.Warnings {
+			h.Printf("%s %s\n", h.Warn("warning:"), w.Message)
+		}
+		for _, n := range plan.Notes {
+			h.Printf("%s %s\n", h.Faint("note:"), n)
+		}
+		h.Printf("\n")
+		switch {
+		case plan.Refused != "":
+			h.Printf("%s %s\n", h.Bad("refused:"), plan.Refused)
+		case plan.Executed:
+			for _, s := range plan.Steps {
+				h.Printf("%s %s: %s %s\n", h.Good("✓"), s.Step, s.Detail, h.Faint(fmt.Sprintf("(%dms)", s.Millis)))
+			}
+			h.Printf("restart the stage to rebuild; 'flecht status %s' shows the lag falling to 0\n", plan.ApplicationID)
+		default:
+			for _, s := range plan.Steps {
+				h.Printf("%s %s: %s\n", h.Good("✓"), s.Step, s.Detail)
+			}
+			if len(plan.Steps) == 0 {
+				h.Printf("dry run: nothing changed; run again with --execute to do it\n")
+			}
+		}
+		return nil
+	})
+}
+
+func describeFence(ids []string) string {
+	switch len(ids) {
+	case 0:
+		return "nothing"
+	case 1, 2, 3:
+		return strings.Join(ids, ", ")
+	default:
+		return fmt.Sprintf("%s … %s (%d transactional IDs)", ids[0], ids[len(ids)-1], len(ids))
+	}
+}

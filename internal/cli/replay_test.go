@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/replay"
+)
+
+func replayFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Every bad input is a usage error (exit 2) found before any connection:
+// the broker address here does not answer.
+func TestReplayUsageErrors(t *testing.T) {
+	mqtt := replayFile(t, "mqtt.yaml", "application_id: bridge\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: x}\n")
+	count := replayFile(t, "count.yaml", "application_id: counter\nkind: transformer\ninput_topics: [raw]\ntransform: {builtin: count, output_topic: out}\n")
+	badCSV := replayFile(t, "bad.csv", "raw,0,-1\n")
+	env := map[string]string{"FLECHT_BROKERS": "127.0.0.1:1"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay"}, "give the application id"},
+		{[]string{"replay", "app"}, "give the input topics"},
+		{[]string{"replay", "a b", "--input-topics", "raw"}, "application id"},
+		{[]string{"replay", "app", "--input-topics", "raw", "--to-offset", "5", "--to-earliest"}, "give one target"},
+		{[]string{"replay", "app", "--input-topics", "raw", "--to-offset", "-5"}, "--to-offset"},
+		{[]string{"replay", "app", "--input-topics", "raw", "--to-datetime", "yesterday"}, "RFC 3339"},
+		{[]string{"replay", "app", "--input-topics", "raw", "--by-duration", "soon"}, "--by-duration"},
+		{[]string{"replay", "app", "--input-topics", "raw", "--wait", "forever"}, "--wait"},
+		{[]string{"replay", "app", "--input-topics", "raw", "--from-file", "/nonexistent.csv"}, "--from-file"},
+		{[]string{"replay", "app", "--input-topics", "raw", "--from-file", badCSV}, "line 1: offset"},
+		{[]string{"replay", "app", "--input-topics", "raw", "--intermediate-topics", "raw"}, "both an input and an intermediate"},
+		{[]string{"replay", "-f", count, "--intermediate-topics", "raw"}, "every input topic is an intermediate topic"},
+		{[]string{"replay", "-f", mqtt}, "nothing to replay"},
+		{[]string{"replay", "other", "-f", count}, "differs from"},
+		{[]string{"replay", "a", "b"}, "accepts at most 1 arg"},
+	} {
+		r := run(t, env, "", tc.args...)
+		if r.code != exitcode.Usage || !strings.Contains(r.err, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.err, tc.want)
+		}
+	}
+}
+
+func replayJSON(t *testing.T, out string) replay.Plan {
+	t.Helper()
+	var p replay.Plan
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return p
+}
+
+// Dry run, execute and a refusal through the command on the in-process
+// broker.
+func TestReplayCommand(t *testing.T) {
+	env := devenvtest.Start(t)
+	cl := devenvtest.KafkaClient(t, env)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for topic, n := range map[string]int32{"raw": 2, "counter-changelog": 2} {
+		if err := kafkax.CreateTopic(ctx, adm, topic, n, map[string]string{"retention.ms": "-1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 20 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "raw", Key: []byte{byte('a' + i)}, Value: []byte("{}")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stage := replayFile(t, "count.yaml", "application_id: counter\nkind: transformer\ninput_topics: [raw]\ntransform: {builtin: count, output_topic: out}\n")
+	stateDir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(stateDir, "1"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e := map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}
+
+	// Dry run: a plan, nothing changed.
+	r := run(t, e, "", "replay", "-f", stage, "--state-dir", stateDir, "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	p := replayJSON(t, r.out)
+	if p.Executed || p.ApplicationID != "counter" || len(p.DeleteTopics) != 1 || len(p.Offsets) != 2 || p.Records != 20 || len(p.StateDirs) != 1 {
+		t.Fatalf("plan %+v", p)
+	}
+	if _, err := kafkax.DescribeTopics(ctx, adm, "counter-changelog"); err != nil {
+		t.Fatalf("a dry run deleted the changelog: %v", err)
+	}
+
+	// The human form names every part.
+	r = run(t, e, "", "replay", "-f", stage, "--state-dir", stateDir)
+	for _, want := range []string{"dry run", "counter-0, counter-1", "counter-changelog", filepath.Join(stateDir, "1"), "20 to read", "--execute"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("human output lacks %q:\n%s", want, r.out)
+		}
+	}
+
+	// From a file: every input partition listed.
+	csv := replayFile(t, "o.csv", "topic,partition,offset\nraw,0,1\nraw,1,2\n")
+	r = run(t, e, "", "replay", "-f", stage, "--from-file", csv, "-o", "json")
+	if p := replayJSON(t, r.out); r.code != 0 || p.Offsets[0].Target != 1 || p.Offsets[1].Target != 2 {
+		t.Errorf("from file: exit %d %s", r.code, r.out)
+	}
+	csv = replayFile(t, "short.csv", "raw,0,1\n")
+	if r = run(t, e, "", "replay", "-f", stage, "--from-file", csv); r.code != exitcode.Usage || !strings.Contains(r.err, "lacks raw/1") {
+		t.Errorf("short file: exit %d %s", r.code, r.err)
+	}
+
+	// Execute.
+	r = run(t, e, "", "replay", "-f", stage, "--state-dir", stateDir, "--execute", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("execute: exit %d: %s", r.code, r.err)
+	}
+	p = replayJSON(t, r.out)
+	if !p.Executed || len(p.Steps) != 4 {
+		t.Fatalf("executed %+v", p)
+	}
+	fetched, err := adm.FetchOffsets(ctx, "counter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range p.Offsets {
+		if got, _ := fetched.Lookup(o.Topic, o.Partition); got.At != o.Target {
+			t.Errorf("%s/%d: committed %d, plan %d", o.Topic, o.Partition, got.At, o.Target)
+		}
+	}
+
+	// A live member refuses with exit 3 and names it; --wait gives up
+	// after its duration with the same code.
+	member := devenvtest.KafkaClient(t, env, kgo.ClientID("count-7"), kgo.ConsumerGroup("counter"), kgo.ConsumeTopics("raw"))
+	go func() {
+		for ctx.Err() == nil {
+			if member.PollFetches(ctx).IsClientClosed() {
+				return
+			}
+		}
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		g, err := kafkax.DescribeGroup(ctx, adm, "counter")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(g.Members) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("member never joined")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r = run(t, e, "", "replay", "-f", stage, "--execute", "-o", "json")
+	if r.code != exitcode.Refused || !strings.Contains(r.err, "count-7 on ") {
+		t.Fatalf("live member: exit %d, stderr %q", r.code, r.err)
+	}
+	if p = replayJSON(t, r.out); p.Refused == "" || p.Executed || len(p.Members) != 1 || p.Members[0].ClientID != "count-7" {
+		t.Errorf("refused plan %+v", p)
+	}
+	r = run(t, e, "", "replay", "-f", stage, "--wait", "300ms")
+	if r.code != exitcode.Refused || !strings.Contains(r.err, "still there after waiting") {
+		t.Errorf("--wait timeout: exit %d, stderr %q", r.code, r.err)
+	}
+}
+
+// An extractor's replay fences its tokens (one per config partition),
+// deletes its changelog (its cursors) and warns that the sources are asked
+// again; it has no input offsets.
+func TestReplayExtractor(t *testing.T) {
+	env := devenvtest.Start(t)
+	adm := kadm.NewClient(devenvtest.KafkaClient(t, env))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for topic, n := range map[string]int32{"cfg": 4, "poller-changelog": 4} {
+		if err := kafkax.CreateTopic(ctx, adm, topic, n, map[string]string{"cleanup.policy": "compact"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stage := replayFile(t, "poller.yaml", "application_id: poller\nkind: extractor\nconfig_topics: [cfg]\nextract: {builtin: http-poll}\n")
+	r := run(t, map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}, "", "replay", "-f", stage, "--state-dir", t.TempDir(), "--execute", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	p := replayJSON(t, r.out)
+	if p.Kind != replay.KindExtractor || len(p.Fence) != 4 || p.Fence[3] != "poller-3" || len(p.Offsets) != 0 || !p.Executed {
+		t.Errorf("plan %+v", p)
+	}
+	if len(p.Warnings) != 1 || p.Warnings[0].Kind != replay.WarnExtractor {
+		t.Errorf("warnings %+v", p.Warnings)
+	}
+	if len(p.DeleteTopics) != 1 || p.DeleteTopics[0] != "poller-changelog" {
+		t.Errorf("delete %v", p.DeleteTopics)
+	}
+}

@@ -1,0 +1,288 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/budget"
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/status"
+	"github.com/flecht-dev/flecht/internal/ui"
+)
+
+// StatusOptions are the inputs of `flecht status`.
+type StatusOptions struct {
+	IO      *ui.IOStreams
+	Printer func() *ui.Printer
+
+	ApplicationID string
+	StageFile     string
+	InputTopics   []string
+	Interval      string
+	Watch         bool
+	// Frames bounds the refreshes of --watch (0: until interrupted).
+	Frames int
+
+	// Kafka connects to the cluster; the caller closes the client.
+	Kafka func(ctx context.Context) (*kgo.Client, error)
+	// Sleep waits between samples (tests replace it).
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+const statusLong = `One view of a stage: its consumer group (state, members and the
+partitions assigned to each), per input partition the committed offset, the
+end offset and the lag, its changelog topic (partitions, records, bytes on
+disk), the throughput between two samples --interval apart, and the open
+transactions of its APP-* transactional IDs where the broker lists them.
+
+Without --input-topics or -f, the inputs are the topics the group has
+committed offsets for or has assigned. --interval 0 skips the second sample
+(and the throughput). --watch refreshes in place every --interval until
+Ctrl-C; with -o json it prints one report per refresh. During a replay it is
+the progress view: the lag falls to 0.`
+
+// NewCmdStatus builds `flecht status`.
+func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
+	opts := &StatusOptions{IO: f.IO, Printer: f.Printer, Sleep: sleepCtx}
+	opts.Kafka = func(ctx context.Context) (*kgo.Client, error) {
+		cl, _, err := f.Kafka(ctx)
+		return cl, err
+	}
+	cmd := &cobra.Command{
+		Use:   "status [APP] [--input-topics T,... | -f stage.yaml]",
+		Short: "Show a stage's group, lag, changelog, throughput and open transactions",
+		Long:  statusLong,
+		Example: `  flecht status sensors-count
+  flecht status -f examples/count.yaml --interval 2s -o json
+  flecht status sensors-count --input-topics sensors.raw --watch`,
+		Args: usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.ApplicationID = args[0]
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runStatus(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&opts.StageFile, "file", "f", "", "take the application id and input topics from this stage file")
+	fl.StringSliceVar(&opts.InputTopics, "input-topics", nil, "input topics to show lag for, comma-separated")
+	fl.StringVar(&opts.Interval, "interval", "5s", "time between the two samples the throughput is measured over (0: one sample)")
+	fl.BoolVarP(&opts.Watch, "watch", "w", false, "refresh every --interval until interrupted")
+	return cmd
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func runStatus(ctx context.Context, opts *StatusOptions) error {
+	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
+	req := status.Request{ApplicationID: strings.TrimSpace(opts.ApplicationID), InputTopics: dedupeStrings(opts.InputTopics)}
+	if opts.StageFile != "" {
+		st, err := stagefile.Load(opts.StageFile)
+		if err != nil {
+			return exitcode.UsageError(err)
+		}
+		if req.ApplicationID != "" && req.ApplicationID != st.ApplicationID {
+			return usage("the application id %q differs from %s's application_id %q", req.ApplicationID, opts.StageFile, st.ApplicationID)
+		}
+		req.ApplicationID = st.ApplicationID
+		if len(req.InputTopics) == 0 {
+			req.InputTopics = st.InputTopics
+		}
+	}
+	if req.ApplicationID == "" {
+		return usage("give the application id (flecht status APP) or -f stage.yaml")
+	}
+	interval, err := budget.ParseDuration(opts.Interval)
+	if err != nil {
+		return usage("--interval %q: want a duration such as 5s", opts.Interval)
+	}
+	if opts.Watch && interval <= 0 {
+		return usage("--watch needs an --interval above 0")
+	}
+	cl, err := opts.Kafka(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	prev, err := status.Take(ctx, cl, req)
+	if err != nil {
+		return err
+	}
+	if !opts.Watch {
+		cur := prev
+		if interval > 0 {
+			if err := opts.Sleep(ctx, interval); err != nil {
+				return err
+			}
+			if cur, err = status.Take(ctx, cl, req); err != nil {
+				return err
+			}
+		} else {
+			prev = nil
+		}
+		rep := status.Build(req.ApplicationID, prev, cur)
+		return opts.Printer().Print(rep, func(h *ui.Human) error { printStatus(h, rep); return nil })
+	}
+
+	// --watch: draw the first sample at once, then every interval with the
+	// throughput since the previous one.
+	printer := opts.Printer()
+	inPlace := printer.Format == ui.FormatTable && opts.IO.IsStdoutTTY()
+	var last *status.Sample
+	cur := prev
+	for frame := 1; ; frame++ {
+		rep := status.Build(req.ApplicationID, last, cur)
+		if printer.Format != ui.FormatTable {
+			if err := printer.Print(rep, nil); err != nil {
+				return err
+			}
+		} else {
+			var buf bytes.Buffer
+			h := ui.NewHuman(&buf, opts.IO.ColorEnabled())
+			printStatus(h, rep)
+			h.Printf("\n%s\n", h.Faint(fmt.Sprintf("every %s, Ctrl-C to stop", budget.FormatDuration(interval))))
+			if inPlace {
+				// Home the cursor and clear the screen, then draw.
+				fmt.Fprint(opts.IO.Out, "\x1b[H\x1b[2J")
+			} else if frame > 1 {
+				fmt.Fprintln(opts.IO.Out)
+			}
+			if _, err := opts.IO.Out.Write(buf.Bytes()); err != nil {
+				return err
+			}
+		}
+		if opts.Frames > 0 && frame >= opts.Frames {
+			return nil
+		}
+		if err := opts.Sleep(ctx, interval); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		}
+		next, err := status.Take(ctx, cl, req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		last, cur = cur, next
+	}
+}
+
+func printStatus(h *ui.Human, r *status.Report) {
+	state := r.GroupState
+	switch r.GroupState {
+	case "Stable":
+		state = h.Good(state)
+	case "Empty", "Dead":
+		state = h.Faint(state)
+	default:
+		state = h.Warn(state)
+	}
+	if r.Protocol != "" {
+		state += h.Faint(" (" + r.Protocol + " protocol)")
+	}
+	lag := ui.GroupDigits(r.Lag)
+	if r.Lag == 0 {
+		lag = h.Good(lag)
+	}
+	pairs := [][2]string{
+		{"stage", r.ApplicationID},
+		{"group", state},
+		{"lag", lag},
+	}
+	if th := r.Throughput; th != nil {
+		s := fmt.Sprintf("consumed %s, produced %s over %s", budget.FormatRate(th.ConsumedPerSecond), budget.FormatRate(th.ProducedPerSecond),
+			budget.FormatDuration(time.Duration(th.IntervalSeconds*float64(time.Second))))
+		if th.ETASeconds != nil {
+			s += fmt.Sprintf("; lag 0 in about %s", budget.FormatDuration(time.Duration(*th.ETASeconds*float64(time.Second))))
+		}
+		pairs = append(pairs, [2]string{"throughput", s})
+	}
+	cl := r.Changelog
+	switch {
+	case !cl.Exists:
+		pairs = append(pairs, [2]string{"changelog", cl.Topic + " " + h.Faint("(does not exist)")})
+	default:
+		bytes := "size unknown"
+		if cl.Bytes != nil {
+			bytes = budget.FormatBytes(*cl.Bytes)
+		}
+		pairs = append(pairs, [2]string{"changelog", fmt.Sprintf("%s: %d partitions, %s records, %s", cl.Topic, cl.Partitions, ui.GroupDigits(cl.Records), bytes)})
+	}
+	h.KV(pairs...)
+
+	h.Printf("\n%s\n", h.Bold("Members"))
+	rows := make([][]string, 0, len(r.Members))
+	for _, m := range r.Members {
+		var parts []string
+		for _, a := range m.Assigned {
+			parts = append(parts, a.Topic+" "+joinPartitions(a.Partitions))
+		}
+		rows = append(rows, []string{m.ClientID, strings.TrimPrefix(m.Host, "/"), strings.Join(parts, "; ")})
+	}
+	h.Table([]string{"client id", "host", "assigned"}, rows)
+
+	h.Printf("\n%s\n", h.Bold("Inputs"))
+	rows = rows[:0]
+	for _, in := range r.Inputs {
+		committed := "-"
+		if in.Committed != nil {
+			committed = strconv.FormatInt(*in.Committed, 10)
+		}
+		rows = append(rows, []string{in.Topic, strconv.Itoa(int(in.Partition)), committed, strconv.FormatInt(in.End, 10), ui.GroupDigits(in.Lag), dash(in.Member)})
+	}
+	h.Table([]string{"topic", "partition", "committed", "end", "lag", "member"}, rows)
+
+	h.Printf("\n%s\n", h.Bold("Open transactions"))
+	tx := r.Transactions
+	switch {
+	case !tx.Supported:
+		h.Printf("%s\n", h.Faint("not listed by this broker: "+tx.Error))
+	case len(tx.Pending) == 0:
+		h.Printf("%s\n", h.Faint("(none)"))
+	default:
+		rows = rows[:0]
+		for _, p := range tx.Pending {
+			age := "-"
+			if !p.StartedAt.IsZero() {
+				age = budget.FormatDuration(r.SampledAt.Sub(p.StartedAt))
+			}
+			rows = append(rows, []string{p.TransactionalID, p.State, strconv.FormatInt(p.ProducerID, 10), strconv.Itoa(int(p.ProducerEpoch)), age, strings.Join(p.Partitions, ", ")})
+		}
+		h.Table([]string{"transactional id", "state", "producer id", "epoch", "open for", "partitions"}, rows)
+	}
+	for _, n := range r.Notes {
+		h.Printf("%s %s\n", h.Faint("note:"), n)
+	}
+}
+
+func joinPartitions(ps []int32) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = strconv.Itoa(int(p))
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}

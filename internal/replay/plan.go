@@ -1,0 +1,438 @@
+// Package replay plans and executes the reprocessing of a stage from its
+// raw topics ("Why the Split Pays Off" in the best practices): stop the
+// transformer, delete its state, reset its offsets, restart.
+//
+// The work is split the way `terraform plan/apply` splits it. Observe reads
+// what the cluster and the local disk hold into an Observed value; BuildPlan
+// turns that into a Plan, a pure function with no I/O that the tests drive
+// without a broker; Execute carries a plan out, in an order that is safe to
+// repeat after a partial failure:
+//
+//  1. fence: InitProducerId for every transactional ID of the stage
+//     (<app>-<p>), which bumps the epoch and aborts a zombie's open
+//     transaction, so nothing the old run had in flight can commit later;
+//  2. delete exactly <app>-changelog (never a name pattern) and wait until
+//     the broker no longer lists it, so a restart cannot find it half gone;
+//  3. commit the target offsets for group <app> while the group is empty
+//     (refusing if a member appeared meanwhile), intermediate topics at
+//     their end;
+//  4. remove the local state stores under the state directory.
+package replay
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+)
+
+// Stage kinds a replay understands.
+const (
+	KindTransformer = stagefile.KindTransformer
+	KindExtractor   = stagefile.KindExtractor
+)
+
+// Offset roles.
+const (
+	RoleInput        = "input"
+	RoleIntermediate = "intermediate"
+)
+
+// Warning kinds, stable for scripts.
+const (
+	WarnFiniteRetention   = "finite_retention"   // retention.ms or retention.bytes is not -1
+	WarnHistoryDeleted    = "history_deleted"    // the log start is past the target: part of the history is gone
+	WarnCompacted         = "compacted"          // a raw topic is compacted: only the latest record per key is left
+	WarnTargetBeyondEnd   = "target_beyond_end"  // the target is past the end offset: clamped to the end
+	WarnUnequalPartitions = "unequal_partitions" // the input topics do not have one partition count
+	WarnChangelogCount    = "changelog_partitions"
+	WarnExtractor         = "extractor_repoll" // an extractor's replay asks its external source again
+)
+
+// Request is what the operator asked for.
+type Request struct {
+	ApplicationID string
+	// Kind is transformer (the default) or extractor.
+	Kind               string
+	InputTopics        []string
+	IntermediateTopics []string
+	// ConfigTopics give an extractor's token count (its transactional
+	// IDs are <app>-<token>).
+	ConfigTopics []string
+	Target       Target
+	// StateDir holds the stage's local stores, one numbered subdirectory
+	// per partition.
+	StateDir string
+}
+
+// Observed is everything the plan is built from: what Observe read from the
+// cluster and the disk. Tests build it by hand.
+type Observed struct {
+	Request
+
+	Group kafkax.Group
+	// Topics holds the input, intermediate and config topics.
+	Topics map[string]Topic
+	// Committed holds the group's committed offsets; a partition without
+	// a commit is absent.
+	Committed map[kafkax.TopicPartition]int64
+	// Requested is the target offset of every input partition as asked,
+	// before it is clamped into the partition's bounds: 0 for earliest,
+	// N for --to-offset, the file's offset, or the first offset at or
+	// after the time (the end when there is none) for a time target.
+	Requested map[kafkax.TopicPartition]int64
+
+	ChangelogExists     bool
+	ChangelogPartitions int
+
+	// StateDirExists says whether StateDir is there; StateStores lists
+	// its per-partition subdirectories (full paths).
+	StateDirExists bool
+	StateStores    []string
+}
+
+// Topic is what was observed of one topic.
+type Topic struct {
+	Partitions []Partition
+	// Configs holds the effective cleanup.policy, retention.ms and
+	// retention.bytes (absent when the broker did not say).
+	Configs map[string]string
+}
+
+// Partition is one partition's log bounds: the log start offset and the
+// end offset (high watermark).
+type Partition struct {
+	Partition int32
+	Start     int64
+	End       int64
+}
+
+// Plan is what a replay will do, and after Execute, what it did. Its JSON
+// form is the stable output of `flecht replay -o json`.
+type Plan struct {
+	ApplicationID string `json:"application_id"`
+	Kind          string `json:"kind"`
+	// Target describes the offset target: earliest, datetime …, offset N.
+	Target     string               `json:"target"`
+	GroupState string               `json:"group_state"`
+	Members    []kafkax.GroupMember `json:"members"`
+	// Refused says why the replay may not run (live members); empty
+	// when it may.
+	Refused string `json:"refused,omitempty"`
+	// Fence lists the transactional IDs to initialise, in order.
+	Fence []string `json:"fence"`
+	// DeleteTopics lists the internal topics to delete: exactly the
+	// changelog, when it exists.
+	DeleteTopics []string `json:"delete_topics"`
+	Offsets      []Offset `json:"offsets"`
+	// Records is the sum of the input partitions' records: how many
+	// offsets the rebuild reads.
+	Records   int64     `json:"records"`
+	StateDirs []string  `json:"state_dirs"`
+	Warnings  []Warning `json:"warnings"`
+	// Notes are facts worth knowing that are not problems (no changelog,
+	// no committed offsets, no local state).
+	Notes    []string `json:"notes"`
+	Executed bool     `json:"executed"`
+	// Steps records what Execute did, in order.
+	Steps []Step `json:"steps,omitempty"`
+}
+
+// Offset is one partition's reset.
+type Offset struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Current is the committed offset, null when there is none.
+	Current *int64 `json:"current"`
+	Target  int64  `json:"target"`
+	// Records is end - target: the offsets the rebuild will read
+	// (transaction markers included).
+	Records int64 `json:"records"`
+	// Role is input, or intermediate (moved to its end).
+	Role     string `json:"role"`
+	LogStart int64  `json:"log_start"`
+	LogEnd   int64  `json:"log_end"`
+}
+
+// Warning is a preflight finding: the replay can run, but the operator
+// should know this first.
+type Warning struct {
+	Kind       string  `json:"kind"`
+	Topic      string  `json:"topic,omitempty"`
+	Partitions []int32 `json:"partitions,omitempty"`
+	// Missing counts the offsets of history the replay cannot read
+	// (history_deleted).
+	Missing int64  `json:"missing,omitempty"`
+	Message string `json:"message"`
+}
+
+// Step is one executed step.
+type Step struct {
+	Step   string `json:"step"` // fence, delete_topics, offsets, state_dirs
+	Detail string `json:"detail"`
+	Millis int64  `json:"millis"`
+}
+
+// TP is shorthand for a topic partition.
+type TP = kafkax.TopicPartition
+
+// BuildPlan turns observations into a plan. It does no I/O.
+func BuildPlan(o *Observed) *Plan {
+	app := o.ApplicationID
+	kind := o.Kind
+	if kind == "" {
+		kind = KindTransformer
+	}
+	p := &Plan{
+		ApplicationID: app,
+		Kind:          kind,
+		Target:        o.Target.String(),
+		GroupState:    o.Group.State,
+		Members:       append([]kafkax.GroupMember{}, o.Group.Members...),
+		Fence:         []string{},
+		DeleteTopics:  []string{},
+		Offsets:       []Offset{},
+		StateDirs:     append([]string{}, o.StateStores...),
+		Warnings:      []Warning{},
+		Notes:         []string{},
+	}
+	if p.GroupState == "" {
+		p.GroupState = kafkax.GroupStateDead
+	}
+	warn := func(w Warning) { p.Warnings = append(p.Warnings, w) }
+	note := func(format string, args ...any) { p.Notes = append(p.Notes, fmt.Sprintf(format, args...)) }
+
+	// 1. Live members: refuse, naming them.
+	if len(p.Members) > 0 {
+		p.Refused = fmt.Sprintf("group %q has %d live %s (%s): stop the stage first, or give --wait to wait until it has stopped",
+			app, len(p.Members), plural(len(p.Members), "member", "members"), DescribeMembers(p.Members))
+	}
+	if !o.Group.Exists() {
+		note("group %q does not exist: no member, no committed offset", app)
+	}
+
+	// 2. Transactional IDs: one per input partition number (transformer)
+	// or per token (extractor: the config topics' partition count).
+	tasks := 0
+	countTopics := append(append([]string{}, o.InputTopics...), o.IntermediateTopics...)
+	if kind == KindExtractor {
+		countTopics = o.ConfigTopics
+	}
+	counts := map[string]int{}
+	for _, t := range countTopics {
+		n := len(o.Topics[t].Partitions)
+		counts[t] = n
+		tasks = max(tasks, n)
+	}
+	if !allEqual(counts) {
+		warn(Warning{Kind: WarnUnequalPartitions, Message: fmt.Sprintf("%s have unequal partition counts (%s): the stage refuses to start until they match; fencing the %d IDs of the largest",
+			strings.Join(countTopics, ", "), describeCounts(counts), tasks)})
+	}
+	for i := range tasks {
+		p.Fence = append(p.Fence, stagefile.TransactionalID(app, int32(i)))
+	}
+
+	// 3. The changelog, and nothing that merely looks like one.
+	changelog := stagefile.ChangelogTopic(app)
+	if o.ChangelogExists {
+		p.DeleteTopics = append(p.DeleteTopics, changelog)
+		if tasks > 0 && o.ChangelogPartitions != tasks {
+			warn(Warning{Kind: WarnChangelogCount, Topic: changelog,
+				Message: fmt.Sprintf("%s has %d partitions but the stage has %d tasks: the restart recreates it with %d", changelog, o.ChangelogPartitions, tasks, tasks)})
+		}
+	} else {
+		note("changelog %s does not exist: no state to delete (a stateless stage, one that never ran, or a replay already done)", changelog)
+	}
+
+	// 4. Offsets.
+	if kind == KindExtractor {
+		warn(Warning{Kind: WarnExtractor, Message: fmt.Sprintf("%s is an extractor: its cursors live in %s, so the replay makes it poll its external sources again from the start, the one input that may not give the past back", app, changelog)})
+	}
+	committedAny := false
+	for _, t := range o.InputTopics {
+		top := o.Topics[t]
+		var history, beyond []int32
+		var missing int64
+		for _, part := range top.Partitions {
+			tp := TP{Topic: t, Partition: part.Partition}
+			off := Offset{Topic: t, Partition: part.Partition, Role: RoleInput, LogStart: part.Start, LogEnd: part.End}
+			if c, ok := o.Committed[tp]; ok {
+				c := c
+				off.Current = &c
+				committedAny = true
+			}
+			want, ok := o.Requested[tp]
+			if !ok {
+				want = part.Start
+			}
+			target := min(max(want, part.Start), part.End)
+			switch {
+			case want < part.Start:
+				history = append(history, part.Partition)
+				missing += part.Start - want
+			case o.Target.TimeBased() && want == part.Start && part.Start > 0:
+				// The broker answers a time before the oldest record
+				// still held with the log start: what came before it
+				// is gone and may have been in range.
+				history = append(history, part.Partition)
+				missing += part.Start
+			case want > part.End:
+				beyond = append(beyond, part.Partition)
+			}
+			off.Target = target
+			off.Records = part.End - target
+			p.Records += off.Records
+			p.Offsets = append(p.Offsets, off)
+		}
+		topicWarnings(t, top, history, missing, beyond, o.Target, warn)
+	}
+	if len(o.InputTopics) > 0 && !committedAny {
+		note("group %q has no committed offsets on the input topics: the stage would start from the earliest offsets anyway; the plan commits the targets explicitly", app)
+	}
+	for _, t := range o.IntermediateTopics {
+		for _, part := range o.Topics[t].Partitions {
+			off := Offset{Topic: t, Partition: part.Partition, Role: RoleIntermediate, Target: part.End, LogStart: part.Start, LogEnd: part.End}
+			if c, ok := o.Committed[TP{Topic: t, Partition: part.Partition}]; ok {
+				c := c
+				off.Current = &c
+			}
+			p.Offsets = append(p.Offsets, off)
+		}
+	}
+
+	// 5. Local state.
+	switch {
+	case o.StateDir == "":
+	case !o.StateDirExists:
+		note("no local state in %s", o.StateDir)
+	case len(o.StateStores) == 0:
+		note("no partition stores in %s", o.StateDir)
+	}
+	return p
+}
+
+// topicWarnings adds the preflight warnings of one input (raw) topic.
+func topicWarnings(topic string, t Topic, history []int32, missing int64, beyond []int32, target Target, warn func(Warning)) {
+	policy := t.Configs["cleanup.policy"]
+	if hasPolicy(policy, "compact") {
+		warn(Warning{Kind: WarnCompacted, Topic: topic, Message: fmt.Sprintf(
+			"%s is compacted (cleanup.policy=%s): it keeps only the latest record per key, so a replay sees a summary, not the history; keep raw topics retained, not compacted", topic, policy)})
+	}
+	var limits []string
+	if ms, ok := t.Configs["retention.ms"]; ok && ms != "-1" && (policy == "" || hasPolicy(policy, "delete")) {
+		limits = append(limits, "retention.ms="+ms+describeMillis(ms))
+	}
+	if b, ok := t.Configs["retention.bytes"]; ok && b != "-1" && (policy == "" || hasPolicy(policy, "delete")) {
+		limits = append(limits, "retention.bytes="+b)
+	}
+	if len(limits) > 0 {
+		warn(Warning{Kind: WarnFiniteRetention, Topic: topic, Message: fmt.Sprintf(
+			"%s has finite retention (%s): the replay reaches back only as far as the topic still holds; give raw topics retention.ms=-1 or as long as you may need to reprocess", topic, strings.Join(limits, ", "))})
+	}
+	if len(history) > 0 {
+		what := "the target"
+		if target.Kind == TargetEarliest || target.Kind == "" {
+			what = "offset 0"
+		}
+		warn(Warning{Kind: WarnHistoryDeleted, Topic: topic, Partitions: history, Missing: missing, Message: fmt.Sprintf(
+			"%s: %s offsets of history are gone (the log start is past %s on %s %s): the replay will be partial",
+			topic, groupDigits(missing), what, plural(len(history), "partition", "partitions"), joinInts(history))})
+	}
+	if len(beyond) > 0 {
+		warn(Warning{Kind: WarnTargetBeyondEnd, Topic: topic, Partitions: beyond, Message: fmt.Sprintf(
+			"%s: the target is beyond the end offset on %s %s: set to the end instead (nothing to read there)",
+			topic, plural(len(beyond), "partition", "partitions"), joinInts(beyond))})
+	}
+}
+
+// DescribeMembers names members as "client-id on host", for refusals.
+func DescribeMembers(ms []kafkax.GroupMember) string {
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		host := strings.TrimPrefix(m.Host, "/")
+		parts[i] = fmt.Sprintf("%s on %s", m.ClientID, host)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func hasPolicy(policy, want string) bool {
+	for _, p := range strings.Split(policy, ",") {
+		if strings.TrimSpace(p) == want {
+			return true
+		}
+	}
+	return false
+}
+
+func describeMillis(ms string) string {
+	v, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || v < 0 {
+		return ""
+	}
+	d := time.Duration(v) * time.Millisecond
+	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
+		return fmt.Sprintf(" (%dd)", d/(24*time.Hour))
+	}
+	return " (" + d.String() + ")"
+}
+
+func allEqual(counts map[string]int) bool {
+	n := -1
+	for _, c := range counts {
+		if n >= 0 && c != n {
+			return false
+		}
+		n = c
+	}
+	return true
+}
+
+func describeCounts(counts map[string]int) string {
+	names := make([]string, 0, len(counts))
+	for t := range counts {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, t := range names {
+		parts[i] = fmt.Sprintf("%s has %d", t, counts[t])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func joinInts(ps []int32) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// groupDigits writes n with thousands separators: 1,234,567.
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}

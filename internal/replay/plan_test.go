@@ -1,0 +1,309 @@
+package replay
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
+)
+
+// observed builds a stage with one input topic "raw" of the given
+// partitions (start, end) and a retained (delete, -1) config.
+func observed(parts ...[2]int64) *Observed {
+	o := &Observed{
+		Request: Request{ApplicationID: "app", InputTopics: []string{"raw"}, Target: Target{Kind: TargetEarliest}, StateDir: "/state/app"},
+		Group:   kafkax.Group{Group: "app", State: "Empty", Members: []kafkax.GroupMember{}},
+		Topics: map[string]Topic{"raw": {
+			Configs: map[string]string{"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
+		}},
+		Committed:       map[TP]int64{},
+		Requested:       map[TP]int64{},
+		ChangelogExists: true, ChangelogPartitions: len(parts),
+		StateDirExists: true,
+	}
+	top := o.Topics["raw"]
+	for i, b := range parts {
+		top.Partitions = append(top.Partitions, Partition{Partition: int32(i), Start: b[0], End: b[1]})
+		o.Requested[TP{Topic: "raw", Partition: int32(i)}] = 0
+	}
+	o.Topics["raw"] = top
+	return o
+}
+
+func tp(topic string, p int32) TP { return TP{Topic: topic, Partition: p} }
+
+func kinds(ws []Warning) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.Kind)
+	}
+	return out
+}
+
+func TestPlanHappyPath(t *testing.T) {
+	o := observed([2]int64{0, 100}, [2]int64{0, 50}, [2]int64{0, 0})
+	o.Committed[tp("raw", 0)] = 100
+	o.Committed[tp("raw", 1)] = 40 // partition 2 never committed
+	o.StateStores = []string{"/state/app/0", "/state/app/1"}
+	p := BuildPlan(o)
+
+	if p.Refused != "" || p.Executed {
+		t.Fatalf("refused %q executed %v", p.Refused, p.Executed)
+	}
+	if want := []string{"app-0", "app-1", "app-2"}; !reflect.DeepEqual(p.Fence, want) {
+		t.Errorf("fence %v, want %v", p.Fence, want)
+	}
+	if want := []string{"app-changelog"}; !reflect.DeepEqual(p.DeleteTopics, want) {
+		t.Errorf("delete %v, want %v", p.DeleteTopics, want)
+	}
+	if len(p.Offsets) != 3 {
+		t.Fatalf("offsets %+v", p.Offsets)
+	}
+	if c := p.Offsets[0].Current; c == nil || *c != 100 || p.Offsets[0].Target != 0 || p.Offsets[0].Records != 100 {
+		t.Errorf("partition 0: %+v", p.Offsets[0])
+	}
+	if c := p.Offsets[1].Current; c == nil || *c != 40 || p.Offsets[1].Records != 50 {
+		t.Errorf("partition 1: %+v", p.Offsets[1])
+	}
+	if p.Offsets[2].Current != nil || p.Offsets[2].Target != 0 || p.Offsets[2].Records != 0 {
+		t.Errorf("partition 2 (no commit) must be listed with current null: %+v", p.Offsets[2])
+	}
+	if p.Records != 150 {
+		t.Errorf("records %d, want 150", p.Records)
+	}
+	if len(p.Warnings) != 0 {
+		t.Errorf("a retained raw topic read from 0 warns nothing: %+v", p.Warnings)
+	}
+	if !reflect.DeepEqual(p.StateDirs, o.StateStores) {
+		t.Errorf("state dirs %v", p.StateDirs)
+	}
+
+	// The JSON field names are the stable schema.
+	b, _ := json.Marshal(p)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	for _, k := range []string{"application_id", "group_state", "members", "fence", "delete_topics", "offsets", "warnings", "executed"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("JSON lacks %q: %s", k, b)
+		}
+	}
+	off := m["offsets"].([]any)[2].(map[string]any)
+	for _, k := range []string{"topic", "partition", "current", "target", "records"} {
+		if _, ok := off[k]; !ok {
+			t.Errorf("offset JSON lacks %q: %v", k, off)
+		}
+	}
+	if off["current"] != nil {
+		t.Errorf("current of an uncommitted partition must be null: %v", off["current"])
+	}
+	if m["members"] == nil || m["warnings"] == nil || m["delete_topics"] == nil {
+		t.Errorf("empty lists must be [] not null: %s", b)
+	}
+}
+
+func TestPlanRefusesLiveMembers(t *testing.T) {
+	o := observed([2]int64{0, 10})
+	o.Group.State = "Stable"
+	o.Group.Members = []kafkax.GroupMember{{MemberID: "m1", ClientID: "count-0", Host: "/10.0.0.7"}, {MemberID: "m2", ClientID: "count-1", Host: "/10.0.0.8"}}
+	p := BuildPlan(o)
+	if p.Refused == "" {
+		t.Fatal("live members must refuse")
+	}
+	for _, want := range []string{"count-0 on 10.0.0.7", "count-1 on 10.0.0.8", "2 live members", "--wait"} {
+		if !strings.Contains(p.Refused, want) {
+			t.Errorf("refusal %q lacks %q", p.Refused, want)
+		}
+	}
+	// The rest of the plan is still there to read.
+	if len(p.Offsets) != 1 || len(p.Fence) != 1 {
+		t.Errorf("plan %+v", p)
+	}
+}
+
+func TestPlanPartialHistory(t *testing.T) {
+	o := observed([2]int64{30, 100}, [2]int64{0, 100}, [2]int64{5, 5})
+	top := o.Topics["raw"]
+	top.Configs["retention.ms"] = "604800000"
+	o.Topics["raw"] = top
+	p := BuildPlan(o)
+	if got := kinds(p.Warnings); !reflect.DeepEqual(got, []string{WarnFiniteRetention, WarnHistoryDeleted}) {
+		t.Fatalf("warnings %v: %+v", got, p.Warnings)
+	}
+	if !strings.Contains(p.Warnings[0].Message, "retention.ms=604800000 (7d)") {
+		t.Errorf("retention message: %s", p.Warnings[0].Message)
+	}
+	h := p.Warnings[1]
+	if h.Missing != 35 || !reflect.DeepEqual(h.Partitions, []int32{0, 2}) || h.Topic != "raw" {
+		t.Errorf("history warning %+v, want 35 missing on partitions 0 and 2", h)
+	}
+	if !strings.Contains(h.Message, "35 offsets of history are gone") || !strings.Contains(h.Message, "partial") {
+		t.Errorf("message: %s", h.Message)
+	}
+	// The targets are the log starts: nothing before them can be read.
+	if p.Offsets[0].Target != 30 || p.Offsets[0].Records != 70 || p.Offsets[2].Target != 5 || p.Offsets[2].Records != 0 {
+		t.Errorf("offsets %+v", p.Offsets)
+	}
+	if p.Records != 170 {
+		t.Errorf("records %d", p.Records)
+	}
+}
+
+func TestPlanOffsetTargets(t *testing.T) {
+	o := observed([2]int64{10, 100}, [2]int64{0, 20})
+	o.Target = Target{Kind: TargetOffset, Offset: 50}
+	o.Requested[tp("raw", 0)] = 50
+	o.Requested[tp("raw", 1)] = 50
+	p := BuildPlan(o)
+	if p.Target != "offset 50" {
+		t.Errorf("target %q", p.Target)
+	}
+	if p.Offsets[0].Target != 50 || p.Offsets[0].Records != 50 {
+		t.Errorf("partition 0 %+v", p.Offsets[0])
+	}
+	if p.Offsets[1].Target != 20 || p.Offsets[1].Records != 0 {
+		t.Errorf("partition 1 must be clamped to its end: %+v", p.Offsets[1])
+	}
+	if got := kinds(p.Warnings); !reflect.DeepEqual(got, []string{WarnTargetBeyondEnd}) {
+		t.Fatalf("warnings %v", got)
+	}
+	if w := p.Warnings[0]; !reflect.DeepEqual(w.Partitions, []int32{1}) {
+		t.Errorf("%+v", w)
+	}
+
+	// Below the log start: the missing part is what lies between.
+	o.Requested[tp("raw", 0)] = 4
+	o.Requested[tp("raw", 1)] = 4
+	p = BuildPlan(o)
+	if got := kinds(p.Warnings); !reflect.DeepEqual(got, []string{WarnHistoryDeleted}) || p.Warnings[0].Missing != 6 {
+		t.Fatalf("warnings %+v", p.Warnings)
+	}
+	if !strings.Contains(p.Warnings[0].Message, "past the target") {
+		t.Errorf("message: %s", p.Warnings[0].Message)
+	}
+}
+
+func TestPlanTimeTargetAtLogStart(t *testing.T) {
+	o := observed([2]int64{40, 100}, [2]int64{0, 100})
+	o.Target = Target{Kind: TargetDatetime, Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	// The broker answered the log start for partition 0 (its oldest
+	// record is newer than the time) and offset 60 for partition 1.
+	o.Requested[tp("raw", 0)] = 40
+	o.Requested[tp("raw", 1)] = 60
+	p := BuildPlan(o)
+	if p.Target != "datetime 2026-01-02T03:04:05Z" {
+		t.Errorf("target %q", p.Target)
+	}
+	if got := kinds(p.Warnings); !reflect.DeepEqual(got, []string{WarnHistoryDeleted}) || p.Warnings[0].Missing != 40 || !reflect.DeepEqual(p.Warnings[0].Partitions, []int32{0}) {
+		t.Fatalf("warnings %+v", p.Warnings)
+	}
+	if p.Offsets[1].Target != 60 || p.Offsets[1].Records != 40 {
+		t.Errorf("%+v", p.Offsets[1])
+	}
+}
+
+func TestPlanCompactedRaw(t *testing.T) {
+	o := observed([2]int64{0, 10})
+	top := o.Topics["raw"]
+	top.Configs["cleanup.policy"] = "compact"
+	top.Configs["retention.ms"] = "604800000" // ignored: compact alone deletes nothing by age
+	o.Topics["raw"] = top
+	p := BuildPlan(o)
+	if got := kinds(p.Warnings); !reflect.DeepEqual(got, []string{WarnCompacted}) {
+		t.Fatalf("warnings %+v", p.Warnings)
+	}
+	top.Configs["cleanup.policy"] = "compact,delete"
+	top.Configs["retention.bytes"] = "1073741824"
+	p = BuildPlan(o)
+	if got := kinds(p.Warnings); !reflect.DeepEqual(got, []string{WarnCompacted, WarnFiniteRetention}) {
+		t.Fatalf("warnings %+v", p.Warnings)
+	}
+	if !strings.Contains(p.Warnings[1].Message, "retention.bytes=1073741824") {
+		t.Errorf("%s", p.Warnings[1].Message)
+	}
+}
+
+func TestPlanNoChangelogNoGroupNoState(t *testing.T) {
+	o := observed([2]int64{0, 10}, [2]int64{0, 20})
+	o.Group = kafkax.Group{Group: "app", State: kafkax.GroupStateDead}
+	o.ChangelogExists = false
+	o.StateDirExists = false
+	p := BuildPlan(o)
+	if len(p.DeleteTopics) != 0 || p.Refused != "" {
+		t.Fatalf("plan %+v", p)
+	}
+	notes := strings.Join(p.Notes, "\n")
+	for _, want := range []string{`group "app" does not exist`, "changelog app-changelog does not exist", "no committed offsets", "no local state in /state/app"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+	if p.GroupState != "Dead" || p.Members == nil {
+		t.Errorf("group %q members %v", p.GroupState, p.Members)
+	}
+	// Still a full plan: fence and offsets.
+	if len(p.Fence) != 2 || len(p.Offsets) != 2 || p.Records != 30 {
+		t.Errorf("plan %+v", p)
+	}
+}
+
+func TestPlanIntermediateAndUnequalInputs(t *testing.T) {
+	o := observed([2]int64{0, 10}, [2]int64{0, 10})
+	o.InputTopics = []string{"raw", "other"}
+	o.IntermediateTopics = []string{"mid"}
+	o.Topics["other"] = Topic{Partitions: []Partition{{0, 0, 5}, {1, 0, 5}, {2, 0, 5}}, Configs: map[string]string{"cleanup.policy": "delete", "retention.ms": "-1"}}
+	o.Topics["mid"] = Topic{Partitions: []Partition{{0, 3, 70}}}
+	o.Requested[tp("other", 0)], o.Requested[tp("other", 1)], o.Requested[tp("other", 2)] = 0, 0, 0
+	o.Committed[tp("mid", 0)] = 12
+	o.ChangelogPartitions = 2
+	p := BuildPlan(o)
+	if len(p.Fence) != 3 {
+		t.Errorf("fence the largest count: %v", p.Fence)
+	}
+	if got := kinds(p.Warnings); !reflect.DeepEqual(got, []string{WarnUnequalPartitions, WarnChangelogCount}) {
+		t.Fatalf("warnings %+v", p.Warnings)
+	}
+	last := p.Offsets[len(p.Offsets)-1]
+	if last.Role != RoleIntermediate || last.Target != 70 || last.Records != 0 || last.Current == nil || *last.Current != 12 {
+		t.Errorf("intermediate %+v", last)
+	}
+	if p.Records != 35 {
+		t.Errorf("records %d: intermediate topics are not reread", p.Records)
+	}
+}
+
+func TestPlanExtractor(t *testing.T) {
+	o := &Observed{
+		Request:         Request{ApplicationID: "poller", Kind: KindExtractor, ConfigTopics: []string{"cfg"}},
+		Group:           kafkax.Group{State: "Empty"},
+		Topics:          map[string]Topic{"cfg": {Partitions: []Partition{{Partition: 0}, {Partition: 1}, {Partition: 2}, {Partition: 3}}}},
+		ChangelogExists: true, ChangelogPartitions: 4,
+	}
+	p := BuildPlan(o)
+	if !reflect.DeepEqual(p.Fence, []string{"poller-0", "poller-1", "poller-2", "poller-3"}) {
+		t.Errorf("tokens %v", p.Fence)
+	}
+	if len(p.Offsets) != 0 || p.Kind != KindExtractor {
+		t.Errorf("%+v", p)
+	}
+	if got := kinds(p.Warnings); !reflect.DeepEqual(got, []string{WarnExtractor}) {
+		t.Errorf("warnings %v", got)
+	}
+}
+
+func TestDescribeMembersStripsSlash(t *testing.T) {
+	got := DescribeMembers([]kafkax.GroupMember{{ClientID: "a", Host: "/127.0.0.1"}})
+	if got != "a on 127.0.0.1" {
+		t.Errorf("%q", got)
+	}
+}
+
+func TestGroupDigits(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -20000: "-20,000"} {
+		if got := groupDigits(n); got != want {
+			t.Errorf("%d: %q", n, got)
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package status
+
+import (
+	"sort"
+	"time"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
+)
+
+// Report is what `flecht status -o json` prints.
+type Report struct {
+	ApplicationID string               `json:"application_id"`
+	SampledAt     time.Time            `json:"sampled_at"`
+	GroupState    string               `json:"group_state"`
+	Protocol      string               `json:"protocol,omitempty"`
+	Members       []kafkax.GroupMember `json:"members"`
+	Inputs        []Input              `json:"inputs"`
+	// Lag is the sum of the inputs' lag.
+	Lag          int64        `json:"lag"`
+	Changelog    Changelog    `json:"changelog"`
+	Throughput   *Throughput  `json:"throughput"`
+	Transactions Transactions `json:"transactions"`
+	Notes        []string     `json:"notes"`
+}
+
+// Input is one input partition.
+type Input struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Committed is the group's committed offset, null when there is none
+	// (the stage then starts at the log start).
+	Committed *int64 `json:"committed"`
+	LogStart  int64  `json:"log_start"`
+	End       int64  `json:"end"`
+	// Lag is end - committed (end - log start without a commit).
+	Lag int64 `json:"lag"`
+	// Member is the client id of the member the partition is assigned to.
+	Member string `json:"member,omitempty"`
+}
+
+// Throughput compares two samples.
+type Throughput struct {
+	IntervalSeconds float64 `json:"interval_seconds"`
+	// ConsumedPerSecond is how fast the committed offsets advanced;
+	// ProducedPerSecond how fast the inputs' end offsets did.
+	ConsumedPerSecond float64 `json:"consumed_per_second"`
+	ProducedPerSecond float64 `json:"produced_per_second"`
+	// LagChange is the change in total lag between the samples.
+	LagChange int64 `json:"lag_change"`
+	// ETASeconds estimates when the lag reaches 0 at the current pace;
+	// null when it is not falling.
+	ETASeconds *float64 `json:"eta_seconds"`
+}
+
+// Build makes the report of cur, with throughput against prev (nil: none).
+func Build(app string, prev, cur *Sample) *Report {
+	r := &Report{
+		ApplicationID: app,
+		SampledAt:     cur.At.UTC(),
+		GroupState:    cur.Group.State,
+		Protocol:      cur.Group.Protocol,
+		Members:       append([]kafkax.GroupMember{}, cur.Group.Members...),
+		Inputs:        []Input{},
+		Changelog:     cur.Changelog,
+		Transactions:  cur.Transaction,
+		Notes:         []string{},
+	}
+	if r.Transactions.Pending == nil {
+		r.Transactions.Pending = []PendingTransaction{}
+	}
+	owner := map[TP]string{}
+	for _, m := range cur.Group.Members {
+		for _, a := range m.Assigned {
+			for _, p := range a.Partitions {
+				owner[TP{Topic: a.Topic, Partition: p}] = m.ClientID
+			}
+		}
+	}
+	for _, t := range cur.Inputs {
+		for _, p := range cur.Partitions[t] {
+			tp := TP{Topic: t, Partition: p}
+			in := Input{Topic: t, Partition: p, LogStart: cur.Starts[tp], End: cur.Ends[tp], Member: owner[tp]}
+			from := in.LogStart
+			if c, ok := cur.Committed[tp]; ok {
+				c := c
+				in.Committed = &c
+				from = max(c, in.LogStart)
+			}
+			in.Lag = max(in.End-from, 0)
+			r.Lag += in.Lag
+			r.Inputs = append(r.Inputs, in)
+		}
+	}
+	sort.SliceStable(r.Inputs, func(i, j int) bool {
+		a, b := r.Inputs[i], r.Inputs[j]
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		return a.Partition < b.Partition
+	})
+	if !cur.Group.Exists() {
+		r.Notes = append(r.Notes, "group "+app+" does not exist: the stage has never committed, or its offsets expired")
+	}
+	if len(cur.Inputs) == 0 {
+		r.Notes = append(r.Notes, "no input topics: give --input-topics or -f stage.yaml (the group has no commits or assignments to learn them from)")
+	}
+	if prev != nil {
+		r.Throughput = throughput(prev, cur, r.Lag)
+	}
+	return r
+}
+
+func throughput(prev, cur *Sample, lag int64) *Throughput {
+	dt := cur.At.Sub(prev.At).Seconds()
+	if dt <= 0 {
+		return nil
+	}
+	var consumed, produced, prevLag int64
+	for tp, e := range cur.Ends {
+		if pe, ok := prev.Ends[tp]; ok {
+			produced += max(e-pe, 0)
+		}
+	}
+	for tp, c := range cur.Committed {
+		pc, ok := prev.Committed[tp]
+		if !ok {
+			pc = prev.Starts[tp]
+		}
+		consumed += max(c-pc, 0)
+	}
+	for t, ps := range prev.Partitions {
+		for _, p := range ps {
+			tp := TP{Topic: t, Partition: p}
+			from := prev.Starts[tp]
+			if c, ok := prev.Committed[tp]; ok {
+				from = max(c, from)
+			}
+			prevLag += max(prev.Ends[tp]-from, 0)
+		}
+	}
+	th := &Throughput{
+		IntervalSeconds:   dt,
+		ConsumedPerSecond: float64(consumed) / dt,
+		ProducedPerSecond: float64(produced) / dt,
+		LagChange:         lag - prevLag,
+	}
+	if net := th.ConsumedPerSecond - th.ProducedPerSecond; lag > 0 && net > 0 {
+		eta := float64(lag) / net
+		th.ETASeconds = &eta
+	}
+	return th
+}

@@ -1,0 +1,272 @@
+// Package status takes samples of a stage's state in Kafka — its group and
+// members, its input offsets and lag, its changelog, its open transactions —
+// and turns two of them into a report with throughput. Take does the I/O;
+// Build is pure, so the report's arithmetic is tested without a broker.
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+)
+
+// TP is shorthand for a topic partition.
+type TP = kafkax.TopicPartition
+
+// Request names the stage to look at.
+type Request struct {
+	ApplicationID string
+	// InputTopics to report lag for; empty means the topics the group has
+	// committed offsets for or has assigned.
+	InputTopics []string
+}
+
+// Sample is one look at the stage.
+type Sample struct {
+	At     time.Time
+	Group  kafkax.Group
+	Inputs []string
+	// Partitions per input topic, sorted.
+	Partitions map[string][]int32
+	// Committed holds the group's commits on the inputs (absent: none).
+	Committed   map[TP]int64
+	Starts      map[TP]int64
+	Ends        map[TP]int64
+	Changelog   Changelog
+	Transaction Transactions
+}
+
+// Changelog describes the stage's changelog topic.
+type Changelog struct {
+	Topic      string `json:"topic"`
+	Exists     bool   `json:"exists"`
+	Partitions int    `json:"partitions"`
+	// Records is the offsets the changelog spans (end - start, summed):
+	// an upper bound on its records, since compaction leaves gaps.
+	Records int64 `json:"records"`
+	// Bytes is the size of one replica of every partition on disk, from
+	// DescribeLogDirs; null when the broker would not say.
+	Bytes      *int64 `json:"bytes"`
+	BytesError string `json:"bytes_error,omitempty"`
+}
+
+// Transactions are the pending transactions of the stage's IDs.
+type Transactions struct {
+	// Supported is false when the broker does not list transactions
+	// (ListTransactions, Kafka 3.0+) or does not let us; Error says why.
+	Supported bool                 `json:"supported"`
+	Error     string               `json:"error,omitempty"`
+	Pending   []PendingTransaction `json:"pending"`
+}
+
+// PendingTransaction is an open transaction of an <app>-* ID.
+type PendingTransaction struct {
+	TransactionalID string    `json:"transactional_id"`
+	State           string    `json:"state"`
+	ProducerID      int64     `json:"producer_id"`
+	ProducerEpoch   int16     `json:"producer_epoch"`
+	StartedAt       time.Time `json:"started_at,omitzero"`
+	TimeoutMillis   int32     `json:"timeout_ms"`
+	// Partitions the transaction wrote to, as topic/partition.
+	Partitions []string `json:"partitions"`
+}
+
+// Pending transaction states: everything between begin and the markers.
+var pendingStates = map[string]bool{"Ongoing": true, "PrepareCommit": true, "PrepareAbort": true, "PrepareEpochFence": true}
+
+// Take samples the stage now.
+func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
+	adm := kadm.NewClient(cl)
+	s := &Sample{At: time.Now(), Partitions: map[string][]int32{}, Committed: map[TP]int64{}, Starts: map[TP]int64{}, Ends: map[TP]int64{}}
+	g, err := kafkax.DescribeGroup(ctx, adm, req.ApplicationID)
+	if err != nil {
+		return nil, err
+	}
+	s.Group = *g
+
+	var committed kadm.OffsetResponses
+	if g.Exists() {
+		committed, err = adm.FetchOffsets(ctx, req.ApplicationID)
+		if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+			return nil, fmt.Errorf("fetching the committed offsets of group %q: %w", req.ApplicationID, err)
+		}
+	}
+	inputs := req.InputTopics
+	if len(inputs) == 0 {
+		inputs = groupTopics(g, committed, stagefile.ChangelogTopic(req.ApplicationID))
+	}
+	s.Inputs = inputs
+
+	if len(inputs) > 0 {
+		details, err := kafkax.DescribeTopics(ctx, adm, inputs...)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range inputs {
+			for _, p := range details[t].Partitions.Sorted() {
+				s.Partitions[t] = append(s.Partitions[t], p.Partition)
+			}
+		}
+		if err := bounds(ctx, adm, inputs, s.Starts, s.Ends); err != nil {
+			return nil, err
+		}
+		want := map[string]bool{}
+		for _, t := range inputs {
+			want[t] = true
+		}
+		committed.Each(func(r kadm.OffsetResponse) {
+			if r.Err == nil && want[r.Topic] && r.At >= 0 {
+				s.Committed[TP{Topic: r.Topic, Partition: r.Partition}] = r.At
+			}
+		})
+	}
+
+	s.Changelog, err = takeChangelog(ctx, adm, stagefile.ChangelogTopic(req.ApplicationID))
+	if err != nil {
+		return nil, err
+	}
+	s.Transaction = takeTransactions(ctx, adm, req.ApplicationID)
+	s.At = time.Now()
+	return s, nil
+}
+
+// groupTopics are the topics a group reads: those it has commits for and
+// those assigned to its members (never its own changelog).
+func groupTopics(g *kafkax.Group, committed kadm.OffsetResponses, changelog string) []string {
+	set := map[string]bool{}
+	committed.Each(func(r kadm.OffsetResponse) {
+		if r.Err == nil && r.At >= 0 {
+			set[r.Topic] = true
+		}
+	})
+	for _, m := range g.Members {
+		for _, a := range m.Assigned {
+			set[a.Topic] = true
+		}
+	}
+	delete(set, changelog)
+	out := make([]string, 0, len(set))
+	for t := range set {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func bounds(ctx context.Context, adm *kadm.Client, topics []string, starts, ends map[TP]int64) error {
+	so, err := adm.ListStartOffsets(ctx, topics...)
+	if err == nil {
+		err = so.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("listing start offsets: %w", err)
+	}
+	eo, err := adm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = eo.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("listing end offsets: %w", err)
+	}
+	so.Each(func(o kadm.ListedOffset) { starts[TP{Topic: o.Topic, Partition: o.Partition}] = o.Offset })
+	eo.Each(func(o kadm.ListedOffset) { ends[TP{Topic: o.Topic, Partition: o.Partition}] = o.Offset })
+	return nil
+}
+
+func takeChangelog(ctx context.Context, adm *kadm.Client, topic string) (Changelog, error) {
+	c := Changelog{Topic: topic}
+	listed, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return c, fmt.Errorf("describing %s: %w", topic, err)
+	}
+	d, ok := listed[topic]
+	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return c, nil
+	}
+	if d.Err != nil {
+		return c, fmt.Errorf("describing %s: %w", topic, d.Err)
+	}
+	c.Exists = true
+	c.Partitions = len(d.Partitions)
+	starts, ends := map[TP]int64{}, map[TP]int64{}
+	if err := bounds(ctx, adm, []string{topic}, starts, ends); err != nil {
+		return c, err
+	}
+	for tp, e := range ends {
+		c.Records += e - starts[tp]
+	}
+	set := kadm.TopicsSet{}
+	for _, p := range d.Partitions.Numbers() {
+		set.Add(topic, p)
+	}
+	dirs, err := adm.DescribeAllLogDirs(ctx, set)
+	if err != nil {
+		c.BytesError = err.Error()
+		return c, nil
+	}
+	size := map[int32]int64{}
+	dirs.Each(func(ld kadm.DescribedLogDir) {
+		for p, dp := range ld.Topics[topic] {
+			size[p] = max(size[p], dp.Size)
+		}
+	})
+	var total int64
+	for _, b := range size {
+		total += b
+	}
+	c.Bytes = &total
+	return c, nil
+}
+
+func takeTransactions(ctx context.Context, adm *kadm.Client, app string) Transactions {
+	tx := Transactions{Pending: []PendingTransaction{}}
+	listed, err := adm.ListTransactions(ctx, nil, nil)
+	if err != nil {
+		tx.Error = err.Error()
+		return tx
+	}
+	tx.Supported = true
+	var ids []string
+	for id, l := range listed {
+		if strings.HasPrefix(id, app+"-") && pendingStates[l.State] {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return tx
+	}
+	sort.Strings(ids)
+	described, err := adm.DescribeTransactions(ctx, ids...)
+	if err != nil && len(described) == 0 {
+		tx.Error = err.Error()
+	}
+	for _, id := range ids {
+		pt := PendingTransaction{TransactionalID: id, State: listed[id].State, ProducerID: listed[id].ProducerID, Partitions: []string{}}
+		if d, ok := described[id]; ok && d.Err == nil {
+			if !pendingStates[d.State] {
+				continue // ended between the two requests
+			}
+			pt.State, pt.ProducerID, pt.ProducerEpoch, pt.TimeoutMillis = d.State, d.ProducerID, d.ProducerEpoch, d.TimeoutMillis
+			if d.StartTimestamp > 0 {
+				pt.StartedAt = time.UnixMilli(d.StartTimestamp).UTC()
+			}
+			for _, t := range d.Topics.Sorted() {
+				for _, p := range t.Partitions {
+					pt.Partitions = append(pt.Partitions, fmt.Sprintf("%s/%d", t.Topic, p))
+				}
+			}
+		}
+		tx.Pending = append(tx.Pending, pt)
+	}
+	return tx
+}
