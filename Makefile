@@ -7,7 +7,7 @@ FUZZTIME  ?= 10s
 BENCHTIME ?= 2s
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build test e2e bench lint fuzz demo clean
+.PHONY: build test e2e bench bench-e2e lint fuzz demo clean
 
 build:
 	$(GO) build -buildvcs=true -o $(BIN) ./cmd/flecht
@@ -21,9 +21,21 @@ test:
 e2e:
 	$(GO) test -tags e2e -count=1 -timeout 60m ./e2e/
 
-# Benchmarks beside their limits on the same machine, as ratios.
+# Benchmarks beside their limits on the same machine, as ratios. The e2e
+# tier's benchmarks (the runner against the broker's own transactional
+# produce limit) run when a broker can be had: FLECHT_E2E_BROKERS, or Java
+# for the harness to start one.
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./...
+	@if [ -n "$$FLECHT_E2E_BROKERS" ] || command -v java >/dev/null 2>&1; then \
+	  $(MAKE) --no-print-directory bench-e2e; \
+	else \
+	  echo "bench-e2e skipped: no FLECHT_E2E_BROKERS and no java to start a broker"; \
+	fi
+
+# One run each (they time whole pipelines, not loops).
+bench-e2e:
+	$(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/
 
 # Each fuzz target for a short budget; found inputs land in testdata/fuzz.
 fuzz:
@@ -41,9 +53,10 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags e2e ./e2e/
 
-# The embedded Kafka + MQTT broker: the zero-install way to try flecht.
+# The whole pipeline on the embedded Kafka + MQTT broker, with a live view:
+# the zero-install way to try flecht.
 demo:
-	$(GO) run ./cmd/flecht dev
+	$(GO) run ./cmd/flecht dev --demo
 
 clean:
 	rm -rf bin e2e/.run e2e/kafka/target

@@ -2,13 +2,16 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/flecht-dev/flecht/internal/demo"
 	"github.com/flecht-dev/flecht/internal/devenv"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -24,8 +27,12 @@ type DevOptions struct {
 	Partitions int
 	Topics     []string
 	DataDir    string
+	// Demo runs the demo pipeline on the brokers (internal/demo).
+	Demo bool
 	// Ready, when set, is called with the running env (tests).
 	Ready func(*devenv.Env)
+	// demoInterval overrides the demo's report interval (tests).
+	demoInterval time.Duration
 }
 
 // DevInfo is what `flecht dev` prints once both brokers listen.
@@ -52,8 +59,21 @@ or MQTT client. It is a convenience, not a production broker and not the
 proof of delivery: data lives in memory (or --data-dir), there is one broker
 and no replication, and the MQTT broker's redelivery order differs from
 Mosquitto's. Topics are not auto-created: create them with --topic or any
-admin client.`,
+admin client.
+
+--demo also runs a whole pipeline on them, in this process: a few simulated
+sensors publish JSON readings (now and then a re-sent reading and a payload
+that is not JSON) to sensors/<device>/events; the mqtt-relay bridge writes
+them into sensors.raw (3 partitions) from the config record "sensors" on
+sensors.config, ACKing each message after its Kafka transaction committed;
+and a dedupe transformer (id data.reading_id) refines sensors.raw into
+sensors.refined, exactly once. On a terminal a live view shows the rates,
+drops by reason, deduplicated readings, the transformer's lag and the
+transactions, refreshed every second; without one (or with -o json) it
+prints one summary line (or JSON object) per second. Ctrl-C stops it all.`,
 		Example: `  flecht dev
+  flecht dev --demo                                   # the pipeline, with a live view
+  flecht dev --demo --kafka-port 0 --mqtt-port 0 -o json | jq .refined
   flecht dev --kafka-port 0 --mqtt-port 0 -o json     # any free ports, machine-readable
   flecht dev --topic sensors.raw:6 --topic sensors.refined:6`,
 		Args: usageArgs(cobra.NoArgs),
@@ -69,6 +89,7 @@ admin client.`,
 	cmd.Flags().IntVar(&opts.Partitions, "partitions", 1, "default partition count of topics created without one")
 	cmd.Flags().StringArrayVar(&opts.Topics, "topic", nil, "create a topic at start, NAME or NAME:PARTITIONS (repeatable)")
 	cmd.Flags().StringVar(&opts.DataDir, "data-dir", "", "keep Kafka's data in this directory across restarts (default: memory)")
+	cmd.Flags().BoolVar(&opts.Demo, "demo", false, "also run the demo pipeline (sensors → MQTT → sensors.raw → dedupe → sensors.refined) with a live view")
 	return cmd
 }
 
@@ -108,18 +129,32 @@ func runDev(ctx context.Context, opts *DevOptions) error {
 	if err != nil {
 		return exitcode.UsageError(err)
 	}
+	logger := opts.Logger()
+	var d *demo.Demo
+	if opts.Demo {
+		if d, err = newDemo(opts); err != nil {
+			return err
+		}
+		logger = d.Logger(logger) // in the live view, warnings go on screen
+	}
 	env, err := devenv.Start(ctx, devenv.Options{
 		KafkaPort:         opts.KafkaPort,
 		MQTTPort:          opts.MQTTPort,
 		DefaultPartitions: opts.Partitions,
 		Topics:            topics,
 		DataDir:           opts.DataDir,
-		Logger:            opts.Logger(),
+		Logger:            logger,
 	})
 	if err != nil {
 		return err
 	}
 	defer env.Close()
+	if d != nil {
+		if opts.Ready != nil {
+			opts.Ready(env)
+		}
+		return errors.Join(d.Run(ctx, env), env.Close())
+	}
 
 	info := DevInfo{
 		Kafka:   env.KafkaAddr(),
@@ -152,4 +187,21 @@ func runDev(ctx context.Context, opts *DevOptions) error {
 		fmt.Fprintln(opts.IO.ErrOut, "stopping")
 	}
 	return env.Close()
+}
+
+// newDemo prepares `flecht dev --demo`: a live view on a terminal, a line
+// per interval without one, a JSON object per interval with -o json.
+func newDemo(opts *DevOptions) (*demo.Demo, error) {
+	o := demo.Options{Out: opts.IO.Out, Color: opts.IO.ColorEnabled(), Interval: opts.demoInterval, Log: opts.Logger()}
+	switch format := opts.Printer().Format; {
+	case format == ui.FormatJSON:
+		o.Mode = demo.JSON
+	case format == ui.FormatYAML:
+		return nil, exitcode.UsageError(errors.New("--demo prints a live view, summary lines or JSON lines (-o json), not YAML"))
+	case opts.IO.IsStdoutTTY():
+		o.Mode = demo.Live
+	default:
+		o.Mode = demo.Lines
+	}
+	return demo.New(o), nil
 }

@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,12 +85,92 @@ func TestDevServesUntilCancelled(t *testing.T) {
 	}
 }
 
+// flecht dev --demo without a terminal: a header with the addresses, then a
+// summary line per interval showing records flowing; Ctrl-C stops the
+// pipeline and both brokers cleanly.
+func TestDevDemoLines(t *testing.T) {
+	io, _, out, _ := ui.Test()
+	var mu sync.Mutex
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan *devenv.Env, 1)
+	opts := &DevOptions{
+		IO: io, Printer: func() *ui.Printer { return ui.NewPrinter(io, ui.FormatTable) },
+		Logger: (&Factory{IO: io}).Logger, Partitions: 1, Demo: true, demoInterval: 200 * time.Millisecond,
+		Ready: func(e *devenv.Env) { ready <- e },
+	}
+	io.Out = lockedWriter{&mu, out}
+	io.ErrOut = lockedWriter{&mu, &bytes.Buffer{}}
+	done := make(chan error, 1)
+	go func() { done <- runDev(ctx, opts) }()
+	var env *devenv.Env
+	select {
+	case env = <-ready:
+	case err := <-done:
+		t.Fatalf("dev --demo exited early: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("dev --demo did not start")
+	}
+	flowing := regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d up \S+  published [1-9][\d,]* .* refined [1-9][\d,]* `)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		text := out.String()
+		mu.Unlock()
+		if flowing.MatchString(text) {
+			if !strings.Contains(text, "export FLECHT_BROKERS="+env.KafkaAddr()+" FLECHT_MQTT_URL="+env.MQTTURL()) {
+				t.Errorf("no export line in:\n%s", text)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no refined records reported:\n%s", text)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("dev --demo returned %v after Ctrl-C", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("dev --demo did not stop")
+	}
+	mu.Lock()
+	text := out.String()
+	mu.Unlock()
+	if !regexp.MustCompile(`(?m)^stopped \d\d:\d\d:\d\d up `).MatchString(text) {
+		t.Errorf("no final line:\n%s", text)
+	}
+	for _, addr := range []string{env.KafkaAddr(), env.MQTTAddr()} {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Errorf("%s still taken after dev --demo stopped: %v", addr, err)
+			continue
+		}
+		l.Close()
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 func TestDevBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"dev", "--kafka-port", "70000"},
 		{"dev", "--topic", "x:0"},
 		{"dev", "--topic", ":3"},
 		{"dev", "--partitions", "0"},
+		{"dev", "--demo", "-o", "yaml"},
 	} {
 		if r := run(t, nil, "", args...); r.code != exitcode.Usage {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, r.code, r.err)

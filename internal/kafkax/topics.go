@@ -155,19 +155,23 @@ func CreateTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 // cache included) lists the topic, or stops listing it, so that the next
 // step cannot trip over a half-created or half-deleted topic.
 func WaitTopic(ctx context.Context, adm *kadm.Client, topic string, exists bool) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	deadline, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		_, err := DescribeTopics(ctx, adm, topic)
+		_, err := DescribeTopics(deadline, adm, topic)
 		var missing *MissingTopicsError
 		switch {
 		case err == nil && exists, errors.As(err, &missing) && !exists:
 			return nil
+		case ctx.Err() != nil:
+			return ctx.Err() // the caller gave up: not a timeout of ours
 		case err != nil && !errors.As(err, &missing):
 			return err
 		}
 		select {
 		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.Done():
 			state := "appear"
 			if !exists {
 				state = "disappear"
