@@ -36,10 +36,13 @@ reported with a warning. No command prints key bytes.
 
 Rotation is reader-first:
   1. keys add --kid NEW       on a copy, then roll the file out to every reader
+                              ('keys check --kid NEW' confirms they loaded it)
   2. keys promote --kid NEW   then roll it out to the writers: new tokens use NEW
-  3. re-encrypt the stored tokens (config topics, state) under NEW
-  4. verify by a scan that no token names OLD any more
-  5. keys remove --kid OLD    and roll the file out again
+  3. re-encrypt the stored tokens under NEW ('secrets reencrypt --execute')
+  4. verify by a scan that no token names OLD any more ('secrets scan')
+  5. keys remove --kid OLD    and roll the file out again (with --topics and
+                              --field it refuses while a token names OLD)
+'keys rotate-plan --kid NEW' shows these steps with their live status.
 
 The keyring file comes from --keyring or ` + EnvKeyring + `.`
 
@@ -84,7 +87,9 @@ func NewCmdKeys(f *Factory) *cobra.Command {
 		newCmdKeysAdd(f, nil),
 		newCmdKeysPromote(f, nil),
 		newCmdKeysList(f, nil),
-		newCmdKeysRemove(f, nil),
+		guardKeysRemove(f, newCmdKeysRemove(f, nil)),
+		NewCmdKeysCheck(f, nil),
+		NewCmdKeysRotatePlan(f, nil),
 	)
 	return cmd
 }

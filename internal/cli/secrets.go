@@ -30,7 +30,10 @@ failure is printed on standard output instead:
   {"error": {"kind": "unknown_kid", "kid": "k9", "message": "…"}}
 
 The keyring file comes from --keyring or ` + EnvKeyring + ` (see 'flecht keys').
-No output and no error message ever holds key bytes or a plaintext.`
+No output and no error message ever holds key bytes or a plaintext.
+
+'secrets scan' and 'secrets reencrypt' work on the secret fields stored in
+config topics: a report of every value, and the sweep of a key rotation.`
 
 // SecretsOptions are the inputs of `flecht secrets encrypt|decrypt`.
 type SecretsOptions struct {
@@ -81,12 +84,13 @@ const maxSecretInput = 16 << 20
 func NewCmdSecrets(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "secrets <command>",
-		Short: "Encrypt and decrypt secret values (flenc:jwe: tokens)",
+		Short: "Encrypt, decrypt, scan and re-encrypt secret values (flenc:jwe: tokens)",
 		Long:  secretsLong,
 		Args:  usageArgs(cobra.NoArgs),
 		RunE:  helpOrUnknown,
 	}
-	cmd.AddCommand(newCmdSecretsEncrypt(f, nil), newCmdSecretsDecrypt(f, nil))
+	cmd.AddCommand(newCmdSecretsEncrypt(f, nil), newCmdSecretsDecrypt(f, nil),
+		NewCmdSecretsScan(f, nil), NewCmdSecretsReencrypt(f, nil))
 	return cmd
 }
 

@@ -237,37 +237,46 @@ func (kr *Keyring) Encrypt(payload []byte, scope string) (string, error) {
 // accepts its own scope and unscoped tokens; an unscoped field accepts only
 // unscoped tokens.
 func (kr *Keyring) Decrypt(tok, scope string) (payload []byte, kid string, err error) {
+	payload, info, err := kr.Open(tok, scope)
+	return payload, info.Kid, err
+}
+
+// Open is Decrypt that also returns what the token's header says (its kid
+// and flenc_scope, authenticated when err is nil), from the one parse: a
+// scan or sweep needs both for every token. The checks, their order and the
+// errors are Decrypt's; info is empty when the token does not parse.
+func (kr *Keyring) Open(tok, scope string) (payload []byte, info TokenInfo, err error) {
 	if kr == nil {
-		return nil, "", &Error{Kind: KindNoKeyring, Scope: scope, Detail: "no keyring to decrypt with"}
+		return nil, TokenInfo{}, &Error{Kind: KindNoKeyring, Scope: scope, Detail: "no keyring to decrypt with"}
 	}
 	t, err := parseToken(tok)
 	if err != nil {
 		if e, ok := err.(*Error); ok {
 			e.Scope = scope
 		}
-		return nil, "", err
+		return nil, TokenInfo{}, err
 	}
 	fail := func(kind Kind, detail string) error {
 		return &Error{Kind: kind, Kid: t.Kid, Scope: scope, TokenScope: t.Scope, Detail: detail}
 	}
 	k, ok := kr.byKid[t.Kid]
 	if !ok {
-		return nil, t.Kid, fail(KindUnknownKid, "the keyring does not hold this kid")
+		return nil, t.TokenInfo, fail(KindUnknownKid, "the keyring does not hold this kid")
 	}
 	if beforeOpen != nil {
 		beforeOpen()
 	}
 	payload, err = k.aead.Open(nil, t.iv, t.sealed, []byte(t.protected))
 	if err != nil {
-		return nil, t.Kid, fail(KindTagMismatch, "authentication failed: wrong key bytes for this kid, or a tampered token")
+		return nil, t.TokenInfo, fail(KindTagMismatch, "authentication failed: wrong key bytes for this kid, or a tampered token")
 	}
 	switch {
 	case scope != "" && t.Scope != "" && t.Scope != scope:
-		return nil, t.Kid, fail(KindScopeViolation, "token belongs to another scope")
+		return nil, t.TokenInfo, fail(KindScopeViolation, "token belongs to another scope")
 	case scope == "" && t.Scope != "":
-		return nil, t.Kid, fail(KindScopeViolation, "scoped token in an unscoped field (a scope cannot be dropped)")
+		return nil, t.TokenInfo, fail(KindScopeViolation, "scoped token in an unscoped field (a scope cannot be dropped)")
 	}
-	return payload, t.Kid, nil
+	return payload, t.TokenInfo, nil
 }
 
 // Reencrypt decrypts with the kid the token names and seals the same payload

@@ -1,0 +1,305 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/spf13/cobra"
+
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/reencrypt"
+	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/ui"
+)
+
+// KeysLoadedMetric is the gauge every stage exposes, one series per kid of
+// its installed keyring (SPEC §10).
+const KeysLoadedMetric = "flechtwerk_keyring_keys_loaded"
+
+// Reader statuses in a keys check.
+const (
+	readerHasKey      = "has_key"
+	readerLacksKey    = "lacks_key"
+	readerNoMetric    = "no_metric"
+	readerUnreachable = "unreachable"
+)
+
+// KeysCheckReader is what one reader's metrics endpoint says.
+type KeysCheckReader struct {
+	URL    string   `json:"url"`
+	Status string   `json:"status"` // has_key, lacks_key, no_metric, unreachable
+	Kids   []string `json:"kids"`   // the kids its keyring has loaded
+	Error  string   `json:"error,omitempty"`
+}
+
+// KeysCheckReport is what `flecht keys check` prints.
+type KeysCheckReport struct {
+	Kid     string            `json:"kid"`
+	Ready   bool              `json:"ready"`   // every reader has loaded the key
+	Lacking int               `json:"lacking"` // readers that have not (or cannot tell)
+	Readers []KeysCheckReader `json:"readers"`
+}
+
+// KeysCheckOptions are the inputs of `flecht keys check`.
+type KeysCheckOptions struct {
+	IO      *ui.IOStreams
+	Printer func() *ui.Printer
+	Kid     string
+	URLs    []string
+	// Scrape reads one reader's loaded kids.
+	Scrape func(ctx context.Context, url string) KeysCheckReader
+}
+
+// NewCmdKeysCheck builds `flecht keys check`.
+func NewCmdKeysCheck(f *Factory, runF func(*KeysCheckOptions) error) *cobra.Command {
+	opts := &KeysCheckOptions{IO: f.IO, Printer: f.Printer, Scrape: func(ctx context.Context, u string) KeysCheckReader {
+		return scrapeKeyring(ctx, &http.Client{Timeout: 10 * time.Second}, u)
+	}}
+	cmd := &cobra.Command{
+		Use:   "check --kid KID --metrics-url URL...",
+		Short: "Check that every reader has loaded a key (the gate before keys promote)",
+		Long: `Scrape each reader's Prometheus endpoint for ` + KeysLoadedMetric + `{kid}
+and report which readers have loaded KID. Rotation is reader-first: promote
+a key to primary only once every stage that reads the secret fields holds
+it, or the first token sealed with it crash-loops every reader without it.
+
+Give one --metrics-url per reader (repeatable or comma-separated; host:port
+means http://host:port/metrics). A reader that cannot be scraped, or exposes
+no keyring metric, counts as lacking the key: the gate never passes on a
+guess. Exit 0 when every reader has it, 4 otherwise.`,
+		Example: `  flecht keys check --kid prod-2026-07 --metrics-url 127.0.0.1:9464 --metrics-url 127.0.0.1:9465
+  flecht keys check --kid prod-2026-07 --metrics-url http://127.0.0.1:9100/metrics -o json | jq .ready`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Kid == "" {
+				return exitcode.UsageError(errors.New("--kid KID is required"))
+			}
+			if len(opts.URLs) == 0 {
+				return exitcode.UsageError(errors.New("give each reader's metrics endpoint with --metrics-url URL"))
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runKeysCheck(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Kid, "kid", "", "the key every reader must hold")
+	cmd.Flags().StringSliceVar(&opts.URLs, "metrics-url", nil, "a reader's Prometheus endpoint (repeatable)")
+	return cmd
+}
+
+func runKeysCheck(ctx context.Context, opts *KeysCheckOptions) error {
+	rep := checkReaders(ctx, opts.Kid, opts.URLs, opts.Scrape)
+	if err := opts.Printer().Print(rep, func(h *ui.Human) error {
+		printReaders(h, rep)
+		if rep.Ready {
+			h.Printf("%s\n", h.Good(fmt.Sprintf("every reader (%d) has loaded key %q: it may be promoted", len(rep.Readers), rep.Kid)))
+		} else {
+			h.Printf("%s\n", h.Bad(fmt.Sprintf("%d of %d readers have not loaded key %q: roll the keyring out to them before 'flecht keys promote'",
+				rep.Lacking, len(rep.Readers), rep.Kid)))
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if !rep.Ready {
+		return &exitcode.Silent{Code: exitcode.Findings}
+	}
+	return nil
+}
+
+func checkReaders(ctx context.Context, kid string, urls []string, scrape func(context.Context, string) KeysCheckReader) *KeysCheckReport {
+	rep := &KeysCheckReport{Kid: kid, Readers: []KeysCheckReader{}}
+	for _, u := range dedupeStrings(urls) {
+		r := scrape(ctx, u)
+		if r.Status == "" {
+			r.Status = readerLacksKey
+			if slices.Contains(r.Kids, kid) {
+				r.Status = readerHasKey
+			}
+		}
+		if r.Status != readerHasKey {
+			rep.Lacking++
+		}
+		rep.Readers = append(rep.Readers, r)
+	}
+	rep.Ready = rep.Lacking == 0 && len(rep.Readers) > 0
+	return rep
+}
+
+func printReaders(h *ui.Human, rep *KeysCheckReport) {
+	rows := make([][]string, len(rep.Readers))
+	for i, r := range rep.Readers {
+		status := r.Status
+		if status != readerHasKey {
+			status = h.Bad(status)
+		}
+		detail := strings.Join(r.Kids, ", ")
+		if r.Error != "" {
+			detail = r.Error
+		}
+		rows[i] = []string{r.URL, status, detail}
+	}
+	h.Table([]string{"reader", "status", "kids loaded"}, rows)
+}
+
+// metricsURL completes host:port into http://host:port/metrics.
+func metricsURL(s string) string {
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	if u, err := url.Parse(s); err == nil && (u.Path == "" || u.Path == "/") {
+		u.Path = "/metrics"
+		return u.String()
+	}
+	return s
+}
+
+// scrapeKeyring reads the kids a reader has loaded from its metrics.
+func scrapeKeyring(ctx context.Context, client *http.Client, raw string) KeysCheckReader {
+	u := metricsURL(raw)
+	r := KeysCheckReader{URL: u, Kids: []string{}}
+	fail := func(status, format string, args ...any) KeysCheckReader {
+		r.Status, r.Error = status, fmt.Sprintf(format, args...)
+		return r
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fail(readerUnreachable, "bad URL: %v", err)
+	}
+	req.Header.Set("Accept", "text/plain; version=0.0.4")
+	resp, err := client.Do(req)
+	if err != nil {
+		return fail(readerUnreachable, "%v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fail(readerUnreachable, "HTTP %s", resp.Status)
+	}
+	kids, found, err := ParseKeysLoaded(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fail(readerUnreachable, "%v", err)
+	}
+	if !found {
+		return fail(readerNoMetric, "no %s metric (not a flecht or flechtwerk stage, or no keyring installed)", KeysLoadedMetric)
+	}
+	r.Kids = kids
+	return r
+}
+
+// ParseKeysLoaded reads the kids with a non-zero keyring_keys_loaded series
+// from a Prometheus text exposition; found says whether the metric is there.
+func ParseKeysLoaded(r io.Reader) (kids []string, found bool, err error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, false, fmt.Errorf("not Prometheus text format: %w", err)
+	}
+	mf, ok := families[KeysLoadedMetric]
+	if !ok {
+		return []string{}, false, nil
+	}
+	kids = []string{}
+	for _, m := range mf.GetMetric() {
+		v := m.GetGauge().GetValue()
+		if m.GetUntyped() != nil {
+			v = m.GetUntyped().GetValue()
+		}
+		if v == 0 {
+			continue
+		}
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "kid" && !slices.Contains(kids, l.GetValue()) {
+				kids = append(kids, l.GetValue())
+			}
+		}
+	}
+	slices.Sort(kids)
+	return kids, true, nil
+}
+
+// keysRemoveGuard makes `keys remove` refuse while a scan of the given
+// topics still finds tokens under the key.
+type keysRemoveGuard struct {
+	Targets secretTargets
+	// Scan reads the topics (a Kafka client from the factory).
+	Scan func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error)
+}
+
+// guardKeysRemove adds --topics/--field/-f to `keys remove` and runs the
+// scan before the removal. Without them the removal is unguarded, as
+// before, and says so.
+func guardKeysRemove(f *Factory, cmd *cobra.Command) *cobra.Command {
+	g := &keysRemoveGuard{Scan: func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error) {
+		cl, _, err := f.Kafka(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer cl.Close()
+		return reencrypt.Scan(ctx, cl, o)
+	}}
+	g.Targets.addFlags(cmd)
+	cmd.Use = "remove --kid KID [--topics T,... --field NAME[:scope]... | -f stage.yaml]"
+	cmd.Long += `
+
+With --topics and --field (or -f stage.yaml) the config topics are scanned
+first, and the removal is refused (exit 3) while any token there still names
+KID; the refusal gives the count and the command that sweeps them. Without
+them nothing checks the topics, and a warning says so.`
+	cmd.Example = `  flecht keys remove --keyring keyring.json --kid prod-2026-01 --topics configs --field api_key:api_key
+  flecht keys remove --keyring keyring.json --kid prod-2026-01 -f extractor.yaml`
+	inner := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		kid, _ := c.Flags().GetString("kid")
+		if !g.Targets.given() {
+			if err := inner(c, args); err != nil {
+				return err
+			}
+			fmt.Fprintf(f.IO.ErrOut, "warning: no topics were scanned, so nothing checked that no stored token still names %q; "+
+				"give --topics and --field (or -f stage.yaml) to have remove refuse while any does\n", kid)
+			return nil
+		}
+		flagPath, _ := c.Flags().GetString("keyring")
+		path := keyringPath(flagPath, f.Getenv)
+		if kid == "" || path == "" {
+			return inner(c, args) // reports the usage error
+		}
+		kr, _, err := secret.Load(path)
+		if err != nil || !kr.Has(kid) || kr.Primary() == kid {
+			return inner(c, args) // reports the missing file, kid or the primary
+		}
+		if err := g.check(c.Context(), f.IO, kid, path); err != nil {
+			return err
+		}
+		return inner(c, args)
+	}
+	return cmd
+}
+
+func (g *keysRemoveGuard) check(ctx context.Context, io *ui.IOStreams, kid, keyring string) error {
+	topics, fields, err := g.Targets.resolve()
+	if err != nil {
+		return err
+	}
+	p := ui.NewProgress(io, "scanning "+strings.Join(topics, ", "))
+	rep, err := g.Scan(ctx, reencrypt.ScanOptions{Topics: topics, Fields: fields, Planned: p.SetTotal, Read: p.Add})
+	p.Done()
+	if err != nil {
+		return fmt.Errorf("scanning before the removal: %w", err)
+	}
+	if n := rep.TokensUnder(kid); n > 0 {
+		return exitcode.RefusedError(fmt.Errorf("refusing to remove key %q: the scan of %s found %d token(s) sealed with it, which could no longer be opened; "+
+			"sweep them to the primary first:\n  flecht secrets reencrypt %s --keyring %s --execute",
+			kid, strings.Join(topics, ", "), n, targetFlags(topics, fields), shellQuote(keyring)))
+	}
+	return nil
+}

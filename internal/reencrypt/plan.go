@@ -1,0 +1,344 @@
+package reencrypt
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/secret"
+)
+
+// Defaults of Options.
+const (
+	DefaultBatchSize     = 500
+	DefaultMaxRounds     = 5
+	DefaultSettleTimeout = 2 * time.Minute
+	// TransactionTimeout bounds how long a killed sweep's open transaction
+	// holds back read_committed readers of the topics, when no rerun
+	// fences it sooner.
+	TransactionTimeout = time.Minute
+	// maxBlockedListed caps the blocked values listed by name in a result.
+	maxBlockedListed = 100
+)
+
+// Options say what to sweep and how.
+type Options struct {
+	Topics           []string
+	Fields           []Field
+	Keyring          *secret.Keyring
+	EncryptPlaintext bool // also encrypt plaintext values (the migration step)
+
+	BatchSize       int           // records per transaction (DefaultBatchSize)
+	MaxRounds       int           // re-reads of a partition in a row, and final passes, before giving up (DefaultMaxRounds)
+	SettleTimeout   time.Duration // wait for open transactions to end (DefaultSettleTimeout)
+	TransactionalID string        // default TransactionalID(Topics)
+
+	// Progress: ReadPlanned/Read for the reads, Planned (total records to
+	// write, which grows when a re-sweep finds more) and Written.
+	ReadPlanned func(offsets int64)
+	Read        func(n int64)
+	Planned     func(total int64)
+	Written     func(n int64)
+	Log         *slog.Logger
+
+	hooks hooks // tests only
+}
+
+// hooks let in-package tests act at the exact points where other writers
+// matter.
+type hooks struct {
+	beforeCheck func() // a transaction's records are appended, not yet checked
+	afterCheck  func() // the check passed, the commit is next
+}
+
+func (o *Options) defaults() {
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.MaxRounds <= 0 {
+		o.MaxRounds = DefaultMaxRounds
+	}
+	if o.SettleTimeout <= 0 {
+		o.SettleTimeout = DefaultSettleTimeout
+	}
+	if o.TransactionalID == "" {
+		o.TransactionalID = TransactionalID(o.Topics)
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// TransactionalID is the sweep producer's transactional ID for a set of
+// topics: stable across runs, so a rerun fences (and so aborts) the open
+// transaction of a sweep that was killed, and two sweeps of the same topics
+// cannot run at once.
+func TransactionalID(topics []string) string {
+	t := slices.Clone(topics)
+	slices.Sort(t)
+	t = slices.Compact(t)
+	sum := sha256.Sum256([]byte(strings.Join(t, "\x00")))
+	return "flecht-reencrypt-" + hex.EncodeToString(sum[:8])
+}
+
+// ProducerOpts are the options of the sweep's producer: transactional, and
+// writing each record to the partition it names (never by key hash).
+func ProducerOpts(txnID string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.TransactionalID(txnID),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.TransactionTimeout(TransactionTimeout),
+	}
+}
+
+// Counts are a partition's (or all partitions') numbers in a result.
+type Counts struct {
+	Records      int         `json:"records"`       // live records in the compacted view
+	Rewrite      int         `json:"rewrite"`       // records the sweep re-produces
+	NonPrimary   int         `json:"non_primary"`   // records holding a token under a non-primary kid
+	ScopeUpgrade int         `json:"scope_upgrade"` // records holding an unscoped token of a scoped field
+	Plaintext    int         `json:"plaintext"`     // records holding a plaintext value
+	Blocked      int         `json:"blocked"`       // records holding a value the sweep cannot rewrite
+	Values       ValueCounts `json:"values"`
+
+	// Execution only.
+	Written        int `json:"written"`         // records re-produced in committed transactions
+	Rereads        int `json:"rereads"`         // re-reads after other writers appended to the partition
+	ForeignRecords int `json:"foreign_records"` // records of other writers those re-reads found
+	Resweep        int `json:"resweep"`         // of those, latest versions that still needed the sweep (an old token written back)
+	Restored       int `json:"restored"`        // foreign records re-produced because a sweep record had shadowed them
+}
+
+func (c *Counts) add(o Counts) {
+	c.Records += o.Records
+	c.Rewrite += o.Rewrite
+	c.NonPrimary += o.NonPrimary
+	c.ScopeUpgrade += o.ScopeUpgrade
+	c.Plaintext += o.Plaintext
+	c.Blocked += o.Blocked
+	c.Values.add(o.Values)
+	c.Written += o.Written
+	c.Rereads += o.Rereads
+	c.ForeignRecords += o.ForeignRecords
+	c.Resweep += o.Resweep
+	c.Restored += o.Restored
+}
+
+// PartitionReport is one partition's plan and, when executed, what happened.
+type PartitionReport struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	EndOffset int64  `json:"end_offset"` // the plan's read stopped here
+	Counts
+}
+
+// BlockedValue is a value the sweep cannot rewrite, and why.
+type BlockedValue struct {
+	Topic     string     `json:"topic"`
+	Partition int32      `json:"partition"`
+	Offset    int64      `json:"offset"`
+	Key       string     `json:"key"`
+	Field     string     `json:"field,omitempty"`
+	Error     *ErrorInfo `json:"error"`
+}
+
+// Verification is the scan that follows an executed sweep.
+type Verification struct {
+	Clean         bool       `json:"clean"`              // no token names a non-primary kid, and every token opens
+	Primary       string     `json:"primary"`            // the kid every token should name
+	Records       int        `json:"records"`            // live records scanned
+	Values        int        `json:"values"`             // secret values scanned
+	NonPrimary    int        `json:"non_primary_tokens"` // tokens whose kid is not the primary
+	Plaintext     int        `json:"plaintext"`
+	Corrupt       int        `json:"corrupt"`
+	Undecryptable int        `json:"undecryptable"`
+	ByKid         []KidCount `json:"by_kid"`
+}
+
+// Result is a sweep's plan and, with --execute, its outcome.
+type Result struct {
+	Mode             string             `json:"mode"` // "plan" (dry run) or "execute"
+	Topics           []string           `json:"topics"`
+	Fields           []string           `json:"fields"`
+	Primary          string             `json:"primary"`
+	EncryptPlaintext bool               `json:"encrypt_plaintext"`
+	TransactionalID  string             `json:"transactional_id"`
+	Partitions       []*PartitionReport `json:"partitions"`
+	Totals           Counts             `json:"totals"`
+	Blocked          []BlockedValue     `json:"blocked"`
+	BlockedMore      int                `json:"blocked_more,omitempty"` // blocked values not listed
+	Transactions     int                `json:"transactions"`           // committed
+	Aborted          int                `json:"aborted_transactions"`   // aborted because another writer appended meanwhile
+	Verification     *Verification      `json:"verification,omitempty"`
+	// Reminder is set when plaintext values are (or would be) encrypted:
+	// they were disclosed while they rested in plaintext.
+	Reminder string `json:"reminder,omitempty"`
+}
+
+// PlaintextReminder is the migration's last step, printed whenever a sweep
+// encrypts plaintext values.
+const PlaintextReminder = "every value that rested in plaintext must be treated as disclosed " +
+	"(old log segments and backups keep it): rotate those credentials at their source"
+
+// job is one record to re-produce.
+type job struct {
+	tp      TP
+	key     []byte
+	headers []kgo.RecordHeader
+	value   []byte // nil: a tombstone (restoring another writer's delete)
+	base    int64  // offset of the version it derives from
+}
+
+// planRecord applies the sweep's rule to one live record, adds it to the
+// counts and returns its job (nil when nothing is to be written).
+func planRecord(r *Rec, o *Options, c *Counts, res *Result) (*job, error) {
+	t, err := transform(r.Value, o.Fields, o.Keyring, o.EncryptPlaintext)
+	return planTransformed(r, t, err, c, res)
+}
+
+// planTransformed is planRecord after the transform, which buildPlan runs
+// for many records in parallel.
+func planTransformed(r *Rec, t transformed, err error, c *Counts, res *Result) (*job, error) {
+	c.Records++
+	if errors.Is(err, errNotObject) {
+		c.Blocked++
+		c.Values.Blocked++
+		res.block(r, "", &ErrorInfo{Kind: secret.KindMalformed, Message: "malformed: " + err.Error()})
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s/%d offset %d: %w", r.Topic, r.Partition, r.Offset, err)
+	}
+	if t.Changed && r.Key == nil {
+		// A keyless record cannot be replaced: a new one would stand
+		// beside it. What it would have changed is blocked instead.
+		n := t.Counts.Rotate + t.Counts.ScopeUpgrade + t.Counts.Encrypt
+		t.Counts.Blocked += n
+		t.Counts.Rotate, t.Counts.ScopeUpgrade, t.Counts.Encrypt = 0, 0, 0
+		t.Changed = false
+		t.Blocked = append(t.Blocked, blockedSlot{Err: &secret.Error{Kind: secret.KindMalformed,
+			Detail: "the record has no key, so it cannot be replaced in place"}})
+	}
+	c.Values.add(t.Counts)
+	if t.NonPrimary {
+		c.NonPrimary++
+	}
+	if t.ScopeUpgrade {
+		c.ScopeUpgrade++
+	}
+	if t.Plaintext {
+		c.Plaintext++
+	}
+	if len(t.Blocked) > 0 {
+		c.Blocked++
+		for _, b := range t.Blocked {
+			res.block(r, b.Label, SafeError(b.Err))
+		}
+	}
+	if !t.Changed {
+		return nil, nil
+	}
+	c.Rewrite++
+	return &job{tp: r.TP(), key: r.Key, headers: r.Headers, value: t.Value, base: r.Offset}, nil
+}
+
+func (res *Result) block(r *Rec, field string, e *ErrorInfo) {
+	if len(res.Blocked) >= maxBlockedListed {
+		res.BlockedMore++
+		return
+	}
+	key := string(r.Key)
+	if !utf8.Valid(r.Key) {
+		key = "base64:" + base64.StdEncoding.EncodeToString(r.Key)
+	}
+	res.Blocked = append(res.Blocked, BlockedValue{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: key, Field: field, Error: e})
+}
+
+// BuildPlan is the pure half of a sweep: from a compacted view and the
+// offsets it was read to, what would be re-produced where.
+func BuildPlan(v *View, bounds map[TP]kafkax.Bounds, o Options) (*Result, error) {
+	o.defaults()
+	res, _, err := buildPlan(v, bounds, &o)
+	return res, err
+}
+
+func buildPlan(v *View, bounds map[TP]kafkax.Bounds, o *Options) (*Result, map[TP][]*job, error) {
+	if o.Keyring == nil {
+		return nil, nil, &secret.Error{Kind: secret.KindNoKeyring, Detail: "a sweep needs the keyring"}
+	}
+	res := &Result{
+		Mode: "plan", Topics: o.Topics, Fields: FieldSpecs(o.Fields), Primary: o.Keyring.Primary(),
+		EncryptPlaintext: o.EncryptPlaintext, TransactionalID: o.TransactionalID,
+		Partitions: []*PartitionReport{}, Blocked: []BlockedValue{},
+	}
+	jobs := map[TP][]*job{}
+	tps := make([]TP, 0, len(bounds))
+	for tp := range bounds {
+		tps = append(tps, tp)
+	}
+	sortTPs(tps)
+	for _, tp := range tps {
+		pr := &PartitionReport{Topic: tp.Topic, Partition: tp.Partition, EndOffset: bounds[tp].End}
+		recs := v.Partition(tp)
+		// The crypto and JSON work per record is independent (a Keyring is
+		// safe for concurrent use); the counting after it is not.
+		ts := make([]transformed, len(recs))
+		errs := make([]error, len(recs))
+		parallel(len(recs), func(i int) {
+			ts[i], errs[i] = transform(recs[i].Value, o.Fields, o.Keyring, o.EncryptPlaintext)
+		})
+		for i, r := range recs {
+			j, err := planTransformed(r, ts[i], errs[i], &pr.Counts, res)
+			if err != nil {
+				return nil, nil, err
+			}
+			if j != nil {
+				jobs[tp] = append(jobs[tp], j)
+			}
+		}
+		res.Partitions = append(res.Partitions, pr)
+		res.Totals.add(pr.Counts)
+	}
+	if o.EncryptPlaintext && res.Totals.Values.Encrypt > 0 {
+		res.Reminder = PlaintextReminder
+	}
+	return res, jobs, nil
+}
+
+// parallel runs fn(0) … fn(n-1) on up to GOMAXPROCS goroutines.
+func parallel(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), (n+255)/256)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+}
