@@ -36,6 +36,9 @@ type Options struct {
 	// SessionTimeout is the group session timeout (default 10s): how long a
 	// vanished instance keeps its partitions.
 	SessionTimeout time.Duration
+	// LeaveTimeout bounds how long shutdown waits to leave the group while
+	// a rebalance is in progress (default 5s).
+	LeaveTimeout time.Duration
 }
 
 // Stateless is implemented by transformers that never emit state; the
@@ -70,7 +73,9 @@ type Runner struct {
 	mu      sync.Mutex // held while tasks change or a batch runs
 	tasks   map[int32]*task
 	pending map[int32]bool
-	fatal   error
+	closed  bool // shut down: late group callbacks change nothing
+
+	leaveTimeout time.Duration
 
 	wakeMu sync.Mutex
 	wake   context.CancelFunc // ends the poll in progress
@@ -91,6 +96,9 @@ func NewRunner(o Options) *Runner {
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = 10 * time.Second
 	}
+	if o.LeaveTimeout == 0 {
+		o.LeaveTimeout = 5 * time.Second
+	}
 	if o.StateDir == "" {
 		o.StateDir = DefaultStateDir(o.Stage.ApplicationID)
 	}
@@ -104,6 +112,7 @@ func NewRunner(o Options) *Runner {
 		txnTimeout: o.TransactionTimeout, session: o.SessionTimeout, obs: o.Metrics, log: o.Log,
 		configs: NewConfigStore(o.Stage.ConfigTopics, o.Log, o.Metrics),
 		counts:  map[string]int{}, tasks: map[int32]*task{}, pending: map[int32]bool{},
+		leaveTimeout: o.LeaveTimeout,
 	}
 }
 
@@ -165,6 +174,7 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.SessionTimeout(r.session),
+		kgo.HeartbeatInterval(min(3*time.Second, r.session/3)),
 		kgo.RebalanceTimeout(r.txnTimeout),
 		kgo.OnPartitionsAssigned(r.onAssigned),
 		kgo.OnPartitionsRevoked(r.onRevoked),
@@ -182,6 +192,9 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	// ends; only then does the loop stop.
 	work := context.WithoutCancel(ctx)
 	for {
+		if ctx.Err() != nil {
+			return nil // stopped between batches: no task starts only to be closed
+		}
 		if err := r.initPending(work); err != nil {
 			return err
 		}
@@ -197,7 +210,12 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 			consumer.AllowRebalance()
 			return err
 		}
-		err := r.processBatch(work, fetches)
+		// A batch cannot outlive its transactions: past the transaction
+		// timeout the coordinator aborts them, so waiting longer (on a
+		// broker that keeps answering "retry") only delays the crash.
+		batchCtx, cancel := context.WithTimeout(work, r.txnTimeout)
+		err := r.processBatch(batchCtx, fetches)
+		cancel()
 		consumer.AllowRebalance()
 		if err != nil {
 			return err
@@ -244,9 +262,6 @@ func (r *Runner) fetchError(fs kgo.Fetches) error {
 func (r *Runner) processBatch(ctx context.Context, fs kgo.Fetches) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.fatal != nil {
-		return r.fatal
-	}
 	byTask := map[int32][]*kgo.Record{}
 	n := 0
 	fs.EachRecord(func(rec *kgo.Record) {
@@ -293,6 +308,9 @@ func (r *Runner) processBatch(ctx context.Context, fs kgo.Fetches) error {
 func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
 	pause := map[string][]int32{}
 	for _, parts := range assigned {
 		for _, p := range parts {
@@ -305,7 +323,7 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 		}
 	}
 	cl.PauseFetchPartitions(pause)
-	r.log.Debug("partitions assigned", "partitions", fmt.Sprint(assigned))
+	r.log.Info("partitions assigned", "partitions", fmt.Sprint(assigned))
 	r.wakeUp()
 }
 
@@ -325,7 +343,7 @@ func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 		}
 	}
 	r.obs.TasksAssigned.Set(float64(len(r.tasks)))
-	r.log.Debug("partitions revoked", "partitions", fmt.Sprint(revoked))
+	r.log.Info("partitions revoked", "partitions", fmt.Sprint(revoked))
 }
 
 // initPending starts the tasks of newly assigned partitions one at a time
@@ -348,6 +366,7 @@ func (r *Runner) initPending(ctx context.Context) error {
 				return err
 			}
 			r.tasks[p] = t
+			r.obs.TasksAssigned.Set(float64(len(r.tasks)))
 		}
 		delete(r.pending, p)
 		resume := map[string][]int32{}
@@ -361,13 +380,33 @@ func (r *Runner) initPending(ctx context.Context) error {
 	return nil
 }
 
-// shutdown closes the tasks and leaves the group.
+// shutdown leaves the group and closes the tasks. franz-go's Close waits
+// for a join in flight to finish (so that a revoke callback may commit one
+// last time), and a join waits for every member to rejoin: for the session
+// timeout when one is gone, up to the rebalance timeout when one is in a
+// long batch. A runner commits nothing on revoke — every batch committed
+// in its own transactions, and no task is open during a join — so the wait
+// is bounded by the leave timeout; after it the process goes on, and the
+// group drops the member when its session expires.
 func (r *Runner) shutdown() {
-	r.consumer.Close() // leaves the group; its revoke callback closes the tasks
+	left := make(chan struct{})
+	go func() {
+		r.consumer.Close() // leaves the group; its revoke callback closes the tasks
+		close(left)
+	}()
+	select {
+	case <-left:
+	case <-time.After(r.leaveTimeout):
+		r.log.Warn("leaving the group waits for a rebalance in progress; not waiting longer (the group drops this member when its session expires)",
+			"waited", r.leaveTimeout)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.closed = true
 	for p, t := range r.tasks {
 		t.close()
 		delete(r.tasks, p)
 	}
+	clear(r.pending)
+	r.obs.TasksAssigned.Set(0)
 }

@@ -3,6 +3,7 @@ package stage_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flecht-dev/flecht/internal/devenv"
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
@@ -357,3 +360,84 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 
 var _ = strconv.Itoa
 var _ sync.Mutex
+
+// Stopping while the group waits in a join for a member that does not
+// rejoin (gone, or stuck in a long batch) returns after the leave timeout,
+// not after that member's session or rebalance timeout: franz-go's Close
+// would wait for the join, and the runner has nothing to commit in it.
+func TestStopDoesNotWaitForAStalledJoin(t *testing.T) {
+	f := newFixture(t)
+	f.topic("raw", 3)
+	f.topic("refined", 3)
+	st := stageFile(t, countStage)
+	ctx := context.Background()
+
+	// A member that joins the group once and then never heartbeats or
+	// rejoins, with a 30s session.
+	cl := devenvtest.KafkaClient(t, f.env)
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Topics = []string{"raw"}
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group, join.ProtocolType = "count-app", "consumer"
+	join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = 30_000, 30_000
+	proto := kmsg.NewJoinGroupRequestProtocol()
+	proto.Name, proto.Metadata = "range", meta.AppendTo(nil)
+	join.Protocols = append(join.Protocols, proto)
+	var joined *kmsg.JoinGroupResponse
+	for range 2 { // the first answer asks for the member id it hands out
+		resp, err := join.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		join.MemberID, joined = resp.MemberID, resp
+		if err := kerr.ErrorForCode(resp.ErrorCode); err == nil {
+			break
+		} else if !errors.Is(err, kerr.MemberIDRequired) {
+			t.Fatal(err)
+		}
+	}
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Group, sync.MemberID, sync.Generation = "count-app", join.MemberID, joined.Generation
+	sync.ProtocolType, sync.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("range")
+	assignment := kmsg.NewSyncGroupRequestGroupAssignment()
+	assignment.MemberID = join.MemberID
+	empty := kmsg.NewConsumerMemberAssignment()
+	assignment.MemberAssignment = empty.AppendTo(nil)
+	sync.GroupAssignment = append(sync.GroupAssignment, assignment)
+	if resp, err := sync.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("sync: %v %v", err, resp)
+	}
+
+	r := stage.NewRunner(stage.Options{Stage: st, Cluster: f.cluster, ClientID: "c", StateDir: t.TempDir(),
+		LeaveTimeout: 500 * time.Millisecond, Log: testLogger(t)})
+	tf, err := builtin.NewTransformer(st.Transform, builtin.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx, tf) }()
+	waitFor(t, 30*time.Second, "the runner's join to hold the group in a rebalance", func() bool {
+		groups, err := f.adm.DescribeGroups(ctx, "count-app")
+		if err != nil {
+			return false
+		}
+		g := groups["count-app"]
+		return g.State == "PreparingRebalance" && len(g.Members) >= 1
+	})
+
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Fatalf("Run took %s to stop", took)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not stop within 20s of its context ending while a join waited for a stalled member")
+	}
+}
