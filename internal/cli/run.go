@@ -148,6 +148,9 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		}
 	}
 	obs := metrics.New(labels)
+	if _, err := loadRunKeyring(opts, obs, log); err != nil {
+		return err
+	}
 	runner := stage.NewRunner(stage.Options{
 		Stage: st, Cluster: cluster, ClientID: opts.ClientID, StateDir: opts.StateDir,
 		Metrics: obs, Log: log, SessionTimeout: opts.SessionTimeout,
