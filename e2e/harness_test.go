@@ -70,7 +70,38 @@ func runMain(m *testing.M) int {
 		}()
 		brokers = "127.0.0.1:" + envOr("FLECHT_E2E_KAFKA_PORT", "39092")
 	}
+	if err := warmUp(brokers); err != nil {
+		fmt.Fprintln(os.Stderr, "Kafka is not ready:", err)
+		return 1
+	}
 	return m.Run()
+}
+
+// warmUp waits until a fresh broker serves consumer groups and transactions:
+// it creates __consumer_offsets and __transaction_state on first use, and
+// until then answers COORDINATOR_NOT_AVAILABLE, which no test is about.
+func warmUp(brokers string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := &kafkax.Cluster{Brokers: strings.Split(brokers, ",")}
+	cl, err := c.Client(kgo.TransactionalID("flecht-e2e-warmup"))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for {
+		_, gerr := adm.FetchOffsets(ctx, "flecht-e2e-warmup")
+		_, _, terr := cl.ProducerID(ctx)
+		if gerr == nil && terr == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("group coordinator: %v; transaction coordinator: %v", gerr, terr)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 func envOr(k, def string) string {

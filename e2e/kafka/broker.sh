@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts and stops one Apache Kafka 4.x node (broker + controller, KRaft) on
 # 127.0.0.1 for the e2e tier. The jars come from Maven (pom.xml beside this
-# file); data, logs and the PID live under e2e/.run/kafka (ignored by git).
+# file); data, logs and the PID live under e2e/.run/kafka-<port> (ignored by git).
 #
 #   broker.sh start   fetch jars if needed, format storage, start, wait until it answers
 #   broker.sh stop    stop the node started by `start` (by PID)
@@ -11,8 +11,10 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-run=${FLECHT_E2E_RUN:-$here/../.run}/kafka
 port=${FLECHT_E2E_KAFKA_PORT:-39092}
+# One directory per port, so two brokers (a developer's and a CI run's)
+# never share data or a PID file.
+run=${FLECHT_E2E_RUN:-$here/../.run}/kafka-$port
 cport=$((port + 1))
 libs=$here/target/libs
 
