@@ -75,82 +75,22 @@ func ReadToEndFunc(ctx context.Context, cl *kgo.Client, topics []string, fn func
 // ReadPartitionsToEnd reads only the given partitions of the topics (all when
 // only is nil), as ReadToEndFunc does.
 func ReadPartitionsToEnd(ctx context.Context, cl *kgo.Client, topics []string, only map[string][]int32, fn func(*kgo.Record) error) (*ReadResult, error) {
-	adm := kadm.NewClient(cl)
-	details, err := DescribeTopics(ctx, adm, topics...)
-	if err != nil {
-		return nil, err
-	}
-	starts, err := adm.ListStartOffsets(ctx, topics...)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listing start offsets: %w", err)
-	}
-	ends, err := adm.ListCommittedOffsets(ctx, topics...)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listing end offsets: %w", err)
-	}
-
-	res := &ReadResult{Bounds: map[TopicPartition]Bounds{}}
-	var work []*partitionCursor
-	for _, t := range topics {
-		want := map[int32]bool{}
-		for _, p := range only[t] {
-			want[p] = true
-		}
-		for _, pd := range details[t].Partitions.Sorted() {
-			if only != nil && !want[pd.Partition] {
-				continue
-			}
-			s, _ := starts.Lookup(t, pd.Partition)
-			e, _ := ends.Lookup(t, pd.Partition)
-			tp := TopicPartition{t, pd.Partition}
-			res.Bounds[tp] = Bounds{Start: s.Offset, End: e.Offset}
-			if s.Offset < e.Offset {
-				work = append(work, &partitionCursor{tp: tp, topicID: details[t].ID, next: s.Offset, end: e.Offset})
+	start := FromLogStart
+	if only != nil {
+		want := map[TopicPartition]bool{}
+		for t, parts := range only {
+			for _, p := range parts {
+				want[TopicPartition{t, p}] = true
 			}
 		}
-	}
-	if len(work) == 0 {
-		return res, nil
-	}
-
-	var mu sync.Mutex // serialises fn
-	deliver := func(recs []*kgo.Record) error {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, r := range recs {
-			if err := fn(r); err != nil {
-				return err
+		start = func(tp TopicPartition, b Bounds) int64 {
+			if want[tp] {
+				return b.Start
 			}
-			res.Records++
+			return b.End // not asked for: read nothing
 		}
-		return nil
 	}
-
-	for len(work) > 0 {
-		byLeader, err := groupByLeader(ctx, adm, work)
-		if err != nil {
-			return nil, err
-		}
-		if err := readRound(ctx, cl, byLeader, deliver); errors.Is(err, errLeaderMoved) {
-			cl.ForceMetadataRefresh() // the next round asks the new leaders
-		} else if err != nil {
-			return nil, err
-		}
-		remaining := work[:0]
-		for _, c := range work {
-			if c.next < c.end {
-				remaining = append(remaining, c)
-			}
-		}
-		work = remaining
-	}
-	return res, nil
+	return ReadFrom(ctx, cl, topics, start, nil, fn)
 }
 
 // readRound reads from every leader concurrently until its partitions are
