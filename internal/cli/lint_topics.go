@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -290,7 +291,7 @@ func checkTopics(spec topicsSpec, facts map[string]TopicFacts) *LintTopicsReport
 			if _, seen := roles[t]; !seen {
 				order = append(order, t)
 			}
-			if !containsString(roles[t], role) {
+			if !slices.Contains(roles[t], role) {
 				roles[t] = append(roles[t], role)
 			}
 		}
@@ -363,8 +364,8 @@ func checkTopics(spec topicsSpec, facts map[string]TopicFacts) *LintTopicsReport
 		}
 		counts[t] = facts[t].Partitions
 	}
-	if len(counts) > 1 && !equalCounts(counts) {
-		problem(problemInputPartitions, "", "the input topics must have equal partition counts (one task per partition number spans them all): %s", describeTopicCounts(counts))
+	if len(counts) > 1 && !kafkax.EqualCounts(counts) {
+		problem(problemInputPartitions, "", "the input topics must have equal partition counts (one task per partition number spans them all): %s", kafkax.DescribeCounts(counts))
 	}
 	if cl := spec.Changelog; cl != "" && !missing(cl, roleChangelog) {
 		if policy := facts[cl].Configs["cleanup.policy"]; policy != "compact" {
@@ -388,7 +389,7 @@ func checkTopics(spec topicsSpec, facts map[string]TopicFacts) *LintTopicsReport
 		if f.Configs != nil {
 			lt.CleanupPolicy, lt.RetentionMs, lt.RetentionBytes = f.Configs["cleanup.policy"], f.Configs["retention.ms"], f.Configs["retention.bytes"]
 		}
-		if !f.Exists && containsString(roles[t], roleChangelog) && len(roles[t]) == 1 {
+		if !f.Exists && slices.Contains(roles[t], roleChangelog) && len(roles[t]) == 1 {
 			lt.OK = true
 		}
 		rep.Topics = append(rep.Topics, lt)
@@ -408,39 +409,6 @@ func describeRetention(ms string) string {
 func hasPolicyItem(policy, want string) bool {
 	for _, p := range strings.Split(policy, ",") {
 		if strings.TrimSpace(p) == want {
-			return true
-		}
-	}
-	return false
-}
-
-func equalCounts(counts map[string]int) bool {
-	n := -1
-	for _, c := range counts {
-		if n >= 0 && c != n {
-			return false
-		}
-		n = c
-	}
-	return true
-}
-
-func describeTopicCounts(counts map[string]int) string {
-	names := make([]string, 0, len(counts))
-	for t := range counts {
-		names = append(names, t)
-	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
-	for i, t := range names {
-		parts[i] = fmt.Sprintf("%s has %d", t, counts[t])
-	}
-	return strings.Join(parts, ", ")
-}
-
-func containsString(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
 			return true
 		}
 	}

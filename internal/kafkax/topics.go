@@ -63,16 +63,33 @@ func DescribeTopics(ctx context.Context, adm *kadm.Client, topics ...string) (ka
 type PartitionCountMismatchError struct{ Counts map[string]int }
 
 func (e *PartitionCountMismatchError) Error() string {
-	names := make([]string, 0, len(e.Counts))
-	for t := range e.Counts {
+	return "topics must have equal partition counts: " + DescribeCounts(e.Counts)
+}
+
+// EqualCounts reports whether every topic has the same partition count.
+func EqualCounts(counts map[string]int) bool {
+	n := -1
+	for _, c := range counts {
+		if n >= 0 && c != n {
+			return false
+		}
+		n = c
+	}
+	return true
+}
+
+// DescribeCounts lists partition counts as "a has 3, b has 4", by name.
+func DescribeCounts(counts map[string]int) string {
+	names := make([]string, 0, len(counts))
+	for t := range counts {
 		names = append(names, t)
 	}
 	sort.Strings(names)
 	parts := make([]string, len(names))
 	for i, t := range names {
-		parts[i] = fmt.Sprintf("%s has %d", t, e.Counts[t])
+		parts[i] = fmt.Sprintf("%s has %d", t, counts[t])
 	}
-	return "topics must have equal partition counts: " + strings.Join(parts, ", ")
+	return strings.Join(parts, ", ")
 }
 
 // CommonPartitionCount returns the partition count shared by all topics, or

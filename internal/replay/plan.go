@@ -21,7 +21,6 @@ package replay
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -228,9 +227,9 @@ func BuildPlan(o *Observed) *Plan {
 		counts[t] = n
 		tasks = max(tasks, n)
 	}
-	if !allEqual(counts) {
+	if !kafkax.EqualCounts(counts) {
 		warn(Warning{Kind: WarnUnequalPartitions, Message: fmt.Sprintf("%s have unequal partition counts (%s): the stage refuses to start until they match; fencing the %d IDs of the largest",
-			strings.Join(countTopics, ", "), describeCounts(counts), tasks)})
+			strings.Join(countTopics, ", "), kafkax.DescribeCounts(counts), tasks)})
 	}
 	for i := range tasks {
 		p.Fence = append(p.Fence, stagefile.TransactionalID(app, int32(i)))
@@ -378,30 +377,6 @@ func describeMillis(ms string) string {
 		return fmt.Sprintf(" (%dd)", d/(24*time.Hour))
 	}
 	return " (" + d.String() + ")"
-}
-
-func allEqual(counts map[string]int) bool {
-	n := -1
-	for _, c := range counts {
-		if n >= 0 && c != n {
-			return false
-		}
-		n = c
-	}
-	return true
-}
-
-func describeCounts(counts map[string]int) string {
-	names := make([]string, 0, len(counts))
-	for t := range counts {
-		names = append(names, t)
-	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
-	for i, t := range names {
-		parts[i] = fmt.Sprintf("%s has %d", t, counts[t])
-	}
-	return strings.Join(parts, ", ")
 }
 
 func plural(n int, one, many string) string {
