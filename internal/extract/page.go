@@ -194,7 +194,13 @@ func (p *page) record(m stage.Message) (*kgo.Record, error) {
 		return nil, errors.New("message without a topic")
 	}
 	rec := &kgo.Record{Topic: m.Topic, Key: []byte(m.Key), Timestamp: m.Timestamp, Headers: m.Headers}
-	if !m.Tombstone {
+	if m.RawKey != nil {
+		rec.Key = m.RawKey
+	}
+	switch {
+	case m.RawValue != nil:
+		rec.Value = m.RawValue
+	case !m.Tombstone:
 		b, err := m.Value.Bytes()
 		if err != nil {
 			return nil, err
@@ -206,5 +212,11 @@ func (p *page) record(m stage.Message) (*kgo.Record, error) {
 		return nil, err
 	}
 	rec.Partition = kafkax.Partition(rec.Key, n)
+	if m.Explicit {
+		if m.Partition < 0 || int(m.Partition) >= n {
+			return nil, fmt.Errorf("message for %s partition %d: the topic has %d", m.Topic, m.Partition, n)
+		}
+		rec.Partition = m.Partition
+	}
 	return rec, nil
 }

@@ -175,11 +175,20 @@ func (r *Runner) ensureChangelog(ctx context.Context, adm *kadm.Client) error {
 	details, err := kafkax.DescribeTopics(ctx, adm, r.changelog)
 	var missing *kafkax.MissingTopicsError
 	if errors.As(err, &missing) {
-		if err := kafkax.CreateTopic(ctx, adm, r.changelog, int32(r.tokens), map[string]string{"cleanup.policy": "compact"}); err != nil {
+		err = kafkax.CreateTopic(ctx, adm, r.changelog, int32(r.tokens), map[string]string{"cleanup.policy": "compact"})
+		if err == nil {
+			r.log.Info("created changelog", "topic", r.changelog, "partitions", r.tokens)
+			return nil
+		}
+		if !errors.As(err, &missing) {
 			return fmt.Errorf("changelog: %w", err)
 		}
-		r.log.Info("created changelog", "topic", r.changelog, "partitions", r.tokens)
-		return nil
+		// Another replica created it a moment ago and the metadata does
+		// not show it yet: wait for it, then check it like any other.
+		if err := kafkax.WaitTopic(ctx, adm, r.changelog, true); err != nil {
+			return fmt.Errorf("changelog: %w", err)
+		}
+		details, err = kafkax.DescribeTopics(ctx, adm, r.changelog)
 	}
 	if err != nil {
 		return fmt.Errorf("changelog: %w", err)
@@ -255,16 +264,18 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 
 // onRevoked stops the cycle in flight (its open pages abort) before the
 // tokens go, so the next owner finds no transaction of ours still open.
+// The tokens are removed in the same critical section that found no cycle
+// running, so a cycle starting meanwhile can never pick up a closed token.
 func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	r.mu.Lock()
-	cancel, done := r.cycleCancel, r.cycleDone
-	r.mu.Unlock()
-	if cancel != nil {
+	defer r.mu.Unlock()
+	for r.cycleCancel != nil {
+		cancel, done := r.cycleCancel, r.cycleDone
+		r.mu.Unlock()
 		cancel()
 		<-done
+		r.mu.Lock()
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, parts := range revoked {
 		for _, p := range parts {
 			delete(r.pending, p)

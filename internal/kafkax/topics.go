@@ -153,6 +153,11 @@ func CreateTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 		err = resp.Err
 	}
 	if errors.Is(err, kerr.TopicAlreadyExists) {
+		// Another process may have created it a moment ago: wait until
+		// this client's metadata shows it before reading its count.
+		if werr := WaitTopic(ctx, adm, topic, true); werr != nil {
+			return werr
+		}
 		n, cerr := CommonPartitionCount(ctx, adm, topic)
 		if cerr != nil {
 			return cerr

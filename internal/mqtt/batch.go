@@ -18,6 +18,9 @@ const (
 	dropUnsubscribed = "unsubscribed"
 	dropStale        = "stale"
 	unmatchedTopic   = "(unmatched)"
+	// dropCommitted marks a redelivery of a message already committed: it
+	// is ACKed, neither written nor counted as a drop.
+	dropCommitted = "committed"
 )
 
 // relayBatch takes up to maxBatch buffered messages, writes the relayable
@@ -27,12 +30,33 @@ func (b *Bridge) relayBatch(ctx context.Context, relays map[string]*Relay) (int,
 	b.mu.Lock()
 	cur := b.sess
 	latched := b.latched
+	if cur != nil && cur != b.lastSess {
+		if !cur.present {
+			// A new session at the broker: nothing of the old one comes again.
+			clear(b.committed)
+		}
+		b.lastSess = cur
+	}
 	var taken, held []*inbound
 	for _, m := range b.inbox {
 		switch {
-		case cur == nil || m.sess != cur:
+		case cur == nil || m.sess.gen > cur.gen:
+			// Its connection is not the current one yet: the broker may
+			// deliver right after CONNACK, before the connection loop
+			// made it current. Keep it: dropping a message of a live
+			// connection would leave it un-ACKed there for good, and as
+			// paho sends ACKs only in receive order, no later ACK on that
+			// connection would ever go out — the broker's window fills
+			// and delivery stops.
+			held = append(held, m)
+		case m.sess != cur:
 			// Its connection is gone, so it cannot be ACKed any more: the
 			// broker resends it on the resumed session. Nothing was written.
+			// A first delivery still proves the broker had the PUBACK for
+			// the earlier holder of its packet ID.
+			if !m.pub.Duplicate() {
+				delete(b.committed, m.pub.PacketID)
+			}
 		case len(taken) >= b.maxBatch:
 			held = append(held, m)
 		case !latched && matchRelay(relays, m.pub.Topic) == nil:
@@ -56,12 +80,15 @@ func (b *Bridge) relayBatch(ctx context.Context, relays map[string]*Relay) (int,
 	}
 	outcomes := make([]outcome, len(taken))
 	var records []*kgo.Record
+	redelivered := 0
 	for i, m := range taken {
 		p := m.pub
-		if p.Duplicate() {
-			if h, ok := b.committed[p.PacketID]; ok && h == contentHash(p) {
+		if p.QoS > 0 {
+			if !p.Duplicate() {
 				delete(b.committed, p.PacketID)
-				outcomes[i].drop = "committed" // written before the reconnect: ACK only
+			} else if h, ok := b.committed[p.PacketID]; ok && h == contentHash(p) {
+				outcomes[i].drop = dropCommitted // written before the reconnect: ACK only
+				redelivered++
 				continue
 			}
 		}
@@ -100,6 +127,13 @@ func (b *Bridge) relayBatch(ctx context.Context, relays map[string]*Relay) (int,
 			return len(taken), err
 		}
 	}
+	if redelivered > 0 {
+		b.redelivered.Add(int64(redelivered))
+		b.log.Info("redelivered messages were committed before the reconnect: ACKed without writing them again", "count", redelivered)
+	}
+	if b.afterCommit != nil {
+		b.afterCommit()
+	}
 
 	// ACK in receive order (paho sends them in that order anyway).
 	for i, m := range taken {
@@ -107,20 +141,28 @@ func (b *Bridge) relayBatch(ctx context.Context, relays map[string]*Relay) (int,
 		switch {
 		case o.rec != nil:
 			b.obs.MessageOut(o.rec.Topic, len(o.rec.Value))
-		case o.drop == "committed":
+		case o.drop == dropCommitted:
 		default:
 			b.obs.MQTTDropped.WithLabelValues(o.drop, o.filter).Inc()
 		}
+		if m.pub.QoS > 0 && (o.rec != nil || o.drop == dropCommitted) {
+			// Until the broker shows it got the PUBACK (by reusing the
+			// packet ID), a DUP redelivery of this message is not written.
+			b.committed[m.pub.PacketID] = contentHash(m.pub)
+		}
 		if err := m.sess.client.Ack(m.pub); err != nil {
-			// The connection dropped after the commit: remember the
-			// message so its redelivery is ACKed, not written twice.
-			if o.rec != nil || o.drop == "committed" {
-				b.committed[m.pub.PacketID] = contentHash(m.pub)
-			}
+			// The connection dropped after the commit: the broker resends
+			// the message and the entry above keeps it from a second write.
 			b.log.Debug("ack failed; the broker will resend", "packet_id", m.pub.PacketID, "error", err)
 			continue
 		}
+		if m.pub.QoS > 0 {
+			m.sess.marked.Add(1)
+		}
 		b.obs.MQTTAck.Observe(time.Since(m.received).Seconds())
+	}
+	if b.afterAck != nil {
+		b.afterAck()
 	}
 	b.updateBuffered()
 	return len(taken), nil

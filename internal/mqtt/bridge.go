@@ -5,14 +5,18 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/stage"
@@ -46,6 +50,7 @@ type Bridge struct {
 	obs            *metrics.Observer
 	log            *slog.Logger
 	configs        *stage.ConfigStore
+	configTopics   []string
 
 	prod   *kgo.Client
 	admin  *kadm.Client
@@ -62,13 +67,54 @@ type Bridge struct {
 	// unsubscribed remembers filters dropped by reconciliation, so that
 	// stragglers count as reason="unsubscribed" rather than "stale".
 	unsubscribed map[string]bool
-	// committed holds messages whose transaction committed but whose ACK
-	// could not be sent (the connection dropped in between), by packet ID.
-	// The broker resends them with the same packet ID on the resumed
-	// session; they are then ACKed without being written again.
+	// committed remembers, by packet ID, the content hash of every QoS 1
+	// message whose transaction committed. Whether its PUBACK reached the
+	// broker is unknowable (paho writes it later on a timer, the
+	// connection may drop first), but the broker settles it either way:
+	// it resends an un-acked message on the resumed session with DUP set
+	// and the same packet ID (verified on Mosquitto 2.0.11 and mochi), and
+	// it reuses a packet ID for a new message (DUP clear) only after the
+	// PUBACK for the old one arrived. So a DUP arrival matching an entry
+	// is ACKed without a second write, a non-DUP arrival retires the
+	// entry of its packet ID, and a fresh session clears them all. Only
+	// the bridge loop touches it; at most 65535 entries. A false match
+	// would need a later message with the same topic and payload to get
+	// the same packet ID and to be lost in flight across a reconnect
+	// before its first delivery reached the bridge.
 	committed map[uint16][32]byte
+	// lastSess is the session relayBatch saw last (loop goroutine only).
+	lastSess *session
+	// redelivered counts DUP arrivals recognised as already committed.
+	redelivered atomic.Int64
+	// afterCommit and afterAck, when set (tests), run between a commit
+	// and its ACKs, and after the ACKs were handed to paho.
+	afterCommit, afterAck func()
+	// beforeCurrent, when set (tests), runs after a CONNECT succeeded and
+	// before its session becomes the current one.
+	beforeCurrent func()
 
 	loggedOnce map[string]bool
+
+	// declared holds every filter the config topics still show a record
+	// for, current or overwritten or tombstoned: what an earlier
+	// incarnation may have left subscribed in the persistent session.
+	declared map[string]bool
+	// resumed is set when the broker resumed a session this process has
+	// not subscribed in yet: its subscriptions are unknown until the next
+	// reconciliation unsubscribes every declared filter no config holds.
+	resumed    bool
+	sawSession bool
+	// resubscribe is set for each new connection: the next reconciliation
+	// subscribes every active filter, not only the new ones.
+	resubscribe bool
+	// lastSubs is what the last reconciliation left subscribed: what a
+	// new connection subscribes at once (subscribeEarly).
+	lastSubs []paho.SubscribeOptions
+
+	// relays are the active configs by filter, re-parsed when the config
+	// topics are drained (loop goroutine only).
+	relays     map[string]*Relay
+	lastConfig time.Time
 }
 
 type inbound struct {
@@ -93,7 +139,9 @@ func NewBridge(o Options) *Bridge {
 	if interval <= 0 {
 		interval = 5 * time.Second
 	}
-	recvMax := uint16(65535)
+	// 0: CONNECT carries no Receive Maximum and the broker's own window
+	// (Mosquitto's max_inflight_messages) applies.
+	var recvMax uint16
 	if st.MQTT != nil && st.MQTT.ReceiveMaximum > 0 && st.MQTT.ReceiveMaximum <= 65535 {
 		recvMax = uint16(st.MQTT.ReceiveMaximum)
 	}
@@ -101,8 +149,8 @@ func NewBridge(o Options) *Bridge {
 		app: st.ApplicationID, clientID: o.ClientID, endpoint: o.Endpoint,
 		sessionExpiry: st.SessionExpiry(), receiveMaximum: recvMax, pollInterval: interval,
 		maxBatch: o.MaxBatch, cluster: o.Cluster, obs: o.Metrics, log: o.Log,
-		configs: stage.NewConfigStore(st.ConfigTopics, o.Log, o.Metrics),
-		counts:  map[string]int{}, wake: make(chan struct{}, 1),
+		configs: stage.NewConfigStore(st.ConfigTopics, o.Log, o.Metrics), configTopics: st.ConfigTopics,
+		counts: map[string]int{}, wake: make(chan struct{}, 1),
 		subscribed: map[string]string{}, unsubscribed: map[string]bool{}, committed: map[uint16][32]byte{},
 	}
 }
@@ -126,6 +174,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return err
 	}
 	defer b.configs.Close()
+	if err := b.readDeclaredFilters(ctx, admin); err != nil {
+		return err
+	}
 
 	b.prod, err = b.cluster.Client(
 		kgo.ClientID(b.clientID),
@@ -155,47 +206,109 @@ func (b *Bridge) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			// Commit and ACK what is already here; the rest stays in the
-			// broker's session for the next incarnation.
-			return b.cycle(work)
+			// Commit and ACK a batch of what is already here; the rest
+			// stays in the broker's session for the next incarnation.
+			return b.cycle(work, false)
 		case <-b.wake:
+			if err := b.cycle(work, false); err != nil {
+				return err
+			}
 		case <-ticker.C:
-		}
-		if err := b.cycle(work); err != nil {
-			return err
+			if err := b.cycle(work, true); err != nil {
+				return err
+			}
 		}
 	}
 }
 
-// cycle is one pass: drain config changes, reconcile the subscriptions,
-// then relay and ACK what arrived.
-func (b *Bridge) cycle(ctx context.Context) error {
+// configEvery bounds how often a busy bridge drains the config topics and
+// re-parses the configs (an idle one does it on every poll_interval tick).
+const configEvery = 100 * time.Millisecond
+
+// cycle is one pass: drain config changes (on a tick, or at most every
+// configEvery while messages keep arriving), reconcile the subscriptions,
+// then relay and ACK one batch of what arrived. A busy bridge comes back
+// at once for the next batch, so config changes, reconnects and shutdown
+// are never starved by a backlog.
+func (b *Bridge) cycle(ctx context.Context, tick bool) error {
 	start := time.Now()
 	defer func() { b.obs.PollCycle.Observe(time.Since(start).Seconds()) }()
-	if err := b.configs.Drain(ctx); err != nil {
-		return err
-	}
-	relays := b.activeRelays(ctx)
-	if err := b.reconcile(ctx, relays); err != nil {
-		return err
-	}
-	for {
-		n, err := b.relayBatch(ctx, relays)
-		if err != nil || n < b.maxBatch {
+	if b.relays == nil || tick || time.Since(b.lastConfig) >= configEvery {
+		if err := b.configs.Drain(ctx); err != nil {
 			return err
 		}
+		b.relays = b.activeRelays(ctx)
+		b.lastConfig = time.Now()
 	}
+	if err := b.reconcile(ctx, b.relays); err != nil {
+		return err
+	}
+	n, err := b.relayBatch(ctx, b.relays)
+	if err == nil && n > 0 && b.pending() {
+		b.signal() // more is waiting: the next batch right away
+	}
+	return err
 }
 
-func (b *Bridge) setSession(s *session) {
+// pending reports whether messages wait in the inbox.
+func (b *Bridge) pending() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if s != nil && !s.present {
-		// A new session at the broker holds no subscriptions.
-		clear(b.subscribed)
+	return len(b.inbox) > 0
+}
+
+// setSession makes s the current connection (nil: none). early are the
+// filters subscribeEarly already subscribed on it.
+func (b *Bridge) setSession(s *session, early []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s != nil {
+		switch {
+		case !s.present:
+			// A new session at the broker holds no subscriptions.
+			clear(b.subscribed)
+			b.resumed = false
+		case !b.sawSession:
+			// An earlier incarnation's session: whatever it subscribed
+			// is still there, and this process does not know what.
+			b.resumed = true
+		}
+		// Subscribe every active filter again on each new connection,
+		// even on a resumed session: Mosquitto 2.0.11 restores a session
+		// from persistence (session present) without its $share
+		// subscriptions, and would then never deliver again. SUBSCRIBE
+		// of a filter already held is harmless.
+		b.resubscribe = early == nil
+		for _, f := range early {
+			b.subscribed[f] = "(resubscribed)"
+		}
+		b.sawSession = true
 	}
 	b.sess = s
 	b.signal()
+}
+
+// readDeclaredFilters reads the config topics' whole retained history for
+// the filters they ever declared (the store keeps only the latest values).
+func (b *Bridge) readDeclaredFilters(ctx context.Context, cl *kgo.Client) error {
+	b.declared = map[string]bool{}
+	_, err := kafkax.ReadToEndFunc(ctx, cl, b.configTopics, func(r *kgo.Record) error {
+		if r.Value == nil {
+			return nil
+		}
+		c, _, err := attr.Decode[attr.Config](r.Value)
+		if err != nil {
+			return nil // the store logs undecodable records
+		}
+		if f, ok, err := cfgTopic.Get(c); err == nil && ok && ValidFilter(f) == nil {
+			b.declared[f] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("config topics: %w", err)
+	}
+	return nil
 }
 
 // receive runs on paho's goroutine for every PUBLISH: it only buffers and
@@ -265,8 +378,9 @@ func (b *Bridge) reconcile(ctx context.Context, relays map[string]*Relay) error 
 	b.mu.Lock()
 	s := b.sess
 	var subs []paho.SubscribeOptions
+	resubscribe := b.resubscribe
 	for f, r := range relays {
-		if _, ok := b.subscribed[f]; !ok {
+		if _, ok := b.subscribed[f]; !ok || resubscribe {
 			subs = append(subs, paho.SubscribeOptions{Topic: b.shared(f), QoS: r.QoS})
 		}
 	}
@@ -275,6 +389,17 @@ func (b *Bridge) reconcile(ctx context.Context, relays map[string]*Relay) error 
 		if _, ok := relays[f]; !ok {
 			unsubs = append(unsubs, f)
 		}
+	}
+	resumed := b.resumed
+	if resumed {
+		// Unsubscribing what was never subscribed is harmless (the broker
+		// answers "no subscription existed").
+		for f := range b.declared {
+			if _, ok := relays[f]; !ok && !slices.Contains(unsubs, f) {
+				unsubs = append(unsubs, f)
+			}
+		}
+		sort.Strings(unsubs)
 	}
 	b.mu.Unlock()
 	if s == nil {
@@ -322,6 +447,17 @@ func (b *Bridge) reconcile(ctx context.Context, relays map[string]*Relay) error 
 	}
 	b.mu.Lock()
 	b.latched = true
+	b.lastSubs = b.lastSubs[:0]
+	for f, r := range relays {
+		if _, ok := b.subscribed[f]; ok {
+			b.lastSubs = append(b.lastSubs, paho.SubscribeOptions{Topic: b.shared(f), QoS: r.QoS})
+		}
+	}
+	slices.SortFunc(b.lastSubs, func(x, y paho.SubscribeOptions) int { return strings.Compare(x.Topic, y.Topic) })
+	if b.sess == s {
+		b.resumed = b.resumed && !resumed
+		b.resubscribe = b.resubscribe && !resubscribe
+	}
 	b.mu.Unlock()
 	return nil
 }

@@ -60,23 +60,53 @@ func (f *bridgeFixture) read(topic string) []*kgo.Record {
 	return recs
 }
 
-func (f *bridgeFixture) startBridge(clientID string) (*metrics.Observer, context.CancelFunc, chan error) {
-	st, err := stagefile.Parse([]byte("application_id: bridge\nkind: mqtt\nconfig_topics: [mqtt.config]\nextract: {builtin: mqtt-relay}\npoll_interval: 200ms\n"))
+// runningBridge is a bridge running in the test.
+type runningBridge struct {
+	b      *mqtt.Bridge
+	obs    *metrics.Observer
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returned
+	err    error         // Run's result, once done is closed
+}
+
+// stop cancels the bridge and returns Run's result.
+func (rb *runningBridge) stop() error {
+	rb.cancel()
+	<-rb.done
+	return rb.err
+}
+
+func (f *bridgeFixture) startBridge(clientID string) (*metrics.Observer, context.CancelFunc, chan struct{}) {
+	rb := f.startBridgeWith(clientID, f.env.MQTTURL(), "", nil)
+	return rb.obs, rb.cancel, rb.done
+}
+
+// startBridgeWith starts a bridge against mqttURL with extra stage-file
+// lines; setup (if given) runs on the bridge before Run.
+func (f *bridgeFixture) startBridgeWith(clientID, mqttURL, extraYAML string, setup func(*mqtt.Bridge)) *runningBridge {
+	st, err := stagefile.Parse([]byte("application_id: bridge\nkind: mqtt\nconfig_topics: [mqtt.config]\nextract: {builtin: mqtt-relay}\npoll_interval: 200ms\n" + extraYAML))
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	u, _ := mqtt.ParseURL(f.env.MQTTURL())
+	u, _ := mqtt.ParseURL(mqttURL)
 	obs := metrics.New(nil)
 	var log *slog.Logger
 	if os.Getenv("FLECHT_TEST_DEBUG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	b := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: &kafkax.Cluster{Brokers: []string{f.env.KafkaAddr()}}, ClientID: clientID, Endpoint: mqtt.Endpoint{URL: u}, Metrics: obs, Log: log})
+	if setup != nil {
+		setup(b)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	f.t.Cleanup(func() { cancel(); <-done })
-	return obs, cancel, done
+	rb := &runningBridge{b: b, obs: obs, cancel: cancel, done: make(chan struct{})}
+	go func() { rb.err = b.Run(ctx); close(rb.done) }()
+	f.t.Cleanup(func() {
+		if err := rb.stop(); err != nil {
+			f.t.Errorf("bridge %s: %v", clientID, err)
+		}
+	})
+	return rb
 }
 
 func publisher(t *testing.T, addr string) *paho.Client {

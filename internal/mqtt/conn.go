@@ -6,9 +6,14 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
+	"sync/atomic"
 	"time"
 
+	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
+	pahosession "github.com/eclipse/paho.golang/paho/session"
+	"github.com/eclipse/paho.golang/paho/session/state"
 )
 
 // Endpoint is where the MQTT broker is and how to log in.
@@ -65,11 +70,55 @@ func (e Endpoint) dial(ctx context.Context) (net.Conn, error) {
 	return d.DialContext(ctx, "tcp", e.hostPort())
 }
 
-// session is one live MQTT connection of the persistent session.
+// session is one live MQTT connection of the persistent session. Each
+// connection gets its own paho.Client and session state, so an ACK meant
+// for a message of an earlier connection can never go out on a later one
+// (where the broker may have given its packet ID to another message): it
+// fails with paho.ErrPacketNotFound instead, and the broker resends.
 type session struct {
+	conn    net.Conn
 	client  *paho.Client
+	state   *ackCounting
 	gen     uint64 // which connection this is; acks only work on their own
 	present bool   // the broker resumed an existing session
+
+	// marked counts QoS 1 messages handed to client.Ack; state.written
+	// counts the PUBACKs paho wrote. paho sends them in receive order on
+	// its SendAcksInterval timer, so a clean shutdown waits for the two to
+	// meet before it disconnects.
+	marked atomic.Int64
+}
+
+// ackCounting is paho's in-memory session state counting the PUBACKs it
+// writes (paho calls Ack from its ack timer, in receive order).
+type ackCounting struct {
+	pahosession.SessionManager
+	written atomic.Int64
+}
+
+func (a *ackCounting) Ack(pb *packets.Publish) error {
+	err := a.SessionManager.Ack(pb)
+	if err == nil && pb.QoS > 0 {
+		a.written.Add(1)
+	}
+	return err
+}
+
+// flushAcks waits (at most d) until paho has written every PUBACK the
+// bridge asked for on this connection.
+func (s *session) flushAcks(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for s.state.written.Load() < s.marked.Load() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-s.client.Done():
+			return false
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return true
 }
 
 // connectOnce dials and sends CONNECT with clean start off and the session
@@ -79,10 +128,11 @@ func (b *Bridge) connectOnce(ctx context.Context, gen uint64) (*session, error) 
 	if err != nil {
 		return nil, fmt.Errorf("connecting to MQTT broker %s: %w", b.endpoint.hostPort(), err)
 	}
-	s := &session{gen: gen}
+	s := &session{conn: conn, gen: gen, state: &ackCounting{SessionManager: state.NewInMemory()}}
 	cfg := paho.ClientConfig{
 		ClientID:                   b.clientID,
 		Conn:                       conn,
+		Session:                    s.state,
 		EnableManualAcknowledgment: true,
 		// paho sends acks in receive order on this timer; the bridge's
 		// throughput is bounded by window / (receive → ack), so keep it short.
@@ -101,12 +151,19 @@ func (b *Bridge) connectOnce(ctx context.Context, gen uint64) (*session, error) 
 	client := paho.NewClient(cfg)
 	s.client = client
 	expiry := uint32(b.sessionExpiry / time.Second)
-	recvMax := b.receiveMaximum
 	cp := &paho.Connect{
 		ClientID:   b.clientID,
 		KeepAlive:  30,
 		CleanStart: false,
-		Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry, ReceiveMaximum: &recvMax},
+		Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry},
+	}
+	if b.receiveMaximum > 0 {
+		// Sent only when the stage file asks: Mosquitto 2.0 then uses it
+		// instead of its max_inflight_messages for this client (measured
+		// on 2.0.11), EMQX the smaller of the two. Unset, the broker's
+		// own window applies.
+		recvMax := b.receiveMaximum
+		cp.Properties.ReceiveMaximum = &recvMax
 	}
 	if b.endpoint.Username != "" {
 		cp.UsernameFlag, cp.Username = true, b.endpoint.Username
@@ -119,10 +176,12 @@ func (b *Bridge) connectOnce(ctx context.Context, gen uint64) (*session, error) 
 	ca, err := client.Connect(cctx, cp)
 	if err != nil {
 		_ = conn.Close()
+		_ = s.state.Close()
 		return nil, fmt.Errorf("MQTT CONNECT to %s: %w", b.endpoint.hostPort(), err)
 	}
 	if ca.ReasonCode >= 0x80 {
 		_ = conn.Close()
+		_ = s.state.Close()
 		return nil, fmt.Errorf("MQTT broker %s refused the connection: reason %d", b.endpoint.hostPort(), ca.ReasonCode)
 	}
 	s.present = ca.SessionPresent
@@ -132,7 +191,8 @@ func (b *Bridge) connectOnce(ctx context.Context, gen uint64) (*session, error) 
 // maintainConnection keeps the session connected: it reconnects with
 // backoff whenever the connection drops, until ctx ends.
 func (b *Bridge) maintainConnection(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	const firstBackoff = 25 * time.Millisecond
+	backoff := firstBackoff
 	var gen uint64
 	for ctx.Err() == nil {
 		gen++
@@ -150,21 +210,63 @@ func (b *Bridge) maintainConnection(ctx context.Context) {
 			backoff = min(backoff*2, 10*time.Second)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		backoff = firstBackoff
 		b.obs.MQTTConnects.Inc()
 		b.log.Info("MQTT connected", "broker", b.endpoint.hostPort(), "client_id", b.clientID, "session_present", s.present)
-		b.setSession(s)
+		early := b.subscribeEarly(ctx, s)
+		if b.beforeCurrent != nil {
+			b.beforeCurrent()
+		}
+		b.setSession(s, early)
 		select {
 		case <-ctx.Done():
-			b.setSession(nil)
+			b.setSession(nil, nil)
+			// The last batch is committed and its messages handed to Ack:
+			// let paho's ack timer write them before the connection goes,
+			// or the next incarnation would receive them again.
+			if !s.flushAcks(2 * time.Second) {
+				b.log.Warn("not every ACK was written before disconnecting; the broker will resend those messages")
+			}
 			// Shutdown never unsubscribes: the session keeps queuing for
 			// the next incarnation.
 			_ = s.client.Disconnect(&paho.Disconnect{ReasonCode: 0})
+			<-s.client.Done()
+			_ = s.state.Close()
 			return
 		case <-s.client.Done():
-			b.setSession(nil)
+			_ = s.state.Close()
+			b.setSession(nil, nil)
 			b.obs.MQTTDisconnects.Inc()
 			b.log.Warn("MQTT connection lost; reconnecting")
 		}
 	}
+}
+
+// subscribeEarly subscribes the filters of the last reconciliation right
+// after CONNACK, before the bridge loop gets to it: after a broker restart
+// that lost the subscriptions (Mosquitto 2.0.11 does not restore $share
+// subscriptions from persistence), every message published before the
+// SUBSCRIBE has no subscriber and is dropped by the broker. It returns the
+// filters subscribed, or nil (then the loop subscribes them all).
+func (b *Bridge) subscribeEarly(ctx context.Context, s *session) []string {
+	b.mu.Lock()
+	subs := slices.Clone(b.lastSubs)
+	b.mu.Unlock()
+	if len(subs) == 0 {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	ack, err := s.client.Subscribe(sctx, &paho.Subscribe{Subscriptions: subs})
+	if err != nil {
+		return nil
+	}
+	filters := make([]string, 0, len(subs))
+	for i, so := range subs {
+		if i >= len(ack.Reasons) || ack.Reasons[i] >= 0x80 {
+			return nil // the loop subscribes again and reports a refusal
+		}
+		filters = append(filters, so.Topic[len(b.shared("")):])
+	}
+	return filters
 }

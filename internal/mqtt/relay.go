@@ -184,8 +184,9 @@ func parseKeyTemplate(s string) (*keyTemplate, error) {
 		case name == "topic":
 			t.parts = append(t.parts, keyPart{topic: true, level: -1})
 		case strings.HasPrefix(name, "topic."):
-			n, err := strconv.Atoi(strings.TrimPrefix(name, "topic."))
-			if err != nil || n < 0 {
+			digits := strings.TrimPrefix(name, "topic.")
+			n, err := strconv.Atoi(digits)
+			if err != nil || n < 0 || strings.TrimLeft(digits, "0123456789") != "" {
 				return nil, fmt.Errorf("key %q: {%s} needs a level number from 0", s, name)
 			}
 			t.parts = append(t.parts, keyPart{topic: true, level: n})

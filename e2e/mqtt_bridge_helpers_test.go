@@ -1,0 +1,562 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
+)
+
+// Helpers for the source-stage proofs (the MQTT bridge and http-poll):
+// `flecht run` as real processes, numbered MQTT publishers that survive a
+// broker restart, and readers of the raw topics. Names carry a "src" prefix
+// so they never collide with the other e2e files of this package.
+
+// srcProc is one `flecht run` process of a source stage.
+type srcProc struct {
+	t      *testing.T
+	name   string
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	done   chan struct{}
+	code   int
+	url    string // its metrics URL, once logged
+	urlMu  sync.Mutex
+	killed time.Time
+}
+
+var srcMetricsURL = regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+/metrics)`)
+
+// startSource runs `flecht run -f stage` with metrics on a free loopback
+// port and the short group session timeout; extra flags follow.
+func startSource(t *testing.T, stage, clientID string, extra ...string) *srcProc {
+	t.Helper()
+	args := append([]string{"run", "-f", stage, "--client-id", clientID, "-b", brokers,
+		"--metrics-listen", "127.0.0.1:0", "--session-timeout", "6s"}, extra...)
+	cmd := exec.Command(flechtBin, args...)
+	cmd.Env = append(os.Environ(), "NO_COLOR=1", "HOME="+t.TempDir())
+	p := &srcProc{t: t, name: clientID, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting flecht run: %v", err)
+	}
+	go func() {
+		err := cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); ok {
+			p.code = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				p.code = 128 + int(ws.Signal())
+			}
+		} else if err != nil {
+			p.code = -1
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if !p.exited() {
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("output of %s (pid %d):\n%s", p.name, cmd.Process.Pid, srcTail(p.out.String(), 80))
+		}
+	})
+	return p
+}
+
+func srcTail(s string, lines int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(ls) > lines {
+		ls = append([]string{fmt.Sprintf("… %d lines before", len(ls)-lines)}, ls[len(ls)-lines:]...)
+	}
+	return strings.Join(ls, "\n")
+}
+
+func (p *srcProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// alive fails the test when the process has exited.
+func (p *srcProc) alive() {
+	p.t.Helper()
+	if p.exited() {
+		p.t.Fatalf("%s exited (%d):\n%s", p.name, p.code, srcTail(p.out.String(), 40))
+	}
+}
+
+// kill sends SIGKILL and waits until the process is gone.
+func (p *srcProc) kill() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		p.t.Fatalf("SIGKILL %s: %v", p.name, err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.t.Fatalf("%s survived SIGKILL", p.name)
+	}
+	p.killed = time.Now()
+}
+
+// stop sends SIGTERM and requires a clean exit.
+func (p *srcProc) stop() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatalf("SIGTERM %s: %v", p.name, err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		p.t.Fatalf("%s did not stop within 60s of SIGTERM", p.name)
+	}
+	if p.code != 0 {
+		p.t.Fatalf("%s exited %d after SIGTERM:\n%s", p.name, p.code, srcTail(p.out.String(), 30))
+	}
+}
+
+// dumpGoroutines makes the Go runtime print every goroutine (SIGQUIT) and
+// logs that: what a stuck process was waiting for.
+func (p *srcProc) dumpGoroutines() {
+	p.t.Helper()
+	if p.exited() {
+		return
+	}
+	before := len(p.out.String())
+	p.t.Logf("log of %s before the dump:\n%s", p.name, p.out.String())
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+	}
+	p.t.Logf("goroutines of %s:\n%s", p.name, p.out.String()[before:])
+}
+
+// logs is everything the process wrote so far.
+func (p *srcProc) logs() string { return p.out.String() }
+
+// metricsURL waits until the process has logged where it serves metrics.
+func (p *srcProc) metricsURL() string {
+	p.t.Helper()
+	p.urlMu.Lock()
+	defer p.urlMu.Unlock()
+	if p.url != "" {
+		return p.url
+	}
+	srcWait(p.t, 30*time.Second, p.name+" to serve metrics", func() bool {
+		p.alive()
+		if m := srcMetricsURL.FindStringSubmatch(p.out.String()); m != nil {
+			p.url = m[1]
+		}
+		return p.url != ""
+	})
+	return p.url
+}
+
+// scrape returns the process's metrics in the Prometheus text format.
+func (p *srcProc) scrape() string {
+	p.t.Helper()
+	resp, err := http.Get(p.metricsURL())
+	if err != nil {
+		p.t.Fatalf("scraping %s: %v", p.name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		p.t.Fatalf("scraping %s: %v", p.name, err)
+	}
+	return string(body)
+}
+
+// metric is the sum of the series of name whose labels include each of
+// the given `k="v"` pairs (0 when there is none).
+func (p *srcProc) metric(name string, labels ...string) float64 {
+	p.t.Helper()
+	return srcMetric(p.scrape(), name, labels...)
+}
+
+func srcMetric(body, name string, labels ...string) float64 {
+	var sum float64
+	for line := range strings.SplitSeq(body, "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		series, value, ok := strings.Cut(line, " ")
+		if !ok || (series != name && !strings.HasPrefix(series, name+"{")) {
+			continue
+		}
+		match := true
+		for _, l := range labels {
+			if !strings.Contains(series, l) {
+				match = false
+			}
+		}
+		if match {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// srcWait polls cond every 20ms until it holds, failing after d.
+func srcWait(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// writeStage writes a stage file and returns its path.
+func writeStage(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "stage.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// bridgeStage is an mqtt stage file; extraMQTT adds lines under mqtt:.
+func bridgeStage(t *testing.T, app, configTopic, mqttAddr string, extraMQTT ...string) string {
+	t.Helper()
+	mq := fmt.Sprintf("  url: \"mqtt://%s\"\n  session_expiry: 1h\n", mqttAddr)
+	for _, l := range extraMQTT {
+		mq += "  " + l + "\n"
+	}
+	return writeStage(t, fmt.Sprintf("application_id: %s\nkind: mqtt\nconfig_topics: [%s]\nextract: {builtin: mqtt-relay}\npoll_interval: 1s\nmqtt:\n%s", app, configTopic, mq))
+}
+
+// putConfig writes a config record (nil value: a tombstone).
+func putConfig(t *testing.T, topic, key string, value any) {
+	t.Helper()
+	var v []byte
+	if value != nil {
+		b, err := json.Marshal(value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v = b
+	}
+	cl := client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	n := 1
+	if d, err := kafkax.DescribeTopics(testCtx(t, 30*time.Second), admin(t), topic); err == nil {
+		n = len(d[topic].Partitions)
+	}
+	rec := &kgo.Record{Topic: topic, Key: []byte(key), Value: v, Partition: kafkax.Partition([]byte(key), n)}
+	if err := cl.ProduceSync(testCtx(t, 30*time.Second), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// relayConfig is an mqtt-relay config record.
+func relayConfig(filter, output, key string) map[string]any {
+	return map[string]any{"topic": filter, "output_topic": output, "key": key, "qos": 1, "payload": "json"}
+}
+
+// logged reports whether a log line has msg=<msg> and every given k=v.
+func logged(logs, msg string, kv ...string) bool {
+	for line := range strings.SplitSeq(logs, "\n") {
+		if !strings.Contains(line, " msg="+msg+" ") && !strings.Contains(line, ` msg="`+msg+`" `) {
+			continue
+		}
+		all := true
+		for _, x := range kv {
+			if !strings.Contains(line, " "+x+" ") && !strings.HasSuffix(line, " "+x) {
+				all = false
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// waitSubscribedLog waits until the bridge has logged its subscription to
+// filter (the broker acknowledged the SUBSCRIBE).
+func waitSubscribedLog(t *testing.T, p *srcProc, app, filter string) {
+	t.Helper()
+	srcWait(t, 60*time.Second, p.name+" to subscribe "+filter, func() bool {
+		p.alive()
+		return logged(p.logs(), "subscribed", "filter=$share/"+app+"/"+filter)
+	})
+}
+
+// relayedRec is one record of a raw topic written by the bridge.
+type relayedRec struct {
+	N          int
+	Key        string
+	Topic      string
+	ReceivedAt time.Time
+	Partition  int32
+	Offset     int64
+}
+
+// readRelayed reads a raw topic read_committed and decodes each value's
+// data.n, mqtt_topic and received_at.
+func readRelayed(t *testing.T, topic string) []relayedRec {
+	t.Helper()
+	recs, err := kafkax.ReadToEnd(testCtx(t, 3*time.Minute), client(t), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]relayedRec, 0, len(recs))
+	for _, r := range recs {
+		var v struct {
+			Data       struct{ N *int }
+			MQTTTopic  string `json:"mqtt_topic"`
+			ReceivedAt string `json:"received_at"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil || v.Data.N == nil {
+			t.Fatalf("record %s/%d@%d does not decode: %v: %s", r.Topic, r.Partition, r.Offset, err, r.Value)
+		}
+		at, err := time.Parse(time.RFC3339Nano, v.ReceivedAt)
+		if err != nil {
+			t.Fatalf("received_at %q: %v", v.ReceivedAt, err)
+		}
+		out = append(out, relayedRec{N: *v.Data.N, Key: string(r.Key), Topic: v.MQTTTopic, ReceivedAt: at, Partition: r.Partition, Offset: r.Offset})
+	}
+	return out
+}
+
+// countRelayed counts each number in a raw topic.
+func countRelayed(recs []relayedRec) map[int]int {
+	seen := make(map[int]int, len(recs))
+	for _, r := range recs {
+		seen[r.N]++
+	}
+	return seen
+}
+
+// relayReport compares a raw topic with the numbers published [from, to).
+type relayReport struct {
+	Published, Records, Missing, Duplicates int
+	MissingSample                           []int
+	Duplicated                              []int
+	missingAll                              []int
+}
+
+func (r relayReport) String() string {
+	return fmt.Sprintf("published %d, records %d, missing %d, duplicates %d", r.Published, r.Records, r.Missing, r.Duplicates)
+}
+
+// without discounts the missing numbers in skip (known not delivered).
+func (r relayReport) without(skip map[int]bool) relayReport {
+	out := r
+	out.Missing, out.MissingSample = 0, nil
+	for _, n := range r.missingAll {
+		if skip[n] {
+			continue
+		}
+		out.Missing++
+		if len(out.MissingSample) < 20 {
+			out.MissingSample = append(out.MissingSample, n)
+		}
+	}
+	return out
+}
+
+func compareRelayed(recs []relayedRec, from, to int) relayReport {
+	seen := countRelayed(recs)
+	rep := relayReport{Published: to - from, Records: len(recs)}
+	for n := from; n < to; n++ {
+		switch c := seen[n]; {
+		case c == 0:
+			rep.Missing++
+			rep.missingAll = append(rep.missingAll, n)
+			if len(rep.MissingSample) < 20 {
+				rep.MissingSample = append(rep.MissingSample, n)
+			}
+		case c > 1:
+			rep.Duplicates += c - 1
+			rep.Duplicated = append(rep.Duplicated, n)
+		}
+	}
+	sort.Ints(rep.Duplicated)
+	return rep
+}
+
+// mqttPub is a QoS 1 publisher that reconnects and retries a publish that
+// failed (a broker restart); retried numbers may arrive twice, so it keeps
+// them to tell its own duplicates from the bridge's.
+type mqttPub struct {
+	t       *testing.T
+	addr    string
+	id      string
+	mu      sync.Mutex
+	c       *paho.Client
+	retried map[int]bool
+	// unrouted are numbers the broker answered "no matching subscribers"
+	// (PUBACK 0x10): accepted, but dropped for want of a subscription.
+	unrouted map[int]bool
+}
+
+func newMQTTPub(t *testing.T, addr, id string) *mqttPub {
+	p := &mqttPub{t: t, addr: addr, id: id, retried: map[int]bool{}, unrouted: map[int]bool{}}
+	t.Cleanup(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.c != nil {
+			_ = p.c.Disconnect(&paho.Disconnect{})
+		}
+	})
+	return p
+}
+
+func (p *mqttPub) connect(ctx context.Context) error {
+	conn, err := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", p.addr)
+	if err != nil {
+		return err
+	}
+	c := paho.NewClient(paho.ClientConfig{ClientID: p.id, Conn: conn})
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ca, err := c.Connect(cctx, &paho.Connect{ClientID: p.id, KeepAlive: 30, CleanStart: true})
+	if err != nil {
+		_ = conn.Close()
+		return err
+	}
+	if ca.ReasonCode >= 0x80 {
+		_ = conn.Close()
+		return fmt.Errorf("connect refused: %d", ca.ReasonCode)
+	}
+	p.c = c
+	return nil
+}
+
+// publish sends one numbered QoS 1 message, retrying across reconnects
+// until the broker acknowledged it or ctx ends.
+func (p *mqttPub) publish(ctx context.Context, topic string, n int, payload []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if p.c == nil {
+			if err := p.connect(ctx); err != nil {
+				time.Sleep(50 * time.Millisecond) // the broker is restarting
+				continue
+			}
+		}
+		// paho keeps a QoS 1 publish of a dropped connection for a resend
+		// that never comes (each connection is a new client), so give up
+		// on it as soon as the connection is gone.
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		go func(c *paho.Client) {
+			select {
+			case <-c.Done():
+				cancel()
+			case <-pctx.Done():
+			}
+		}(p.c)
+		resp, err := p.c.Publish(pctx, &paho.Publish{Topic: topic, QoS: 1, Payload: payload})
+		cancel()
+		if err == nil && (resp == nil || resp.ReasonCode < 0x80) {
+			if attempt > 0 {
+				p.retried[n] = true
+			}
+			if resp != nil && resp.ReasonCode == 0x10 {
+				p.unrouted[n] = true
+			}
+			return nil
+		}
+		_ = p.c.Disconnect(&paho.Disconnect{})
+		p.c = nil
+	}
+}
+
+func (p *mqttPub) unroutedNumbers() map[int]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.unrouted)
+}
+
+func (p *mqttPub) retriedNumbers() map[int]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[int]bool, len(p.retried))
+	for n := range p.retried {
+		out[n] = true
+	}
+	return out
+}
+
+// numbered is the payload of message n: the id the raw topic is checked by.
+func numbered(n int) []byte { return fmt.Appendf(nil, `{"n":%d,"id":"m%d"}`, n, n) }
+
+// ackSeconds reads the bridge's receive→ACK histogram: mean and count.
+func ackSeconds(body string) (mean float64, count float64) {
+	sum := srcMetric(body, "flechtwerk_mqtt_ack_seconds_sum")
+	count = srcMetric(body, "flechtwerk_mqtt_ack_seconds_count")
+	if count > 0 {
+		mean = sum / count
+	}
+	return mean, count
+}
+
+// waitAllRelayed waits until every number in [0, total) is in the raw
+// topic; on timeout it reports what is missing and the bridge's counters.
+func waitAllRelayed(t *testing.T, p *srcProc, raw string, total int, d time.Duration) ([]relayedRec, relayReport) {
+	t.Helper()
+	return waitRelayedExcept(t, p, raw, total, nil, d)
+}
+
+// waitRelayedExcept is waitAllRelayed for every number not in except.
+func waitRelayedExcept(t *testing.T, p *srcProc, raw string, total int, except func() map[int]bool, d time.Duration) ([]relayedRec, relayReport) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		p.alive()
+		recs := readRelayed(t, raw)
+		rep := compareRelayed(recs, 0, total)
+		if except != nil {
+			rep = rep.without(except())
+		}
+		if rep.Missing == 0 {
+			return recs, rep
+		}
+		if time.Now().After(deadline) {
+			body := p.scrape()
+			var lines []string
+			for line := range strings.SplitSeq(body, "\n") {
+				if strings.HasPrefix(line, "flechtwerk_mqtt") || strings.HasPrefix(line, "flechtwerk_messages_out_total") || strings.HasPrefix(line, "flechtwerk_transactions") {
+					lines = append(lines, line)
+				}
+			}
+			p.dumpGoroutines()
+			t.Fatalf("after %s: %s, missing e.g. %v\nbridge metrics:\n%s", d, rep, rep.MissingSample, strings.Join(lines, "\n"))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}

@@ -1,0 +1,280 @@
+package extract_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
+	"github.com/flecht-dev/flecht/internal/extract"
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/metrics"
+	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+)
+
+var (
+	cfgOutput = attr.New("output_topic", attr.STR)
+	cfgTotal  = attr.New("total", attr.INT)
+	statePos  = attr.New("pos", attr.INT)
+	itemN     = attr.New("n", attr.INT)
+)
+
+// counter is an extractor over a source of `total` numbered items per
+// config: each Poll emits up to 5 pages of 10 items from the stored
+// position, each page closed by the next position. It records which
+// runner polled which config.
+type counter struct {
+	name string
+	mu   *sync.Mutex
+	seen map[string]map[string]bool // config → runner names that polled it
+}
+
+func (c *counter) Poll(ctx context.Context, key string, cfg attr.Config, st attr.State, page extract.Page) error {
+	c.mu.Lock()
+	if c.seen[key] == nil {
+		c.seen[key] = map[string]bool{}
+	}
+	c.seen[key][c.name] = true
+	c.mu.Unlock()
+	out, err := cfgOutput.MustGet(cfg)
+	if err != nil {
+		return &extract.ConfigError{ConfigKey: key, Err: err}
+	}
+	total, err := cfgTotal.MustGet(cfg)
+	if err != nil {
+		return &extract.ConfigError{ConfigKey: key, Err: err}
+	}
+	pos, _, err := statePos.Get(st)
+	if err != nil {
+		return err
+	}
+	for p := 0; p < 5 && pos < total; p++ {
+		end := min(pos+10, total)
+		for i := pos; i < end; i++ {
+			ev, err := attr.Build[attr.Event](itemN.Of(i))
+			if err != nil {
+				return err
+			}
+			page.Message(stage.Message{Topic: out, Key: fmt.Sprintf("%s-%d", key, i), Value: ev})
+		}
+		pos = end
+		if st, err = st.With(statePos.Of(pos)); err != nil {
+			return err
+		}
+		if err := page.State(ctx, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type engineFixture struct {
+	t    *testing.T
+	cl   *kgo.Client
+	addr string
+	st   *stagefile.Stage
+	mu   sync.Mutex
+	seen map[string]map[string]bool
+}
+
+func newEngineFixture(t *testing.T, tokens int32, configs map[string]int) *engineFixture {
+	env := devenvtest.Start(t)
+	cl := devenvtest.KafkaClient(t, env, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	for name, n := range map[string]int32{"ext.config": tokens, "ext.raw": 3} {
+		if err := kafkax.CreateTopic(ctx, adm, name, n, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for key, total := range configs {
+		v, _ := json.Marshal(map[string]any{"output_topic": "ext.raw", "total": total})
+		rec := &kgo.Record{Topic: "ext.config", Key: []byte(key), Value: v, Partition: kafkax.Partition([]byte(key), int(tokens))}
+		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := stagefile.Parse([]byte("application_id: ext\nkind: extractor\nconfig_topics: [ext.config]\nextract: {builtin: http-poll}\npoll_interval: 50ms\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &engineFixture{t: t, cl: cl, addr: env.KafkaAddr(), st: st, seen: map[string]map[string]bool{}}
+}
+
+type runningEngine struct {
+	obs    *metrics.Observer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (f *engineFixture) start(name string) *runningEngine {
+	obs := metrics.New(nil)
+	r := extract.NewRunner(extract.Options{Stage: f.st, Cluster: &kafkax.Cluster{Brokers: []string{f.addr}}, ClientID: name,
+		StateDir: f.t.TempDir(), Metrics: obs, SessionTimeout: 6 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, &counter{name: name, mu: &f.mu, seen: f.seen}) }()
+	e := &runningEngine{obs: obs, cancel: cancel, done: done}
+	f.t.Cleanup(func() { e.stop(f.t) })
+	return e
+}
+
+func (e *runningEngine) stop(t *testing.T) {
+	if e.cancel == nil {
+		return
+	}
+	e.cancel()
+	e.cancel = nil
+	if err := <-e.done; err != nil {
+		t.Errorf("runner: %v", err)
+	}
+}
+
+func (f *engineFixture) wait(what string, cond func() bool) {
+	f.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// items counts the raw records per key.
+func (f *engineFixture) items() (map[string]int, int) {
+	f.t.Helper()
+	recs, err := kafkax.ReadToEnd(context.Background(), f.cl, "ext.raw")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, r := range recs {
+		out[string(r.Key)]++
+	}
+	return out, len(recs)
+}
+
+// cursors checks the changelog: per config the committed positions rise
+// strictly in offset order. It returns the last position per config.
+func (f *engineFixture) cursors() map[string]int64 {
+	f.t.Helper()
+	recs, err := kafkax.ReadToEnd(context.Background(), f.cl, "ext-changelog")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	last := map[string]int64{}
+	for _, r := range recs {
+		var v struct{ Pos int64 }
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			f.t.Fatalf("changelog %s: %s", r.Key, r.Value)
+		}
+		if prev, ok := last[string(r.Key)]; ok && v.Pos <= prev {
+			f.t.Errorf("config %s: cursor %d after %d", r.Key, v.Pos, prev)
+		}
+		last[string(r.Key)] = v.Pos
+	}
+	return last
+}
+
+func (f *engineFixture) exactlyOnce(configs map[string]int) {
+	f.t.Helper()
+	got, total := f.items()
+	want := 0
+	for key, n := range configs {
+		want += n
+		for i := range n {
+			if c := got[fmt.Sprintf("%s-%d", key, i)]; c != 1 {
+				f.t.Errorf("%s-%d written %d times", key, i, c)
+			}
+		}
+	}
+	if total != want {
+		f.t.Errorf("%d records, want %d", total, want)
+	}
+}
+
+func (f *engineFixture) finished(configs map[string]int) bool {
+	last := f.cursors()
+	for key, n := range configs {
+		if last[key] != int64(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// One runner, stopped midway and restarted with an empty state dir: the
+// position comes back from the changelog, every item once, cursors rise.
+func TestRunnerResumesFromTheChangelog(t *testing.T) {
+	configs := map[string]int{"a": 700, "b": 400}
+	f := newEngineFixture(t, 2, configs)
+	first := f.start("x-0")
+	f.wait("some pages", func() bool { n, _ := f.items(); return len(n) >= 200 })
+	first.stop(t)
+	second := f.start("x-0")
+	f.wait("every item", func() bool { return f.finished(configs) })
+	second.stop(t)
+	f.exactlyOnce(configs)
+}
+
+// Two replicas on a config topic of 4 partitions split the 8 configs by
+// token, each config polled by one replica only; when one stops, the other
+// takes its tokens over and finishes its configs, every item once.
+func TestRunnerReplicasSplitTokensAndHandOver(t *testing.T) {
+	configs := map[string]int{}
+	per := map[int32]int{}
+	for i := 0; len(configs) < 8; i++ {
+		key := fmt.Sprintf("feed%d", i)
+		if tk := kafkax.Partition([]byte(key), 4); per[tk] < 2 {
+			per[tk]++
+			configs[key] = 1500
+		}
+	}
+	f := newEngineFixture(t, 4, configs)
+	a, b := f.start("replica-a"), f.start("replica-b")
+	f.wait("the tokens split", func() bool {
+		ta, tb := metrics.Value(a.obs.TokensAssigned), metrics.Value(b.obs.TokensAssigned)
+		return ta+tb == 4 && ta > 0 && tb > 0
+	})
+	// Forget who polled before the split settled, then watch a while.
+	f.mu.Lock()
+	clear(f.seen)
+	f.mu.Unlock()
+	f.wait("both replicas polling", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		by := map[string]bool{}
+		for _, who := range f.seen {
+			for name := range who {
+				by[name] = true
+			}
+		}
+		return len(by) == 2
+	})
+	f.mu.Lock()
+	var shared []string
+	for key, who := range f.seen {
+		if len(who) > 1 {
+			shared = append(shared, key)
+		}
+	}
+	f.mu.Unlock()
+	sort.Strings(shared)
+	if len(shared) > 0 {
+		t.Errorf("configs polled by both replicas at once: %v", shared)
+	}
+	b.stop(t)
+	f.wait("replica-a holding every token", func() bool { return metrics.Value(a.obs.TokensAssigned) == 4 })
+	f.wait("every item", func() bool { return f.finished(configs) })
+	f.exactlyOnce(configs)
+}
