@@ -3,14 +3,11 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -22,10 +19,7 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/flecht-dev/flecht/internal/kafkax"
 )
 
 // BenchmarkMQTTBridge measures the MQTT bridge (`flecht run`, kind: mqtt,
@@ -171,7 +165,7 @@ func benchBridgeThroughput(b *testing.B, n int) (rate, recordSize float64) {
 			t.Fatalf("publishing: %v", err)
 		}
 		body := p.scrape()
-		recordSize = srcMetric(body, "flechtwerk_message_out_bytes_sum") / srcMetric(body, "flechtwerk_message_out_bytes_count")
+		recordSize = metricValue(body, "flechtwerk_message_out_bytes_sum") / metricValue(body, "flechtwerk_message_out_bytes_count")
 		mean, _ := ackSeconds(body)
 		p.stop()
 		// Not timed: every message committed exactly once.
@@ -244,43 +238,10 @@ func benchFanout(b *testing.B, n int) float64 {
 	return rate
 }
 
-var benchPerfRate = regexp.MustCompile(`(\d+) records sent, ([\d.]+) records/sec`)
-
-// benchTxnLimit runs the broker's ProducerPerformance tool transactionally
-// (100 ms transactions, zstd, records of size bytes) into a fresh topic of
-// 3 partitions, as the bridge's raw topics, and returns its records/s.
+// benchTxnLimit is the broker's transactional produce limit
+// (producerPerfLimit) into 3 partitions, as the bridge's raw topics.
 func benchTxnLimit(b *testing.B, records, size int) float64 {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cl, err := cluster().Client()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 10)
-	topic := "bench-mqtt-perf-" + suffix
-	if err := kafkax.CreateTopic(ctx, kadm.NewClient(cl), topic, 3, nil); err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(repoRoot, "e2e", "kafka", "broker.sh"), "class", "org.apache.kafka.tools.ProducerPerformance",
-		"--topic", topic, "--num-records", strconv.Itoa(records), "--record-size", strconv.Itoa(max(size, 1)),
-		"--throughput", "-1", "--transactional-id", "bench-mqtt-perf-"+suffix, "--transaction-duration-ms", "100",
-		"--producer-props", "bootstrap.servers="+brokers, "compression.type=zstd")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		b.Fatalf("ProducerPerformance: %v\n%s", err, out)
-	}
-	var rate float64
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	for sc.Scan() {
-		if m := benchPerfRate.FindStringSubmatch(sc.Text()); m != nil && m[1] == strconv.Itoa(records) {
-			rate, _ = strconv.ParseFloat(m[2], 64)
-		}
-	}
-	if rate == 0 {
-		b.Fatalf("ProducerPerformance printed no final rate:\n%s", out)
-	}
-	return rate
+	return producerPerfLimit(b, records, 3, max(size, 1))
 }
 
 // benchBridgeLatency publishes at a fixed rate for d through the bridge

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -197,31 +196,7 @@ func (p *srcProc) scrape() string {
 // the given `k="v"` pairs (0 when there is none).
 func (p *srcProc) metric(name string, labels ...string) float64 {
 	p.t.Helper()
-	return srcMetric(p.scrape(), name, labels...)
-}
-
-func srcMetric(body, name string, labels ...string) float64 {
-	var sum float64
-	for line := range strings.SplitSeq(body, "\n") {
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		series, value, ok := strings.Cut(line, " ")
-		if !ok || (series != name && !strings.HasPrefix(series, name+"{")) {
-			continue
-		}
-		match := true
-		for _, l := range labels {
-			if !strings.Contains(series, l) {
-				match = false
-			}
-		}
-		if match {
-			v, _ := strconv.ParseFloat(strings.TrimSpace(value), 64)
-			sum += v
-		}
-	}
-	return sum
+	return metricValue(p.scrape(), name, labels...)
 }
 
 // srcWait polls cond every 20ms until it holds, failing after d.
@@ -517,8 +492,8 @@ func numbered(n int) []byte { return fmt.Appendf(nil, `{"n":%d,"id":"m%d"}`, n, 
 
 // ackSeconds reads the bridge's receive→ACK histogram: mean and count.
 func ackSeconds(body string) (mean float64, count float64) {
-	sum := srcMetric(body, "flechtwerk_mqtt_ack_seconds_sum")
-	count = srcMetric(body, "flechtwerk_mqtt_ack_seconds_count")
+	sum := metricValue(body, "flechtwerk_mqtt_ack_seconds_sum")
+	count = metricValue(body, "flechtwerk_mqtt_ack_seconds_count")
 	if count > 0 {
 		mean = sum / count
 	}

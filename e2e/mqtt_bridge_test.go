@@ -361,8 +361,8 @@ func TestMQTTBridgeBrokerRestart(t *testing.T) {
 		}
 	}
 	t.Logf("Mosquitto restarted twice: %s of those the broker routed; the broker answered %d publishes \"no matching subscribers\" (the $share subscription not yet restored), %d of them never delivered; publisher retries %d, bridge duplicates %d (%d redeliveries of committed messages recognised and ACKed without a write); connects %.0f, disconnects %.0f",
-		rep, len(unrouted), lostUnrouted, len(retried), bridgeDups, recognised, srcMetric(body, "flechtwerk_mqtt_connects_total"), srcMetric(body, "flechtwerk_mqtt_disconnects_total"))
-	if got := srcMetric(body, "flechtwerk_mqtt_disconnects_total"); got != 2 {
+		rep, len(unrouted), lostUnrouted, len(retried), bridgeDups, recognised, metricValue(body, "flechtwerk_mqtt_connects_total"), metricValue(body, "flechtwerk_mqtt_disconnects_total"))
+	if got := metricValue(body, "flechtwerk_mqtt_disconnects_total"); got != 2 {
 		t.Errorf("mqtt_disconnects_total %v, want 2", got)
 	}
 	if len(unrouted) > total/10 {
@@ -460,9 +460,9 @@ func TestMQTTBridgeReconcileAndPoison(t *testing.T) {
 	var dropA, dropB float64
 	srcWait(t, time.Minute, "a and b drained", func() bool {
 		body := p.scrape()
-		a := srcMetric(body, "flechtwerk_mqtt_messages_dropped_total", `reason="unsubscribed"`, `topic="`+filters["a"]+`"`)
-		bb := srcMetric(body, "flechtwerk_mqtt_messages_dropped_total", `reason="unsubscribed"`, `topic="`+filters["b"]+`"`)
-		settled := a == dropA && bb == dropB && srcMetric(body, "flechtwerk_mqtt_buffered_messages") == 0
+		a := metricValue(body, "flechtwerk_mqtt_messages_dropped_total", `reason="unsubscribed"`, `topic="`+filters["a"]+`"`)
+		bb := metricValue(body, "flechtwerk_mqtt_messages_dropped_total", `reason="unsubscribed"`, `topic="`+filters["b"]+`"`)
+		settled := a == dropA && bb == dropB && metricValue(body, "flechtwerk_mqtt_buffered_messages") == 0
 		dropA, dropB = a, bb
 		if !settled {
 			time.Sleep(500 * time.Millisecond)
@@ -470,8 +470,8 @@ func TestMQTTBridgeReconcileAndPoison(t *testing.T) {
 		return settled
 	})
 	body := p.scrape()
-	inA := srcMetric(body, "flechtwerk_mqtt_messages_in_total", `topic="`+filters["a"]+`"`)
-	inB := srcMetric(body, "flechtwerk_mqtt_messages_in_total", `topic="`+filters["b"]+`"`)
+	inA := metricValue(body, "flechtwerk_mqtt_messages_in_total", `topic="`+filters["a"]+`"`)
+	inB := metricValue(body, "flechtwerk_mqtt_messages_in_total", `topic="`+filters["b"]+`"`)
 
 	// The broker no longer delivers a or b: more messages there change no
 	// counter, while a later message of c arrives.
@@ -488,13 +488,13 @@ func TestMQTTBridgeReconcileAndPoison(t *testing.T) {
 	srcWait(t, time.Minute, "the sentinel of c", func() bool { return countRelayed(readRelayed(t, rawC))[-2] == 1 })
 	body = p.scrape()
 	for k, f := range map[string]string{"a": filters["a"], "b": filters["b"]} {
-		after := srcMetric(body, "flechtwerk_mqtt_messages_dropped_total", `topic="`+f+`"`) + srcMetric(body, "flechtwerk_mqtt_messages_in_total", `topic="`+f+`"`)
+		after := metricValue(body, "flechtwerk_mqtt_messages_dropped_total", `topic="`+f+`"`) + metricValue(body, "flechtwerk_mqtt_messages_in_total", `topic="`+f+`"`)
 		before := map[string]float64{"a": dropA + inA, "b": dropB + inB}[k]
 		if after != before {
 			t.Errorf("config %s: the broker still delivers %s after the unsubscribe (%v → %v)", k, f, before, after)
 		}
 	}
-	if stale := srcMetric(body, "flechtwerk_mqtt_messages_dropped_total", `reason="stale"`); stale != 0 {
+	if stale := metricValue(body, "flechtwerk_mqtt_messages_dropped_total", `reason="stale"`); stale != 0 {
 		t.Errorf("%v stale drops, want 0", stale)
 	}
 	recA, recB := readRelayed(t, rawA), readRelayed(t, rawB)
