@@ -1,0 +1,170 @@
+package builtin
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+)
+
+// capture is an Emit that keeps what a transformer emits.
+type capture struct {
+	msgs  []stage.Message
+	state *attr.State
+}
+
+func (c *capture) Message(m stage.Message) { c.msgs = append(c.msgs, m) }
+func (c *capture) State(s attr.State)      { c.state = &s }
+func (c *capture) bytes(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, m := range c.msgs {
+		b, err := m.Value.Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m.Topic+" "+m.Key+" "+string(b))
+	}
+	return out
+}
+
+func build(t *testing.T, yaml string, env Env) stage.Transformer {
+	t.Helper()
+	st, err := stagefile.Parse([]byte("application_id: a\nkind: transformer\ninput_topics: [in]\ntransform: " + yaml + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf, err := NewTransformer(st.Transform, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tf
+}
+
+func incoming(t *testing.T, key, value string, ts time.Time) *stage.Incoming {
+	t.Helper()
+	ev, tomb, err := attr.Decode[attr.Event]([]byte(value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &stage.Incoming{Key: key, Value: ev, Tombstone: tomb, Topic: "in", Timestamp: ts, Raw: []byte(value)}
+}
+
+func run(t *testing.T, tf stage.Transformer, in *stage.Incoming, st attr.State) *capture {
+	t.Helper()
+	c := &capture{}
+	if err := tf.Transform(context.Background(), in, st, c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestPassthroughKeepsFields(t *testing.T) {
+	tf := build(t, "{builtin: passthrough, output_topic: out, fields: [a, c]}", Env{})
+	c := run(t, tf, incoming(t, "k", `{"a":1,"b":2,"c":{"d":12345678901234567890}}`, time.Time{}), attr.State{})
+	if got := strings.Join(c.bytes(t), "|"); got != `out k {"a":1,"c":{"d":12345678901234567890}}` {
+		t.Errorf("got %s", got)
+	}
+	if c.state != nil {
+		t.Error("passthrough emitted state")
+	}
+}
+
+func TestCountStampsSeq(t *testing.T) {
+	tf := build(t, "{builtin: count, output_topic: out}", Env{})
+	st := attr.State{}
+	for i := 1; i <= 3; i++ {
+		c := run(t, tf, incoming(t, "k", `{"x":"y"}`, time.Time{}), st)
+		want := `out k {"seq":` + string(rune('0'+i)) + `,"x":"y"}`
+		if got := strings.Join(c.bytes(t), "|"); got != want {
+			t.Fatalf("record %d: got %s want %s", i, got, want)
+		}
+		st = *c.state
+	}
+	if b, _ := st.Bytes(); string(b) != `{"seq":3}` {
+		t.Errorf("state %s", b)
+	}
+}
+
+func TestDedupeWithinHorizonByRecordTime(t *testing.T) {
+	tf := build(t, "{builtin: dedupe, output_topic: out, id: meta.id, horizon: 1h, max_ids: 2}", Env{})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	st := attr.State{}
+	step := func(id string, at time.Time) int {
+		c := run(t, tf, incoming(t, "dev", `{"meta":{"id":"`+id+`"}}`, at), st)
+		if c.state != nil {
+			st = *c.state
+		}
+		return len(c.msgs)
+	}
+	if step("a", t0) != 1 || step("a", t0.Add(time.Minute)) != 0 {
+		t.Fatal("a repeat within the horizon must be dropped")
+	}
+	if step("a", t0.Add(2*time.Hour)) != 1 {
+		t.Fatal("a repeat past the horizon must pass")
+	}
+	step("b", t0.Add(2*time.Hour+time.Second))
+	step("c", t0.Add(2*time.Hour+2*time.Second)) // max_ids 2: "a" is forgotten
+	if step("a", t0.Add(2*time.Hour+3*time.Second)) != 1 {
+		t.Fatal("the oldest id must be forgotten beyond max_ids")
+	}
+	// No id: forwarded, nothing remembered.
+	c := run(t, tf, incoming(t, "dev", `{"other":1}`, t0), st)
+	if len(c.msgs) != 1 || c.state != nil {
+		t.Fatalf("a record without an id: %d outputs, state %v", len(c.msgs), c.state)
+	}
+}
+
+func TestRekeyCarriesTheOriginalKey(t *testing.T) {
+	tf := build(t, "{builtin: rekey, output_topic: hop, key: device.id}", Env{})
+	c := run(t, tf, incoming(t, "tenant-1", `{"device":{"id":42}}`, time.Time{}), attr.State{})
+	if got := strings.Join(c.bytes(t), "|"); got != `hop 42 {"device":{"id":42},"original_key":"tenant-1"}` {
+		t.Errorf("got %s", got)
+	}
+	err := tf.Transform(context.Background(), incoming(t, "k", `{"device":{}}`, time.Time{}), attr.State{}, &capture{})
+	if err == nil || !strings.Contains(err.Error(), "value.device.id") {
+		t.Errorf("a missing key path must crash the stage with a clear error, got %v", err)
+	}
+}
+
+type configs map[string]attr.Config
+
+func (c configs) Get(k string) (attr.Config, bool) { v, ok := c[k]; return v, ok }
+
+func TestEnrichMergesAndHandlesMissing(t *testing.T) {
+	cfg, _, err := attr.Decode[attr.Config]([]byte(`{"site":"berlin","secret":"x","unit":"C"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := Env{Configs: configs{"dev-1": cfg}}
+	tf := build(t, "{builtin: enrich, output_topic: out, lookup: device, fields: [site, unit], into: device_info}", env)
+	c := run(t, tf, incoming(t, "k", `{"device":"dev-1","t":20}`, time.Time{}), attr.State{})
+	if got := strings.Join(c.bytes(t), "|"); got != `out k {"device":"dev-1","device_info":{"site":"berlin","unit":"C"},"t":20}` {
+		t.Errorf("got %s", got)
+	}
+	for policy, want := range map[string]string{"drop": "", "pass": "out", "dlq": "in.dlq"} {
+		tf := build(t, "{builtin: enrich, output_topic: out, lookup: device, missing: "+policy+"}", env)
+		c := run(t, tf, incoming(t, "k", `{"device":"nope"}`, time.Time{}), attr.State{})
+		got := ""
+		if len(c.msgs) == 1 {
+			got = c.msgs[0].Topic
+		}
+		if got != want {
+			t.Errorf("missing: %s → %q, want %q", policy, got, want)
+		}
+	}
+	if _, err := NewTransformer(&stagefile.Builtin{Name: "enrich"}, Env{}); err == nil {
+		t.Error("enrich without output_topic/lookup/configs must be refused")
+	}
+}
+
+func TestUnknownBuiltinNamesTheChoices(t *testing.T) {
+	_, err := NewTransformer(&stagefile.Builtin{Name: "sum"}, Env{})
+	if err == nil || !strings.Contains(err.Error(), "count, dedupe, enrich, passthrough, rekey") {
+		t.Errorf("got %v", err)
+	}
+}
