@@ -95,11 +95,8 @@ func (b *Bridge) relayBatch(ctx context.Context, relays map[string]*Relay) (int,
 		r := matchRelay(relays, p.Topic)
 		if r == nil {
 			outcomes[i].drop, outcomes[i].filter = dropStale, unmatchedTopic
-			for f := range b.unsubscribed {
-				if Match(f, p.Topic) {
-					outcomes[i].drop, outcomes[i].filter = dropUnsubscribed, f
-					break
-				}
+			if f, ok := b.removedFilter(p.Topic); ok {
+				outcomes[i].drop, outcomes[i].filter = dropUnsubscribed, f
 			}
 			continue
 		}
@@ -228,4 +225,24 @@ func matchRelay(relays map[string]*Relay, topic string) *Relay {
 		}
 	}
 	return nil
+}
+
+// removedFilter finds the filter of a config that is no longer active and
+// matches topic: one already unsubscribed, or one still subscribed whose
+// UNSUBSCRIBE has not been answered yet. Its buffered messages are the
+// removed config's tail (reason "unsubscribed"), not strays ("stale").
+func (b *Bridge) removedFilter(topic string) (string, bool) {
+	for f := range b.unsubscribed {
+		if Match(f, topic) {
+			return f, true
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for f := range b.subscribed {
+		if Match(f, topic) {
+			return f, true
+		}
+	}
+	return "", false
 }

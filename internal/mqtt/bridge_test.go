@@ -130,14 +130,19 @@ func publish(t *testing.T, c *paho.Client, topic string, payload string) {
 	}
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
+// eventually polls cond until it holds or 30 s pass; detail, if given,
+// says where things stood.
+func eventually(t *testing.T, what string, cond func() bool, detail ...func() string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if cond() {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if len(detail) > 0 {
+		t.Fatalf("timed out waiting for %s: %s", what, detail[0]())
 	}
 	t.Fatalf("timed out waiting for %s", what)
 }

@@ -44,6 +44,18 @@ func (f *bridgeFixture) waitSubscribed(pub *paho.Client, topic, raw string) {
 	})
 }
 
+// waitQueued waits until mochi holds at least n messages for an offline
+// session: it PUBACKs a publisher before it fans a message out, and a
+// message still being fanned out when the session is taken over is lost —
+// a mochi trait, not the bridge's (Mosquitto is the proof in e2e/).
+func (f *bridgeFixture) waitQueued(clientID string, n int) {
+	f.t.Helper()
+	eventually(f.t, "mochi to queue the messages", func() bool {
+		cl, ok := f.env.MQTTServer().Clients.Get(clientID)
+		return ok && cl.State.Inflight.Len() >= n
+	})
+}
+
 func namedPublisher(t *testing.T, addr, id string) *paho.Client {
 	t.Helper()
 	conn, err := net.Dial("tcp", addr)
@@ -87,6 +99,7 @@ func testCommittedRedelivery(t *testing.T, hook func(*mqtt.Bridge, func())) {
 	for i := range n {
 		publish(t, pub, fmt.Sprintf("sensors/dev-%d/events", i%7), fmt.Sprintf(`{"n":%d}`, i))
 	}
+	f.waitQueued("bridge-0", n)
 	var drops atomic.Int32
 	rb := f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", func(b *mqtt.Bridge) {
 		hook(b, func() {
@@ -215,15 +228,27 @@ func TestBridgeAppliesConfigChangesUnderABacklog(t *testing.T) {
 	for i := range n {
 		publish(t, pub, "sensors/a/events", fmt.Sprintf(`{"n":%d}`, i))
 	}
-	rb := f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", func(b *mqtt.Bridge) { mqtt.SetMaxBatch(b, 5) })
+	f.waitQueued("bridge-0", n)
+	var bridge *mqtt.Bridge
+	rb := f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", func(b *mqtt.Bridge) { mqtt.SetMaxBatch(b, 5); bridge = b })
 	eventually(t, "the backlog flowing", func() bool { return metrics.Value(rb.obs.TxnCommitted) >= 3 })
 	f.config("sensors", nil)
 	dropped := func() float64 {
 		return metrics.Value(rb.obs.MQTTDropped.WithLabelValues("unsubscribed", "sensors/+/events"))
 	}
+	// Every queued message is accounted for: relayed before the tombstone
+	// took effect, or ACK-dropped as the removed config's tail
+	// ("unsubscribed", also while its UNSUBSCRIBE is still on the way).
+	var relayed int
 	eventually(t, "the backlog settled", func() bool {
 		seen, _ := f.relayedNumbers("sensors.raw")
-		return len(seen)-1+int(dropped()) == n // -1: the probe
+		relayed = len(seen) - 1 // -1: the probe
+		return relayed+int(dropped()) == n
+	}, func() string {
+		info := f.env.MQTTServer().Info
+		return fmt.Sprintf("%d relayed + %v dropped as unsubscribed of %d; %v drops in all; %v transactions; inbox %d; mochi dropped %d",
+			relayed, dropped(), n, metrics.Value(rb.obs.MQTTDropped), metrics.Value(rb.obs.TxnCommitted), mqtt.InboxLen(bridge),
+			atomic.LoadInt64(&info.MessagesDropped))
 	})
 	seen, total := f.relayedNumbers("sensors.raw")
 	if dropped() == 0 || total-seen[-1] != len(seen)-1 {
@@ -259,6 +284,7 @@ func TestBridgeUnsubscribesWhatAnEarlierIncarnationLeft(t *testing.T) {
 	for i := range 20 {
 		publish(t, pub, "a/x", fmt.Sprintf(`{"n":%d}`, i)) // queued for the session
 	}
+	f.waitQueued("bridge-0", 20)
 	before, _ := f.relayedNumbers("sensors.raw")
 
 	rb := f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", nil)
@@ -300,6 +326,7 @@ func TestBridgeKeepsMessagesArrivingBeforeTheConnectionIsCurrent(t *testing.T) {
 	for i := range n {
 		publish(t, pub, "sensors/a/events", fmt.Sprintf(`{"n":%d}`, i)) // queued for the session
 	}
+	f.waitQueued("bridge-0", n)
 	var raced atomic.Bool
 	var rb *runningBridge
 	rb = f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", func(b *mqtt.Bridge) {
