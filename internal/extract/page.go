@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/attr"
-	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lease"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/state"
 )
@@ -18,7 +18,7 @@ import (
 // pollOne runs Poll for one config with page transactions on its token's
 // producer. Poll is re-entered for this config only in the next cycle, so
 // never before its previous page committed.
-func (r *Runner) pollOne(ctx context.Context, tk *token, c owned) error {
+func (r *Runner) pollOne(ctx context.Context, tk *lease.Lease, c owned) error {
 	st, err := r.loadState(tk, c.stateKey)
 	if err != nil {
 		return err
@@ -43,8 +43,8 @@ func (r *Runner) pollOne(ctx context.Context, tk *token, c owned) error {
 	return nil
 }
 
-func (r *Runner) loadState(tk *token, key string) (attr.State, error) {
-	v, ok, err := tk.store.Get(key)
+func (r *Runner) loadState(tk *lease.Lease, key string) (attr.State, error) {
+	v, ok, err := tk.Store.Get(key)
 	if err != nil || !ok {
 		return attr.State{}, err
 	}
@@ -58,7 +58,7 @@ func (r *Runner) loadState(tk *token, key string) (attr.State, error) {
 // page is the open transaction of one config's poll.
 type page struct {
 	r        *Runner
-	tk       *token
+	tk       *lease.Lease
 	stateKey string
 	ctx      context.Context
 
@@ -73,7 +73,7 @@ func (p *page) begin() error {
 	if p.open {
 		return nil
 	}
-	if err := p.tk.prod.BeginTransaction(); err != nil {
+	if err := p.tk.Prod.BeginTransaction(); err != nil {
 		return fmt.Errorf("begin page: %w", err)
 	}
 	p.open, p.produced = true, 0
@@ -89,7 +89,7 @@ func (p *page) Message(m stage.Message) {
 		p.err = err
 		return
 	}
-	rec, err := p.record(m)
+	rec, err := m.Record(p.ctx, p.r.counts)
 	if err != nil {
 		p.err = err
 		return
@@ -116,7 +116,7 @@ func (p *page) State(ctx context.Context, s attr.State) error {
 
 func (p *page) produce(rec *kgo.Record) {
 	p.produced++
-	p.tk.prod.Produce(p.ctx, rec, func(_ *kgo.Record, err error) {
+	p.tk.Prod.Produce(p.ctx, rec, func(_ *kgo.Record, err error) {
 		if err != nil {
 			p.mu.Lock()
 			if p.prodErr == nil {
@@ -140,17 +140,17 @@ func (p *page) commit(ctx context.Context, s *attr.State) error {
 			}
 			value = b
 		}
-		old, had, err := p.tk.store.Get(p.stateKey)
+		old, had, err := p.tk.Store.Get(p.stateKey)
 		if err != nil {
 			return err
 		}
 		if (value != nil || had) && !(had && string(old) == string(value)) {
-			p.produce(state.ChangelogRecord(p.r.changelog, p.tk.id, p.stateKey, value))
+			p.produce(state.ChangelogRecord(p.r.changelog, p.tk.N, p.stateKey, value))
 			p.r.obs.StateWritten(len(value))
 			write = &state.Write{Key: p.stateKey, Value: value}
 		}
 	}
-	if err := p.tk.prod.Flush(ctx); err != nil {
+	if err := p.tk.Prod.Flush(ctx); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
 	p.mu.Lock()
@@ -161,7 +161,7 @@ func (p *page) commit(ctx context.Context, s *attr.State) error {
 	}
 	// A page that wrote nothing (no messages, cursor unchanged) has nothing
 	// to commit; franz-go ends such a transaction without a round trip.
-	if err := p.tk.prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+	if err := p.tk.Prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return fmt.Errorf("commit page: %w", err)
 	}
 	p.open = false
@@ -169,7 +169,7 @@ func (p *page) commit(ctx context.Context, s *attr.State) error {
 		p.r.obs.TxnCommitted.Inc()
 	}
 	if write != nil {
-		if err := p.tk.store.Apply([]state.Write{*write}); err != nil {
+		if err := p.tk.Store.Apply([]state.Write{*write}); err != nil {
 			return err
 		}
 	}
@@ -183,40 +183,8 @@ func (p *page) abort() {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), 10*time.Second)
 	defer cancel()
-	if err := p.tk.prod.EndTransaction(ctx, kgo.TryAbort); err != nil && !errors.Is(err, context.Canceled) {
-		p.r.log.Debug("abort page", "token", p.tk.id, "error", err)
+	if err := p.tk.Prod.EndTransaction(ctx, kgo.TryAbort); err != nil && !errors.Is(err, context.Canceled) {
+		p.r.log.Debug("abort page", "token", p.tk.N, "error", err)
 	}
 	p.open = false
-}
-
-func (p *page) record(m stage.Message) (*kgo.Record, error) {
-	if m.Topic == "" {
-		return nil, errors.New("message without a topic")
-	}
-	rec := &kgo.Record{Topic: m.Topic, Key: []byte(m.Key), Timestamp: m.Timestamp, Headers: m.Headers}
-	if m.RawKey != nil {
-		rec.Key = m.RawKey
-	}
-	switch {
-	case m.RawValue != nil:
-		rec.Value = m.RawValue
-	case !m.Tombstone:
-		b, err := m.Value.Bytes()
-		if err != nil {
-			return nil, err
-		}
-		rec.Value = b
-	}
-	n, err := p.r.partitionCount(p.ctx, m.Topic)
-	if err != nil {
-		return nil, err
-	}
-	rec.Partition = kafkax.Partition(rec.Key, n)
-	if m.Explicit {
-		if m.Partition < 0 || int(m.Partition) >= n {
-			return nil, fmt.Errorf("message for %s partition %d: the topic has %d", m.Topic, m.Partition, n)
-		}
-		rec.Partition = m.Partition
-	}
-	return rec, nil
 }

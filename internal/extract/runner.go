@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -17,10 +15,10 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lease"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
-	"github.com/flecht-dev/flecht/internal/state"
 	"github.com/flecht-dev/flecht/internal/statekey"
 )
 
@@ -57,12 +55,10 @@ type Runner struct {
 	group  *kgo.Client
 	tokens int // the config topics' common partition count: the token space
 
-	countsMu sync.Mutex
-	counts   map[string]int
+	counts *kafkax.PartitionCounts // of output topics
 
-	mu      sync.Mutex
-	held    map[int32]*token
-	pending map[int32]bool
+	mu   sync.Mutex
+	held *lease.Set // the tokens this instance owns
 	// cycle is the poll cycle in progress; a revoke cancels it and waits.
 	cycleCancel context.CancelFunc
 	cycleDone   chan struct{}
@@ -91,7 +87,6 @@ func NewRunner(o Options) *Runner {
 		changelog: o.Stage.ChangelogTopic(), template: o.Stage.Template, interval: interval,
 		session: o.SessionTimeout, obs: o.Metrics, log: o.Log,
 		configs: stage.NewConfigStore(o.Stage.ConfigTopics, o.Log, o.Metrics),
-		counts:  map[string]int{}, held: map[int32]*token{}, pending: map[int32]bool{},
 	}
 }
 
@@ -114,6 +109,7 @@ func (r *Runner) Run(ctx context.Context, ex Extractor) error {
 		return err
 	}
 	adm := kadm.NewClient(admin)
+	r.counts = kafkax.NewPartitionCounts(adm)
 	n, err := kafkax.CommonPartitionCount(ctx, adm, r.stage.ConfigTopics...)
 	if err != nil {
 		return fmt.Errorf("config topics: %w (their common partition count is the token space)", err)
@@ -129,6 +125,11 @@ func (r *Runner) Run(ctx context.Context, ex Extractor) error {
 	if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
+	r.held = lease.NewSet(lease.Spec{
+		Cluster: r.cluster, Admin: admin, ApplicationID: r.stage.ApplicationID, ClientID: r.clientID,
+		StateDir: r.stateDir, Changelog: r.changelog, What: "token", Metrics: r.obs, Log: r.log,
+		ProducerOpts: []kgo.Opt{kgo.TransactionTimeout(TransactionTimeout)},
+	})
 
 	// The group only leases tokens: its partitions are never fetched.
 	group, err := r.cluster.Client(
@@ -199,67 +200,11 @@ func (r *Runner) ensureChangelog(ctx context.Context, adm *kadm.Client) error {
 	return nil
 }
 
-// token is one leased ownership token: a fenced producer and the state of
-// the configs that hash onto it.
-type token struct {
-	id    int32
-	txnID string
-	prod  *kgo.Client
-	store *state.Store
-}
-
-func (t *token) close() {
-	if t.prod != nil {
-		t.prod.Close()
-	}
-	if t.store != nil {
-		_ = t.store.Destroy()
-	}
-}
-
-// startToken fences <app>-<t> (aborting a previous owner's open page), then
-// restores the token's changelog partition.
-func (r *Runner) startToken(ctx context.Context, t int32) (*token, error) {
-	tk := &token{id: t, txnID: stagefile.TransactionalID(r.stage.ApplicationID, t)}
-	prod, err := r.cluster.Client(
-		kgo.ClientID(r.clientID),
-		kgo.TransactionalID(tk.txnID),
-		kgo.TransactionTimeout(TransactionTimeout),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-	)
-	if err != nil {
-		return nil, err
-	}
-	tk.prod = prod
-	if _, _, err := prod.ProducerID(ctx); err != nil {
-		tk.close()
-		return nil, fmt.Errorf("token %d: initializing producer %s (fencing): %w", t, tk.txnID, err)
-	}
-	store, err := state.Open(filepath.Join(r.stateDir, strconv.Itoa(int(t))), r.log)
-	if err != nil {
-		tk.close()
-		return nil, err
-	}
-	tk.store = store
-	n, err := state.Restore(ctx, r.admin, r.changelog, t, store)
-	if err != nil {
-		tk.close()
-		return nil, fmt.Errorf("token %d: %w", t, err)
-	}
-	r.obs.Restored(t, n)
-	r.log.Info("token started", "token", t, "changelog_records", n)
-	return tk, nil
-}
-
 func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, parts := range assigned {
-		for _, p := range parts {
-			r.pending[p] = true
-		}
-	}
-	cl.PauseFetchPartitions(assigned)
+	r.held.Assign(assigned)
+	cl.PauseFetchPartitions(assigned) // leased, never fetched
 }
 
 // onRevoked stops the cycle in flight (its open pages abort) before the
@@ -276,48 +221,26 @@ func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 		<-done
 		r.mu.Lock()
 	}
-	for _, parts := range revoked {
-		for _, p := range parts {
-			delete(r.pending, p)
-			if tk, ok := r.held[p]; ok {
-				tk.close()
-				delete(r.held, p)
-			}
-		}
-	}
-	r.obs.TokensAssigned.Set(float64(len(r.held)))
+	r.held.Revoke(revoked)
+	r.obs.TokensAssigned.Set(float64(r.held.Len()))
 }
 
+// startPending fences and restores the tokens assigned since the last
+// cycle, one at a time.
 func (r *Runner) startPending(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	parts := make([]int32, 0, len(r.pending))
-	for p := range r.pending {
-		parts = append(parts, p)
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-	for _, p := range parts {
-		if _, ok := r.held[p]; !ok {
-			tk, err := r.startToken(ctx, p)
-			if err != nil {
-				return err
-			}
-			r.held[p] = tk
-		}
-		delete(r.pending, p)
-	}
-	r.obs.TokensAssigned.Set(float64(len(r.held)))
-	return nil
+	err := r.held.StartPending(ctx, func(t int32) { r.log.Info("token started", "token", t) })
+	r.obs.TokensAssigned.Set(float64(r.held.Len()))
+	return err
 }
 
 func (r *Runner) shutdown() {
 	r.group.Close() // leaves the group; revoke closes the tokens
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for p, tk := range r.held {
-		tk.close()
-		delete(r.held, p)
-	}
+	r.held.CloseAll()
+	r.obs.TokensAssigned.Set(0)
 }
 
 // runCycle polls every owned active config once: configs of one token in
@@ -328,7 +251,7 @@ func (r *Runner) runCycle(ctx context.Context) error {
 	done := make(chan struct{})
 	r.mu.Lock()
 	r.cycleCancel, r.cycleDone = cancel, done
-	work := map[*token][]owned{}
+	work := map[*lease.Lease][]owned{}
 	active := 0
 	for key, cfg := range r.configs.Snapshot() {
 		if suspended(cfg) {
@@ -341,7 +264,7 @@ func (r *Runner) runCycle(ctx context.Context) error {
 			continue
 		}
 		t := kafkax.Partition([]byte(sk), r.tokens)
-		if tk, ok := r.held[t]; ok {
+		if tk, ok := r.held.Get(t); ok {
 			work[tk] = append(work[tk], owned{key: key, stateKey: sk, cfg: cfg})
 		}
 	}
@@ -408,22 +331,4 @@ func suspended(c attr.Config) bool {
 	v, _ := attr.At(c, []string{"suspended"})
 	b, _ := v.(bool)
 	return b
-}
-
-// partitionCount returns an output topic's partition count.
-func (r *Runner) partitionCount(ctx context.Context, topic string) (int, error) {
-	r.countsMu.Lock()
-	n, ok := r.counts[topic]
-	r.countsMu.Unlock()
-	if ok {
-		return n, nil
-	}
-	n, err := kafkax.CommonPartitionCount(ctx, kadm.NewClient(r.admin), topic)
-	if err != nil {
-		return 0, fmt.Errorf("output topic: %w", err)
-	}
-	r.countsMu.Lock()
-	r.counts[topic] = n
-	r.countsMu.Unlock()
-	return n, nil
 }

@@ -7,11 +7,14 @@ package stage
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/kafkax"
 )
 
 // Incoming is one input record as a transformer sees it. Value is the
@@ -90,4 +93,43 @@ type OutputDeclarer interface {
 // dead-letter topics themselves; startup then ensures those topics exist.
 type DLQUser interface {
 	UsesDLQ() bool
+}
+
+// Record places m on its topic: on its explicit partition, which must
+// exist, or on Kafka's murmur2 partition of its key among the topic's
+// partitions, so that flecht's outputs sit where a Java or franz-go
+// producer would put them.
+func (m Message) Record(ctx context.Context, counts *kafkax.PartitionCounts) (*kgo.Record, error) {
+	if m.Topic == "" {
+		return nil, errors.New("output message without a topic")
+	}
+	rec := &kgo.Record{Topic: m.Topic, Timestamp: m.Timestamp, Headers: m.Headers}
+	rec.Key = m.RawKey
+	if rec.Key == nil {
+		rec.Key = []byte(m.Key)
+	}
+	switch {
+	case m.Tombstone:
+	case m.RawValue != nil:
+		rec.Value = m.RawValue
+	default:
+		b, err := m.Value.Bytes()
+		if err != nil {
+			return nil, err
+		}
+		rec.Value = b
+	}
+	n, err := counts.Get(ctx, m.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("output topic: %w", err)
+	}
+	if !m.Explicit {
+		rec.Partition = kafkax.Partition(rec.Key, n)
+		return rec, nil
+	}
+	if m.Partition < 0 || int(m.Partition) >= n {
+		return nil, fmt.Errorf("message for %s partition %d: the topic has %d", m.Topic, m.Partition, n)
+	}
+	rec.Partition = m.Partition
+	return rec, nil
 }

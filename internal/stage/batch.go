@@ -3,7 +3,6 @@ package stage
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -13,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/attr"
-	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lease"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/state"
 )
@@ -37,7 +36,7 @@ func (e *emitter) State(s attr.State) { e.state = &s }
 // processTask runs one task's share of a batch as one transaction: the
 // outputs, the final changed state per key, and the input offsets commit
 // together or not at all.
-func (r *Runner) processTask(ctx context.Context, t *task, recs []*kgo.Record, gen groupGeneration) (err error) {
+func (r *Runner) processTask(ctx context.Context, t *lease.Lease, recs []*kgo.Record, gen groupGeneration) (err error) {
 	order := r.topicOrder
 	sort.SliceStable(recs, func(i, j int) bool {
 		if a, b := order[recs[i].Topic], order[recs[j].Topic]; a != b {
@@ -46,8 +45,8 @@ func (r *Runner) processTask(ctx context.Context, t *task, recs []*kgo.Record, g
 		return recs[i].Offset < recs[j].Offset
 	})
 
-	if err := t.prod.BeginTransaction(); err != nil {
-		return fmt.Errorf("task %d: begin transaction: %w", t.partition, err)
+	if err := t.Prod.BeginTransaction(); err != nil {
+		return fmt.Errorf("task %d: begin transaction: %w", t.N, err)
 	}
 	committed := false
 	defer func() {
@@ -56,8 +55,8 @@ func (r *Runner) processTask(ctx context.Context, t *task, recs []*kgo.Record, g
 			// owner's fence aborts anything left open anyway.
 			abortCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
-			if abortErr := t.prod.EndTransaction(abortCtx, kgo.TryAbort); abortErr != nil {
-				r.log.Debug("abort after failure", "partition", t.partition, "error", abortErr)
+			if abortErr := t.Prod.EndTransaction(abortCtx, kgo.TryAbort); abortErr != nil {
+				r.log.Debug("abort after failure", "partition", t.N, "error", abortErr)
 			}
 		}
 	}()
@@ -69,7 +68,7 @@ func (r *Runner) processTask(ctx context.Context, t *task, recs []*kgo.Record, g
 	)
 	produce := func(rec *kgo.Record) {
 		produced++
-		t.prod.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+		t.Prod.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			if err != nil {
 				produceMu.Lock()
 				if produceErr == nil {
@@ -100,7 +99,7 @@ func (r *Runner) processTask(ctx context.Context, t *task, recs []*kgo.Record, g
 			case stagefile.InvalidDLQ:
 				r.obs.Invalid("dlq", rec.Topic)
 				r.log.Warn("invalid message sent to dead-letter topic", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "dlq", stagefile.DLQTopic(rec.Topic), "error", reason)
-				out, err := r.toRecord(deadLetter(rec, reason, time.Now()))
+				out, err := deadLetter(rec, reason, time.Now()).Record(ctx, r.counts)
 				if err != nil {
 					return err
 				}
@@ -123,7 +122,7 @@ func (r *Runner) processTask(ctx context.Context, t *task, recs []*kgo.Record, g
 		}
 		r.obs.MessageProcessing.Observe(time.Since(start).Seconds())
 		for _, m := range em.messages {
-			out, err := r.toRecord(m)
+			out, err := m.Record(ctx, r.counts)
 			if err != nil {
 				return fmt.Errorf("output of %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 			}
@@ -142,29 +141,29 @@ func (r *Runner) processTask(ctx context.Context, t *task, recs []*kgo.Record, g
 	if err != nil {
 		return err
 	}
-	if err := t.prod.Flush(ctx); err != nil {
-		return fmt.Errorf("task %d: flush: %w", t.partition, err)
+	if err := t.Prod.Flush(ctx); err != nil {
+		return fmt.Errorf("task %d: flush: %w", t.N, err)
 	}
 	if produceErr != nil {
-		return fmt.Errorf("task %d: produce: %w", t.partition, produceErr)
+		return fmt.Errorf("task %d: produce: %w", t.N, produceErr)
 	}
 	if len(offsets) > 0 {
-		if err := commitOffsets(ctx, t.prod, t.txnID, r.stage.ApplicationID, gen, offsets); err != nil {
-			return fmt.Errorf("task %d: %w", t.partition, err)
+		if err := commitOffsets(ctx, t.Prod, t.TxnID, r.stage.ApplicationID, gen, offsets); err != nil {
+			return fmt.Errorf("task %d: %w", t.N, err)
 		}
 	}
-	if err := t.prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return fmt.Errorf("task %d: commit: %w", t.partition, err)
+	if err := t.Prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return fmt.Errorf("task %d: commit: %w", t.N, err)
 	}
 	if produced == 0 && len(offsets) > 0 {
-		if err := endEmptyTransaction(ctx, t.prod, t.txnID); err != nil {
-			return fmt.Errorf("task %d: commit offsets: %w", t.partition, err)
+		if err := endEmptyTransaction(ctx, t.Prod, t.TxnID); err != nil {
+			return fmt.Errorf("task %d: commit offsets: %w", t.N, err)
 		}
 	}
 	committed = true
 	r.obs.TxnCommitted.Inc()
-	if t.store != nil {
-		if err := t.store.Apply(writes); err != nil {
+	if t.Store != nil {
+		if err := t.Store.Apply(writes); err != nil {
 			return err
 		}
 	}
@@ -206,13 +205,13 @@ func (r *Runner) decode(rec *kgo.Record) (*Incoming, string, string) {
 	}, sk, ""
 }
 
-func (r *Runner) loadState(t *task, states map[string]*stateEntry, sk string) (*stateEntry, error) {
+func (r *Runner) loadState(t *lease.Lease, states map[string]*stateEntry, sk string) (*stateEntry, error) {
 	if e, ok := states[sk]; ok {
 		return e, nil
 	}
 	e := &stateEntry{}
-	if t.store != nil {
-		v, ok, err := t.store.Get(sk)
+	if t.Store != nil {
+		v, ok, err := t.Store.Get(sk)
 		if err != nil {
 			return nil, err
 		}
@@ -230,7 +229,7 @@ func (r *Runner) loadState(t *task, states map[string]*stateEntry, sk string) (*
 
 // stateWrites produces one changelog record per state key whose final state
 // differs from where the batch started, and returns the matching store writes.
-func (r *Runner) stateWrites(t *task, states map[string]*stateEntry, produce func(*kgo.Record)) ([]state.Write, error) {
+func (r *Runner) stateWrites(t *lease.Lease, states map[string]*stateEntry, produce func(*kgo.Record)) ([]state.Write, error) {
 	keys := make([]string, 0, len(states))
 	for k, e := range states {
 		if e.touched {
@@ -255,44 +254,9 @@ func (r *Runner) stateWrites(t *task, states map[string]*stateEntry, produce fun
 		if value != nil && bytes.Equal(value, e.orig) {
 			continue // unchanged: nothing to write
 		}
-		produce(state.ChangelogRecord(r.changelog, t.partition, k, value))
+		produce(state.ChangelogRecord(r.changelog, t.N, k, value))
 		r.obs.StateWritten(len(value))
 		writes = append(writes, state.Write{Key: k, Value: value})
 	}
 	return writes, nil
-}
-
-// toRecord places an output message: explicit partition, or Kafka's
-// murmur2 partition of its key among the topic's partitions.
-func (r *Runner) toRecord(m Message) (*kgo.Record, error) {
-	if m.Topic == "" {
-		return nil, errors.New("output message without a topic")
-	}
-	rec := &kgo.Record{Topic: m.Topic, Timestamp: m.Timestamp, Headers: m.Headers}
-	rec.Key = m.RawKey
-	if rec.Key == nil {
-		rec.Key = []byte(m.Key)
-	}
-	switch {
-	case m.Tombstone:
-		rec.Value = nil
-	case m.RawValue != nil:
-		rec.Value = m.RawValue
-	default:
-		b, err := m.Value.Bytes()
-		if err != nil {
-			return nil, err
-		}
-		rec.Value = b
-	}
-	if m.Explicit {
-		rec.Partition = m.Partition
-		return rec, nil
-	}
-	n, err := r.partitionCount(m.Topic)
-	if err != nil {
-		return nil, err
-	}
-	rec.Partition = kafkax.Partition(rec.Key, n)
-	return rec, nil
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lease"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/statekey"
@@ -67,13 +67,11 @@ type Runner struct {
 	admin    *kgo.Client
 	consumer *kgo.Client
 
-	countsMu sync.Mutex
-	counts   map[string]int // partition counts of output topics
+	counts *kafkax.PartitionCounts // of output topics
 
-	mu      sync.Mutex // held while tasks change or a batch runs
-	tasks   map[int32]*task
-	pending map[int32]bool
-	closed  bool // shut down: late group callbacks change nothing
+	mu     sync.Mutex // held while tasks change or a batch runs
+	tasks  *lease.Set // one task per input partition number
+	closed bool       // shut down: late group callbacks change nothing
 
 	leaveTimeout time.Duration
 
@@ -110,8 +108,7 @@ func NewRunner(o Options) *Runner {
 		stage: o.Stage, cluster: o.Cluster, clientID: o.ClientID, stateDir: o.StateDir,
 		changelog: o.Stage.ChangelogTopic(), template: o.Stage.Template, topicOrder: order,
 		txnTimeout: o.TransactionTimeout, session: o.SessionTimeout, obs: o.Metrics, log: o.Log,
-		configs: NewConfigStore(o.Stage.ConfigTopics, o.Log, o.Metrics),
-		counts:  map[string]int{}, tasks: map[int32]*task{}, pending: map[int32]bool{},
+		configs:      NewConfigStore(o.Stage.ConfigTopics, o.Log, o.Metrics),
 		leaveTimeout: o.LeaveTimeout,
 	}
 }
@@ -154,6 +151,7 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	if err := r.cluster.Ping(ctx, admin); err != nil {
 		return err
 	}
+	r.counts = kafkax.NewPartitionCounts(kadm.NewClient(admin))
 	if err := r.prepareTopics(ctx, kadm.NewClient(admin)); err != nil {
 		return err
 	}
@@ -164,6 +162,20 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
+	spec := lease.Spec{
+		Cluster: r.cluster, Admin: admin, ApplicationID: r.stage.ApplicationID, ClientID: r.clientID,
+		StateDir: r.stateDir, What: "task", Metrics: r.obs, Log: r.log,
+		ProducerOpts: []kgo.Opt{
+			kgo.TransactionTimeout(r.txnTimeout),
+			kgo.MaxVersions(taskProducerVersions()),
+			kgo.ProducerLinger(time.Millisecond),
+			kgo.RecordRetries(10),
+		},
+	}
+	if r.stateful {
+		spec.Changelog = r.changelog
+	}
+	r.tasks = lease.NewSet(spec)
 
 	consumer, err := r.cluster.Client(
 		kgo.ClientID(r.clientID),
@@ -279,7 +291,7 @@ func (r *Runner) processBatch(ctx context.Context, fs kgo.Fetches) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(byTask))
 	for p, recs := range byTask {
-		t, ok := r.tasks[p]
+		t, ok := r.tasks.Get(p)
 		if !ok {
 			// Fetched before a rebalance took the partition away: never
 			// committed, so the new owner reads it again.
@@ -311,13 +323,9 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 	if r.closed {
 		return
 	}
+	r.tasks.Assign(assigned)
 	pause := map[string][]int32{}
-	for _, parts := range assigned {
-		for _, p := range parts {
-			r.pending[p] = true
-		}
-	}
-	for p := range r.pending {
+	for _, p := range r.tasks.Pending() {
 		for _, t := range r.stage.InputTopics {
 			pause[t] = append(pause[t], p)
 		}
@@ -333,16 +341,8 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, parts := range revoked {
-		for _, p := range parts {
-			delete(r.pending, p)
-			if t, ok := r.tasks[p]; ok {
-				t.close()
-				delete(r.tasks, p)
-			}
-		}
-	}
-	r.obs.TasksAssigned.Set(float64(len(r.tasks)))
+	r.tasks.Revoke(revoked)
+	r.obs.TasksAssigned.Set(float64(r.tasks.Len()))
 	r.log.Info("partitions revoked", "partitions", fmt.Sprint(revoked))
 }
 
@@ -351,33 +351,16 @@ func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 func (r *Runner) initPending(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.pending) == 0 {
-		return nil
-	}
-	parts := make([]int32, 0, len(r.pending))
-	for p := range r.pending {
-		parts = append(parts, p)
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-	for _, p := range parts {
-		if _, ok := r.tasks[p]; !ok {
-			t, err := r.startTask(ctx, p)
-			if err != nil {
-				return err
-			}
-			r.tasks[p] = t
-			r.obs.TasksAssigned.Set(float64(len(r.tasks)))
-		}
-		delete(r.pending, p)
+	defer func() { r.obs.TasksAssigned.Set(float64(r.tasks.Len())) }()
+	return r.tasks.StartPending(ctx, func(p int32) {
 		resume := map[string][]int32{}
 		for _, topic := range r.stage.InputTopics {
 			resume[topic] = []int32{p}
 		}
 		r.consumer.ResumeFetchPartitions(resume)
+		r.obs.TasksAssigned.Set(float64(r.tasks.Len()))
 		r.log.Info("task started", "partition", p)
-	}
-	r.obs.TasksAssigned.Set(float64(len(r.tasks)))
-	return nil
+	})
 }
 
 // shutdown leaves the group and closes the tasks. franz-go's Close waits
@@ -403,10 +386,6 @@ func (r *Runner) shutdown() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
-	for p, t := range r.tasks {
-		t.close()
-		delete(r.tasks, p)
-	}
-	clear(r.pending)
+	r.tasks.CloseAll()
 	r.obs.TasksAssigned.Set(0)
 }

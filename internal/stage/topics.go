@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
@@ -35,11 +34,9 @@ func (r *Runner) prepareTopics(ctx context.Context, adm *kadm.Client) error {
 			}
 			return err
 		}
-		r.countsMu.Lock()
 		for _, t := range outs {
-			r.counts[t] = len(details[t].Partitions)
+			r.counts.Set(t, len(details[t].Partitions))
 		}
-		r.countsMu.Unlock()
 	}
 	if r.stateful {
 		if err := r.ensureOwnTopic(ctx, adm, r.changelog, n, map[string]string{"cleanup.policy": "compact"}, "changelog"); err != nil {
@@ -86,25 +83,4 @@ func (r *Runner) ensureOwnTopic(ctx context.Context, adm *kadm.Client, topic str
 		}
 	}
 	return nil
-}
-
-// partitionCount returns an output topic's partition count, looking it up
-// once for topics not declared up front.
-func (r *Runner) partitionCount(topic string) (int, error) {
-	r.countsMu.Lock()
-	n, ok := r.counts[topic]
-	r.countsMu.Unlock()
-	if ok {
-		return n, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n, err := kafkax.CommonPartitionCount(ctx, kadm.NewClient(r.admin), topic)
-	if err != nil {
-		return 0, fmt.Errorf("output topic: %w", err)
-	}
-	r.countsMu.Lock()
-	r.counts[topic] = n
-	r.countsMu.Unlock()
-	return n, nil
 }

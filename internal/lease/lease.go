@@ -1,0 +1,200 @@
+// Package lease starts and holds what a group member owns by partition
+// number: a transformer's tasks (one per input partition) and an extractor's
+// tokens (one per config-topic partition). Both are the same thing to
+// Kafka: a transactional producer <application_id>-<n>, initialised first so
+// that the previous owner is fenced and its open transaction aborted, and,
+// for a stateful stage, a local store restored from changelog partition n
+// before any work resumes (SPEC §3, §4).
+package lease
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/metrics"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/state"
+)
+
+// Lease is one owned partition number: its fenced producer and its store.
+type Lease struct {
+	N     int32
+	TxnID string
+	Prod  *kgo.Client
+	Store *state.Store // nil for a stateless stage
+}
+
+// Close releases the lease: its producer and its local state (wiped; the
+// next owner restores from the changelog).
+func (l *Lease) Close() {
+	if l.Prod != nil {
+		l.Prod.Close()
+	}
+	if l.Store != nil {
+		_ = l.Store.Destroy()
+	}
+}
+
+// Spec says how leases of one stage are started.
+type Spec struct {
+	Cluster       *kafkax.Cluster
+	Admin         *kgo.Client // reads the changelog on restore
+	ApplicationID string
+	ClientID      string
+	// StateDir holds one store per lease, in a subdirectory named n.
+	StateDir string
+	// Changelog is the stage's changelog topic; empty for a stateless
+	// stage, whose leases open no store.
+	Changelog string
+	// ProducerOpts are added to the producer's identity (client id,
+	// transactional id, explicit partitions).
+	ProducerOpts []kgo.Opt
+	// What names a lease in messages: "task" or "token".
+	What    string
+	Metrics *metrics.Observer
+	Log     *slog.Logger
+}
+
+// Start brings up lease n in the order the contract requires: initialise
+// the producer (fencing the previous owner and aborting its open
+// transaction), then restore the changelog partition to its end as it is
+// now. Only then may the caller resume work on n.
+func Start(ctx context.Context, s *Spec, n int32) (*Lease, error) {
+	log, obs := s.Log, s.Metrics
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if obs == nil {
+		obs = metrics.New(nil)
+	}
+	l := &Lease{N: n, TxnID: stagefile.TransactionalID(s.ApplicationID, n)}
+	opts := append([]kgo.Opt{
+		kgo.ClientID(s.ClientID),
+		kgo.TransactionalID(l.TxnID),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	}, s.ProducerOpts...)
+	prod, err := s.Cluster.Client(opts...)
+	if err != nil {
+		return nil, err
+	}
+	l.Prod = prod
+	start := time.Now()
+	if _, _, err := prod.ProducerID(ctx); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("%s %d: initializing producer %s (fencing): %w", s.What, n, l.TxnID, err)
+	}
+	log.Debug(s.What+" fenced", "n", n, "transactional_id", l.TxnID, "took", time.Since(start))
+	if s.Changelog == "" {
+		return l, nil
+	}
+	store, err := state.Open(filepath.Join(s.StateDir, strconv.Itoa(int(n))), log)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	l.Store = store
+	restored, err := state.Restore(ctx, s.Admin, s.Changelog, n, store)
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("%s %d: %w", s.What, n, err)
+	}
+	obs.Restored(n, restored)
+	log.Debug(s.What+" restored", "n", n, "changelog_records", restored, "took", time.Since(start))
+	return l, nil
+}
+
+// Set holds the leases a member owns and the partition numbers assigned to
+// it but not started yet. Starting is left to the caller's loop, never done
+// in a group callback: a restore there would stall the whole group.
+//
+// A Set is not safe for concurrent use; the runner's own lock guards it,
+// since that lock also keeps leases from changing under a batch.
+type Set struct {
+	spec    Spec
+	held    map[int32]*Lease
+	pending map[int32]bool
+}
+
+// NewSet returns an empty set whose leases start as spec says.
+func NewSet(spec Spec) *Set {
+	return &Set{spec: spec, held: map[int32]*Lease{}, pending: map[int32]bool{}}
+}
+
+// Assign marks the partition numbers of an assignment pending. A number
+// assigned on several topics (co-partitioned inputs) is one lease.
+func (s *Set) Assign(assigned map[string][]int32) {
+	for _, parts := range assigned {
+		for _, p := range parts {
+			s.pending[p] = true
+		}
+	}
+}
+
+// Revoke closes the leases of a revocation and forgets pending ones.
+func (s *Set) Revoke(revoked map[string][]int32) {
+	for _, parts := range revoked {
+		for _, p := range parts {
+			delete(s.pending, p)
+			if l, ok := s.held[p]; ok {
+				l.Close()
+				delete(s.held, p)
+			}
+		}
+	}
+}
+
+// Pending returns the numbers waiting to start, in order.
+func (s *Set) Pending() []int32 {
+	out := make([]int32, 0, len(s.pending))
+	for p := range s.pending {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// StartPending starts the pending leases one at a time, in order, calling
+// started after each (where a runner resumes fetching n). The first
+// failure is returned; the leases started before it are kept.
+func (s *Set) StartPending(ctx context.Context, started func(n int32)) error {
+	for _, p := range s.Pending() {
+		if _, ok := s.held[p]; !ok {
+			l, err := Start(ctx, &s.spec, p)
+			if err != nil {
+				return err
+			}
+			s.held[p] = l
+		}
+		delete(s.pending, p)
+		if started != nil {
+			started(p)
+		}
+	}
+	return nil
+}
+
+// Get returns the lease on n, if held.
+func (s *Set) Get(n int32) (*Lease, bool) {
+	l, ok := s.held[n]
+	return l, ok
+}
+
+// Len is the number of leases held.
+func (s *Set) Len() int { return len(s.held) }
+
+// CloseAll closes every lease and forgets the pending ones.
+func (s *Set) CloseAll() {
+	for p, l := range s.held {
+		l.Close()
+		delete(s.held, p)
+	}
+	clear(s.pending)
+}
