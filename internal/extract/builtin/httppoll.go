@@ -29,8 +29,15 @@ var (
 	hpMaxPages    = attr.New("max_pages", attr.INT).Optional()
 )
 
-// Its state: the cursor that fetches what comes after the last page.
-var hpCursor = attr.New("cursor", attr.STR)
+// Its state: the cursor that fetches what comes after the last committed
+// page, and, when the API's last page named no next cursor, the ids of that
+// page's items already sent. Many APIs end a feed that way and fill the same
+// page as items arrive, so it is fetched again next cycle and only the new
+// items go out; the ids are cleared once a next cursor moves past the page.
+var (
+	hpCursor = attr.New("cursor", attr.STR)
+	hpSeen   = attr.New("seen", attr.LIST(attr.STR)).Optional()
+)
 
 // Fields of an extracted record: the item verbatim plus ingestion metadata.
 var (
@@ -128,7 +135,9 @@ func (h *HTTPPoll) parse(key string, c attr.Config) (*hpConfig, error) {
 }
 
 // Poll fetches pages from the stored cursor on: each response is one page,
-// committed with the next cursor before the next request.
+// committed with the next cursor before the next request. A page without a
+// next cursor past it is the feed's tail: its new items commit with their
+// ids, and the tail is fetched again next cycle.
 func (h *HTTPPoll) Poll(ctx context.Context, key string, c attr.Config, st attr.State, page extract.Page) error {
 	cfg, err := h.parse(key, c)
 	if err != nil {
@@ -137,6 +146,14 @@ func (h *HTTPPoll) Poll(ctx context.Context, key string, c attr.Config, st attr.
 	cursor, _, err := hpCursor.Get(st)
 	if err != nil {
 		return fmt.Errorf("state cursor: %w", err)
+	}
+	seenList, _, err := hpSeen.Get(st)
+	if err != nil {
+		return fmt.Errorf("state seen ids: %w", err)
+	}
+	seen := make(map[string]bool, len(seenList))
+	for _, id := range seenList {
+		seen[id] = true
 	}
 	source := cfg.url.Scheme + "://" + cfg.url.Host + cfg.url.Path
 	for n := int64(0); n < cfg.maxPages; n++ {
@@ -149,38 +166,55 @@ func (h *HTTPPoll) Poll(ctx context.Context, key string, c attr.Config, st attr.
 			return err
 		}
 		fetched := h.Now().UTC()
+		var sent []string
 		for i, item := range items {
 			idv, ok := attr.At(asRecord(item), cfg.id)
 			id, isText := attr.ScalarText(idv)
 			if !ok || !isText || id == "" {
 				return &extract.ConfigError{ConfigKey: key, Err: fmt.Errorf("item %d of the page has no id at %s", i, strings.Join(cfg.id, "."))}
 			}
+			if seen[id] {
+				continue // sent from this page in an earlier cycle
+			}
 			ev, err := attr.Build[attr.Event](outData.Of(item), outFetchedAt.Of(fetched), outSource.Of(source), outConfigKey.Of(key), outSchemaVersion.Of(1))
 			if err != nil {
 				return err
 			}
 			page.Message(stage.Message{Topic: cfg.output, Key: id, Value: ev})
+			seen[id] = true
+			sent = append(sent, id)
 		}
-		if next == "" || next == cursor {
-			if len(items) > 0 {
-				// Without a cursor past them these items come again next
-				// cycle: the API should return one for every full page.
-				return &extract.ConfigError{ConfigKey: key, Err: errors.New("a non-empty page returned no new next cursor; its items would be fetched again")}
+		if next != "" && next != cursor {
+			ns, err := st.With(hpCursor.Of(next), hpSeen.Delete())
+			if err != nil {
+				return err
 			}
+			if err := page.State(ctx, ns); err != nil {
+				return err
+			}
+			st, cursor, seenList, seen = ns, next, nil, map[string]bool{}
+			continue
+		}
+		// The tail: nothing past it yet.
+		if len(sent) == 0 {
 			return nil
 		}
-		cursor = next
-		ns, err := st.With(hpCursor.Of(cursor))
+		ids := append(seenList, sent...)
+		if len(ids) > maxTailIDs {
+			return &extract.ConfigError{ConfigKey: key, Err: fmt.Errorf("the page at the cursor has grown past %d items without naming a next cursor; set next_cursor or lower the API's page size", maxTailIDs)}
+		}
+		ns, err := st.With(hpCursor.Of(cursor), hpSeen.Of(ids))
 		if err != nil {
 			return err
 		}
-		if err := page.State(ctx, ns); err != nil {
-			return err
-		}
-		st = ns
+		return page.State(ctx, ns)
 	}
 	return nil
 }
+
+// maxTailIDs bounds the ids kept for a tail page (one page's items, so far
+// more than any API's page size), keeping the state record small.
+const maxTailIDs = 10000
 
 // fetch GETs one page. Timeouts and 5xx are errors that stop the stage
 // (let it crash); a 4xx is a ConfigError, reported with the status.

@@ -25,12 +25,15 @@ import (
 )
 
 // feed is a paginated JSON API: items 0..total-1, ten per page, behind an
-// API key; next is always the position after the page.
+// API key; next is the position after the page. With openTail, a page that
+// is not full names no next cursor (many APIs end a feed so, and fill that
+// page as items arrive).
 type feed struct {
 	mu       sync.Mutex
 	total    int
 	requests atomic.Int64
 	failAt   int // a cursor that answers 500 once, or -1
+	openTail bool
 }
 
 func (f *feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -41,7 +44,7 @@ func (f *feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	cursor, _ := strconv.Atoi(r.URL.Query().Get("after"))
 	f.mu.Lock()
-	total := f.total
+	total, openTail := f.total, f.openTail
 	if cursor == f.failAt {
 		f.failAt = -1
 		f.mu.Unlock()
@@ -53,11 +56,26 @@ func (f *feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for i := cursor; i < min(cursor+10, total); i++ {
 		items = append(items, map[string]any{"id": fmt.Sprintf("item-%04d", i), "n": i})
 	}
-	next := min(cursor+10, total)
-	_ = json.NewEncoder(w).Encode(map[string]any{"data": map[string]any{"items": items}, "next": strconv.Itoa(next)})
+	body := map[string]any{"data": map[string]any{"items": items}}
+	if !openTail || cursor+10 <= total {
+		body["next"] = strconv.Itoa(min(cursor+10, total))
+	}
+	_ = json.NewEncoder(w).Encode(body)
 }
 
-func TestHTTPPollExactlyOncePagesAndResume(t *testing.T) {
+// poller runs the http-poll extractor on the embedded Kafka against one
+// feed config, and reads what it wrote.
+type poller struct {
+	t   *testing.T
+	cl  *kgo.Client
+	env interface{ KafkaAddr() string }
+	st  *stagefile.Stage
+	kr  *secret.Keyring
+	url string
+}
+
+func newPoller(t *testing.T, api *feed) *poller {
+	t.Helper()
 	env := devenvtest.Start(t)
 	cl := devenvtest.KafkaClient(t, env)
 	adm := kadm.NewClient(cl)
@@ -67,9 +85,8 @@ func TestHTTPPollExactlyOncePagesAndResume(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	api := &feed{total: 95, failAt: -1}
 	srv := httptest.NewServer(api)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 
 	kr, err := secret.NewKeyring("k1")
 	if err != nil {
@@ -90,33 +107,66 @@ func TestHTTPPollExactlyOncePagesAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(stateDir string) (context.CancelFunc, chan error) {
-		r := extract.NewRunner(extract.Options{Stage: st, Cluster: &kafkax.Cluster{Brokers: []string{env.KafkaAddr()}}, ClientID: "p0", StateDir: stateDir, Metrics: metrics.New(nil), SessionTimeout: 6 * time.Second})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx, builtin.NewHTTPPoll(kr)) }()
-		return cancel, done
-	}
-	read := func() []*kgo.Record {
-		recs, err := kafkax.ReadToEnd(ctx, cl, "items.raw")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return recs
-	}
-	wait := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	return &poller{t: t, cl: cl, env: env, st: st, kr: kr, url: srv.URL}
+}
 
-	cancel, done := run(t.TempDir())
-	wait("95 items", func() bool { return len(read()) == 95 })
+// run starts one extractor instance with its own state dir.
+func (p *poller) run() (context.CancelFunc, chan error) {
+	r := extract.NewRunner(extract.Options{Stage: p.st, Cluster: &kafkax.Cluster{Brokers: []string{p.env.KafkaAddr()}}, ClientID: "p0", StateDir: p.t.TempDir(), Metrics: metrics.New(nil), SessionTimeout: 6 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, builtin.NewHTTPPoll(p.kr)) }()
+	return cancel, done
+}
+
+func (p *poller) read() []*kgo.Record {
+	recs, err := kafkax.ReadToEnd(context.Background(), p.cl, "items.raw")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return recs
+}
+
+func (p *poller) wait(what string, cond func() bool) {
+	p.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// exactlyOnce checks the output holds items 0..n-1 once each, on their
+// keys' murmur2 partitions.
+func (p *poller) exactlyOnce(n int) []*kgo.Record {
+	p.t.Helper()
+	recs := p.read()
+	ids := map[string]int{}
+	for _, r := range recs {
+		ids[string(r.Key)]++
+		if r.Partition != kafkax.Partition(r.Key, 3) {
+			p.t.Fatalf("%s on partition %d", r.Key, r.Partition)
+		}
+	}
+	for i := range n {
+		if id := fmt.Sprintf("item-%04d", i); ids[id] != 1 {
+			p.t.Fatalf("%s written %d times", id, ids[id])
+		}
+	}
+	if len(recs) != n || len(ids) != n {
+		p.t.Fatalf("%d records, %d distinct ids; want %d each", len(recs), len(ids), n)
+	}
+	return recs
+}
+
+func TestHTTPPollExactlyOncePagesAndResume(t *testing.T) {
+	api := &feed{total: 95, failAt: -1}
+	p := newPoller(t, api)
+
+	cancel, done := p.run()
+	p.wait("95 items", func() bool { return len(p.read()) == 95 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -128,7 +178,7 @@ func TestHTTPPollExactlyOncePagesAndResume(t *testing.T) {
 	api.mu.Lock()
 	api.total, api.failAt = 150, 115
 	api.mu.Unlock()
-	_, done = run(t.TempDir())
+	_, done = p.run()
 	select {
 	case err := <-done:
 		if err == nil {
@@ -137,28 +187,54 @@ func TestHTTPPollExactlyOncePagesAndResume(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the stage did not crash on a 500")
 	}
-	cancel, done = run(t.TempDir())
-	wait("150 items", func() bool { return len(read()) >= 150 })
+	cancel, done = p.run()
+	p.wait("150 items", func() bool { return len(p.read()) >= 150 })
 	time.Sleep(300 * time.Millisecond) // a few more idle cycles must add nothing
 	cancel()
 	<-done
-	recs := read()
-	ids := map[string]int{}
-	for _, r := range recs {
-		ids[string(r.Key)]++
-		if r.Partition != kafkax.Partition(r.Key, 3) {
-			t.Fatalf("%s on partition %d", r.Key, r.Partition)
-		}
-	}
-	if len(recs) != 150 || len(ids) != 150 {
-		t.Fatalf("%d records, %d distinct ids; want 150 each", len(recs), len(ids))
-	}
+	recs := p.exactlyOnce(150)
 	var v struct {
 		Data      map[string]any `json:"data"`
 		ConfigKey string         `json:"config_key"`
 		Source    string         `json:"source"`
 	}
-	if err := json.Unmarshal(recs[0].Value, &v); err != nil || v.ConfigKey != "feed-a" || v.Source != srv.URL+"/items" || v.Data["id"] == nil {
+	if err := json.Unmarshal(recs[0].Value, &v); err != nil || v.ConfigKey != "feed-a" || v.Source != p.url+"/items" || v.Data["id"] == nil {
 		t.Fatalf("record value %s (%v)", recs[0].Value, err)
 	}
+}
+
+// A feed whose last page names no next cursor: its items go out once, the
+// page is fetched again each cycle, and only items new to it follow, also
+// across a restart with empty local state (the seen ids are in the
+// changelog) and once the page fills and a next cursor moves past it.
+func TestHTTPPollOpenTailPage(t *testing.T) {
+	api := &feed{total: 95, failAt: -1, openTail: true}
+	p := newPoller(t, api)
+
+	cancel, done := p.run()
+	p.wait("95 items", func() bool { return len(p.read()) >= 95 })
+	polled := api.requests.Load()
+	p.wait("the tail fetched again", func() bool { return api.requests.Load() >= polled+3 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	p.exactlyOnce(95)
+
+	api.mu.Lock()
+	api.total = 97 // the tail page grows, still without a next cursor
+	api.mu.Unlock()
+	cancel, done = p.run()
+	p.wait("97 items", func() bool { return len(p.read()) >= 97 })
+	api.mu.Lock()
+	api.total = 123 // the tail page fills; two more pages follow
+	api.mu.Unlock()
+	p.wait("123 items", func() bool { return len(p.read()) >= 123 })
+	polled = api.requests.Load()
+	p.wait("idle cycles", func() bool { return api.requests.Load() >= polled+3 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	p.exactlyOnce(123)
 }
