@@ -7,21 +7,22 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/flecht-dev/flecht/internal/jsonspan"
 )
 
 // This file works on JSON bytes instead of decoded maps, for tools that must
 // change one field and leave every other byte of a record as it was: key
 // order, whitespace, escapes, number spellings. A re-encryption sweep
 // rewrites a token this way, so a record's unrelated fields do not churn and
-// its diff is exactly the field it meant to change.
+// its diff is exactly the field it meant to change. The byte scanning is
+// package jsonspan's; the strict validation it relies on stays here.
 
 // RawMember is one top-level member of a JSON object as it is on the wire.
 type RawMember struct {
 	Key   string          // the decoded key
 	Value json.RawMessage // the value's exact bytes, without surrounding whitespace
 }
-
-var errMalformedObject = errors.New("malformed JSON object")
 
 // ErrFieldNotFound: the path names a member that does not exist.
 var ErrFieldNotFound = errors.New("field not found")
@@ -42,13 +43,13 @@ func Members(raw []byte) ([]RawMember, error) {
 	if err != nil {
 		return nil, err
 	}
-	ms, err := objectMembers(raw, start)
+	ms, err := jsonspan.Members(raw, start)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]RawMember, len(ms))
 	for i, m := range ms {
-		out[i] = RawMember{Key: m.key, Value: json.RawMessage(raw[m.valStart:m.valEnd])}
+		out[i] = RawMember{Key: m.Key, Value: json.RawMessage(raw[m.Start:m.End])}
 	}
 	return out, nil
 }
@@ -100,13 +101,13 @@ func fieldSpan(raw []byte, path []string) (int, int, error) {
 		if raw[at] != '{' {
 			return 0, 0, fmt.Errorf("%s: parent is not an object", where)
 		}
-		ms, err := objectMembers(raw, at)
+		ms, err := jsonspan.Members(raw, at)
 		if err != nil {
 			return 0, 0, err
 		}
 		found := -1
 		for i, m := range ms {
-			if m.key != seg {
+			if m.Key != seg {
 				continue
 			}
 			if found >= 0 {
@@ -118,9 +119,9 @@ func fieldSpan(raw []byte, path []string) (int, int, error) {
 			return 0, 0, fmt.Errorf("%s: %w", where, ErrFieldNotFound)
 		}
 		if depth == len(path)-1 {
-			return ms[found].valStart, ms[found].valEnd, nil
+			return ms[found].Start, ms[found].End, nil
 		}
-		at = ms[found].valStart
+		at = ms[found].Start
 	}
 	panic("unreachable")
 }
@@ -135,147 +136,10 @@ func rawObjectStart(raw []byte) (int, error) {
 		}
 		return 0, err
 	}
-	at := skipSpace(raw, 0)
+	at := jsonspan.SkipSpace(raw, 0)
 	if raw[at] != '{' {
 		v, _ := decodeJSONValue(raw)
 		return 0, &DecodeError{Part: "value", Reason: fmt.Sprintf("JSON %s, expected an object", jsonKind(v))}
 	}
 	return at, nil
-}
-
-// unquote decodes a JSON string literal; the common case without escapes
-// needs no allocation beyond the string itself.
-func unquote(lit []byte) (string, bool) {
-	if len(lit) >= 2 && bytes.IndexByte(lit[1:len(lit)-1], '\\') < 0 {
-		return string(lit[1 : len(lit)-1]), true
-	}
-	var s string
-	err := json.Unmarshal(lit, &s)
-	return s, err == nil
-}
-
-type rawMember struct {
-	key              string
-	valStart, valEnd int
-}
-
-// objectMembers lists the members of the object starting at raw[at] == '{'.
-// raw has been validated, but every index is still checked so that a bug
-// here is an error, not a panic.
-func objectMembers(raw []byte, at int) ([]rawMember, error) {
-	// Unreachable on validated input; a fixed error keeps the hot path free
-	// of allocations.
-	malformed := errMalformedObject
-	if at >= len(raw) || raw[at] != '{' {
-		return nil, malformed
-	}
-	i := skipSpace(raw, at+1)
-	var out []rawMember
-	if i < len(raw) && raw[i] == '}' {
-		return out, nil
-	}
-	for {
-		if i >= len(raw) || raw[i] != '"' {
-			return nil, malformed
-		}
-		keyEnd := stringEnd(raw, i)
-		if keyEnd < 0 {
-			return nil, malformed
-		}
-		key, ok := unquote(raw[i:keyEnd])
-		if !ok {
-			return nil, malformed
-		}
-		i = skipSpace(raw, keyEnd)
-		if i >= len(raw) || raw[i] != ':' {
-			return nil, malformed
-		}
-		valStart := skipSpace(raw, i+1)
-		valEnd := valueEnd(raw, valStart)
-		if valEnd < 0 {
-			return nil, malformed
-		}
-		out = append(out, rawMember{key: key, valStart: valStart, valEnd: valEnd})
-		i = skipSpace(raw, valEnd)
-		if i >= len(raw) {
-			return nil, malformed
-		}
-		switch raw[i] {
-		case ',':
-			i = skipSpace(raw, i+1)
-		case '}':
-			return out, nil
-		default:
-			return nil, malformed
-		}
-	}
-}
-
-func skipSpace(raw []byte, i int) int {
-	for i < len(raw) {
-		switch raw[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// stringEnd returns the offset just past the string starting at raw[i] == '"',
-// or -1.
-func stringEnd(raw []byte, i int) int {
-	for j := i + 1; j < len(raw); j++ {
-		switch raw[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
-// valueEnd returns the offset just past the value starting at raw[i], or -1.
-// Containers are skipped by bracket depth, iteratively, so deep nesting
-// cannot exhaust the stack.
-func valueEnd(raw []byte, i int) int {
-	if i >= len(raw) {
-		return -1
-	}
-	switch raw[i] {
-	case '"':
-		return stringEnd(raw, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(raw); j++ {
-			switch raw[j] {
-			case '"':
-				end := stringEnd(raw, j)
-				if end < 0 {
-					return -1
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	default:
-		j := i
-		for j < len(raw) {
-			switch raw[j] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return j
-			}
-			j++
-		}
-		return j
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/jsonspan"
 	"github.com/flecht-dev/flecht/internal/secret"
 )
 
@@ -62,13 +63,13 @@ func Slots(value []byte, fields []Field) ([]Slot, error) {
 			out = append(out, Slot{Field: f, Index: -1, Raw: raw})
 			continue
 		}
-		elems, err := arrayElems(raw)
+		elems, err := jsonspan.Elems(raw, 0)
 		if err != nil {
 			out = append(out, Slot{Field: f, Index: -1, Problem: "list value does not parse"})
 			continue
 		}
 		for j, e := range elems {
-			if el := raw[e[0]:e[1]]; !isNull(el) {
+			if el := raw[e.Start:e.End]; !isNull(el) {
 				out = append(out, Slot{Field: f, Index: j, Raw: el})
 			}
 		}
@@ -88,11 +89,13 @@ func lookup(raw []byte, path []string) (val []byte, found bool, problem string) 
 		if cur[0] != '{' {
 			return nil, false, ""
 		}
+		// cur is part of the record Slots validated: no second validation
+		// of the whole record at every path segment.
 		var hit []byte
 		n := 0
-		err := eachMember(cur, func(key string, val []byte) {
-			if key == seg {
-				hit, n = val, n+1
+		err := jsonspan.EachMember(cur, 0, func(m jsonspan.Member) {
+			if m.Key == seg {
+				hit, n = cur[m.Start:m.End], n+1
 			}
 		})
 		if err != nil {
@@ -110,150 +113,6 @@ func lookup(raw []byte, path []string) (val []byte, found bool, problem string) 
 }
 
 func isNull(raw []byte) bool { return string(raw) == "null" }
-
-// eachMember calls fn with each member of the JSON object raw (which starts
-// with '{' and was validated with the record it is part of, by Slots), in
-// wire order. Skipping the validation attr.Members repeats on every call
-// keeps a lookup from re-reading the whole record at every path segment.
-func eachMember(raw []byte, fn func(key string, val []byte)) error {
-	bad := errors.New("malformed JSON object")
-	if len(raw) == 0 || raw[0] != '{' {
-		return bad
-	}
-	i := skipSpace(raw, 1)
-	if i < len(raw) && raw[i] == '}' {
-		return nil
-	}
-	for {
-		keyEnd := valueEnd(raw, i)
-		if keyEnd < 0 || raw[i] != '"' {
-			return bad
-		}
-		lit := raw[i:keyEnd]
-		var key string
-		if bytes.IndexByte(lit, '\\') < 0 {
-			key = string(lit[1 : len(lit)-1])
-		} else if json.Unmarshal(lit, &key) != nil {
-			return bad
-		}
-		i = skipSpace(raw, keyEnd)
-		if i >= len(raw) || raw[i] != ':' {
-			return bad
-		}
-		start := skipSpace(raw, i+1)
-		end := valueEnd(raw, start)
-		if end < 0 {
-			return bad
-		}
-		fn(key, raw[start:end])
-		i = skipSpace(raw, end)
-		if i >= len(raw) {
-			return bad
-		}
-		switch raw[i] {
-		case ',':
-			i = skipSpace(raw, i+1)
-		case '}':
-			return nil
-		default:
-			return bad
-		}
-	}
-}
-
-// arrayElems returns the byte spans of the elements of the JSON array raw
-// (which starts with '[' and is valid JSON: it comes out of a validated
-// record). Every index is still checked, so a bug here is an error, not a
-// panic.
-func arrayElems(raw []byte) ([][2]int, error) {
-	bad := errors.New("malformed JSON array")
-	if len(raw) == 0 || raw[0] != '[' {
-		return nil, bad
-	}
-	i := skipSpace(raw, 1)
-	var out [][2]int
-	if i < len(raw) && raw[i] == ']' {
-		return out, nil
-	}
-	for {
-		end := valueEnd(raw, i)
-		if end < 0 {
-			return nil, bad
-		}
-		out = append(out, [2]int{i, end})
-		i = skipSpace(raw, end)
-		if i >= len(raw) {
-			return nil, bad
-		}
-		switch raw[i] {
-		case ',':
-			i = skipSpace(raw, i+1)
-		case ']':
-			return out, nil
-		default:
-			return nil, bad
-		}
-	}
-}
-
-func skipSpace(raw []byte, i int) int {
-	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// valueEnd returns the offset just past the JSON value starting at raw[i],
-// or -1. Containers are skipped by depth, iteratively.
-func valueEnd(raw []byte, i int) int {
-	if i >= len(raw) {
-		return -1
-	}
-	stringEnd := func(j int) int {
-		for j++; j < len(raw); j++ {
-			switch raw[j] {
-			case '\\':
-				j++
-			case '"':
-				return j + 1
-			}
-		}
-		return -1
-	}
-	switch raw[i] {
-	case '"':
-		return stringEnd(i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(raw); j++ {
-			switch raw[j] {
-			case '"':
-				end := stringEnd(j)
-				if end < 0 {
-					return -1
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	default:
-		j := i
-		for j < len(raw) {
-			switch raw[j] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return j
-			}
-			j++
-		}
-		return j
-	}
-}
 
 // Verdict is what a scan says about one secret value.
 type Verdict struct {
@@ -542,7 +401,7 @@ func transform(value []byte, fields []Field, kr *secret.Keyring, encryptPlaintex
 // spliceElems replaces some elements of a JSON array, keeping every other
 // byte of it (whitespace between elements included).
 func spliceElems(arr []byte, repl map[int][]byte) ([]byte, error) {
-	spans, err := arrayElems(arr)
+	spans, err := jsonspan.Elems(arr, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -553,9 +412,9 @@ func spliceElems(arr []byte, repl map[int][]byte) ([]byte, error) {
 		if !ok {
 			continue
 		}
-		b.Write(arr[last:sp[0]])
+		b.Write(arr[last:sp.Start])
 		b.Write(r)
-		last = sp[1]
+		last = sp.End
 	}
 	b.Write(arr[last:])
 	return b.Bytes(), nil
