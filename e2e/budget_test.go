@@ -98,6 +98,29 @@ func TestBudgetProbeMosquitto(t *testing.T) {
 	}
 }
 
+// A queue limited by bytes, probed with realistic messages: Mosquitto
+// admits a message while the queued bytes are below max_queued_bytes, so
+// 2000 bytes hold two 1 KiB messages, and --mosquitto-conf with
+// --message-size counts the same.
+func TestBudgetProbeMosquittoBytes(t *testing.T) {
+	m := startMosquitto(t, "max_queued_bytes 2000")
+	out, stderr, code := runFlecht(t, "", "budget", "probe", "--mqtt", "mqtt://"+m.Addr, "--count", "20", "--payload-size", "1KiB", "--quiet", "1s", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	p := decodeJSON[budgetProbe](t, out)
+	if p.QueueLimit == nil || *p.QueueLimit != 2 || p.Keeps != "oldest" {
+		t.Errorf("max_queued_bytes 2000 with 1 KiB messages: %s", out)
+	}
+	out, stderr, code = runFlecht(t, "", "budget", "--mosquitto-conf", m.Conf, "--message-size", "1KiB", "--rate", "1/s", "--session-expiry", "1h", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if b := decodeJSON[map[string]any](t, out); b["queue_limit"] != 2.0 || b["queue_limit_source"] != "max_queued_bytes / message size" {
+		t.Errorf("--mosquitto-conf: %s", out)
+	}
+}
+
 // While the bridge is connected but not acknowledging (ACK after commit,
 // commit slow), Mosquitto holds max_inflight_messages in flight plus
 // max_queued_messages queued: the online queue is the same per-session

@@ -56,6 +56,10 @@ type Inputs struct {
 	// AckLatency is the bridge's receive→ack time (0 unknown).
 	AckLatency       time.Duration
 	AckLatencySource string
+
+	// Backlog replays measured arrivals against a drain rate and returns
+	// the largest backlog and when (nil, or ok false: no data).
+	Backlog func(capacity float64) (most float64, at time.Time, ok bool)
 }
 
 // Result is the computed budget: its JSON form is the stable output of
@@ -87,6 +91,9 @@ type Result struct {
 	// DrainS is how long a full queue takes to drain after an outage, at
 	// the online capacity minus the incoming rate.
 	DrainS *float64 `json:"drain_s,omitempty"`
+	// MeasuredBacklog is the largest backlog the measured arrivals build
+	// at the online capacity (only with a measured rate above it).
+	MeasuredBacklog *float64 `json:"measured_backlog,omitempty"`
 
 	Advice string `json:"advice"`
 	// ReplicaAdvice explains the inverted trade when Replicas > 1.
@@ -120,7 +127,7 @@ func Compute(in Inputs) *Result {
 	if in.QueueBytes > 0 {
 		if in.MessageSize > 0 {
 			r.MessageSize = in.MessageSize
-			byBytes := max(in.QueueBytes/in.MessageSize, 1)
+			byBytes := MessagesInBytes(in.QueueBytes, in.MessageSize)
 			if queue == 0 || byBytes < queue {
 				queue, bytesBind = byBytes, true
 				r.QueueLimitSource = "max_queued_bytes / message size"
@@ -146,51 +153,102 @@ func Compute(in Inputs) *Result {
 		r.Binding, r.BudgetS = BindingSessionExpiry, seconds(expiry)
 	}
 
-	var advice []string
 	switch {
 	case r.Binding == BindingQueue:
-		// What the queue must hold to last the whole session expiry.
-		need := int64(math.Ceil(in.Rate * expiry.Seconds()))
-		var raise []string
-		if in.QueueLimit > 0 && in.QueueLimit < need {
-			raise = append(raise, "the broker's queue to "+FormatCount(need))
-		}
-		if bytesBind && in.QueueBytes < need*in.MessageSize {
-			raise = append(raise, "max_queued_bytes to "+FormatCount(need*in.MessageSize))
-		}
-		advice = append(advice, fmt.Sprintf("the queue fills in %s; raise %s or accept a %s budget",
-			FormatDuration(fill), strings.Join(raise, " and "), FormatDuration(fill)))
+		r.Advice = queueAdvice(in, bytesBind, fill)
 	case in.Rate <= 0:
-		advice = append(advice, fmt.Sprintf("at no traffic the queue never fills: the budget is the session expiry, %s", FormatDuration(expiry)))
+		r.Advice = fmt.Sprintf("at no traffic the queue never fills: the budget is the session expiry, %s", FormatDuration(expiry))
 	case queue == 0:
-		advice = append(advice, fmt.Sprintf("the broker's queue is unlimited (bounded only by its memory): the budget is the session expiry, %s", FormatDuration(expiry)))
+		r.Advice = fmt.Sprintf("the broker's queue is unlimited (bounded only by its memory): the budget is the session expiry, %s", FormatDuration(expiry))
+	case r.Replicas > 1:
+		// A longer expiry would lengthen this budget but hold a dead
+		// replica's share longer: the replica advice says which to pick.
+		r.Advice = fmt.Sprintf("the session expires after %s, before the queue fills (%s): the budget is the session expiry",
+			FormatDuration(expiry), FormatDuration(fill))
 	default:
-		advice = append(advice, fmt.Sprintf("the session expires after %s, before the queue fills (%s): a session_expiry up to %s would lengthen the budget",
-			FormatDuration(expiry), FormatDuration(fill), FormatDuration(fill)))
+		r.Advice = fmt.Sprintf("the session expires after %s, before the queue fills (%s): a session_expiry up to %s would lengthen the budget",
+			FormatDuration(expiry), FormatDuration(fill), FormatDuration(fill))
 	}
 	if r.Replicas > 1 {
-		r.ReplicaAdvice = replicaAdvice(r.Replicas, expiry, fills, fill)
+		r.ReplicaAdvice = replicaAdvice(r.Replicas, expiry, queue, in.Rate)
 	}
-	r.Advice = strings.Join(advice, "; ")
 
 	online(in, r, queue)
 	return r
 }
 
-// replicaAdvice explains the inverted trade: with several replicas a short
-// expiry is the protection, because a session that ends hands its backlog
-// to a surviving member of the shared subscription.
-func replicaAdvice(replicas int, expiry time.Duration, fills bool, fill time.Duration) string {
-	head := fmt.Sprintf("with %d replicas the trade inverts: a replica that stays down keeps receiving its share into its own session until the session expires, and only then does the broker hand the backlog to a survivor", replicas)
-	switch {
-	case !fills:
-		return head + fmt.Sprintf(", so a session_expiry of minutes rather than %s shortens how long that share waits", FormatDuration(expiry))
-	case expiry >= fill:
-		return head + fmt.Sprintf(", so lower session_expiry well below the queue's fill time of %s, or a dead replica's share overflows before it is handed over", FormatDuration(fill))
-	default:
-		return head + fmt.Sprintf(": the session_expiry of %s hands it over before the queue fills (%s); the budget above is for all replicas down at once", FormatDuration(expiry), FormatDuration(fill))
+// maxCount is the largest count a broker can be configured with (and
+// this package can print exactly): a signed 64-bit integer.
+const maxCount = float64(math.MaxInt64)
+
+// queueAdvice says what the queue must hold to last the whole session
+// expiry, or plainly that no broker can hold it.
+func queueAdvice(in Inputs, bytesBind bool, fill time.Duration) string {
+	expiry := in.SessionExpiry
+	need := math.Ceil(in.Rate * expiry.Seconds())
+	needBytes := need * float64(in.MessageSize)
+	head := fmt.Sprintf("the queue fills in %s", FormatDuration(fill))
+	accept := fmt.Sprintf("accept a %s budget", FormatDuration(fill))
+	if need >= maxCount || (bytesBind && needBytes >= maxCount) {
+		what := FormatNumber(need) + " messages"
+		if bytesBind {
+			what += fmt.Sprintf(" (%s bytes)", FormatNumber(needBytes))
+		}
+		return fmt.Sprintf("%s; lasting the whole session expiry (%s) would take %s, more than any broker can hold: %s",
+			head, FormatDuration(expiry), what, accept)
 	}
+	var raise []string
+	if in.QueueLimit > 0 && float64(in.QueueLimit) < need {
+		raise = append(raise, "the broker's queue to "+FormatCount(int64(need)))
+	}
+	if bytesBind && float64(in.QueueBytes) < needBytes {
+		raise = append(raise, "max_queued_bytes to "+FormatCount(int64(needBytes)))
+	}
+	if len(raise) == 0 {
+		return head + "; " + accept
+	}
+	return fmt.Sprintf("%s; raise %s or %s", head, strings.Join(raise, " and "), accept)
 }
+
+// MessagesInBytes is how many messages of the given size a byte limit
+// holds. Mosquitto admits a message while the queued bytes are below the
+// limit, so the last one may cross it: the count rounds up.
+func MessagesInBytes(limit, size int64) int64 {
+	n := limit / size
+	if limit%size != 0 {
+		n++
+	}
+	return n
+}
+
+// replicaAdvice explains the inverted trade. A replica that stays down
+// keeps its share of a shared subscription (about rate/replicas, the
+// broker deals messages round robin) queuing in its own session until the
+// session expires; then the broker drops that backlog with the session
+// (measured on Mosquitto 2.0.11) and the survivors take the share. So the
+// expiry bounds what a dead replica costs, and past the share's fill time
+// a longer one only overflows messages the survivors could have taken.
+func replicaAdvice(replicas int, expiry time.Duration, queue int64, rate float64) string {
+	share := rate / float64(replicas)
+	head := fmt.Sprintf("with %d replicas the trade inverts: a replica that stays down keeps receiving its share (about %s) into its own session until the session expires; then the broker drops that backlog with the session and the survivors take the share over",
+		replicas, FormatRate(share))
+	if queue == 0 || share <= 0 {
+		return head + fmt.Sprintf(", so a dead replica's share is held for the session_expiry of %s and lost if it does not return: keep session_expiry as short as a restart needs", FormatDuration(expiry))
+	}
+	shareFill := fromSeconds(float64(queue) / share)
+	if expiry > shareFill {
+		return head + fmt.Sprintf(": at that share its session fills in %s, and the session_expiry of %s keeps it beyond that, overflowing messages the survivors could have taken; lower session_expiry to %s or less",
+			FormatDuration(shareFill), FormatDuration(expiry), FormatDuration(shareFill))
+	}
+	lost := math.Ceil(share * expiry.Seconds())
+	return head + fmt.Sprintf(": the session_expiry of %s ends a dead replica's session before its queue overflows (it fills in %s at that share), so a replica back within %s loses nothing and one down for good loses at most %s",
+		FormatDuration(expiry), FormatDuration(shareFill), FormatDuration(expiry), Messages(int64(lost)))
+}
+
+// MaxInflight is the largest in-flight window MQTT allows (Receive
+// Maximum is a 16-bit number; Mosquitto refuses a larger
+// max_inflight_messages).
+const MaxInflight = 65535
 
 // online adds the connected-bridge limit: an ACK-after-commit bridge holds
 // at most the in-flight window of un-acked messages, so it sustains about
@@ -205,7 +263,7 @@ func online(in Inputs, r *Result, queue int64) {
 		r.AckLatencySource = in.AckLatencySource
 	}
 	if in.InflightUnlimited {
-		r.Warnings = append(r.Warnings, "the broker sets no in-flight limit (max_inflight_messages 0): the bridge's Receive Maximum is the window")
+		r.Warnings = append(r.Warnings, "the broker sets no in-flight limit (max_inflight_messages 0) and the bridge sends no Receive Maximum, so the window is unbounded and no online capacity follows; set mqtt.receive_maximum in the stage file to bound it")
 		return
 	}
 	if in.Inflight <= 0 || in.AckLatency <= 0 {
@@ -226,19 +284,74 @@ func online(in Inputs, r *Result, queue int64) {
 		}
 		return
 	}
-	window := int(math.Ceil(peak * in.AckLatency.Seconds()))
-	latency := fromSeconds(float64(in.Inflight) / peak)
-	msg := fmt.Sprintf("the rate %s exceeds the online capacity of %s (%d in flight / %s per ack): the queue grows by %s while the bridge is connected",
-		FormatRate(peak), FormatRate(capacity), in.Inflight, FormatDuration(in.AckLatency), FormatRate(peak-capacity))
+	r.Warnings = append(r.Warnings, overCapacity(in, r, queue, capacity))
+}
+
+// overCapacity describes a rate above the online capacity. The excess
+// fills the queue while the bridge is connected, so data is lost only if
+// the rate stays above capacity long enough to fill it.
+func overCapacity(in Inputs, r *Result, queue int64, capacity float64) string {
+	peak := in.Rate
+	excess := peak - capacity
+	var b strings.Builder
+	fmt.Fprintf(&b, "the rate %s exceeds the online capacity of %s (%d in flight / %s per ack): while the bridge is connected the queue grows by %s",
+		FormatRate(peak), FormatRate(capacity), in.Inflight, FormatDuration(in.AckLatency), FormatRate(excess))
 	if queue > 0 {
-		msg += fmt.Sprintf(" and overflows after %s", FormatDuration(fromSeconds(float64(queue)/(peak-capacity))))
+		fmt.Fprintf(&b, " and overflows, losing data without any outage, if that lasts more than %s", FormatDuration(fromSeconds(float64(queue)/excess)))
+	} else {
+		b.WriteString(", bounded only by the broker's memory")
 	}
-	msg += fmt.Sprintf(", so data is lost without any outage; raise the in-flight window (max_inflight_messages and the bridge's Receive Maximum) to %d or cut the ack latency below %s",
-		window, FormatDuration(latency))
 	if in.MeanRate > capacity {
-		msg += fmt.Sprintf("; even the mean rate %s is above it, so the bridge never catches up", FormatRate(in.MeanRate))
+		fmt.Fprintf(&b, "; even the mean rate %s is above it, so the bridge never catches up", FormatRate(in.MeanRate))
 	}
-	r.Warnings = append(r.Warnings, msg)
+	if in.Backlog != nil {
+		if most, at, ok := in.Backlog(capacity); ok {
+			r.MeasuredBacklog = ptr(most)
+			b.WriteString("; " + measuredBacklog(most, at, queue, capacity))
+		}
+	}
+	b.WriteString("; " + windowAdvice(peak, in.Inflight, in.AckLatency))
+	return b.String()
+}
+
+// measuredBacklog compares the backlog the measured arrivals build at the
+// online capacity with the queue.
+func measuredBacklog(most float64, at time.Time, queue int64, capacity float64) string {
+	s := fmt.Sprintf("replaying the measured arrivals at %s, the backlog peaks at %s", FormatRate(capacity), Messages(int64(math.Ceil(most))))
+	if most > 0 {
+		s += " around " + at.UTC().Format(time.RFC3339)
+	}
+	switch {
+	case queue == 0:
+		return s
+	case most > float64(queue):
+		return s + fmt.Sprintf(", more than the queue of %s: at that capacity data was lost while connected", FormatCount(queue))
+	default:
+		return s + fmt.Sprintf(", within the queue of %s: the measured bursts fit", FormatCount(queue))
+	}
+}
+
+// windowAdvice says how large the in-flight window must be for the peak,
+// or how fast the acks must be when MQTT's largest window is too small.
+func windowAdvice(peak float64, inflight int, latency time.Duration) string {
+	need := math.Ceil(peak * latency.Seconds())
+	if need <= MaxInflight {
+		return fmt.Sprintf("raise the in-flight window (the stage's receive_maximum, or max_inflight_messages when it sets none) to %s or cut the ack latency below %s",
+			FormatNumber(need), FormatDuration(fromSeconds(float64(inflight)/peak)))
+	}
+	s := fmt.Sprintf("the in-flight window would need %s, above MQTT's %s", FormatNumber(need), FormatCount(MaxInflight))
+	if cut := fromSeconds(MaxInflight / peak); cut >= time.Millisecond {
+		return s + fmt.Sprintf(": cut the ack latency below %s at a window of %s", FormatDuration(cut), FormatCount(MaxInflight))
+	}
+	return s + ", and no ack latency is short enough: the rate is beyond one bridge"
+}
+
+// Messages counts messages for people: "1 message", "2,048 messages".
+func Messages(n int64) string {
+	if n == 1 {
+		return "1 message"
+	}
+	return FormatCount(n) + " messages"
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -31,6 +32,29 @@ type Measurement struct {
 	FirstRecord     *time.Time `json:"first_record,omitempty"`
 	ResolutionS     float64    `json:"resolution_s"`
 	OffsetsRead     int64      `json:"offsets_read"`
+
+	counter *RateCounter
+}
+
+// Backlog replays the measured arrivals against a drain of capacity per
+// second (see RateCounter.Backlog); ok is false without counted data.
+func (m *Measurement) Backlog(capacity float64) (most float64, at time.Time, ok bool) {
+	if m == nil || m.counter == nil || m.counter.records == 0 {
+		return 0, time.Time{}, false
+	}
+	most, at = m.counter.Backlog(capacity)
+	return most, at, true
+}
+
+// MeasureFrom is where a measurement over the last since starts: no
+// earlier than the Unix epoch, before which Kafka has no timestamps to
+// look up (and refuses a negative one).
+func MeasureFrom(now time.Time, since time.Duration) time.Time {
+	from := now.Add(-since)
+	if epoch := time.Unix(0, 0); from.Before(epoch) {
+		return epoch
+	}
+	return from
 }
 
 // maxBuckets bounds the memory of a rate count (8 bytes a bucket).
@@ -38,20 +62,69 @@ const maxBuckets = 2_000_000
 
 // RateCounter counts timestamps into fine buckets and finds the busiest
 // window of a given length by sliding over them, so a burst is measured
-// whole however it falls against the clock.
+// whole however it falls against the clock. A window is a whole number of
+// buckets, so what it counts is exactly its length.
 type RateCounter struct {
 	from, to   time.Time
 	window     time.Duration
 	res        time.Duration
+	perWindow  int // buckets per window
 	buckets    []int64
 	records    int64
 	outOfRange int64
 	first      time.Time
 }
 
+// minResolution is the finest bucket a span allows within maxBuckets (and
+// no finer than 1ms).
+func minResolution(span time.Duration) time.Duration {
+	return max((span+maxBuckets-1)/maxBuckets, time.Millisecond)
+}
+
+// WindowError says that windows of a length cannot be measured over a
+// span: the span allows no bucket that fine. WindowName and SpanName name
+// the two in the message (default "window" and "span"; a command sets
+// its flags).
+type WindowError struct {
+	Span, Window, Resolution time.Duration
+	WindowName, SpanName     string
+}
+
+func (e *WindowError) Error() string {
+	wn, sn := cmp.Or(e.WindowName, "window"), cmp.Or(e.SpanName, "span")
+	return fmt.Sprintf("%s %s is finer than %s %s can resolve in %s buckets: give %s %s or more, or %s %s or less",
+		wn, FormatDuration(e.Window), sn, FormatDuration(e.Span), FormatCount(maxBuckets),
+		wn, FormatDuration(e.MinWindow()), sn, FormatDuration(e.MaxSpan()))
+}
+
+// MinWindow is the shortest window the span allows, rounded up to what
+// FormatDuration prints exactly (ms below a second, else seconds).
+func (e *WindowError) MinWindow() time.Duration {
+	unit := time.Millisecond
+	if e.Resolution > time.Second {
+		unit = time.Second
+	}
+	return (e.Resolution + unit - 1) / unit * unit
+}
+
+// MaxSpan is the longest span the window allows, rounded down to seconds.
+func (e *WindowError) MaxSpan() time.Duration {
+	return (e.Window * maxBuckets).Truncate(time.Second)
+}
+
+// CheckWindow tells whether windows of the given length can be measured
+// over span (a *WindowError when the span is too long for them).
+func CheckWindow(span, window time.Duration) error {
+	if res := minResolution(span); window < res {
+		return &WindowError{Span: span, Window: window, Resolution: res}
+	}
+	return nil
+}
+
 // NewRateCounter counts timestamps in [from, to] for windows of the given
-// length. The resolution is a sixtieth of the window (at least 1ms), made
-// coarser if the span would need more than maxBuckets buckets.
+// length. A window is up to 60 buckets (of at least 1ms), fewer when the
+// span would need more than maxBuckets; a window shorter than one bucket
+// the span allows is refused.
 func NewRateCounter(from, to time.Time, window time.Duration) (*RateCounter, error) {
 	if window <= 0 {
 		return nil, fmt.Errorf("the window must be positive")
@@ -60,11 +133,12 @@ func NewRateCounter(from, to time.Time, window time.Duration) (*RateCounter, err
 	if span < window {
 		return nil, fmt.Errorf("the span measured (%s) is shorter than the window (%s)", FormatDuration(span), FormatDuration(window))
 	}
-	res := max(window/60, time.Millisecond)
-	if n := span / res; n > maxBuckets {
-		res = span/maxBuckets + 1
+	if err := CheckWindow(span, window); err != nil {
+		return nil, err
 	}
-	return &RateCounter{from: from, to: to, window: window, res: res, buckets: make([]int64, span/res+1)}, nil
+	k := min(60, window/minResolution(span))
+	res := window / k
+	return &RateCounter{from: from, to: to, window: window, res: res, perWindow: int(k), buckets: make([]int64, span/res+1)}, nil
 }
 
 // Add counts one record's timestamp.
@@ -83,7 +157,7 @@ func (c *RateCounter) Add(ts time.Time) {
 // Peak returns the highest count in any window (as a rate per second) and
 // where that window starts.
 func (c *RateCounter) Peak() (perSecond float64, start time.Time) {
-	k := max(int(c.window/c.res), 1)
+	k := c.perWindow
 	var sum, best int64
 	bestAt := 0
 	for i, n := range c.buckets {
@@ -95,7 +169,23 @@ func (c *RateCounter) Peak() (perSecond float64, start time.Time) {
 			best, bestAt = sum, max(i-k+1, 0)
 		}
 	}
-	return float64(best) / c.window.Seconds(), c.from.Add(time.Duration(bestAt) * c.res)
+	return float64(best) / (time.Duration(k) * c.res).Seconds(), c.from.Add(time.Duration(bestAt) * c.res)
+}
+
+// Backlog replays the counted arrivals against a drain of capacity per
+// second, bucket by bucket, and returns the largest backlog and the start
+// of the bucket where it peaked: what a queue in front of a consumer that
+// fast would have had to hold.
+func (c *RateCounter) Backlog(capacity float64) (most float64, at time.Time) {
+	drain := capacity * c.res.Seconds()
+	var q float64
+	for i, n := range c.buckets {
+		q = max(q+float64(n)-drain, 0)
+		if q > most {
+			most, at = q, c.from.Add(time.Duration(i)*c.res)
+		}
+	}
+	return most, at
 }
 
 // Mean is the average rate over the span, from the first record when that
@@ -117,7 +207,7 @@ func (c *RateCounter) Mean() float64 {
 // It asks the broker's time index where each partition's window starts and
 // reads only from there. planned and add report progress (may be nil).
 func Measure(ctx context.Context, cl *kgo.Client, topic string, since, window time.Duration, now time.Time, planned func(int64), add func(int64)) (*Measurement, error) {
-	from := now.Add(-since)
+	from := MeasureFrom(now, since)
 	counter, err := NewRateCounter(from, now, window)
 	if err != nil {
 		return nil, fmt.Errorf("--since %s --window %s: %v", FormatDuration(since), FormatDuration(window), err)
@@ -138,7 +228,7 @@ func Measure(ctx context.Context, cl *kgo.Client, topic string, since, window ti
 	}
 	m := &Measurement{
 		Topic:       topic,
-		SinceS:      since.Seconds(),
+		SinceS:      now.Sub(from).Seconds(),
 		WindowS:     window.Seconds(),
 		From:        from.UTC(),
 		To:          now.UTC(),
@@ -146,6 +236,7 @@ func Measure(ctx context.Context, cl *kgo.Client, topic string, since, window ti
 		OutOfRange:  counter.outOfRange,
 		MeanPerS:    counter.Mean(),
 		ResolutionS: counter.res.Seconds(),
+		counter:     counter,
 	}
 	for _, b := range res.Bounds {
 		m.OffsetsRead += b.End - b.Start

@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sort"
 	"strings"
@@ -146,4 +147,67 @@ func TestMeasureReadsOnlyTheWindow(t *testing.T) {
 
 func sortRecords(rs []*kgo.Record) {
 	sort.SliceStable(rs, func(i, j int) bool { return rs[i].Timestamp.Before(rs[j].Timestamp) })
+}
+
+// However long the span, a window is a whole number of buckets, so the
+// peak of a steady rate is that rate; a window finer than the span
+// allows is refused rather than measured wrong.
+func TestRateCounterCoarseSpans(t *testing.T) {
+	to := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		since, window time.Duration
+	}{
+		{365 * day, time.Minute}, // 15.8s buckets: 3 of 20s
+		{7 * day, time.Second},   // 302.4ms buckets: 3 of 333ms
+		{7 * day, time.Minute},
+		{30 * day, 2 * time.Second},
+	} {
+		c, err := NewRateCounter(to.Add(-tc.since), to, tc.window)
+		if err != nil {
+			t.Fatalf("since %v window %v: %v", tc.since, tc.window, err)
+		}
+		if n := len(c.buckets); n > maxBuckets+1 {
+			t.Errorf("since %v: %d buckets", tc.since, n)
+		}
+		if got := time.Duration(c.perWindow) * c.res; tc.window-got > time.Duration(c.perWindow) {
+			t.Errorf("since %v window %v: %d buckets of %v cover %v", tc.since, tc.window, c.perWindow, c.res, got)
+		}
+		// Ten minutes at 100/s, a while ago.
+		for _, ts := range pattern(to.Add(-3*day+7*time.Second), 10*time.Minute, 100) {
+			c.Add(ts)
+		}
+		if peak, _ := c.Peak(); math.Abs(peak-100) > 1.5 {
+			t.Errorf("since %v window %v: peak %v/s, want 100/s", tc.since, tc.window, peak)
+		}
+	}
+
+	for _, tc := range []struct {
+		since, window time.Duration
+		want          string
+	}{
+		{7 * day, 10 * time.Millisecond, "window 10ms is finer than span 7d can resolve in 2,000,000 buckets: give window 303ms or more, or span 5h33m20s or less"},
+		{30 * day, time.Second, "window 1s is finer than span 30d can resolve in 2,000,000 buckets: give window 2s or more, or span 23d3h33m20s or less"},
+	} {
+		_, err := NewRateCounter(to.Add(-tc.since), to, tc.window)
+		var we *WindowError
+		if !errors.As(err, &we) || err.Error() != tc.want {
+			t.Errorf("since %v window %v:\n got %v\nwant %s", tc.since, tc.window, err, tc.want)
+		}
+		if CheckWindow(tc.since, we.MinWindow()) != nil || CheckWindow(we.MaxSpan(), tc.window) != nil {
+			t.Errorf("the suggested window %v or span %v is refused too", we.MinWindow(), we.MaxSpan())
+		}
+	}
+}
+
+// A --since reaching before 1970 starts at the epoch: Kafka has no
+// earlier timestamps to look up, and refuses a negative one.
+func TestMeasureFromClampsToTheEpoch(t *testing.T) {
+	now := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	if got := MeasureFrom(now, 100000*24*time.Hour); !got.Equal(time.Unix(0, 0)) {
+		t.Errorf("from %v", got)
+	}
+	if got := MeasureFrom(now, time.Hour); !got.Equal(now.Add(-time.Hour)) {
+		t.Errorf("from %v", got)
+	}
 }

@@ -121,8 +121,12 @@ func ParseMosquittoConf(c *MosquittoConf, name string, data []byte) error {
 			if err != nil {
 				return err
 			}
-			// Mosquitto treats a negative value and 65535 as "no maximum".
-			if v < 0 || v >= 65535 {
+			// Mosquitto treats a negative value and 65535 as "no maximum"
+			// and refuses to start with a larger one.
+			if v > MaxInflight {
+				return fmt.Errorf("%s: max_inflight_messages %d is above %d, and Mosquitto refuses to start with it; use at most %d (or 0 or %d for no limit)", where, v, MaxInflight, MaxInflight-1, MaxInflight)
+			}
+			if v < 0 || v == MaxInflight {
 				v = 0
 			}
 			c.MaxInflightMessages = int(v)

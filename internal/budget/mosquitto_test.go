@@ -68,6 +68,7 @@ func TestMosquittoConfErrors(t *testing.T) {
 		"persistent_client_expiration x":           "use a number",
 		"include_dir":                              "include_dir needs a value",
 		"persistent_client_expiration 2147483647y": "too long",
+		"max_inflight_messages 65536":              "m.conf:1: max_inflight_messages 65536 is above 65535, and Mosquitto refuses to start with it",
 	} {
 		if _, err := parseConf(t, text); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: want %q, got %v", text, want, err)

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -34,6 +35,10 @@ type ProbeOptions struct {
 	// session; more than the queue holds, or the limit is not found.
 	Count int
 	QoS   byte
+	// PayloadSize pads each message to this many bytes, so a broker that
+	// limits its queue by bytes is probed with realistic messages (0: the
+	// number alone, a few bytes).
+	PayloadSize int
 	// Quiet is how long without a message ends the count after the
 	// reconnect.
 	Quiet time.Duration
@@ -55,6 +60,9 @@ type ProbeResult struct {
 	ClientID string `json:"client_id"`
 	Topic    string `json:"topic"`
 	QoS      int    `json:"qos"`
+	// PayloadSize is the size of each message's payload (0: the number
+	// alone).
+	PayloadSize int `json:"payload_size"`
 	// SessionExpiryGrantedS is the session expiry the broker granted, when
 	// it said (a broker may cap what a client asks for).
 	SessionExpiryGrantedS *float64 `json:"session_expiry_granted_s,omitempty"`
@@ -123,7 +131,7 @@ func Analyze(published int, received []int) *ProbeResult {
 	case published == 0:
 		r.Summary = "nothing was published"
 	case r.Received == published:
-		r.Summary = fmt.Sprintf("all %s messages came back: the queue holds more than that; probe again with a larger --count", FormatCount(int64(published)))
+		r.Summary = fmt.Sprintf("all %s came back: the queue holds at least that many; probe again with a larger --count", Messages(int64(published)))
 	case r.Received == 0:
 		r.LimitReached = true
 		r.QueueLimit = ptr(0)
@@ -319,7 +327,7 @@ func Probe(ctx context.Context, o ProbeOptions) (*ProbeResult, error) {
 	}
 
 	step(fmt.Sprintf("publishing %s messages to the offline session", FormatCount(int64(o.Count))))
-	if err := publishNumbered(ctx, connect, clientID+"-pub", topic, o.Count, o.QoS); err != nil {
+	if err := publishNumbered(ctx, connect, clientID+"-pub", topic, o.Count, o.QoS, o.PayloadSize); err != nil {
 		return nil, err
 	}
 
@@ -328,8 +336,8 @@ func Probe(ctx context.Context, o ProbeOptions) (*ProbeResult, error) {
 	var got []int
 	arrived := make(chan struct{}, 1)
 	sub2, ca2, err := connect(ctx, clientID, false, expiry, func(p *paho.Publish) {
-		n, err := strconv.Atoi(string(p.Payload))
-		if err != nil {
+		n, ok := probeNumber(p.Payload)
+		if !ok {
 			return
 		}
 		mu.Lock()
@@ -362,7 +370,7 @@ wait:
 	mu.Lock()
 	*res = *Analyze(o.Count, got)
 	mu.Unlock()
-	res.Broker, res.ClientID, res.Topic, res.QoS = o.URL, clientID, topic, int(o.QoS)
+	res.Broker, res.ClientID, res.Topic, res.QoS, res.PayloadSize = o.URL, clientID, topic, int(o.QoS), o.PayloadSize
 	res.SessionExpiryGrantedS = granted
 	res.SessionPresent = ca2.SessionPresent
 	if !ca2.SessionPresent {
@@ -373,19 +381,19 @@ wait:
 
 type connectFunc func(ctx context.Context, id string, clean bool, expiry uint32, onMsg func(*paho.Publish)) (*paho.Client, *paho.Connack, error)
 
-// publishNumbered publishes payloads "0".."n-1" in order on one
-// connection. QoS 1 and 2 are sent without waiting for each
+// publishNumbered publishes payloads numbered 0..n-1 (see probePayload) in
+// order on one connection. QoS 1 and 2 are sent without waiting for each
 // acknowledgement (paho keeps the broker's Receive Maximum); the last one
 // waits, and since a broker acknowledges in order, so has everything
 // before it.
-func publishNumbered(ctx context.Context, connect connectFunc, id, topic string, n int, qos byte) error {
+func publishNumbered(ctx context.Context, connect connectFunc, id, topic string, n int, qos byte, size int) error {
 	pub, _, err := connect(ctx, id, true, 0, nil)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = pub.Disconnect(&paho.Disconnect{ReasonCode: 0}) }()
 	for i := range n {
-		p := &paho.Publish{Topic: topic, QoS: qos, Payload: []byte(strconv.Itoa(i))}
+		p := &paho.Publish{Topic: topic, QoS: qos, Payload: probePayload(i, size)}
 		method := paho.PublishMethod_AsyncSend
 		if i == n-1 || qos == 0 {
 			method = paho.PublishMethod_Blocking
@@ -402,6 +410,35 @@ func publishNumbered(ctx context.Context, connect connectFunc, id, topic string,
 		time.Sleep(200 * time.Millisecond)
 	}
 	return nil
+}
+
+// MaxProbePayload is the largest --payload-size: MQTT's packet limit of
+// 256 MiB, less room for the topic and properties.
+const MaxProbePayload = 256<<20 - 64<<10
+
+// probePayload is message i of a probe: its number, and with size above
+// that, a space and padding up to exactly size bytes.
+func probePayload(i, size int) []byte {
+	n := strconv.Itoa(i)
+	if size <= len(n) {
+		return []byte(n)
+	}
+	p := make([]byte, size)
+	copy(p, n)
+	p[len(n)] = ' '
+	for j := len(n) + 1; j < size; j++ {
+		p[j] = 'x'
+	}
+	return p
+}
+
+// probeNumber reads the number of a probe message (see probePayload).
+func probeNumber(payload []byte) (int, bool) {
+	if i := bytes.IndexByte(payload, ' '); i >= 0 {
+		payload = payload[:i]
+	}
+	n, err := strconv.Atoi(string(payload))
+	return n, err == nil
 }
 
 func reasonString(ca *paho.Connack) string {

@@ -42,7 +42,8 @@ func TestAnalyze(t *testing.T) {
 	}
 	// Everything back: no limit found.
 	r = Analyze(50, seq(0, 49))
-	if r.QueueLimit != nil || r.LimitReached || r.Keeps != KeepsUnknown || !strings.Contains(r.Summary, "larger --count") || len(r.Lost) != 0 {
+	if r.QueueLimit != nil || r.LimitReached || r.Keeps != KeepsUnknown || len(r.Lost) != 0 ||
+		r.Summary != "all 50 messages came back: the queue holds at least that many; probe again with a larger --count" {
 		t.Errorf("all: %+v", r)
 	}
 	// Nothing back.
@@ -54,6 +55,23 @@ func TestAnalyze(t *testing.T) {
 	r = Analyze(3, []int{-1, 0, 3, 7})
 	if r.Received != 1 {
 		t.Errorf("out of range counted: %+v", r)
+	}
+}
+
+// A padded probe message is exactly the size asked for and still says
+// its number; below the number's own width it is the number alone.
+func TestProbePayload(t *testing.T) {
+	for _, tc := range []struct{ i, size, want int }{{0, 0, 1}, {1999, 0, 4}, {7, 1024, 1024}, {1999, 5, 5}, {1999, 4, 4}, {12345, 3, 5}} {
+		p := probePayload(tc.i, tc.size)
+		if len(p) != tc.want {
+			t.Errorf("payload %d of size %d: %d bytes, want %d", tc.i, tc.size, len(p), tc.want)
+		}
+		if n, ok := probeNumber(p); !ok || n != tc.i {
+			t.Errorf("payload %q reads as %d, %v", p, n, ok)
+		}
+	}
+	if _, ok := probeNumber([]byte("x 1")); ok {
+		t.Error("a foreign payload read as a number")
 	}
 }
 
@@ -114,6 +132,12 @@ func TestProbeEmbeddedBroker(t *testing.T) {
 		t.Error("the probe left its session behind")
 	}
 	_ = c.Disconnect(&paho.Disconnect{})
+
+	// Padded messages come back and are counted by their numbers.
+	r, err = Probe(ctx, ProbeOptions{URL: "mqtt://" + env.MQTTAddr(), Count: 50, QoS: 1, PayloadSize: 2048, Quiet: 500 * time.Millisecond})
+	if err != nil || r.Received != 50 || r.PayloadSize != 2048 {
+		t.Errorf("padded: %+v %v", r, err)
+	}
 }
 
 func TestProbeErrors(t *testing.T) {

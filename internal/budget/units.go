@@ -178,11 +178,14 @@ func FormatCount(n int64) string {
 }
 
 // FormatNumber prints a non-integer quantity for people: grouped integers
-// from 100 up, two decimals from 1, three significant digits below.
+// from 100 up, two decimals from 1, three significant digits below, and
+// in exponent form from 1e15 (past exact integers, and past int64).
 func FormatNumber(v float64) string {
 	switch {
 	case math.IsInf(v, 0) || math.IsNaN(v):
 		return fmt.Sprint(v)
+	case math.Abs(v) >= 1e15:
+		return strconv.FormatFloat(v, 'g', 3, 64)
 	case v >= 100 || v == math.Trunc(v):
 		return FormatCount(int64(math.Round(v)))
 	case v >= 1:

@@ -74,7 +74,8 @@ func TestFormat(t *testing.T) {
 			t.Errorf("FormatCount(%d) = %q, want %q", n, got, want)
 		}
 	}
-	for v, want := range map[float64]string{10: "10/s", 2000: "2,000/s", 12.345: "12.35/s", 1.0 / 6: "0.167/s", 160: "160/s", 199.7: "200/s"} {
+	for v, want := range map[float64]string{10: "10/s", 2000: "2,000/s", 12.345: "12.35/s", 1.0 / 6: "0.167/s", 160: "160/s", 199.7: "200/s",
+		1e26: "1e+26/s", 1e15: "1e+15/s", 99_999_999_999_999: "99,999,999,999,999/s"} {
 		if got := FormatRate(v); got != want {
 			t.Errorf("FormatRate(%v) = %q, want %q", v, got, want)
 		}

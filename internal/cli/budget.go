@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -36,12 +38,15 @@ type BudgetOptions struct {
 	Inflight      string
 	AckLatency    string
 	MetricsURL    string
+	// MetricsInterval is the time between the two scrapes of MetricsURL.
+	MetricsInterval string
 
 	// MeasureRate reads a topic's rate (--measure); planned and add drive
 	// the progress indicator.
 	MeasureRate func(ctx context.Context, topic string, since, window time.Duration, now time.Time, planned, add func(int64)) (*budget.Measurement, error)
-	// ScrapeAckLatency reads the bridge's ack latency (--metrics-url).
-	ScrapeAckLatency func(ctx context.Context, url string) (*budget.AckLatency, error)
+	// ScrapeAckLatency reads the bridge's ack latency (--metrics-url),
+	// scraping twice interval apart.
+	ScrapeAckLatency func(ctx context.Context, url string, interval time.Duration) (*budget.AckLatency, error)
 }
 
 // BudgetReport is what `flecht budget` prints: the computed budget plus
@@ -71,20 +76,28 @@ Every input can come from the real systems instead of a flag:
                           --message-size) and max_inflight_messages
   --measure TOPIC         the peak and mean message rate of the bridge's raw
                           topic, from record timestamps over --since, in
-                          sliding --window windows (reads only that span)
+                          sliding --window windows (reads only that span;
+                          the longer --since, the longer the shortest
+                          --window it can resolve)
   -f stage.yaml           the session expiry (and Receive Maximum) of an
                           MQTT stage file
   --metrics-url URL       the receive→ack latency of a running bridge
-                          (histogram flechtwerk_mqtt_ack_seconds)
+                          (histogram flechtwerk_mqtt_ack_seconds), over the
+                          acks between two scrapes --metrics-interval apart
 
 There is a second limit while the bridge is connected: ACKing after the
-Kafka commit, it holds at most the in-flight window of un-acked messages
-(max_inflight_messages, and the bridge's Receive Maximum), so it sustains
-about window / ack latency. Above that the queue fills and overflows
-without any outage; the report warns when the rate exceeds it.
+Kafka commit, it holds at most the in-flight window of un-acked messages,
+so it sustains about window / ack latency. The window is the stage's
+Receive Maximum when it sets one (Mosquitto 2.0 uses it instead of
+max_inflight_messages), else the broker's max_inflight_messages. Above that
+rate the queue fills while the bridge is connected, and overflows without
+any outage if the rate stays up longer than queue / excess; with --measure
+the report replays the measured arrivals to see whether they did.
 
-With --replicas above 1 the trade inverts: a short session expiry hands a
-dead replica's backlog to a survivor sooner.
+With --replicas above 1 the trade inverts: a replica that stays down keeps
+its share queuing in its own session until the session expires, and the
+broker then drops that backlog; a short session expiry hands the share to
+the survivors sooner.
 
 Rates: 10/s, 600/min, 36000/h (decimals allowed). Durations: 90s, 15m, 24h,
 7d.`
@@ -105,8 +118,8 @@ func NewCmdBudget(f *Factory, runF func(*BudgetOptions) error) *cobra.Command {
 		defer cl.Close()
 		return budget.Measure(ctx, cl, topic, since, window, now, planned, add)
 	}
-	opts.ScrapeAckLatency = func(ctx context.Context, url string) (*budget.AckLatency, error) {
-		return budget.ScrapeAckLatency(ctx, nil, url)
+	opts.ScrapeAckLatency = func(ctx context.Context, url string, interval time.Duration) (*budget.AckLatency, error) {
+		return budget.ScrapeAckLatency(ctx, nil, url, interval)
 	}
 	cmd := &cobra.Command{
 		Use:     "budget",
@@ -123,18 +136,19 @@ func NewCmdBudget(f *Factory, runF func(*BudgetOptions) error) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.SessionExpiry, "session-expiry", "", "the session expiry the bridge asks for (default: the stage file's, or 24h)")
-	fl.StringVarP(&opts.StageFile, "file", "f", "", "take the session expiry from this MQTT stage file")
+	fl.StringVarP(&opts.StageFile, "file", "f", "", "take the session expiry and receive_maximum from this MQTT stage file")
 	fl.StringVar(&opts.QueueLimit, "queue-limit", "", "the broker's per-session queue in messages (0 = unlimited)")
 	fl.StringVar(&opts.MosquittoConf, "mosquitto-conf", "", "read the queue and in-flight limits from this mosquitto.conf")
-	fl.StringVar(&opts.MessageSize, "message-size", "", "typical message size, to count max_queued_bytes in messages (e.g. 512B, 2KiB)")
+	fl.StringVar(&opts.MessageSize, "message-size", "", "typical message size, to count --mosquitto-conf's max_queued_bytes in messages (e.g. 512B, 2KiB)")
 	fl.StringVar(&opts.Rate, "rate", "", "message rate at peak: 10/s, 600/min, 36000/h")
 	fl.StringVar(&opts.Measure, "measure", "", "measure the rate from this Kafka topic's record timestamps (the bridge's raw topic)")
-	fl.StringVar(&opts.Since, "since", "7d", "with --measure: how far back to read")
-	fl.StringVar(&opts.Window, "window", "1m", "with --measure: the window the peak rate is averaged over")
+	fl.StringVar(&opts.Since, "since", "", "with --measure: how far back to read (default "+defaultSince+")")
+	fl.StringVar(&opts.Window, "window", "", "with --measure: the window the peak rate is averaged over (default "+defaultWindow+")")
 	fl.IntVar(&opts.Replicas, "replicas", 1, "replicas of the bridge (above 1 the expiry trade inverts)")
-	fl.StringVar(&opts.Inflight, "inflight", "", "in-flight window of un-acked messages (Mosquitto max_inflight_messages, default 20)")
+	fl.StringVar(&opts.Inflight, "inflight", "", "the broker's in-flight window of un-acked messages (Mosquitto max_inflight_messages, default 20; a stage file's receive_maximum replaces it)")
 	fl.StringVar(&opts.AckLatency, "ack-latency", "", "the bridge's receive→ack time, e.g. 150ms")
 	fl.StringVar(&opts.MetricsURL, "metrics-url", "", "scrape the ack latency from a running bridge's Prometheus endpoint")
+	fl.StringVar(&opts.MetricsInterval, "metrics-interval", "", "with --metrics-url: the time between its two scrapes (default "+defaultMetricsInterval+")")
 	cmd.AddCommand(NewCmdBudgetProbe(f, nil))
 	return cmd
 }
@@ -147,61 +161,138 @@ func parseCount(flag, s string) (int64, error) {
 	return v, nil
 }
 
-func runBudget(ctx context.Context, opts *BudgetOptions) error {
-	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
-	rep := &BudgetReport{}
-	var warnings []string
-	in := budget.Inputs{Replicas: opts.Replicas}
-	if opts.Replicas < 1 {
-		return usage("--replicas must be at least 1, got %d", opts.Replicas)
-	}
+func usagef(format string, args ...any) error {
+	return exitcode.UsageError(fmt.Errorf(format, args...))
+}
 
-	// Session expiry: flag, else stage file, else the default.
-	receiveMax := 0
-	in.SessionExpiry, in.SessionExpirySource = stagefile.DefaultSessionExpiry, "default"
+// Defaults of the flags that only mean something with another flag; they
+// are empty in the options so that giving one alone is caught.
+const (
+	defaultSince           = "7d"
+	defaultWindow          = "1m"
+	defaultMetricsInterval = "10s"
+)
+
+// maxSessionExpiry is MQTT's largest Session Expiry Interval, in seconds
+// (a four-byte integer; this value means "never expires").
+const maxSessionExpiry = 4294967295 * time.Second
+
+// budgetInputs collects what runBudget computes from, and the report's
+// side of it.
+type budgetInputs struct {
+	in       budget.Inputs
+	rep      *BudgetReport
+	warnings []string
+	// receiveMax is the stage file's mqtt.receive_maximum (0: none).
+	receiveMax int
+	// since and windowLen are --since and --window, checked; now is
+	// when the measurement ends.
+	since, windowLen time.Duration
+	now              time.Time
+}
+
+func runBudget(ctx context.Context, opts *BudgetOptions) error {
+	if err := checkBudgetFlags(opts); err != nil {
+		return err
+	}
+	b := &budgetInputs{rep: &BudgetReport{}, in: budget.Inputs{Replicas: opts.Replicas}}
+	for _, step := range []func(context.Context, *BudgetOptions) error{
+		b.sessionExpiry, b.limits, b.window, b.rate, b.ackLatency,
+	} {
+		if err := step(ctx, opts); err != nil {
+			return err
+		}
+	}
+	if b.in.AckLatency > 0 && b.in.Inflight == 0 && !b.in.InflightUnlimited {
+		b.warnings = append(b.warnings, "give --inflight or --mosquitto-conf to turn the ack latency into an online capacity")
+	}
+	rep := b.rep
+	rep.Result = budget.Compute(b.in)
+	rep.Warnings = append(rep.Warnings, b.warnings...)
+	return opts.Printer().Print(rep, func(h *ui.Human) error { return printBudget(h, rep) })
+}
+
+// checkBudgetFlags refuses flags that need another one, and combinations
+// that exclude each other, before anything is read.
+func checkBudgetFlags(opts *BudgetOptions) error {
+	switch {
+	case opts.Replicas < 1:
+		return usagef("--replicas must be at least 1, got %d", opts.Replicas)
+	case opts.Rate != "" && opts.Measure != "":
+		return usagef("--rate and --measure exclude each other")
+	case opts.Measure == "" && opts.Since != "":
+		return usagef("--since needs --measure TOPIC: it says how far back to read the topic")
+	case opts.Measure == "" && opts.Window != "":
+		return usagef("--window needs --measure TOPIC: it is the window the measured peak is averaged over")
+	case opts.AckLatency != "" && opts.MetricsURL != "":
+		return usagef("--ack-latency and --metrics-url exclude each other")
+	case opts.MetricsURL == "" && opts.MetricsInterval != "":
+		return usagef("--metrics-interval needs --metrics-url URL: it is the time between its two scrapes")
+	case opts.MessageSize != "" && opts.MosquittoConf == "":
+		return usagef("--message-size counts the broker's max_queued_bytes in messages: give --mosquitto-conf FILE with max_queued_bytes, or drop --message-size")
+	}
+	return nil
+}
+
+// sessionExpiry: the flag, else the stage file, else the default. The
+// stage file also gives the Receive Maximum.
+func (b *budgetInputs) sessionExpiry(_ context.Context, opts *BudgetOptions) error {
+	b.in.SessionExpiry, b.in.SessionExpirySource = stagefile.DefaultSessionExpiry, "default"
 	if opts.StageFile != "" {
 		st, err := stagefile.Load(opts.StageFile)
 		if err != nil {
 			return exitcode.UsageError(err)
 		}
 		if st.Kind != stagefile.KindMQTT {
-			return usage("%s is a %s stage: -f takes an mqtt stage file", opts.StageFile, st.Kind)
+			return usagef("%s is a %s stage: -f takes an mqtt stage file", opts.StageFile, st.Kind)
 		}
-		rep.StageFile = opts.StageFile
-		in.SessionExpiry, in.SessionExpirySource = st.SessionExpiry(), "stage-file"
+		b.rep.StageFile = opts.StageFile
+		b.in.SessionExpiry, b.in.SessionExpirySource = st.SessionExpiry(), "stage-file"
 		if st.MQTT != nil {
-			receiveMax = st.MQTT.ReceiveMaximum
+			b.receiveMax = st.MQTT.ReceiveMaximum
 		}
 	}
 	if opts.SessionExpiry != "" {
 		d, err := budget.ParseDuration(opts.SessionExpiry)
 		if err != nil {
-			return usage("--session-expiry: %v", err)
+			return usagef("--session-expiry: %v", err)
 		}
-		in.SessionExpiry, in.SessionExpirySource = d, "flag"
+		if err := checkSessionExpiry(opts.SessionExpiry, d); err != nil {
+			return err
+		}
+		b.in.SessionExpiry, b.in.SessionExpirySource = d, "flag"
 	}
-	if in.SessionExpiry <= 0 {
-		return usage("a session expiry of 0 ends the session at every disconnect: the budget is zero")
+	if b.in.SessionExpiry <= 0 {
+		return usagef("a session expiry of 0 ends the session at every disconnect: the budget is zero")
 	}
+	return nil
+}
 
-	// Queue and in-flight limits: flags, else mosquitto.conf.
+// checkSessionExpiry holds --session-expiry to what CONNECT can carry: a
+// whole number of seconds, at most MQTT's maximum (0 is refused later,
+// wherever it comes from).
+func checkSessionExpiry(flag string, d time.Duration) error {
+	switch {
+	case d == 0:
+		return nil
+	case d < time.Second:
+		return usagef("--session-expiry %s: MQTT counts the session expiry in whole seconds; give 1s or more", flag)
+	case d%time.Second != 0:
+		return usagef("--session-expiry %s: MQTT counts the session expiry in whole seconds; give %s or %s", flag,
+			budget.FormatDuration(d.Truncate(time.Second)), budget.FormatDuration(d.Truncate(time.Second)+time.Second))
+	case d > maxSessionExpiry:
+		return usagef("--session-expiry %s is above MQTT's maximum of 4294967295s (about 136 years, which means never)", flag)
+	}
+	return nil
+}
+
+// limits: the queue and in-flight limits from the flags, else from
+// mosquitto.conf.
+func (b *budgetInputs) limits(_ context.Context, opts *BudgetOptions) error {
+	in := &b.in
 	if opts.MosquittoConf != "" {
-		conf, err := budget.LoadMosquittoConf(opts.MosquittoConf)
-		if err != nil {
-			return exitcode.UsageError(err)
-		}
-		rep.Mosquitto = conf
-		warnings = append(warnings, conf.Warnings...)
-		in.QueueLimit, in.QueueLimitSource = conf.MaxQueuedMessages, "mosquitto-conf"
-		if !conf.IsSet("max_queued_messages") {
-			in.QueueLimitSource = "mosquitto-conf (Mosquitto's default)"
-		}
-		in.QueueBytes = conf.MaxQueuedBytes
-		in.Inflight, in.InflightSource = conf.MaxInflightMessages, "mosquitto-conf"
-		in.InflightUnlimited = conf.MaxInflightMessages == 0
-		if exp := conf.PersistentClientExpirationS; exp > 0 && exp < in.SessionExpiry.Seconds() {
-			warnings = append(warnings, fmt.Sprintf("mosquitto.conf sets persistent_client_expiration %s, shorter than the session expiry %s: Mosquitto may remove the session sooner",
-				budget.FormatDuration(time.Duration(exp)*time.Second), budget.FormatDuration(in.SessionExpiry)))
+		if err := b.mosquittoConf(opts.MosquittoConf); err != nil {
+			return err
 		}
 	}
 	if opts.QueueLimit != "" {
@@ -212,12 +303,15 @@ func runBudget(ctx context.Context, opts *BudgetOptions) error {
 		in.QueueLimit, in.QueueLimitSource = v, "flag"
 	}
 	if opts.QueueLimit == "" && opts.MosquittoConf == "" {
-		return usage("give --queue-limit N or --mosquitto-conf FILE (or measure the broker with 'flecht budget probe')")
+		return usagef("give --queue-limit N or --mosquitto-conf FILE (or measure the broker with 'flecht budget probe')")
 	}
 	if opts.MessageSize != "" {
 		v, err := budget.ParseSize(opts.MessageSize)
 		if err != nil || v <= 0 {
-			return usage("--message-size %q: want a size such as 512B or 2KiB", opts.MessageSize)
+			return usagef("--message-size %q: want a size such as 512B or 2KiB", opts.MessageSize)
+		}
+		if in.QueueBytes == 0 {
+			return usagef("--message-size counts max_queued_bytes in messages, but %s sets no max_queued_bytes: drop --message-size", opts.MosquittoConf)
 		}
 		in.MessageSize = v
 	}
@@ -226,84 +320,170 @@ func runBudget(ctx context.Context, opts *BudgetOptions) error {
 		if err != nil {
 			return err
 		}
+		if v > budget.MaxInflight {
+			return usagef("--inflight %s: an in-flight window is at most %d in MQTT (0 for none)", opts.Inflight, budget.MaxInflight)
+		}
 		in.Inflight, in.InflightSource, in.InflightUnlimited = int(v), "flag", v == 0
 	}
-	if receiveMax > 0 {
-		switch {
-		case in.Inflight == 0 && !in.InflightUnlimited:
-			in.Inflight, in.InflightSource = receiveMax, "stage-file receive_maximum"
-		case in.InflightUnlimited || receiveMax < in.Inflight:
-			in.Inflight, in.InflightSource, in.InflightUnlimited = receiveMax, "stage-file receive_maximum (below the broker's window)", false
-		}
-	}
+	b.applyReceiveMaximum()
+	return nil
+}
 
-	// Rate: flag or measured.
+func (b *budgetInputs) mosquittoConf(path string) error {
+	in := &b.in
+	conf, err := budget.LoadMosquittoConf(path)
+	if err != nil {
+		return exitcode.UsageError(err)
+	}
+	b.rep.Mosquitto = conf
+	b.warnings = append(b.warnings, conf.Warnings...)
+	in.QueueLimit, in.QueueLimitSource = conf.MaxQueuedMessages, "mosquitto-conf"
+	if !conf.IsSet("max_queued_messages") {
+		in.QueueLimitSource = "mosquitto-conf (Mosquitto's default)"
+	}
+	in.QueueBytes = conf.MaxQueuedBytes
+	in.Inflight, in.InflightSource = conf.MaxInflightMessages, "mosquitto-conf"
+	in.InflightUnlimited = conf.MaxInflightMessages == 0
+	if exp := conf.PersistentClientExpirationS; exp > 0 && exp < in.SessionExpiry.Seconds() {
+		b.warnings = append(b.warnings, fmt.Sprintf("mosquitto.conf sets persistent_client_expiration %s, shorter than the session expiry %s: Mosquitto may remove the session sooner",
+			budget.FormatDuration(time.Duration(exp)*time.Second), budget.FormatDuration(in.SessionExpiry)))
+	}
+	return nil
+}
+
+// applyReceiveMaximum makes the stage's Receive Maximum the window, as the
+// bridge sends it in CONNECT and Mosquitto 2.0 then uses it instead of
+// max_inflight_messages, larger or smaller (measured on 2.0.11 in
+// e2e/mqtt_bridge_test.go). The broker's window applies only when the
+// stage sets none; the bridge sends none outside 1..65535 either.
+func (b *budgetInputs) applyReceiveMaximum() {
+	in, rm := &b.in, b.receiveMax
+	if rm == 0 {
+		return
+	}
+	if rm < 0 || rm > budget.MaxInflight {
+		b.warnings = append(b.warnings, fmt.Sprintf("the stage file's receive_maximum %d is outside MQTT's 1..%d, so the bridge sends none and the broker's window applies", rm, budget.MaxInflight))
+		return
+	}
+	source := "stage-file receive_maximum"
+	if in.Inflight > 0 && in.Inflight != rm {
+		source += fmt.Sprintf(" (Mosquitto 2.0 uses it instead of the broker's %d; EMQX would use the smaller)", in.Inflight)
+	} else if in.InflightUnlimited {
+		source += " (the broker sets no window of its own)"
+	}
+	in.Inflight, in.InflightSource, in.InflightUnlimited = rm, source, false
+}
+
+// window checks --since and --window against each other before anything
+// is read: the window must be a whole number of buckets the span allows.
+func (b *budgetInputs) window(_ context.Context, opts *BudgetOptions) error {
+	if opts.Measure == "" {
+		return nil
+	}
+	since, err := budget.ParseDuration(orDefault(opts.Since, defaultSince))
+	if err != nil || since <= 0 {
+		return usagef("--since %q: want a duration such as 7d or 12h", opts.Since)
+	}
+	window, err := budget.ParseDuration(orDefault(opts.Window, defaultWindow))
+	if err != nil || window < time.Millisecond {
+		return usagef("--window %q: want a duration of 1ms or more, such as 1m", opts.Window)
+	}
+	// The span is --since, or less when that reaches before 1970.
+	now := opts.Now()
+	span := now.Sub(budget.MeasureFrom(now, since))
+	if window > span {
+		return usagef("--window %s is longer than --since %s", orDefault(opts.Window, defaultWindow), budget.FormatDuration(span))
+	}
+	var we *budget.WindowError
+	if err := budget.CheckWindow(span, window); errors.As(err, &we) {
+		we.WindowName, we.SpanName = "--window", "--since"
+		return exitcode.UsageError(we)
+	}
+	b.since, b.windowLen, b.now = since, window, now
+	return nil
+}
+
+// rate: the flag, or measured from a topic.
+func (b *budgetInputs) rate(ctx context.Context, opts *BudgetOptions) error {
+	in := &b.in
 	switch {
-	case opts.Rate != "" && opts.Measure != "":
-		return usage("--rate and --measure exclude each other")
 	case opts.Rate != "":
 		r, err := budget.ParseRate(opts.Rate)
 		if err != nil {
-			return usage("--rate: %v", err)
+			return usagef("--rate: %v", err)
 		}
 		in.Rate, in.RateSource = r, "flag"
-	case opts.Measure != "":
-		since, err := budget.ParseDuration(opts.Since)
-		if err != nil || since <= 0 {
-			return usage("--since %q: want a duration such as 7d or 12h", opts.Since)
-		}
-		window, err := budget.ParseDuration(opts.Window)
-		if err != nil || window <= 0 {
-			return usage("--window %q: want a duration such as 1m", opts.Window)
-		}
-		if window > since {
-			return usage("--window %s is longer than --since %s", opts.Window, opts.Since)
-		}
-		p := ui.NewProgress(opts.IO, "reading "+opts.Measure)
-		m, err := opts.MeasureRate(ctx, opts.Measure, since, window, opts.Now(), p.SetTotal, p.Add)
-		p.Done()
-		if err != nil {
-			return err
-		}
-		rep.Measurement = m
-		in.Rate, in.RateSource, in.MeanRate = m.PeakPerS, "measured-peak", m.MeanPerS
-		if m.Records == 0 {
-			warnings = append(warnings, fmt.Sprintf("%s has no records stamped in the last %s: the measured rate is 0", opts.Measure, budget.FormatDuration(since)))
-		}
-		if m.OutOfRange > 0 {
-			warnings = append(warnings, fmt.Sprintf("%s: %d records read were stamped outside the measured span (producer clocks?) and not counted", opts.Measure, m.OutOfRange))
-		}
-	default:
-		return usage("give --rate R (e.g. 10/s) or --measure TOPIC")
+		return nil
+	case opts.Measure == "":
+		return usagef("give --rate R (e.g. 10/s) or --measure TOPIC")
 	}
+	p := ui.NewProgress(opts.IO, "reading "+opts.Measure)
+	m, err := opts.MeasureRate(ctx, opts.Measure, b.since, b.windowLen, b.now, p.SetTotal, p.Add)
+	p.Done()
+	if err != nil {
+		return err
+	}
+	b.rep.Measurement = m
+	in.Rate, in.RateSource, in.MeanRate, in.Backlog = m.PeakPerS, "measured-peak", m.MeanPerS, m.Backlog
+	if m.Records == 0 {
+		b.warnings = append(b.warnings, fmt.Sprintf("%s has no records stamped in the last %s: the measured rate is 0", opts.Measure, budget.FormatDuration(b.since)))
+	}
+	if m.OutOfRange > 0 {
+		b.warnings = append(b.warnings, fmt.Sprintf("%s: %d records read were stamped outside the measured span (producer clocks?) and not counted", opts.Measure, m.OutOfRange))
+	}
+	// A window of few buckets slides in coarse steps: a burst as long as
+	// the window can fall across two of them.
+	if steps := m.WindowS / m.ResolutionS; m.ResolutionS > 0 && steps < 10 {
+		b.warnings = append(b.warnings, fmt.Sprintf("over --since %s the peak window slides in steps of %s, %.0f per window: a burst as long as the window may read up to %.0f%% low; a shorter --since gives finer steps",
+			budget.FormatDuration(b.since), budget.FormatDuration(time.Duration(m.ResolutionS*float64(time.Second))), steps, 100/steps))
+	}
+	return nil
+}
 
-	// Ack latency: flag or scraped.
+// ackLatency: the flag, or scraped twice from a running bridge.
+func (b *budgetInputs) ackLatency(ctx context.Context, opts *BudgetOptions) error {
+	in := &b.in
 	switch {
-	case opts.AckLatency != "" && opts.MetricsURL != "":
-		return usage("--ack-latency and --metrics-url exclude each other")
 	case opts.AckLatency != "":
 		d, err := budget.ParseDuration(opts.AckLatency)
 		if err != nil || d <= 0 {
-			return usage("--ack-latency %q: want a duration such as 150ms", opts.AckLatency)
+			return usagef("--ack-latency %q: want a duration such as 150ms", opts.AckLatency)
 		}
 		in.AckLatency, in.AckLatencySource = d, "flag"
 	case opts.MetricsURL != "":
-		a, err := opts.ScrapeAckLatency(ctx, opts.MetricsURL)
+		if u, err := url.Parse(opts.MetricsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("--metrics-url %q: want the bridge's metrics endpoint, such as http://bridge:9090/metrics", opts.MetricsURL)
+		}
+		interval, err := budget.ParseDuration(orDefault(opts.MetricsInterval, defaultMetricsInterval))
+		if err != nil || interval <= 0 {
+			return usagef("--metrics-interval %q: want a duration such as 10s", opts.MetricsInterval)
+		}
+		if opts.IO.IsStderrTTY() {
+			fmt.Fprintf(opts.IO.ErrOut, "\rscraping %s twice, %s apart…\x1b[K", opts.MetricsURL, budget.FormatDuration(interval))
+			defer fmt.Fprint(opts.IO.ErrOut, "\r\x1b[K")
+		}
+		a, err := opts.ScrapeAckLatency(ctx, opts.MetricsURL, interval)
 		if err != nil {
 			return err
 		}
-		rep.AckScrape = a
+		b.rep.AckScrape = a
 		in.AckLatency, in.AckLatencySource = a.Mean(), "metrics"
+		if a.Lifetime {
+			in.AckLatencySource = "metrics, lifetime mean"
+		}
+		if a.Note != "" {
+			b.warnings = append(b.warnings, a.Note)
+		}
 	}
-	if in.AckLatency > 0 && in.Inflight == 0 && !in.InflightUnlimited {
-		warnings = append(warnings, "give --inflight or --mosquitto-conf to turn the ack latency into an online capacity")
-	}
-
-	rep.Result = budget.Compute(in)
-	rep.Warnings = append(rep.Warnings, warnings...)
-	return opts.Printer().Print(rep, func(h *ui.Human) error { return printBudget(h, rep) })
+	return nil
 }
 
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
 func printBudget(h *ui.Human, rep *BudgetReport) error {
 	r := rep.Result
 	binding := "the session expiry binds"
@@ -314,7 +494,7 @@ func printBudget(h *ui.Human, rep *BudgetReport) error {
 
 	queue := "unlimited"
 	if r.QueueLimit != nil {
-		queue = budget.FormatCount(*r.QueueLimit) + " messages"
+		queue = budget.Messages(*r.QueueLimit)
 	}
 	fill := "never"
 	if r.QueueFillS != nil {
@@ -368,6 +548,15 @@ func printBudget(h *ui.Human, rep *BudgetReport) error {
 	return nil
 }
 
+// payloadDesc names a probe's payload size next to its QoS ("" when the
+// payload is the number alone).
+func payloadDesc(size int) string {
+	if size == 0 {
+		return ""
+	}
+	return ", " + budget.FormatBytes(int64(size)) + " each"
+}
+
 // BudgetProbeOptions are the inputs of `flecht budget probe`.
 type BudgetProbeOptions struct {
 	IO          *ui.IOStreams
@@ -378,6 +567,7 @@ type BudgetProbeOptions struct {
 	PasswordEnv string
 	Count       int
 	QoS         int
+	PayloadSize string
 	Quiet       string
 	// ProfileMQTT returns the profile's MQTT settings when --mqtt is not
 	// given (nil when the profile has none).
@@ -411,10 +601,16 @@ lost. --count must exceed the limit to find it; the default 2,000 covers the
 common defaults (Mosquitto 1,000, EMQX 1,000). Use queue_limit with
 'flecht budget --queue-limit'.
 
+Each message is its number, a few bytes. A broker that limits the queue by
+bytes (Mosquitto max_queued_bytes) holds many more of those than of real
+messages: give --payload-size with your typical message size, and the
+limit found is in messages of that size.
+
 The broker comes from --mqtt, else from the profile's mqtt.url (with its
 username and password).`,
 		Example: `  flecht budget probe --mqtt mqtt://127.0.0.1:1883
-  flecht budget probe --mqtt mqtts://127.0.0.1:8883 --username probe --password-env MQTT_PASSWORD --count 20000 -o json`,
+  flecht budget probe --mqtt mqtts://127.0.0.1:8883 --username probe --password-env MQTT_PASSWORD --count 20000 -o json
+  flecht budget probe --mqtt mqtt://127.0.0.1:1883 --payload-size 1KiB`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
@@ -429,6 +625,7 @@ username and password).`,
 	fl.StringVar(&opts.PasswordEnv, "password-env", "", "environment variable holding the MQTT password")
 	fl.IntVar(&opts.Count, "count", 2000, "messages to publish to the offline session (more than the queue holds)")
 	fl.IntVar(&opts.QoS, "qos", 1, "QoS of the subscription and the messages (0, 1 or 2)")
+	fl.StringVar(&opts.PayloadSize, "payload-size", "", "pad each message to this size (e.g. 1KiB) to probe a queue limited by max_queued_bytes (default: the number alone, a few bytes)")
 	fl.StringVar(&opts.Quiet, "quiet", "2s", "stop counting after this long without a message")
 	return cmd
 }
@@ -446,6 +643,13 @@ func runBudgetProbe(ctx context.Context, opts *BudgetProbeOptions) error {
 		return usage("--quiet %q: want a duration such as 2s", opts.Quiet)
 	}
 	po := budget.ProbeOptions{URL: opts.URL, Username: opts.Username, Count: opts.Count, QoS: byte(opts.QoS), Quiet: quiet}
+	if opts.PayloadSize != "" {
+		n, err := budget.ParseSize(opts.PayloadSize)
+		if err != nil || n < 1 || n > budget.MaxProbePayload {
+			return usage("--payload-size %q: want a size from 1B to %s, such as 1KiB", opts.PayloadSize, budget.FormatBytes(budget.MaxProbePayload))
+		}
+		po.PayloadSize = int(n)
+	}
 	if opts.PasswordEnv != "" {
 		if po.Password = opts.Getenv(opts.PasswordEnv); po.Password == "" {
 			return usage("--password-env %s: the variable is empty or unset", opts.PasswordEnv)
@@ -486,7 +690,7 @@ func runBudgetProbe(ctx context.Context, opts *BudgetProbeOptions) error {
 	return opts.Printer().Print(res, func(h *ui.Human) error {
 		limit := "not reached: every message came back"
 		if res.QueueLimit != nil {
-			limit = budget.FormatCount(int64(*res.QueueLimit)) + " messages"
+			limit = budget.Messages(int64(*res.QueueLimit))
 		}
 		removed := res.ClientID + ", removed"
 		if !res.SessionRemoved {
@@ -494,7 +698,7 @@ func runBudgetProbe(ctx context.Context, opts *BudgetProbeOptions) error {
 		}
 		pairs := [][2]string{
 			{"broker", res.Broker},
-			{"published", fmt.Sprintf("%s messages (QoS %d) to %s while offline", budget.FormatCount(int64(res.Published)), res.QoS, res.Topic)},
+			{"published", fmt.Sprintf("%s (QoS %d%s) to %s while offline", budget.Messages(int64(res.Published)), res.QoS, payloadDesc(res.PayloadSize), res.Topic)},
 			{"received", fmt.Sprintf("%s (%d duplicates)", budget.FormatCount(int64(res.Received)), res.Duplicates)},
 			{"queue limit", limit},
 			{"keeps", res.Keeps},

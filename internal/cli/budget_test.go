@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,6 +72,8 @@ func TestBudgetCommand(t *testing.T) {
 
 func TestBudgetUsageErrors(t *testing.T) {
 	transformer := writeFile(t, "t.yaml", "application_id: x\nkind: transformer\ninput_topics: [a]\ntransform: {builtin: count}\n")
+	noBytes := writeFile(t, "nobytes.conf", "max_queued_messages 100\n")
+	badInflight := writeFile(t, "inflight.conf", "max_inflight_messages 70000\n")
 	for args, want := range map[string]string{
 		"--rate 10/s":                                                                    "give --queue-limit N or --mosquitto-conf FILE",
 		"--queue-limit 10":                                                               "give --rate R",
@@ -84,9 +87,29 @@ func TestBudgetUsageErrors(t *testing.T) {
 		"--queue-limit 10 --measure t --since yesterday":                                 "--since",
 		"--queue-limit 10 --rate 1/s --ack-latency 1s --metrics-url http://127.0.0.1:1/": "exclude each other",
 		"--queue-limit 10 --rate 1/s --message-size lots":                                "--message-size",
-		"--queue-limit 10 --rate 1/s -f " + transformer:                                  "is a transformer stage",
-		"--queue-limit 10 --rate 1/s -f /nonexistent/stage.yaml":                         "reading stage file",
-		"--rate 1/s --mosquitto-conf /nonexistent/mosquitto.conf":                        "reading mosquitto.conf",
+		// Flags that need another flag.
+		"--queue-limit 10 --rate 1/s --since 7d":                          "--since needs --measure TOPIC",
+		"--queue-limit 10 --rate 1/s --window 1m":                         "--window needs --measure TOPIC",
+		"--queue-limit 10 --rate 1/s --message-size 1KiB":                 "--message-size counts the broker's max_queued_bytes in messages: give --mosquitto-conf FILE",
+		"--queue-limit 10 --rate 1/s --metrics-interval 1s":               "--metrics-interval needs --metrics-url URL",
+		"--mosquitto-conf " + noBytes + " --rate 1/s --message-size 1KiB": "sets no max_queued_bytes: drop --message-size",
+		// What CONNECT can carry.
+		"--queue-limit 10 --rate 1/s --session-expiry 500ms":                        "MQTT counts the session expiry in whole seconds; give 1s or more",
+		"--queue-limit 10 --rate 1/s --session-expiry 1.5s":                         "whole seconds; give 1s or 2s",
+		"--queue-limit 10 --rate 1/s --session-expiry 49711d":                       "above MQTT's maximum of 4294967295s",
+		"--queue-limit 10 --rate 1/s --inflight 65536":                              "--inflight 65536: an in-flight window is at most 65535",
+		"--queue-limit 10 --rate 1/s --metrics-url http://[::1":                     "--metrics-url \"http://[::1\": want the bridge's metrics endpoint",
+		"--queue-limit 10 --rate 1/s --metrics-url bridge:9090":                     "--metrics-url \"bridge:9090\"",
+		"--queue-limit 10 --rate 1/s --metrics-url http://b/m --metrics-interval 0": "--metrics-interval",
+		"--rate 1/s --mosquitto-conf " + badInflight:                                "max_inflight_messages 70000 is above 65535, and Mosquitto refuses to start with it",
+		// Windows the span cannot resolve are refused before reading.
+		"--queue-limit 10 --measure t --since 7d --window 10ms":   "--window 10ms is finer than --since 7d can resolve in 2,000,000 buckets: give --window 303ms or more, or --since 5h33m20s or less",
+		"--queue-limit 10 --measure t --since 30d --window 1s":    "give --window 2s or more, or --since 23d3h33m20s or less",
+		"--queue-limit 10 --measure t --since 100000d":            "--window 1m is finer than --since ",
+		"--queue-limit 10 --measure t --window 500us":             "--window \"500us\": want a duration of 1ms or more",
+		"--queue-limit 10 --rate 1/s -f " + transformer:           "is a transformer stage",
+		"--queue-limit 10 --rate 1/s -f /nonexistent/stage.yaml":  "reading stage file",
+		"--rate 1/s --mosquitto-conf /nonexistent/mosquitto.conf": "reading mosquitto.conf",
 	} {
 		r := run(t, nil, "", append([]string{"budget"}, strings.Fields(args)...)...)
 		if r.code != exitcode.Usage || !strings.Contains(r.err, want) {
@@ -139,30 +162,85 @@ func TestBudgetFromStageFileAndMosquittoConf(t *testing.T) {
 	}
 }
 
+// The stage's Receive Maximum is the window whenever the bridge sends it,
+// above the broker's max_inflight_messages as well as below: Mosquitto 2.0
+// uses it instead (e2e TestMosquittoResendsUnackedWithDupAndSamePacketID:
+// 50 beats 20). The broker's window applies only when the stage sets none.
+func TestBudgetReceiveMaximumIsTheWindow(t *testing.T) {
+	conf := writeFile(t, "mosquitto.conf", "max_inflight_messages 20\n")
+	unlimited := writeFile(t, "unlimited.conf", "max_inflight_messages 0\n")
+	stage := func(rm int) string {
+		return writeFile(t, fmt.Sprintf("bridge-%d.yaml", rm), strings.Replace(mqttStage, "receive_maximum: 10", fmt.Sprintf("receive_maximum: %d", rm), 1))
+	}
+	noRM := writeFile(t, "bridge-none.yaml", strings.Replace(mqttStage, "  receive_maximum: 10\n", "", 1))
+	for _, tc := range []struct {
+		name, stage, conf string
+		extra             []string
+		window            int
+		source, warning   string
+	}{
+		{"above the broker's", stage(50), conf, nil, 50, "stage-file receive_maximum (Mosquitto 2.0 uses it instead of the broker's 20; EMQX would use the smaller)", ""},
+		{"below the broker's", stage(10), conf, nil, 10, "stage-file receive_maximum (Mosquitto 2.0 uses it instead", ""},
+		{"broker unlimited", stage(50), unlimited, nil, 50, "stage-file receive_maximum (the broker sets no window of its own)", ""},
+		{"above --inflight", stage(50), conf, []string{"--inflight", "30"}, 50, "instead of the broker's 30", ""},
+		{"none sent", noRM, conf, nil, 20, "mosquitto-conf", ""},
+		{"outside MQTT's range", stage(70000), conf, nil, 20, "mosquitto-conf", "receive_maximum 70000 is outside MQTT's 1..65535, so the bridge sends none"},
+	} {
+		args := append([]string{"budget", "-f", tc.stage, "--mosquitto-conf", tc.conf, "--rate", "100/s", "--ack-latency", "100ms", "-o", "json"}, tc.extra...)
+		r := run(t, nil, "", args...)
+		var rep BudgetReport
+		if err := json.Unmarshal([]byte(r.out), &rep); err != nil || rep.Result == nil {
+			t.Fatalf("%s: exit %d %v\n%s", tc.name, r.code, err, r.err)
+		}
+		if rep.InflightWindow == nil || *rep.InflightWindow != tc.window || !strings.Contains(rep.InflightSource, tc.source) ||
+			rep.OnlineCapacityPerS == nil || *rep.OnlineCapacityPerS != float64(tc.window)*10 {
+			t.Errorf("%s: %s; want window %d from %q", tc.name, r.out, tc.window, tc.source)
+		}
+		if tc.warning != "" && !strings.Contains(strings.Join(rep.Warnings, "\n"), tc.warning) {
+			t.Errorf("%s: warnings %q lack %q", tc.name, rep.Warnings, tc.warning)
+		}
+	}
+}
+
+// A byte limit counts messages rounded up (Mosquitto admits one while the
+// bytes are below the limit), and one message is "1 message".
+func TestBudgetByteLimitInMessages(t *testing.T) {
+	conf := writeFile(t, "mosquitto.conf", "max_queued_bytes 2000\n")
+	r := run(t, nil, "", "budget", "--mosquitto-conf", conf, "--message-size", "1024B", "--rate", "1/s", "--session-expiry", "1h")
+	if r.code != 0 || !strings.Contains(r.out, "2 messages (max_queued_bytes / message size)") {
+		t.Errorf("exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	r = run(t, nil, "", "budget", "--queue-limit", "1", "--rate", "1/s", "--session-expiry", "1h")
+	if r.code != 0 || !strings.Contains(r.out, "1 message (flag)") {
+		t.Errorf("exit %d\n%s%s", r.code, r.out, r.err)
+	}
+}
+
 func TestBudgetMeasuredRateAndScrapedLatency(t *testing.T) {
 	io, _, out, errOut := ui.Test()
 	peakAt := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	var gotSince, gotWindow time.Duration
+	var gotSince, gotWindow, gotInterval time.Duration
 	opts := &BudgetOptions{
 		IO: io, Printer: func() *ui.Printer { return ui.NewPrinter(io, ui.FormatTable) },
 		Now:        func() time.Time { return peakAt.Add(time.Hour) },
 		QueueLimit: "1000", Measure: "sensors.raw", Since: "2d", Window: "30s", Replicas: 1,
-		Inflight: "20", MetricsURL: "http://bridge/metrics",
+		Inflight: "20", MetricsURL: "http://bridge/metrics", MetricsInterval: "3s",
 		MeasureRate: func(_ context.Context, topic string, since, window time.Duration, _ time.Time, planned, add func(int64)) (*budget.Measurement, error) {
 			gotSince, gotWindow = since, window
 			planned(10)
 			add(10)
-			return &budget.Measurement{Topic: topic, SinceS: since.Seconds(), WindowS: window.Seconds(), Records: 10, PeakPerS: 250, MeanPerS: 40, PeakWindowStart: &peakAt}, nil
+			return &budget.Measurement{Topic: topic, SinceS: since.Seconds(), WindowS: window.Seconds(), Records: 10, PeakPerS: 250, MeanPerS: 40, PeakWindowStart: &peakAt, ResolutionS: 10}, nil
 		},
-		ScrapeAckLatency: func(_ context.Context, url string) (*budget.AckLatency, error) {
+		ScrapeAckLatency: func(_ context.Context, url string, interval time.Duration) (*budget.AckLatency, error) {
+			gotInterval = interval
 			return &budget.AckLatency{URL: url, Count: 10, SumS: 1, MeanS: 0.1}, nil
 		},
 	}
 	if err := runBudget(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
-	if gotSince != 48*time.Hour || gotWindow != 30*time.Second {
-		t.Errorf("since %v window %v", gotSince, gotWindow)
+	if gotSince != 48*time.Hour || gotWindow != 30*time.Second || gotInterval != 3*time.Second {
+		t.Errorf("since %v window %v interval %v", gotSince, gotWindow, gotInterval)
 	}
 	for _, want := range []string{
 		"250/s, mean 40/s (measured-peak)",
@@ -170,6 +248,8 @@ func TestBudgetMeasuredRateAndScrapedLatency(t *testing.T) {
 		"ack latency:       100ms (metrics)",
 		"online capacity:   200/s",
 		"warning: the rate 250/s exceeds the online capacity of 200/s",
+		// 10s buckets in a 30s window: coarse, and said so.
+		"warning: over --since 2d the peak window slides in steps of 10s, 3 per window: a burst as long as the window may read up to 33% low",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -200,12 +280,16 @@ func TestBudgetMeasureAndMetricsEndToEnd(t *testing.T) {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	// Scraped twice: 4 acks in 2s before, 4 more in 2s between (500ms).
+	var scrapes atomic.Int32
 	metrics := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprint(w, "# TYPE flechtwerk_mqtt_ack_seconds histogram\nflechtwerk_mqtt_ack_seconds_bucket{le=\"+Inf\"} 4\nflechtwerk_mqtt_ack_seconds_sum 2\nflechtwerk_mqtt_ack_seconds_count 4\n")
+		n := scrapes.Add(1) * 4
+		fmt.Fprintf(w, "# TYPE flechtwerk_mqtt_ack_seconds histogram\nflechtwerk_mqtt_ack_seconds_bucket{le=\"+Inf\"} %d\nflechtwerk_mqtt_ack_seconds_sum %d\nflechtwerk_mqtt_ack_seconds_count %d\n", n, n/2, n)
 	}))
 	defer metrics.Close()
 
-	r := run(t, nil, "", "budget", "-b", env.KafkaAddr(), "--queue-limit", "1000", "--measure", "raw", "--since", "1h", "--inflight", "20", "--metrics-url", metrics.URL, "-o", "json")
+	r := run(t, nil, "", "budget", "-b", env.KafkaAddr(), "--queue-limit", "1000", "--measure", "raw", "--since", "1h", "--inflight", "20",
+		"--metrics-url", metrics.URL, "--metrics-interval", "20ms", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
@@ -218,6 +302,12 @@ func TestBudgetMeasureAndMetricsEndToEnd(t *testing.T) {
 	}
 	if *rep.AckLatencyS != 0.5 || rep.AckLatencySource != "metrics" || *rep.OnlineCapacityPerS != 40 || rep.AckScrape.URL != metrics.URL {
 		t.Errorf("ack latency: %s", r.out)
+	}
+	// A --since before 1970 reads from the epoch, not an error from Kafka.
+	r = run(t, nil, "", "budget", "-b", env.KafkaAddr(), "--queue-limit", "1000", "--measure", "raw", "--since", "100000d", "--window", "1h", "-o", "json")
+	rep = BudgetReport{}
+	if err := json.Unmarshal([]byte(r.out), &rep); r.code != 0 || err != nil || rep.Measurement.Records != 1800 || !rep.Measurement.From.Equal(time.Unix(0, 0)) {
+		t.Errorf("--since 100000d: exit %d %s\n%s", r.code, r.err, r.out)
 	}
 	r = run(t, nil, "", "budget", "-b", env.KafkaAddr(), "--queue-limit", "1000", "--measure", "nope")
 	if r.code != exitcode.Failure || !strings.Contains(r.err, `topic "nope" does not exist`) {
@@ -247,6 +337,11 @@ func TestBudgetProbeCommand(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.out, "every message came back") || !strings.Contains(r.out, "mqtt://"+env.MQTTAddr()) {
 		t.Errorf("profile URL: exit %d\n%s\n%s", r.code, r.out, r.err)
 	}
+	// Realistic message sizes, for a queue limited by bytes.
+	r = run(t, nil, "", "budget", "probe", "--mqtt", "mqtt://"+env.MQTTAddr(), "--count", "1", "--quiet", "200ms", "--payload-size", "1KiB")
+	if r.code != 0 || !strings.Contains(r.out, "1 message (QoS 1, 1 KiB each)") || !strings.Contains(r.out, "all 1 message came back: the queue holds at least that many") {
+		t.Errorf("--payload-size: exit %d\n%s\n%s", r.code, r.out, r.err)
+	}
 
 	for args, want := range map[string]string{
 		"--count 10":                                    "give --mqtt URL",
@@ -255,6 +350,9 @@ func TestBudgetProbeCommand(t *testing.T) {
 		"--mqtt mqtt://127.0.0.1:1 --quiet soon":        "--quiet",
 		"--mqtt ws://127.0.0.1:1":                       "not supported",
 		"--mqtt mqtt://127.0.0.1:1 --password-env NOPE": "--password-env NOPE",
+		"--mqtt mqtt://127.0.0.1:1 --payload-size lots": "--payload-size \"lots\": want a size from 1B to 255.9 MiB",
+		"--mqtt mqtt://127.0.0.1:1 --payload-size 0":    "--payload-size",
+		"--mqtt mqtt://127.0.0.1:1 --payload-size 1GiB": "--payload-size",
 	} {
 		r := run(t, nil, "", append([]string{"budget", "probe"}, strings.Fields(args)...)...)
 		if r.code != exitcode.Usage || !strings.Contains(r.err, want) {
