@@ -107,7 +107,7 @@ func NewCmdLintStateKey(f *Factory, runF func(*LintStateKeyOptions) error) *cobr
 	fl.StringVar(&opts.StateKey, "state-key", "", "state-key template, e.g. '{key}/{value.device}'")
 	fl.StringVarP(&opts.StageFile, "file", "f", "", "take the state key and input topics from this stage file")
 	fl.StringSliceVar(&opts.Topics, "topics", nil, "input topics to sample, comma-separated")
-	fl.StringVar(&opts.Sample, "sample", "1000", "offsets to read per partition, from the end, or 'all'")
+	fl.StringVar(&opts.Sample, "sample", "1000", "offsets to read per partition, from the end, or 'all' (any case)")
 	fl.StringVar(&opts.KeyPattern, "key-pattern", "", "regular expression every message key matches in full (makes separators provable)")
 	fl.IntVar(&opts.MaxExamples, "max-examples", 20, "records listed per kind of finding")
 	return cmd
@@ -151,7 +151,10 @@ func runLintStateKey(ctx context.Context, opts *LintStateKeyOptions) error {
 	}
 	start := kafkax.FromLogStart
 	sampleDesc := "all records"
-	if s := strings.TrimSpace(opts.Sample); s != "all" {
+	if opts.MaxExamples < 1 {
+		return usage("--max-examples must be at least 1, got %d", opts.MaxExamples)
+	}
+	if s := strings.TrimSpace(opts.Sample); !strings.EqualFold(s, "all") {
 		n, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
 		if err != nil || n < 1 {
 			return usage("--sample %q: want a number of records per partition, or all", opts.Sample)

@@ -58,6 +58,8 @@ func TestLintStateKeyUsageErrors(t *testing.T) {
 		"--state-key {device}":                "unknown placeholder",
 		"--state-key {key} --sample none":     "--sample",
 		"--state-key {key} --sample 0":        "--sample",
+		"--state-key {key} --max-examples 0":  "--max-examples must be at least 1, got 0",
+		"--state-key {key} --max-examples -3": "--max-examples must be at least 1, got -3",
 		"--state-key {key} --key-pattern [a-": "--key-pattern",
 		"-f /nonexistent/stage.yaml":          "reading stage file",
 		"--state-key {key} --topics a,,b":     "empty topic name",
@@ -95,7 +97,7 @@ func TestLintStateKeyOnData(t *testing.T) {
 	}
 
 	// The coarsening template is caught with concrete records.
-	r := run(t, nil, "", "lint", "state-key", "-b", env.KafkaAddr(), "--state-key", "{value.tenant}", "--topics", "raw", "--sample", "all", "-o", "json")
+	r := run(t, nil, "", "lint", "state-key", "-b", env.KafkaAddr(), "--state-key", "{value.tenant}", "--topics", "raw", "--sample", "ALL", "-o", "json")
 	if r.code != exitcode.Findings {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"sort"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -16,7 +17,8 @@ import (
 type KeyAlphabet struct {
 	Pattern string
 	re      *regexp.Regexp
-	ranges  []rune // sorted, merged [lo, hi] pairs
+	tree    *syntax.Regexp // simplified, for example keys
+	ranges  []rune         // sorted, merged [lo, hi] pairs
 }
 
 // ParseKeyPattern compiles a key pattern (Go regexp syntax, matched against
@@ -32,8 +34,9 @@ func ParseKeyPattern(pattern string) (*KeyAlphabet, error) {
 		return nil, fmt.Errorf("--key-pattern %q: %w", pattern, err)
 	}
 	var rs []rune
-	collect(tree.Simplify(), &rs)
-	return &KeyAlphabet{Pattern: pattern, re: re, ranges: merge(rs)}, nil
+	tree = tree.Simplify()
+	collect(tree, &rs)
+	return &KeyAlphabet{Pattern: pattern, re: re, tree: tree, ranges: merge(rs)}, nil
 }
 
 // collect appends the [lo, hi] rune ranges any match of re can contain.
@@ -141,4 +144,125 @@ func (a *KeyAlphabet) sample(n int) []rune {
 		}
 	}
 	return out
+}
+
+// examples returns up to n distinct keys that match the pattern in full,
+// preferring ones that read well ("device-a"), then strings built from
+// the pattern itself (its shape: "ab:1" for [a-z]+(:[0-9])?, or eight
+// digits for [0-9]{8}), then short strings of its runes.
+func (a *KeyAlphabet) examples(n int) []string {
+	rs := a.sample(3)
+	var cands []string
+	for _, r := range rs {
+		cands = append(cands, "device-"+string(r))
+	}
+	if a != nil {
+		for variant := range 4 {
+			if s, ok := synthesize(a.tree, variant); ok {
+				cands = append(cands, s)
+			}
+		}
+	}
+	cands = append(cands, wordsUpTo(rs, 3)...)
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range cands {
+		if len(out) < n && !seen[c] && a.Match(c) {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// synthesize builds a string re matches, or tries to: anchors and word
+// boundaries are taken as satisfied, so callers check the result with
+// Match. variant picks other runes of classes, other branches of
+// alternations and one more repetition, so variants 0 and 1 differ when
+// the pattern allows more than one string.
+func synthesize(re *syntax.Regexp, variant int) (string, bool) {
+	var b strings.Builder
+	ok := synth(re, variant, &b, 0)
+	return b.String(), ok
+}
+
+func synth(re *syntax.Regexp, variant int, b *strings.Builder, depth int) bool {
+	if depth > 100 || b.Len() > 1024 {
+		return false
+	}
+	switch re.Op {
+	case syntax.OpNoMatch:
+		return false
+	case syntax.OpLiteral:
+		b.WriteString(string(re.Rune))
+	case syntax.OpCharClass:
+		r, ok := classRune(re.Rune, variant)
+		if !ok {
+			return false
+		}
+		b.WriteRune(r)
+	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		b.WriteRune('a' + rune(variant%26))
+	case syntax.OpCapture:
+		return synth(re.Sub[0], variant, b, depth+1)
+	case syntax.OpConcat:
+		for _, sub := range re.Sub {
+			if !synth(sub, variant, b, depth+1) {
+				return false
+			}
+		}
+	case syntax.OpAlternate:
+		return synth(re.Sub[variant%len(re.Sub)], variant, b, depth+1)
+	case syntax.OpStar, syntax.OpQuest, syntax.OpPlus, syntax.OpRepeat:
+		n := repeats(re, variant)
+		for range n {
+			if !synth(re.Sub[0], variant, b, depth+1) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// repeats is how often a repetition is written out: its minimum, and one
+// more for variants above 0 where the maximum allows.
+func repeats(re *syntax.Regexp, variant int) int {
+	lo, hi := 0, -1
+	switch re.Op {
+	case syntax.OpPlus:
+		lo = 1
+	case syntax.OpQuest:
+		hi = 1
+	case syntax.OpRepeat:
+		lo, hi = re.Min, re.Max
+	}
+	if variant > 0 && (hi < 0 || lo < hi) {
+		lo++
+	}
+	return lo
+}
+
+// classRune picks a printable rune of a class of [lo, hi] pairs: the
+// variant-th one, counting from the start of each range, preferring
+// letters and digits.
+func classRune(ranges []rune, variant int) (rune, bool) {
+	var picks []rune
+	for i := 0; i+1 < len(ranges) && len(picks) < 8; i += 2 {
+		for r := ranges[i]; r <= ranges[i+1] && r-ranges[i] < 4 && len(picks) < 8; r++ {
+			if unicode.IsLetter(r) || unicode.IsDigit(r) {
+				picks = append(picks, r)
+			}
+		}
+	}
+	for i := 0; i+1 < len(ranges) && len(picks) < 8; i += 2 {
+		for r := ranges[i]; r <= ranges[i+1] && r-ranges[i] < 4 && len(picks) < 8; r++ {
+			if unicode.IsPrint(r) && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+				picks = append(picks, r)
+			}
+		}
+	}
+	if len(picks) == 0 {
+		return 0, false
+	}
+	return picks[variant%len(picks)], true
 }

@@ -2,6 +2,7 @@ package lint
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
@@ -29,7 +30,10 @@ type RecordRef struct {
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"offset"`
 	Key       string `json:"key"`
-	StateKey  string `json:"state_key,omitempty"`
+	// KeyHex is the key's bytes in hex when they are not UTF-8 (Key then
+	// holds them too, but JSON cannot carry them exactly).
+	KeyHex   string `json:"key_hex,omitempty"`
+	StateKey string `json:"state_key,omitempty"`
 }
 
 // Violation is one state key seen on more than one partition number: the
@@ -65,8 +69,9 @@ type TopicSummary struct {
 	Partitions int    `json:"partitions"`
 	Sampled    int64  `json:"sampled"`
 	// Keyless records carry no key (not placed by key); InvalidKeys are
-	// not UTF-8; Tombstones have no value to render from; RenderErrors
-	// lack a field the template reads.
+	// not UTF-8 (their placement is checked, they have no state key);
+	// Tombstones have no value to render from; RenderErrors lack a field
+	// the template reads.
 	Keyless           int64 `json:"keyless"`
 	InvalidKeys       int64 `json:"invalid_keys"`
 	Tombstones        int64 `json:"tombstones"`
@@ -169,23 +174,26 @@ func NewChecker(o Options) *Checker {
 
 // Add checks one record.
 func (c *Checker) Add(r Record) {
-	ts := c.topics[r.Topic]
-	if ts == nil {
-		ts = &TopicSummary{Topic: r.Topic, Partitions: c.o.Partitions[r.Topic]}
-		c.topics[r.Topic] = ts
-		c.o.Topics = append(c.o.Topics, r.Topic)
-	}
+	ts := c.topic(r.Topic)
 	ts.Sampled++
 	if r.Key == nil {
 		ts.Keyless++
 		return
 	}
-	if !utf8.Valid(r.Key) {
-		ts.InvalidKeys++
-		return
-	}
 	key := string(r.Key)
 	ref := RecordRef{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: key}
+	valid := utf8.Valid(r.Key)
+	if !valid {
+		ts.InvalidKeys++
+		ref.KeyHex = hex.EncodeToString(r.Key)
+	}
+	// Placement is about the key's bytes, which is what Kafka hashes:
+	// every key is checked, whether or not a stage could read it.
+	c.checkPartitioner(ts, r, ref)
+	c.checkCopartitioning(r, key, ref)
+	if !valid {
+		return // no state key: a stage treats the record as invalid
+	}
 
 	if c.o.Alphabet != nil && !c.o.Alphabet.Match(key) {
 		ts.KeyPatternMismatches++
@@ -199,39 +207,63 @@ func (c *Checker) Add(r Record) {
 			break
 		}
 	}
+	c.checkStateKey(ts, r, key, ref)
+}
 
-	// Partitioner: is the key where murmur2 puts it?
-	if n := ts.Partitions; n > 0 {
-		if want := kafkax.Partition(r.Key, n); want != r.Partition {
-			ts.Murmur2Mismatches++
-			if len(c.mism) < c.o.MaxExamples {
-				c.mism = append(c.mism, Mismatch{RecordRef: ref, Murmur2Partition: want})
-			}
-			if len(r.Key) > 0 && int32(crc32.ChecksumIEEE(r.Key)%uint32(n)) == r.Partition {
-				c.crcFit[r.Topic]++
-			}
+// topic returns the summary of a topic, adding one not named up front.
+func (c *Checker) topic(name string) *TopicSummary {
+	ts := c.topics[name]
+	if ts == nil {
+		ts = &TopicSummary{Topic: name, Partitions: c.o.Partitions[name]}
+		c.topics[name] = ts
+		c.o.Topics = append(c.o.Topics, name)
+	}
+	return ts
+}
+
+// checkPartitioner: is the key where murmur2 puts it?
+func (c *Checker) checkPartitioner(ts *TopicSummary, r Record, ref RecordRef) {
+	n := ts.Partitions
+	if n <= 0 {
+		return
+	}
+	want := kafkax.Partition(r.Key, n)
+	if want == r.Partition {
+		return
+	}
+	ts.Murmur2Mismatches++
+	if len(c.mism) < c.o.MaxExamples {
+		c.mism = append(c.mism, Mismatch{RecordRef: ref, Murmur2Partition: want})
+	}
+	if len(r.Key) > 0 && int32(crc32.ChecksumIEEE(r.Key)%uint32(n)) == r.Partition {
+		c.crcFit[r.Topic]++
+	}
+}
+
+// checkCopartitioning: one key, one partition number, in every topic.
+func (c *Checker) checkCopartitioning(r Record, key string, ref RecordRef) {
+	if len(c.o.Topics) < 2 {
+		return
+	}
+	byTopic := c.keys[key]
+	if byTopic == nil {
+		byTopic = map[string]placement{}
+		c.keys[key] = byTopic
+	}
+	if _, ok := byTopic[r.Topic]; ok {
+		return
+	}
+	byTopic[r.Topic] = placement{r.Partition, ref}
+	for t, p := range byTopic {
+		if t != r.Topic && p.partition != r.Partition {
+			c.placeKey = append(c.placeKey, key)
+			return
 		}
 	}
+}
 
-	// Co-partitioning: one key, one partition number, in every topic.
-	if len(c.o.Topics) > 1 {
-		byTopic := c.keys[key]
-		if byTopic == nil {
-			byTopic = map[string]placement{}
-			c.keys[key] = byTopic
-		}
-		if _, ok := byTopic[r.Topic]; !ok {
-			byTopic[r.Topic] = placement{r.Partition, ref}
-			for t, p := range byTopic {
-				if t != r.Topic && p.partition != r.Partition {
-					c.placeKey = append(c.placeKey, key)
-					break
-				}
-			}
-		}
-	}
-
-	// The rule itself: one state key, one partition number.
+// checkStateKey: the rule itself, one state key, one partition number.
+func (c *Checker) checkStateKey(ts *TopicSummary, r Record, key string, ref RecordRef) {
 	sk, ok := c.stateKey(ts, key, r.Value)
 	if !ok {
 		return

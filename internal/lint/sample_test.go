@@ -219,3 +219,36 @@ func TestCheckerOddRecords(t *testing.T) {
 		}
 	}
 }
+
+// A key that is not UTF-8 has no state key, but Kafka hashes its bytes
+// like any other: its placement is checked all the same, and the report
+// carries the exact bytes.
+func TestCheckerPlacesNonUTF8Keys(t *testing.T) {
+	a := &topicWriter{topic: "a", n: 6, place: crc}
+	b := &topicWriter{topic: "b", n: 6, place: murmur}
+	c := NewChecker(Options{Template: mustParse(t, "{key}"), Topics: []string{"a", "b"}, Partitions: map[string]int{"a": 6, "b": 6}})
+	var bad string
+	for i := range 64 {
+		key := string([]byte{0xff, byte(i)})
+		if crc([]byte(key), 6) != murmur([]byte(key), 6) {
+			bad = key
+			break
+		}
+	}
+	c.Add(a.rec(bad, "{}"))
+	c.Add(b.rec(bad, "{}"))
+	r := c.Report()
+	if ts := r.Topics[0]; ts.InvalidKeys != 1 || ts.Murmur2Mismatches != 1 || r.Topics[1].Murmur2Mismatches != 0 {
+		t.Errorf("topics %+v", r.Topics)
+	}
+	if len(r.PartitionerMismatches) != 1 || r.PartitionerMismatches[0].KeyHex != fmt.Sprintf("%x", bad) || r.PartitionerMismatches[0].Key != bad {
+		t.Errorf("mismatches %+v", r.PartitionerMismatches)
+	}
+	if r.KeyPlacementCount != 1 || r.Findings != 2 {
+		t.Errorf("key placement %d, findings %d; want the key on two partition numbers found", r.KeyPlacementCount, r.Findings)
+	}
+	b2, _ := json.Marshal(r.PartitionerMismatches[0])
+	if !strings.Contains(string(b2), `"key_hex":"ff`) {
+		t.Errorf("JSON %s", b2)
+	}
+}

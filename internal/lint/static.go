@@ -159,8 +159,8 @@ func anchored(parts []statekey.Part, i int, alpha *KeyAlphabet) string {
 
 // coarseCollision shows two different keys with the same state key.
 func coarseCollision(t *statekey.Template, alpha *KeyAlphabet) *Collision {
-	rs := alpha.sample(2)
-	if len(rs) < 2 {
+	keys := alpha.examples(2)
+	if len(keys) < 2 {
 		return nil
 	}
 	vals := map[string]string{}
@@ -169,11 +169,7 @@ func coarseCollision(t *statekey.Template, alpha *KeyAlphabet) *Collision {
 			vals[pathName(p.Path)] = "x"
 		}
 	}
-	k1, k2 := "device-"+string(rs[0]), "device-"+string(rs[1])
-	if !alpha.AllowsAll(k1) || !alpha.AllowsAll(k2) {
-		k1, k2 = string(rs[0]), string(rs[1])
-	}
-	return verified(t, alpha, k1, vals, k2, vals)
+	return verified(t, alpha, keys[0], vals, keys[1], vals)
 }
 
 // findCollision builds two inputs with different keys and one state key,
@@ -230,7 +226,53 @@ func findCollision(t *statekey.Template, alpha *KeyAlphabet) *Collision {
 			}
 		}
 	}
+	if col := splitCollision(t, alpha, with, a); col != nil {
+		return col
+	}
 	return search(t, alpha)
+}
+
+// splitCollision tries keys of the pattern's own shape (such as "ab:1"
+// for [a-z]+(:[0-9])?): it cuts one where the text beside {key} occurs in
+// it and shifts the cut-off part into the neighbouring value, so the
+// shorter key renders the same state key.
+func splitCollision(t *statekey.Template, alpha *KeyAlphabet, with func([]string, string) map[string]string, v string) *Collision {
+	parts := t.Parts
+	for _, k := range alpha.examples(8) {
+		for _, i := range keyIndexes(parts) {
+			lit, next := literalsUntilPlaceholder(parts, i+1, +1)
+			if next >= 0 && len(parts[next].Path) > 0 {
+				for _, at := range cuts(k, lit) {
+					head, tail := k[:at], k[at+len(lit):]
+					if col := verified(t, alpha, k, with(parts[next].Path, v), head, with(parts[next].Path, tail+lit+v)); col != nil {
+						return col
+					}
+				}
+			}
+			lit, prev := literalsUntilPlaceholder(parts, i-1, -1)
+			if prev >= 0 && len(parts[prev].Path) > 0 {
+				for _, at := range cuts(k, lit) {
+					head, tail := k[:at], k[at+len(lit):]
+					if col := verified(t, alpha, k, with(parts[prev].Path, v), tail, with(parts[prev].Path, v+lit+head)); col != nil {
+						return col
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// cuts are the byte offsets where sep occurs in s (every rune boundary
+// inside s when sep is empty).
+func cuts(s, sep string) []int {
+	var out []int
+	for i := range s {
+		if (sep == "" && i > 0) || (sep != "" && strings.HasPrefix(s[i:], sep)) {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // search tries small strings for every placeholder, looking for two
@@ -269,44 +311,72 @@ func search(t *statekey.Template, alpha *KeyAlphabet) *Collision {
 		return nil
 	}
 	words := wordsUpTo(runes, maxLen)
+	keys := matchingKeys(words, alpha)
+	if len(keys) < 2 {
+		return nil
+	}
+	// choices[0] are the keys, the others each value's words.
+	choices := make([][]string, slots)
+	choices[0] = keys
+	for j := 1; j < slots; j++ {
+		choices[j] = words
+	}
 	firstKey := map[string]Example{}
 	idx := make([]int, slots)
 	for {
-		key := words[idx[0]]
-		if alpha.AllowsAll(key) {
-			vals := make(map[string]string, len(paths))
-			for j, p := range paths {
-				vals[p] = words[idx[j+1]]
-			}
-			if sk, err := render(t, key, vals); err == nil {
-				if prev, ok := firstKey[sk]; ok && prev.Key != key {
-					return &Collision{A: prev, B: Example{Key: key, Values: vals, StateKey: sk}}
-				} else if !ok {
-					firstKey[sk] = Example{Key: key, Values: vals, StateKey: sk}
-				}
+		key := keys[idx[0]]
+		vals := make(map[string]string, len(paths))
+		for j, p := range paths {
+			vals[p] = words[idx[j+1]]
+		}
+		if sk, err := render(t, key, vals); err == nil {
+			if prev, ok := firstKey[sk]; ok && prev.Key != key {
+				return &Collision{A: prev, B: Example{Key: key, Values: vals, StateKey: sk}}
+			} else if !ok {
+				firstKey[sk] = Example{Key: key, Values: vals, StateKey: sk}
 			}
 		}
-		// next assignment
-		j := 0
-		for j < slots {
-			idx[j]++
-			if idx[j] < len(words) {
-				break
-			}
-			idx[j] = 0
-			j++
-		}
-		if j == slots {
+		if !next(idx, choices) {
 			return nil
 		}
 	}
 }
 
+// matchingKeys are the words that match the key pattern itself, not only
+// its runes, plus keys built from the pattern (for patterns of a fixed
+// shape, such as [0-9]{8}).
+func matchingKeys(words []string, alpha *KeyAlphabet) []string {
+	var keys []string
+	seen := map[string]bool{}
+	for _, list := range [][]string{words, alpha.examples(4)} {
+		for _, w := range list {
+			if !seen[w] && alpha.Match(w) {
+				seen[w] = true
+				keys = append(keys, w)
+			}
+		}
+	}
+	return keys
+}
+
+// next advances idx to the next assignment of choices, odometer-style;
+// false when all were tried.
+func next(idx []int, choices [][]string) bool {
+	for j := range idx {
+		idx[j]++
+		if idx[j] < len(choices[j]) {
+			return true
+		}
+		idx[j] = 0
+	}
+	return false
+}
+
 // verified renders both inputs and returns them as a collision only if
-// the keys differ, both are allowed by the alphabet and the state keys
-// are equal.
+// the keys differ, both match the key pattern and the state keys are
+// equal.
 func verified(t *statekey.Template, alpha *KeyAlphabet, k1 string, v1 map[string]string, k2 string, v2 map[string]string) *Collision {
-	if k1 == k2 || !alpha.AllowsAll(k1) || !alpha.AllowsAll(k2) {
+	if k1 == k2 || !alpha.Match(k1) || !alpha.Match(k2) {
 		return nil
 	}
 	s1, err1 := render(t, k1, v1)
