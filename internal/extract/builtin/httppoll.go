@@ -84,6 +84,9 @@ func (h *HTTPPoll) parse(key string, c attr.Config) (*hpConfig, error) {
 	if cfg.output, err = hpOutput.MustGet(c); err != nil {
 		return bad(err)
 	}
+	if cfg.output == "" {
+		return bad(errors.New("output_topic is empty: name the topic the items go to"))
+	}
 	id, err := hpID.MustGet(c)
 	if err != nil {
 		return bad(err)
