@@ -14,7 +14,6 @@ import (
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/mqtt"
 	"github.com/flecht-dev/flecht/internal/profile"
-	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 )
 
@@ -107,21 +106,6 @@ func runExtractor(ctx context.Context, opts *RunOptions, st *stagefile.Stage) er
 	}
 	f := opts.Factory
 	log := runLogger(f).With("stage", st.ApplicationID)
-	var kr *secret.Keyring
-	path := opts.Keyring
-	if path == "" {
-		path = f.Getenv("FLECHT_KEYRING")
-	}
-	if path != "" {
-		k, warnings, err := secret.Load(path)
-		if err != nil {
-			return err
-		}
-		for _, w := range warnings {
-			log.Warn(w)
-		}
-		kr = k
-	}
 	cluster, err := f.Cluster()
 	if err != nil {
 		return err
@@ -131,14 +115,19 @@ func runExtractor(ctx context.Context, opts *RunOptions, st *stagefile.Stage) er
 		return err
 	}
 	defer closeMetrics()
-	if kr != nil {
-		obs.KeyringLoaded(kr.Kids())
+	kr, err := loadRunKeyring(opts, obs, log)
+	if err != nil {
+		return err
+	}
+	poll, err := extractbuiltin.NewHTTPPoll(extractbuiltin.HTTPPollOptions{Keyring: kr, SecretFields: st.SecretFields, Observer: obs})
+	if err != nil {
+		return exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
 	}
 	runner := extract.NewRunner(extract.Options{
 		Stage: st, Cluster: cluster, ClientID: opts.ClientID, StateDir: opts.StateDir,
 		Metrics: obs, Log: log, SessionTimeout: opts.SessionTimeout,
 	})
-	return runner.Run(ctx, extractbuiltin.NewHTTPPoll(kr))
+	return runner.Run(ctx, poll)
 }
 
 // serveMetrics makes the stage's observer and serves it when asked to.

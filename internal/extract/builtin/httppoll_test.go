@@ -136,7 +136,11 @@ func (p *poller) run() (context.CancelFunc, chan error) {
 	r := extract.NewRunner(extract.Options{Stage: p.st, Cluster: &kafkax.Cluster{Brokers: []string{p.env.KafkaAddr()}}, ClientID: "p0", StateDir: p.t.TempDir(), Metrics: metrics.New(nil), Log: log, SessionTimeout: 6 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx, builtin.NewHTTPPoll(p.kr)) }()
+	poll, err := builtin.NewHTTPPoll(builtin.HTTPPollOptions{Keyring: p.kr})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	go func() { done <- r.Run(ctx, poll) }()
 	return cancel, done
 }
 
