@@ -82,9 +82,6 @@ func NewRunner(o Options) *Runner {
 		o.StateDir = stage.DefaultStateDir(o.Stage.ApplicationID)
 	}
 	interval := time.Duration(o.Stage.PollInterval)
-	if interval <= 0 {
-		interval = time.Minute
-	}
 	return &Runner{
 		stage: o.Stage, cluster: o.Cluster, clientID: o.ClientID, stateDir: o.StateDir,
 		changelog: o.Stage.ChangelogTopic(), template: o.Stage.Template, interval: interval,
@@ -97,11 +94,32 @@ func NewRunner(o Options) *Runner {
 // Configs is the stage's config store.
 func (r *Runner) Configs() stage.Configs { return r.configs }
 
-// Run checks the topics, leases tokens through group <application_id> on
-// the config topics, and polls every owned active config once per
-// poll_interval until ctx ends (then the cycle in hand finishes its page)
-// or something fails.
+// CheckStage refuses an extractor stage that cannot run: poll_interval
+// has no default (as upstream), since how often a source may be asked is
+// the operator's call, not ours.
+func CheckStage(st *stagefile.Stage) error {
+	if st.PollInterval <= 0 {
+		return fmt.Errorf("stage %s: an extractor needs poll_interval, how often each config is polled (e.g. \"poll_interval: 1m\"); there is no default", stageName(st))
+	}
+	return nil
+}
+
+func stageName(st *stagefile.Stage) string {
+	if st.Path != "" {
+		return st.Path
+	}
+	return st.ApplicationID
+}
+
+// Run checks the stage and the topics, leases tokens through group
+// <application_id> on the config topics, and polls every owned active
+// config once per poll_interval until ctx ends or something fails. When
+// ctx ends, the page in hand is aborted, not finished: its config's cursor
+// stays at the last committed page, which the next owner polls again.
 func (r *Runner) Run(ctx context.Context, ex Extractor) error {
+	if err := CheckStage(r.stage); err != nil {
+		return err
+	}
 	r.ex = ex
 	admin, err := r.cluster.Client(kgo.ClientID(r.clientID))
 	if err != nil {

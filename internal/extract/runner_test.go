@@ -419,3 +419,17 @@ func TestRunnerLogsAConfigErrorOncePerDistinctError(t *testing.T) {
 	e.stop(t)
 	f.exactlyOnce(map[string]int{"good": 40, "bad": 10})
 }
+
+// poll_interval has no default (as upstream): Run refuses to start
+// without one, naming the field, before it connects anywhere.
+func TestRunnerRequiresPollInterval(t *testing.T) {
+	st, err := stagefile.Parse([]byte("application_id: ext\nkind: extractor\nconfig_topics: [ext.config]\nextract: {builtin: http-poll}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := extract.NewRunner(extract.Options{Stage: st, Cluster: &kafkax.Cluster{Brokers: []string{"127.0.0.1:1"}}, StateDir: t.TempDir()})
+	err = r.Run(context.Background(), &counter{})
+	if err == nil || !strings.Contains(err.Error(), "poll_interval") {
+		t.Fatalf("Run without poll_interval: %v", err)
+	}
+}
