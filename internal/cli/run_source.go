@@ -2,11 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
-	"strings"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/extract"
@@ -150,50 +147,4 @@ func serveMetrics(st *stagefile.Stage, flagListen string, log *slog.Logger) (*me
 	}
 	log.Info("metrics", "url", "http://"+srv.Addr+"/metrics")
 	return obs, func() { _ = srv.Close() }, nil
-}
-
-// runMany runs several stages in one process, each with its own identity,
-// group, producers, state and metrics. The first to fail stops them all
-// (let it crash); SIGTERM stops them all cleanly.
-func runMany(ctx context.Context, opts *RunOptions) error {
-	if opts.MetricsListen != "" {
-		return exitcode.UsageError(errors.New("--metrics-listen takes one stage; give each stage file its own metrics.listen"))
-	}
-	seen := map[string]string{}
-	for _, path := range opts.Files {
-		st, err := stagefile.Load(path)
-		if err != nil {
-			return exitcode.UsageError(err)
-		}
-		if other, dup := seen[st.ApplicationID]; dup {
-			return exitcode.UsageError(fmt.Errorf("%s and %s share application_id %q", other, path, st.ApplicationID))
-		}
-		seen[st.ApplicationID] = path
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, len(opts.Files))
-	for _, path := range opts.Files {
-		one := *opts
-		one.Files = []string{path}
-		if opts.StateDir != "" {
-			// One directory per stage: task numbers would collide.
-			one.StateDir = filepath.Join(opts.StateDir, strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)))
-		}
-		go func() {
-			err := runRun(ctx, &one)
-			if err != nil {
-				err = fmt.Errorf("stage %s: %w", path, err)
-			}
-			errs <- err
-		}()
-	}
-	var first error
-	for range opts.Files {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-			cancel() // one stage down stops the process
-		}
-	}
-	return first
 }
