@@ -1,12 +1,10 @@
 package extract_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +18,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/extract"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/logx/logxtest"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
@@ -97,7 +96,7 @@ type engineFixture struct {
 	mu     sync.Mutex
 	seen   map[string]map[string]bool
 	polls  map[string]int
-	logs   *logBuffer
+	logs   *logxtest.Buffer
 }
 
 func newEngineFixture(t *testing.T, tokens int32, configs map[string]int) *engineFixture {
@@ -115,7 +114,7 @@ func newEngineFixture(t *testing.T, tokens int32, configs map[string]int) *engin
 		t.Fatal(err)
 	}
 	f := &engineFixture{t: t, cl: cl, addr: env.KafkaAddr(), st: st, tokens: tokens,
-		seen: map[string]map[string]bool{}, polls: map[string]int{}, logs: &logBuffer{}}
+		seen: map[string]map[string]bool{}, polls: map[string]int{}, logs: &logxtest.Buffer{}}
 	for key, total := range configs {
 		f.putConfig(key, map[string]any{"output_topic": "ext.raw", "total": total})
 	}
@@ -142,35 +141,6 @@ func (f *engineFixture) pollsOf(key string) int {
 	return f.polls[key]
 }
 
-// logBuffer collects a runner's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// count is how many log lines contain every one of parts.
-func (b *logBuffer) count(parts ...string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := 0
-	for _, line := range strings.Split(b.buf.String(), "\n") {
-		all := line != ""
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			n++
-		}
-	}
-	return n
-}
-
 type runningEngine struct {
 	obs    *metrics.Observer
 	cancel context.CancelFunc
@@ -179,9 +149,8 @@ type runningEngine struct {
 
 func (f *engineFixture) start(name string) *runningEngine {
 	obs := metrics.New(nil)
-	log := slog.New(slog.NewTextHandler(f.logs, nil))
-	r := extract.NewRunner(extract.Options{Stage: f.st, Cluster: &kafkax.Cluster{Brokers: []string{f.addr}}, ClientID: name,
-		StateDir: f.t.TempDir(), Metrics: obs, Log: log, SessionTimeout: 6 * time.Second})
+		r := extract.NewRunner(extract.Options{Stage: f.st, Cluster: &kafkax.Cluster{Brokers: []string{f.addr}}, ClientID: name,
+		StateDir: f.t.TempDir(), Metrics: obs, Log: f.logs.Logger(), SessionTimeout: 6 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx, &counter{name: name, mu: &f.mu, seen: f.seen, polls: f.polls}) }()
@@ -396,7 +365,7 @@ func TestRunnerLogsAConfigErrorOncePerDistinctError(t *testing.T) {
 		want := f.pollsOf("good") + n
 		f.wait(fmt.Sprintf("%d more cycles", n), func() bool { return f.pollsOf("good") >= want })
 	}
-	failed := func(msg string) int { return f.logs.count("poll failed", "config=bad", msg) }
+	failed := func(msg string) int { return f.logs.Count("poll failed", "config=bad", msg) }
 
 	cycles(5)
 	if n := failed("boom"); n != 1 {
@@ -409,11 +378,11 @@ func TestRunnerLogsAConfigErrorOncePerDistinctError(t *testing.T) {
 		t.Fatalf("changed error logged %d times, want once", n)
 	}
 	f.putConfig("bad", bad(""))
-	f.wait("the recovery logged", func() bool { return f.logs.count("config=bad", "recovered") == 1 })
+	f.wait("the recovery logged", func() bool { return f.logs.Count("config=bad", "recovered") == 1 })
 	f.putConfig("bad", bad("boom"))
 	f.wait("the error logged again after recovering", func() bool { return failed("boom") == 2 })
 	cycles(4)
-	if n, r := failed("boom"), f.logs.count("config=bad", "recovered"); n != 2 || r != 1 {
+	if n, r := failed("boom"), f.logs.Count("config=bad", "recovered"); n != 2 || r != 1 {
 		t.Fatalf("after 4 more cycles: %d error lines, %d recoveries; want 2 and 1", n, r)
 	}
 	e.stop(t)

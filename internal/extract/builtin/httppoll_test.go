@@ -1,15 +1,12 @@
 package builtin_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,6 +19,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/extract"
 	"github.com/flecht-dev/flecht/internal/extract/builtin"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/logx/logxtest"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/stagefile"
@@ -80,7 +78,7 @@ type poller struct {
 	kr   *secret.Keyring
 	tok  string // the API key, sealed
 	url  string
-	logs *logBuffer
+	logs *logxtest.Buffer
 }
 
 func newPoller(t *testing.T, api *feed) *poller {
@@ -109,7 +107,7 @@ func newPoller(t *testing.T, api *feed) *poller {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &poller{t: t, cl: cl, env: env, st: st, kr: kr, tok: tok, url: srv.URL, logs: &logBuffer{}}
+	p := &poller{t: t, cl: cl, env: env, st: st, kr: kr, tok: tok, url: srv.URL, logs: &logxtest.Buffer{}}
 	p.putConfig("feed-a", p.feedConfig("/items", "items.raw"))
 	return p
 }
@@ -132,8 +130,7 @@ func (p *poller) putConfig(key string, cfg map[string]any) {
 
 // run starts one extractor instance with its own state dir.
 func (p *poller) run() (context.CancelFunc, chan error) {
-	log := slog.New(slog.NewTextHandler(p.logs, nil))
-	r := extract.NewRunner(extract.Options{Stage: p.st, Cluster: &kafkax.Cluster{Brokers: []string{p.env.KafkaAddr()}}, ClientID: "p0", StateDir: p.t.TempDir(), Metrics: metrics.New(nil), Log: log, SessionTimeout: 6 * time.Second})
+		r := extract.NewRunner(extract.Options{Stage: p.st, Cluster: &kafkax.Cluster{Brokers: []string{p.env.KafkaAddr()}}, ClientID: "p0", StateDir: p.t.TempDir(), Metrics: metrics.New(nil), Log: p.logs.Logger(), SessionTimeout: 6 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	poll, err := builtin.NewHTTPPoll(builtin.HTTPPollOptions{Keyring: p.kr})
@@ -292,10 +289,10 @@ func TestHTTPPollConfigProblemsStayWithTheirConfig(t *testing.T) {
 	default:
 	}
 	p.exactlyOnce(35)
-	if n := p.logs.count("config=feed-nope", `output topic \"nope\" does not exist`); n != 1 {
+	if n := p.logs.Count("config=feed-nope", `output topic \"nope\" does not exist`); n != 1 {
 		t.Errorf("missing output topic logged %d times, want once:\n%s", n, p.logs)
 	}
-	if n := p.logs.count("config=feed-403", "403 Forbidden", "may not read"); n != 1 {
+	if n := p.logs.Count("config=feed-403", "403 Forbidden", "may not read"); n != 1 {
 		t.Errorf("4xx logged %d times, want once:\n%s", n, p.logs)
 	}
 
@@ -303,38 +300,5 @@ func TestHTTPPollConfigProblemsStayWithTheirConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.wait("feed-nope's items", func() bool { return len(p.readTopic("nope")) >= 35 })
-	p.wait("the recovery logged", func() bool { return p.logs.count("config=feed-nope", "recovered") == 1 })
-}
-
-// logBuffer collects a runner's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(q []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(q)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// count is how many log lines contain every one of parts.
-func (b *logBuffer) count(parts ...string) int {
-	n := 0
-	for _, line := range strings.Split(b.String(), "\n") {
-		all := line != ""
-		for _, part := range parts {
-			all = all && strings.Contains(line, part)
-		}
-		if all {
-			n++
-		}
-	}
-	return n
+	p.wait("the recovery logged", func() bool { return p.logs.Count("config=feed-nope", "recovered") == 1 })
 }
