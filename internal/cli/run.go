@@ -210,14 +210,20 @@ func runTransformer(ctx context.Context, opts *RunOptions, st *stagefile.Stage) 
 	return runner.Run(ctx, tf)
 }
 
-// runLogger is the stage's logger: a long-running stage reports its
+// runLogger is the stages' logger: a long-running stage reports its
 // lifecycle (tasks started and revoked, the metrics address) at info level
-// on standard error; -v adds debug logs, franz-go's included.
+// on standard error; -v adds debug logs, franz-go's included. It is made
+// once per process, so the stages of one process share one handler, whose
+// lock keeps their lines from writing over each other.
 func runLogger(f *Factory) *slog.Logger {
-	if f.Verbose {
-		return f.Logger()
-	}
-	return slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	f.runLogOnce.Do(func() {
+		if f.Verbose {
+			f.runLog = f.Logger()
+			return
+		}
+		f.runLog = slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	return f.runLog
 }
 
 func configsOrNil(st *stagefile.Stage, r *stage.Runner) stage.Configs {
