@@ -149,7 +149,7 @@ type runningEngine struct {
 
 func (f *engineFixture) start(name string) *runningEngine {
 	obs := metrics.New(nil)
-		r := extract.NewRunner(extract.Options{Stage: f.st, Cluster: &kafkax.Cluster{Brokers: []string{f.addr}}, ClientID: name,
+	r := extract.NewRunner(extract.Options{Stage: f.st, Cluster: &kafkax.Cluster{Brokers: []string{f.addr}}, ClientID: name,
 		StateDir: f.t.TempDir(), Metrics: obs, Log: f.logs.Logger(), SessionTimeout: 6 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

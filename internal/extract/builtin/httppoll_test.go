@@ -130,7 +130,7 @@ func (p *poller) putConfig(key string, cfg map[string]any) {
 
 // run starts one extractor instance with its own state dir.
 func (p *poller) run() (context.CancelFunc, chan error) {
-		r := extract.NewRunner(extract.Options{Stage: p.st, Cluster: &kafkax.Cluster{Brokers: []string{p.env.KafkaAddr()}}, ClientID: "p0", StateDir: p.t.TempDir(), Metrics: metrics.New(nil), Log: p.logs.Logger(), SessionTimeout: 6 * time.Second})
+	r := extract.NewRunner(extract.Options{Stage: p.st, Cluster: &kafkax.Cluster{Brokers: []string{p.env.KafkaAddr()}}, ClientID: "p0", StateDir: p.t.TempDir(), Metrics: metrics.New(nil), Log: p.logs.Logger(), SessionTimeout: 6 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	poll, err := builtin.NewHTTPPoll(builtin.HTTPPollOptions{Keyring: p.kr})
