@@ -23,6 +23,12 @@ type result struct {
 // run executes flecht in-process with the given environment.
 func run(t *testing.T, env map[string]string, stdin string, args ...string) result {
 	t.Helper()
+	return runCtx(context.Background(), t, env, stdin, args...)
+}
+
+// runCtx is run until ctx ends (how a test sends SIGTERM).
+func runCtx(ctx context.Context, t *testing.T, env map[string]string, stdin string, args ...string) result {
+	t.Helper()
 	io, in, out, errOut := ui.Test()
 	in.WriteString(stdin)
 	if env == nil {
@@ -32,7 +38,7 @@ func run(t *testing.T, env map[string]string, stdin string, args ...string) resu
 		env["HOME"] = t.TempDir() // never read the developer's own config
 	}
 	f := &Factory{IO: io, Getenv: func(k string) string { return env[k] }}
-	code := Main(context.Background(), f, args)
+	code := Main(ctx, f, args)
 	return result{out.String(), errOut.String(), code}
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -33,6 +34,9 @@ type Factory struct {
 
 	format ui.Format
 	logger *slog.Logger
+	// runLog is the logger of the stages `run` starts (runLogger).
+	runLog     *slog.Logger
+	runLogOnce sync.Once
 }
 
 // NewFactory returns a factory over the process's real streams and

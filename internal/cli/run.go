@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/extract"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stage/builtin"
@@ -44,19 +45,27 @@ Source stages bring data in (kind: extractor, kind: mqtt):
   http-poll    (extractor) page through a JSON API per config record; each
                page commits with its cursor in one transaction of the
                producer <application_id>-<token>; configs are sharded over
-               the replicas by token murmur2(state key) % config partitions
+               the replicas by token murmur2(state key) % config partitions;
+               poll_interval is required (no default)
   mqtt-relay   (mqtt) the MQTT 5 bridge: shared subscriptions from the config
                records, each message ACKed to the MQTT broker only after the
                Kafka transaction carrying it committed (producer
                <application_id>-<client_id>); --mqtt-url or FLECHT_MQTT_URL
 
 Several -f files run several stages in one process, each with its own
-identity; one stage's crash stops the process.
+group, producers, changelog, metrics (its own metrics.listen) and state
+(with --state-dir, a subdirectory named after its application_id). Their
+application_ids must differ, and at most one may be an mqtt stage: a
+process holds one MQTT connection, client id --client-id. One stage's crash
+stops the process (exit 1); SIGTERM stops them all.
 
 Startup checks everything before it joins the group: the stage file, the
-topics and their partition counts, the changelog. SIGTERM or Ctrl-C finishes
-the batch in hand and exits 0; any error exits 1 (let it crash: the restart
-recovers from the changelog and aborts what was left open).`
+topics and their partition counts, the changelog. SIGTERM or Ctrl-C stops
+cleanly and exits 0: a transformer finishes the batch in hand; an extractor
+aborts the page in hand (its cursor stays at the last committed page, which
+is polled again after the restart); the MQTT bridge commits and ACKs what it
+holds. Any error exits 1 (let it crash: the restart recovers from the
+changelog and aborts what was left open).`
 
 // RunOptions are the inputs of `flecht run`.
 type RunOptions struct {
@@ -82,7 +91,12 @@ func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
 		Short: "Run a stage with exactly-once Kafka transactions",
 		Long:  runLong,
 		Example: `  flecht run -f examples/count.yaml
-  FLECHT_CLIENT_ID=count-0 flecht run -f stage.yaml --metrics-listen 127.0.0.1:9464`,
+  FLECHT_CLIENT_ID=count-0 flecht run -f stage.yaml --metrics-listen 127.0.0.1:9464
+
+  # An MQTT bridge, an http-poll extractor and the transformer behind them
+  # in one process (each stage file names its own metrics.listen)
+  flecht run -f examples/mqtt-bridge.yaml -f examples/http-poll.yaml -f examples/count.yaml \
+    --client-id edge-0 --keyring keyring.json --state-dir /var/lib/flecht`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(opts.Files) == 0 {
@@ -116,22 +130,48 @@ func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
 }
 
 func runRun(ctx context.Context, opts *RunOptions) error {
-	if len(opts.Files) > 1 {
-		return runMany(ctx, opts)
-	}
-	st, err := stagefile.Load(opts.Files[0])
-	if err != nil {
-		return exitcode.UsageError(err)
-	}
-	if st.Kind != stagefile.KindTransformer {
-		return runSource(ctx, opts, st)
-	}
-	if v := verdictWithoutKey(st); v != "" {
-		return exitcode.UsageError(errors.New(v))
-	}
 	if opts.SessionTimeout < 0 {
 		return exitcode.UsageError(errors.New("--session-timeout must be positive"))
 	}
+	if len(opts.Files) > 1 {
+		return runMany(ctx, opts)
+	}
+	st, err := loadRunnable(opts.Files[0])
+	if err != nil {
+		return err
+	}
+	return runStage(ctx, opts, st)
+}
+
+// loadRunnable loads a stage file and refuses, as a usage error, what
+// cannot run, before anything connects.
+func loadRunnable(path string) (*stagefile.Stage, error) {
+	st, err := stagefile.Load(path)
+	if err != nil {
+		return nil, exitcode.UsageError(err)
+	}
+	switch st.Kind {
+	case stagefile.KindTransformer:
+		if v := verdictWithoutKey(st); v != "" {
+			return nil, exitcode.UsageError(errors.New(v))
+		}
+	case stagefile.KindExtractor:
+		if err := extract.CheckStage(st); err != nil {
+			return nil, exitcode.UsageError(err)
+		}
+	}
+	return st, nil
+}
+
+// runStage runs one loaded stage of any kind.
+func runStage(ctx context.Context, opts *RunOptions, st *stagefile.Stage) error {
+	if st.Kind != stagefile.KindTransformer {
+		return runSource(ctx, opts, st)
+	}
+	return runTransformer(ctx, opts, st)
+}
+
+func runTransformer(ctx context.Context, opts *RunOptions, st *stagefile.Stage) error {
 	f := opts.Factory
 	log := runLogger(f).With("stage", st.ApplicationID)
 	cluster, err := f.Cluster()
@@ -170,14 +210,20 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	return runner.Run(ctx, tf)
 }
 
-// runLogger is the stage's logger: a long-running stage reports its
+// runLogger is the stages' logger: a long-running stage reports its
 // lifecycle (tasks started and revoked, the metrics address) at info level
-// on standard error; -v adds debug logs, franz-go's included.
+// on standard error; -v adds debug logs, franz-go's included. It is made
+// once per process, so the stages of one process share one handler, whose
+// lock keeps their lines from writing over each other.
 func runLogger(f *Factory) *slog.Logger {
-	if f.Verbose {
-		return f.Logger()
-	}
-	return slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	f.runLogOnce.Do(func() {
+		if f.Verbose {
+			f.runLog = f.Logger()
+			return
+		}
+		f.runLog = slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	return f.runLog
 }
 
 func configsOrNil(st *stagefile.Stage, r *stage.Runner) stage.Configs {

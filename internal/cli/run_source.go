@@ -2,11 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
-	"strings"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/extract"
@@ -14,7 +11,6 @@ import (
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/mqtt"
 	"github.com/flecht-dev/flecht/internal/profile"
-	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 )
 
@@ -107,21 +103,6 @@ func runExtractor(ctx context.Context, opts *RunOptions, st *stagefile.Stage) er
 	}
 	f := opts.Factory
 	log := runLogger(f).With("stage", st.ApplicationID)
-	var kr *secret.Keyring
-	path := opts.Keyring
-	if path == "" {
-		path = f.Getenv("FLECHT_KEYRING")
-	}
-	if path != "" {
-		k, warnings, err := secret.Load(path)
-		if err != nil {
-			return err
-		}
-		for _, w := range warnings {
-			log.Warn(w)
-		}
-		kr = k
-	}
 	cluster, err := f.Cluster()
 	if err != nil {
 		return err
@@ -131,14 +112,19 @@ func runExtractor(ctx context.Context, opts *RunOptions, st *stagefile.Stage) er
 		return err
 	}
 	defer closeMetrics()
-	if kr != nil {
-		obs.KeyringLoaded(kr.Kids())
+	kr, err := loadRunKeyring(opts, obs, log)
+	if err != nil {
+		return err
+	}
+	poll, err := extractbuiltin.NewHTTPPoll(extractbuiltin.HTTPPollOptions{Keyring: kr, SecretFields: st.SecretFields, Observer: obs})
+	if err != nil {
+		return exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
 	}
 	runner := extract.NewRunner(extract.Options{
 		Stage: st, Cluster: cluster, ClientID: opts.ClientID, StateDir: opts.StateDir,
 		Metrics: obs, Log: log, SessionTimeout: opts.SessionTimeout,
 	})
-	return runner.Run(ctx, extractbuiltin.NewHTTPPoll(kr))
+	return runner.Run(ctx, poll)
 }
 
 // serveMetrics makes the stage's observer and serves it when asked to.
@@ -161,50 +147,4 @@ func serveMetrics(st *stagefile.Stage, flagListen string, log *slog.Logger) (*me
 	}
 	log.Info("metrics", "url", "http://"+srv.Addr+"/metrics")
 	return obs, func() { _ = srv.Close() }, nil
-}
-
-// runMany runs several stages in one process, each with its own identity,
-// group, producers, state and metrics. The first to fail stops them all
-// (let it crash); SIGTERM stops them all cleanly.
-func runMany(ctx context.Context, opts *RunOptions) error {
-	if opts.MetricsListen != "" {
-		return exitcode.UsageError(errors.New("--metrics-listen takes one stage; give each stage file its own metrics.listen"))
-	}
-	seen := map[string]string{}
-	for _, path := range opts.Files {
-		st, err := stagefile.Load(path)
-		if err != nil {
-			return exitcode.UsageError(err)
-		}
-		if other, dup := seen[st.ApplicationID]; dup {
-			return exitcode.UsageError(fmt.Errorf("%s and %s share application_id %q", other, path, st.ApplicationID))
-		}
-		seen[st.ApplicationID] = path
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, len(opts.Files))
-	for _, path := range opts.Files {
-		one := *opts
-		one.Files = []string{path}
-		if opts.StateDir != "" {
-			// One directory per stage: task numbers would collide.
-			one.StateDir = filepath.Join(opts.StateDir, strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)))
-		}
-		go func() {
-			err := runRun(ctx, &one)
-			if err != nil {
-				err = fmt.Errorf("stage %s: %w", path, err)
-			}
-			errs <- err
-		}()
-	}
-	var first error
-	for range opts.Files {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-			cancel() // one stage down stops the process
-		}
-	}
-	return first
 }

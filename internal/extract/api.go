@@ -33,7 +33,9 @@ type Extractor interface {
 }
 
 // ConfigError is a problem with one config that retrying cannot fix (a
-// 4xx, a missing field): reported clearly, the other configs go on.
+// 4xx, a missing field, an output topic that does not exist): reported
+// once per distinct error, the config retried each cycle, the other
+// configs go on.
 type ConfigError struct {
 	ConfigKey string
 	Err       error

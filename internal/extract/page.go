@@ -7,9 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lease"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/state"
@@ -23,7 +25,7 @@ func (r *Runner) pollOne(ctx context.Context, tk *lease.Lease, c owned) error {
 	if err != nil {
 		return err
 	}
-	p := &page{r: r, tk: tk, stateKey: c.stateKey, ctx: ctx}
+	p := &page{r: r, tk: tk, configKey: c.key, stateKey: c.stateKey, ctx: ctx}
 	start := time.Now()
 	err = r.ex.Poll(ctx, c.key, c.cfg, st, p)
 	r.obs.MessageProcessing.Observe(time.Since(start).Seconds())
@@ -57,10 +59,11 @@ func (r *Runner) loadState(tk *lease.Lease, key string) (attr.State, error) {
 
 // page is the open transaction of one config's poll.
 type page struct {
-	r        *Runner
-	tk       *lease.Lease
-	stateKey string
-	ctx      context.Context
+	r         *Runner
+	tk        *lease.Lease
+	configKey string
+	stateKey  string
+	ctx       context.Context
 
 	open     bool
 	produced int
@@ -91,11 +94,28 @@ func (p *page) Message(m stage.Message) {
 	}
 	rec, err := m.Record(p.ctx, p.r.counts)
 	if err != nil {
-		p.err = err
+		p.err = p.recordError(m, err)
 		return
 	}
 	p.produce(rec)
 	p.r.obs.MessageOut(rec.Topic, len(rec.Value))
+}
+
+// recordError classifies a message that could not be placed. An output
+// topic that does not exist (or cannot exist) is named by this config
+// alone: a ConfigError, so its page aborts and the other configs go on,
+// rather than a crash that would recur on every restart.
+func (p *page) recordError(m stage.Message, err error) error {
+	var missing *kafkax.MissingTopicsError
+	switch {
+	case errors.As(err, &missing):
+		err = fmt.Errorf("output topic %q does not exist: create it, or point the config at an existing topic", m.Topic)
+	case errors.Is(err, kerr.InvalidTopicException):
+		err = fmt.Errorf("output topic %q is not a valid topic name: fix the config", m.Topic)
+	default:
+		return err
+	}
+	return &ConfigError{ConfigKey: p.configKey, Err: err}
 }
 
 // State closes the page with the new cursor.

@@ -16,6 +16,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lease"
+	"github.com/flecht-dev/flecht/internal/logx"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
@@ -49,6 +50,8 @@ type Runner struct {
 	obs       *metrics.Observer
 	log       *slog.Logger
 	configs   *stage.ConfigStore
+	// problems logs each config's error once, not every cycle.
+	problems *logx.Recurring
 
 	ex     Extractor
 	admin  *kgo.Client
@@ -79,25 +82,44 @@ func NewRunner(o Options) *Runner {
 		o.StateDir = stage.DefaultStateDir(o.Stage.ApplicationID)
 	}
 	interval := time.Duration(o.Stage.PollInterval)
-	if interval <= 0 {
-		interval = time.Minute
-	}
 	return &Runner{
 		stage: o.Stage, cluster: o.Cluster, clientID: o.ClientID, stateDir: o.StateDir,
 		changelog: o.Stage.ChangelogTopic(), template: o.Stage.Template, interval: interval,
 		session: o.SessionTimeout, obs: o.Metrics, log: o.Log,
-		configs: stage.NewConfigStore(o.Stage.ConfigTopics, o.Log, o.Metrics),
+		configs:  stage.NewConfigStore(o.Stage.ConfigTopics, o.Log, o.Metrics),
+		problems: logx.NewRecurring(o.Log),
 	}
 }
 
 // Configs is the stage's config store.
 func (r *Runner) Configs() stage.Configs { return r.configs }
 
-// Run checks the topics, leases tokens through group <application_id> on
-// the config topics, and polls every owned active config once per
-// poll_interval until ctx ends (then the cycle in hand finishes its page)
-// or something fails.
+// CheckStage refuses an extractor stage that cannot run: poll_interval
+// has no default (as upstream), since how often a source may be asked is
+// the operator's call, not ours.
+func CheckStage(st *stagefile.Stage) error {
+	if st.PollInterval <= 0 {
+		return fmt.Errorf("stage %s: an extractor needs poll_interval, how often each config is polled (e.g. \"poll_interval: 1m\"); there is no default", stageName(st))
+	}
+	return nil
+}
+
+func stageName(st *stagefile.Stage) string {
+	if st.Path != "" {
+		return st.Path
+	}
+	return st.ApplicationID
+}
+
+// Run checks the stage and the topics, leases tokens through group
+// <application_id> on the config topics, and polls every owned active
+// config once per poll_interval until ctx ends or something fails. When
+// ctx ends, the page in hand is aborted, not finished: its config's cursor
+// stays at the last committed page, which the next owner polls again.
 func (r *Runner) Run(ctx context.Context, ex Extractor) error {
+	if err := CheckStage(r.stage); err != nil {
+		return err
+	}
 	r.ex = ex
 	admin, err := r.cluster.Client(kgo.ClientID(r.clientID))
 	if err != nil {
@@ -253,6 +275,7 @@ func (r *Runner) runCycle(ctx context.Context) error {
 	r.cycleCancel, r.cycleDone = cancel, done
 	work := map[*lease.Lease][]owned{}
 	active := 0
+	mine := map[string]bool{} // the configs this cycle answers for
 	for key, cfg := range r.configs.Snapshot() {
 		if suspended(cfg) {
 			continue
@@ -260,15 +283,18 @@ func (r *Runner) runCycle(ctx context.Context) error {
 		active++
 		sk, err := r.stateKey(key, cfg)
 		if err != nil {
-			r.log.Error("config skipped", "config", key, "error", err)
+			mine[key] = true
+			r.problems.Failed(key, err, "config skipped: its state key does not render", "config", key)
 			continue
 		}
 		t := kafkax.Partition([]byte(sk), r.tokens)
 		if tk, ok := r.held.Get(t); ok {
+			mine[key] = true
 			work[tk] = append(work[tk], owned{key: key, stateKey: sk, cfg: cfg})
 		}
 	}
 	r.mu.Unlock()
+	r.problems.Retain(func(key string) bool { return mine[key] })
 	r.obs.ActiveConfigs.Set(float64(active))
 	defer func() {
 		r.mu.Lock()
@@ -295,14 +321,15 @@ func (r *Runner) runCycle(ctx context.Context) error {
 				if cycleCtx.Err() != nil {
 					return
 				}
-				if err := r.pollOne(cycleCtx, tk, c); err != nil {
-					if IsConfigError(err) {
-						r.log.Error("poll failed; the config is retried next cycle", "error", err)
-						continue
-					}
-					if cycleCtx.Err() != nil {
-						return // revoked or stopping: the page was aborted
-					}
+				err := r.pollOne(cycleCtx, tk, c)
+				switch {
+				case err == nil:
+					r.problems.Recovered(c.key, "config recovered: polled without error", "config", c.key)
+				case IsConfigError(err):
+					r.problems.Failed(c.key, err, "poll failed; the config is retried next cycle (logged again only when its error changes)", "config", c.key)
+				case cycleCtx.Err() != nil:
+					return // revoked or stopping: the page was aborted
+				default:
 					errs <- err
 					cancel()
 					return

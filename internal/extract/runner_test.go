@@ -3,8 +3,10 @@ package extract_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/extract"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/logx/logxtest"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
@@ -24,6 +27,7 @@ import (
 var (
 	cfgOutput = attr.New("output_topic", attr.STR)
 	cfgTotal  = attr.New("total", attr.INT)
+	cfgFail   = attr.New("fail", attr.STR).Optional()
 	statePos  = attr.New("pos", attr.INT)
 	itemN     = attr.New("n", attr.INT)
 )
@@ -31,11 +35,13 @@ var (
 // counter is an extractor over a source of `total` numbered items per
 // config: each Poll emits up to 5 pages of 10 items from the stored
 // position, each page closed by the next position. It records which
-// runner polled which config.
+// runner polled which config, and how often. A config with a "fail" text
+// fails with that text as a ConfigError.
 type counter struct {
-	name string
-	mu   *sync.Mutex
-	seen map[string]map[string]bool // config → runner names that polled it
+	name  string
+	mu    *sync.Mutex
+	seen  map[string]map[string]bool // config → runner names that polled it
+	polls map[string]int
 }
 
 func (c *counter) Poll(ctx context.Context, key string, cfg attr.Config, st attr.State, page extract.Page) error {
@@ -44,7 +50,11 @@ func (c *counter) Poll(ctx context.Context, key string, cfg attr.Config, st attr
 		c.seen[key] = map[string]bool{}
 	}
 	c.seen[key][c.name] = true
+	c.polls[key]++
 	c.mu.Unlock()
+	if msg, ok, _ := cfgFail.Get(cfg); ok && msg != "" {
+		return &extract.ConfigError{ConfigKey: key, Err: errors.New(msg)}
+	}
 	out, err := cfgOutput.MustGet(cfg)
 	if err != nil {
 		return &extract.ConfigError{ConfigKey: key, Err: err}
@@ -78,12 +88,15 @@ func (c *counter) Poll(ctx context.Context, key string, cfg attr.Config, st attr
 }
 
 type engineFixture struct {
-	t    *testing.T
-	cl   *kgo.Client
-	addr string
-	st   *stagefile.Stage
-	mu   sync.Mutex
-	seen map[string]map[string]bool
+	t      *testing.T
+	cl     *kgo.Client
+	addr   string
+	st     *stagefile.Stage
+	tokens int32
+	mu     sync.Mutex
+	seen   map[string]map[string]bool
+	polls  map[string]int
+	logs   *logxtest.Buffer
 }
 
 func newEngineFixture(t *testing.T, tokens int32, configs map[string]int) *engineFixture {
@@ -96,18 +109,36 @@ func newEngineFixture(t *testing.T, tokens int32, configs map[string]int) *engin
 			t.Fatal(err)
 		}
 	}
-	for key, total := range configs {
-		v, _ := json.Marshal(map[string]any{"output_topic": "ext.raw", "total": total})
-		rec := &kgo.Record{Topic: "ext.config", Key: []byte(key), Value: v, Partition: kafkax.Partition([]byte(key), int(tokens))}
-		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	st, err := stagefile.Parse([]byte("application_id: ext\nkind: extractor\nconfig_topics: [ext.config]\nextract: {builtin: http-poll}\npoll_interval: 50ms\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &engineFixture{t: t, cl: cl, addr: env.KafkaAddr(), st: st, seen: map[string]map[string]bool{}}
+	f := &engineFixture{t: t, cl: cl, addr: env.KafkaAddr(), st: st, tokens: tokens,
+		seen: map[string]map[string]bool{}, polls: map[string]int{}, logs: &logxtest.Buffer{}}
+	for key, total := range configs {
+		f.putConfig(key, map[string]any{"output_topic": "ext.raw", "total": total})
+	}
+	return f
+}
+
+// putConfig writes a config record; nil writes its tombstone.
+func (f *engineFixture) putConfig(key string, v map[string]any) {
+	f.t.Helper()
+	var value []byte
+	if v != nil {
+		value, _ = json.Marshal(v)
+	}
+	rec := &kgo.Record{Topic: "ext.config", Key: []byte(key), Value: value, Partition: kafkax.Partition([]byte(key), int(f.tokens))}
+	if err := f.cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// pollsOf is how often config key was polled so far.
+func (f *engineFixture) pollsOf(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.polls[key]
 }
 
 type runningEngine struct {
@@ -119,10 +150,10 @@ type runningEngine struct {
 func (f *engineFixture) start(name string) *runningEngine {
 	obs := metrics.New(nil)
 	r := extract.NewRunner(extract.Options{Stage: f.st, Cluster: &kafkax.Cluster{Brokers: []string{f.addr}}, ClientID: name,
-		StateDir: f.t.TempDir(), Metrics: obs, SessionTimeout: 6 * time.Second})
+		StateDir: f.t.TempDir(), Metrics: obs, Log: f.logs.Logger(), SessionTimeout: 6 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx, &counter{name: name, mu: &f.mu, seen: f.seen}) }()
+	go func() { done <- r.Run(ctx, &counter{name: name, mu: &f.mu, seen: f.seen, polls: f.polls}) }()
 	e := &runningEngine{obs: obs, cancel: cancel, done: done}
 	f.t.Cleanup(func() { e.stop(f.t) })
 	return e
@@ -277,4 +308,97 @@ func TestRunnerReplicasSplitTokensAndHandOver(t *testing.T) {
 	f.wait("replica-a holding every token", func() bool { return metrics.Value(a.obs.TokensAssigned) == 4 })
 	f.wait("every item", func() bool { return f.finished(configs) })
 	f.exactlyOnce(configs)
+}
+
+// A suspended config is held in the store but not polled, and is polled
+// again once its record says suspended: false; a tombstoned config is
+// polled no more while the others go on.
+func TestRunnerSuspendedAndTombstonedConfigs(t *testing.T) {
+	f := newEngineFixture(t, 2, map[string]int{"live": 30})
+	f.putConfig("held", map[string]any{"output_topic": "ext.raw", "total": 20, "suspended": true})
+	e := f.start("x-0")
+	f.wait("live polled a few times", func() bool { return f.pollsOf("live") >= 5 })
+	if n := f.pollsOf("held"); n != 0 {
+		t.Fatalf("the suspended config was polled %d times", n)
+	}
+	if got := metrics.Value(e.obs.ActiveConfigs); got != 1 {
+		t.Errorf("active_configs %v, want 1", got)
+	}
+	if got := metrics.Value(e.obs.ConfigEntries); got != 2 {
+		t.Errorf("config_store_entries %v, want 2: a suspended config is held", got)
+	}
+
+	f.putConfig("held", map[string]any{"output_topic": "ext.raw", "total": 20, "suspended": false})
+	f.wait("the resumed config's items", func() bool { return f.finished(map[string]int{"live": 30, "held": 20}) })
+
+	f.putConfig("live", nil)
+	f.wait("the tombstone drained", func() bool { return metrics.Value(e.obs.ConfigEntries) == 1 })
+	// The cycle that drained the tombstone may have polled live already;
+	// from the next one on, it must not be polled.
+	next := f.pollsOf("held") + 2
+	f.wait("two more cycles", func() bool { return f.pollsOf("held") >= next })
+	before := f.pollsOf("live")
+	f.wait("three more cycles", func() bool { return f.pollsOf("held") >= next+3 })
+	if after := f.pollsOf("live"); after != before {
+		t.Errorf("the tombstoned config was polled %d more times", after-before)
+	}
+	e.stop(t)
+	f.exactlyOnce(map[string]int{"live": 30, "held": 20})
+}
+
+// A config that keeps failing is logged once per distinct error, not every
+// cycle: again when its error changes, once when it recovers, and again
+// when it fails after that. The other configs go on meanwhile.
+func TestRunnerLogsAConfigErrorOncePerDistinctError(t *testing.T) {
+	f := newEngineFixture(t, 2, map[string]int{"good": 40})
+	bad := func(fail string) map[string]any {
+		v := map[string]any{"output_topic": "ext.raw", "total": 10}
+		if fail != "" {
+			v["fail"] = fail
+		}
+		return v
+	}
+	f.putConfig("bad", bad("boom"))
+	e := f.start("x-0")
+	cycles := func(n int) {
+		t.Helper()
+		want := f.pollsOf("good") + n
+		f.wait(fmt.Sprintf("%d more cycles", n), func() bool { return f.pollsOf("good") >= want })
+	}
+	failed := func(msg string) int { return f.logs.Count("poll failed", "config=bad", msg) }
+
+	cycles(5)
+	if n := failed("boom"); n != 1 {
+		t.Fatalf("error logged %d times over 5 cycles, want once", n)
+	}
+	f.putConfig("bad", bad("bang"))
+	f.wait("the changed error logged", func() bool { return failed("bang") == 1 })
+	cycles(4)
+	if n := failed("bang"); n != 1 {
+		t.Fatalf("changed error logged %d times, want once", n)
+	}
+	f.putConfig("bad", bad(""))
+	f.wait("the recovery logged", func() bool { return f.logs.Count("config=bad", "recovered") == 1 })
+	f.putConfig("bad", bad("boom"))
+	f.wait("the error logged again after recovering", func() bool { return failed("boom") == 2 })
+	cycles(4)
+	if n, r := failed("boom"), f.logs.Count("config=bad", "recovered"); n != 2 || r != 1 {
+		t.Fatalf("after 4 more cycles: %d error lines, %d recoveries; want 2 and 1", n, r)
+	}
+	e.stop(t)
+	f.exactlyOnce(map[string]int{"good": 40, "bad": 10})
+}
+
+// poll_interval has no default (as upstream): Run refuses to start
+// without one, naming the field, before it connects anywhere.
+func TestRunnerRequiresPollInterval(t *testing.T) {
+	st, err := stagefile.Parse([]byte("application_id: ext\nkind: extractor\nconfig_topics: [ext.config]\nextract: {builtin: http-poll}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := extract.NewRunner(extract.Options{Stage: st, Cluster: &kafkax.Cluster{Brokers: []string{"127.0.0.1:1"}}, StateDir: t.TempDir()})
+	err = r.Run(context.Background(), &counter{})
+	if err == nil || !strings.Contains(err.Error(), "poll_interval") {
+		t.Fatalf("Run without poll_interval: %v", err)
+	}
 }

@@ -2,7 +2,6 @@ package lease_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
@@ -34,8 +32,14 @@ func setup(t *testing.T) (lease.Spec, *kgo.Client) {
 	}, cl
 }
 
-// Start fences the previous holder of <app>-<n> and restores changelog
-// partition n (and only n) into a fresh store.
+// Start fences the previous holder of <app>-<n> before it restores
+// changelog partition n (and only n). The old holder left a write ("z") in
+// an open transaction, and a committed record ("late") follows it in the
+// log: under read_committed the open transaction holds the last stable
+// offset before both. Fencing first aborts the transaction, so the restore
+// reads past it at once, finding "late" and not "z". A restore before the
+// fence would stop short of "late" (reading to the stable offset) or wait
+// for the transaction timeout (reading to the high watermark).
 func TestStartFencesAndRestores(t *testing.T) {
 	spec, cl := setup(t)
 	ctx := context.Background()
@@ -48,7 +52,10 @@ func TestStartFencesAndRestores(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	old, err := lease.Start(ctx, &spec, 1)
+	const txnTimeout = time.Minute // the broker must not abort the old transaction itself
+	oldSpec := spec
+	oldSpec.ProducerOpts = []kgo.Opt{kgo.TransactionTimeout(txnTimeout)}
+	old, err := lease.Start(ctx, &oldSpec, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,29 +66,79 @@ func TestStartFencesAndRestores(t *testing.T) {
 	if err := old.Prod.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
+	old.Prod.Produce(ctx, state.ChangelogRecord("app-changelog", 1, "z", []byte(`{"seq":9}`)), nil)
+	if err := old.Prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, state.ChangelogRecord("app-changelog", 1, "late", []byte(`{"seq":4}`))).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if stable, end := offsets(t, cl, 1); stable >= end {
+		t.Fatalf("stable offset %d, end %d: the old transaction is not open", stable, end)
+	}
 
 	other := spec // another instance: its own state dir
 	other.StateDir, other.ClientID = t.TempDir(), "c1"
-	l, err := lease.Start(ctx, &other, 1)
+	startCtx, cancel := context.WithTimeout(ctx, txnTimeout/2)
+	defer cancel()
+	began := time.Now()
+	l, err := lease.Start(startCtx, &other, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	for key, want := range map[string]bool{"a": true, "b": true, "c": false} {
+	took := time.Since(began)
+	for key, want := range map[string]bool{"a": true, "b": true, "late": true, "z": false, "c": false} {
 		if _, ok, err := l.Store.Get(key); err != nil || ok != want {
-			t.Fatalf("restored %q: present %v (%v), want %v", key, ok, err, want)
+			t.Errorf("restored %q: present %v (%v), want %v", key, ok, err, want)
 		}
 	}
+	if stable, end := offsets(t, cl, 1); stable != end {
+		t.Errorf("after Start: stable offset %d, end %d: the old transaction is still open", stable, end)
+	}
+	if took > 10*time.Second {
+		t.Errorf("Start took %v: it waited for the open transaction", took)
+	}
 
-	// The first holder is fenced: its transaction cannot commit.
-	old.Prod.Produce(ctx, &kgo.Record{Topic: "app-changelog", Partition: 1, Key: []byte("z"), Value: []byte(`{}`)}, nil)
-	err = old.Prod.Flush(ctx)
-	if err == nil {
-		err = old.Prod.EndTransaction(ctx, kgo.TryCommit)
+	// The first holder is fenced: the new lease holds the same producer
+	// with a newer epoch, the old transaction cannot commit, and "z" never
+	// becomes visible.
+	oldID, oldEpoch, _ := old.Prod.ProducerID(ctx)
+	newID, newEpoch, err := l.Prod.ProducerID(ctx)
+	if err != nil || newID != oldID || newEpoch <= oldEpoch {
+		t.Errorf("old producer %d epoch %d, new %d epoch %d (%v): want the same producer, a newer epoch", oldID, oldEpoch, newID, newEpoch, err)
 	}
-	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
-		t.Fatalf("the fenced holder committed or failed otherwise: %v", err)
+	if err := old.Prod.EndTransaction(ctx, kgo.TryCommit); err == nil {
+		t.Fatal("the fenced holder committed its transaction")
 	}
+	committed, err := kafkax.ReadToEnd(ctx, cl, "app-changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range committed {
+		if string(r.Key) == "z" {
+			t.Fatalf("the fenced holder's write is visible at offset %d", r.Offset)
+		}
+	}
+}
+
+// offsets returns partition p's last stable offset (what read_committed
+// may read to) and its high watermark.
+func offsets(t *testing.T, cl *kgo.Client, p int32) (stable, end int64) {
+	t.Helper()
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	lso, err := adm.ListCommittedOffsets(ctx, "app-changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hwm, err := adm.ListEndOffsets(ctx, "app-changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := lso.Lookup("app-changelog", p)
+	e, _ := hwm.Lookup("app-changelog", p)
+	return s.Offset, e.Offset
 }
 
 // A stateless spec opens no store.

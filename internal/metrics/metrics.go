@@ -59,6 +59,15 @@ type Observer struct {
 	maxIn, maxOut, maxState maxTracker
 }
 
+// durationBuckets are the bounds of the duration histograms, upstream's
+// ladder: a quantile never exceeds the largest finite bound, and one
+// extractor page may legally run up to the 10-minute transaction timeout,
+// so the ladder reaches 600 s rather than pinning slow sources at its top.
+var durationBuckets = []float64{
+	0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75,
+	1, 2.5, 5, 7.5, 10, 30, 60, 120, 300, 600,
+}
+
 // New returns an observer whose metrics all carry labels.
 func New(labels map[string]string) *Observer {
 	o := &Observer{reg: prometheus.NewRegistry(), labels: prometheus.Labels(labels)}
@@ -70,11 +79,11 @@ func New(labels map[string]string) *Observer {
 	o.MessageOutBytes = o.histogram("message_out_bytes", "Size of output record values.", sizes)
 	o.MessageInMaxBytes = o.gauge("message_in_max_bytes", "Largest input record value seen by this process.")
 	o.MessageOutMaxBytes = o.gauge("message_out_max_bytes", "Largest output record value written by this process.")
-	o.MessageProcessing = o.histogram("message_processing_seconds", "Time in one transform/poll dispatch.", prometheus.ExponentialBuckets(1e-6, 4, 12))
+	o.MessageProcessing = o.histogram("message_processing_seconds", "Time in one transform/poll dispatch.", durationBuckets)
 	o.BatchSize = o.histogram("batch_size", "Records returned by one poll.", prometheus.ExponentialBuckets(1, 2, 12))
-	o.BatchProcessing = o.histogram("batch_processing_seconds", "Wall time to process a batch, including its commits.", prometheus.ExponentialBuckets(1e-4, 3, 12))
+	o.BatchProcessing = o.histogram("batch_processing_seconds", "Wall time to process a batch, including its commits.", durationBuckets)
 	o.TxnCommitted = o.counter("transactions_committed_total", "Kafka transactions committed.")
-	o.PollCycle = o.histogram("poll_cycle_seconds", "Wall time of one extractor poll cycle.", prometheus.ExponentialBuckets(1e-3, 3, 12))
+	o.PollCycle = o.histogram("poll_cycle_seconds", "Wall time of one extractor poll cycle.", durationBuckets)
 	o.ConfigMessagesIn = o.counterVec("config_messages_in_total", "Records consumed from config topics.", "topic")
 	o.ConfigEntries = o.gauge("config_store_entries", "Config entries held (latest per wire key).")
 	o.ConfigRestored = o.counter("config_store_restored_entries_total", "Config entries surviving the startup bootstrap.")

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/extract"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/stagefile"
 )
 
 // Fields of an http-poll config record.
@@ -51,14 +54,74 @@ var (
 // HTTPPoll pages through a JSON API: one page per response, the cursor in
 // state. Secret header values are flenc:jwe: tokens opened with the keyring.
 type HTTPPoll struct {
-	Client  *http.Client
-	Keyring *secret.Keyring
-	Now     func() time.Time
+	Client *http.Client
+	Now    func() time.Time
+
+	keyring *secret.Keyring
+	// secretHeaders opens the headers declared in secret_fields, each as
+	// a strict field of its scope; unscoped opens any other header that
+	// holds a token.
+	secretHeaders map[string]secret.Encrypted[string]
+	unscoped      secret.Encrypted[string]
 }
 
-// NewHTTPPoll returns the http-poll extractor.
-func NewHTTPPoll(kr *secret.Keyring) *HTTPPoll {
-	return &HTTPPoll{Client: &http.Client{Timeout: 30 * time.Second}, Keyring: kr, Now: time.Now}
+// HTTPPollOptions configure the http-poll extractor.
+type HTTPPollOptions struct {
+	// Keyring opens encrypted header values (--keyring); nil refuses them.
+	Keyring *secret.Keyring
+	// SecretFields are the stage's secret_fields. A header declared as
+	// headers.NAME[:scope] (NAME exactly as the config record spells it)
+	// must hold a token, opened with that scope; fields outside headers
+	// are not read by http-poll and are left to scan and sweep.
+	SecretFields []string
+	// Observer counts decrypts (flechtwerk_secret_decrypts_total{scope,kid}).
+	Observer secret.Observer
+}
+
+// NewHTTPPoll returns the http-poll extractor. Its client follows at most
+// 10 redirects and drops the configured headers on a redirect to another
+// host (see keepHeadersOnSameHost).
+func NewHTTPPoll(o HTTPPollOptions) (*HTTPPoll, error) {
+	codec := func(scope string) secret.Encrypted[string] {
+		return secret.ENCRYPTED(attr.STR, secret.Scope(scope), secret.WithKeyring(o.Keyring), secret.WithObserver(o.Observer))
+	}
+	h := &HTTPPoll{
+		Client: &http.Client{Timeout: 30 * time.Second, CheckRedirect: keepHeadersOnSameHost},
+		Now:    time.Now, keyring: o.Keyring, secretHeaders: map[string]secret.Encrypted[string]{}, unscoped: codec(""),
+	}
+	for _, spec := range o.SecretFields {
+		f, err := stagefile.ParseSecretField(spec)
+		if err != nil {
+			return nil, fmt.Errorf("secret_fields: %w", err)
+		}
+		if f.Path[0] != "headers" || len(f.Path) == 1 {
+			continue
+		}
+		if len(f.Path) > 2 || f.List {
+			return nil, fmt.Errorf("secret_fields: %q: a header holds one value; declare it as headers.NAME[:scope]", spec)
+		}
+		h.secretHeaders[f.Path[1]] = codec(f.Scope)
+	}
+	return h, nil
+}
+
+// keepHeadersOnSameHost is the redirect policy. Go's client sends every
+// header of the first request again on a redirect, custom ones such as
+// X-Api-Key included (it strips only Authorization and Cookie), so a
+// redirect to another host, or from https to http, keeps only Accept: the
+// API key is never sent where the config did not point. A source that
+// needs its key after such a redirect answers 401, reported for its config.
+func keepHeadersOnSameHost(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	first := via[0]
+	downgrade := first.URL.Scheme == "https" && req.URL.Scheme != "https"
+	if strings.EqualFold(req.URL.Host, first.URL.Host) && !downgrade {
+		return nil
+	}
+	req.Header = http.Header{"Accept": first.Header.Values("Accept")}
+	return nil
 }
 
 type hpConfig struct {
@@ -83,6 +146,9 @@ func (h *HTTPPoll) parse(key string, c attr.Config) (*hpConfig, error) {
 	cfg := &hpConfig{url: u, cursorParam: "cursor", maxPages: 100, headers: map[string]string{}}
 	if cfg.output, err = hpOutput.MustGet(c); err != nil {
 		return bad(err)
+	}
+	if cfg.output == "" {
+		return bad(errors.New("output_topic is empty: name the topic the items go to"))
 	}
 	id, err := hpID.MustGet(c)
 	if err != nil {
@@ -113,25 +179,36 @@ func (h *HTTPPoll) parse(key string, c attr.Config) (*hpConfig, error) {
 	if err != nil {
 		return bad(err)
 	}
-	for name, v := range headers {
-		if secret.IsEncrypted(v) {
-			if h.Keyring == nil {
-				return bad(fmt.Errorf("header %q holds an encrypted value: start flecht with --keyring", name))
-			}
-			plain, _, err := h.Keyring.Decrypt(v, "")
-			if err != nil {
-				return bad(fmt.Errorf("header %q: %w", name, err))
-			}
-			s, err := attr.ParseJSON(plain)
-			str, isStr := s.(string)
-			if err != nil || !isStr {
-				return bad(fmt.Errorf("header %q: the encrypted value is not a JSON string", name))
-			}
-			v = str
+	// In name order, so a config with two bad headers reports the same
+	// one each cycle (and is logged once).
+	for _, name := range slices.Sorted(maps.Keys(headers)) {
+		if cfg.headers[name], err = h.header(name, headers[name]); err != nil {
+			return bad(err)
 		}
-		cfg.headers[name] = v
 	}
 	return cfg, nil
+}
+
+// header opens one header value. A header declared in secret_fields is a
+// strict encrypted field of its scope (plaintext there is refused, as in
+// any strict field); any other header holding a token is opened as an
+// unscoped field, and a plain value is sent as it is.
+func (h *HTTPPoll) header(name, v string) (string, error) {
+	codec, declared := h.secretHeaders[name]
+	if !declared {
+		if !secret.IsEncrypted(v) {
+			return v, nil
+		}
+		codec = h.unscoped
+	}
+	if secret.IsEncrypted(v) && h.keyring == nil {
+		return "", fmt.Errorf("header %q holds an encrypted value: start flecht with --keyring", name)
+	}
+	plain, err := codec.Decode(v)
+	if err != nil {
+		return "", fmt.Errorf("header %q: %w", name, err)
+	}
+	return plain, nil
 }
 
 // Poll fetches pages from the stored cursor on: each response is one page,

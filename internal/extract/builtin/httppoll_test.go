@@ -19,6 +19,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/extract"
 	"github.com/flecht-dev/flecht/internal/extract/builtin"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/logx/logxtest"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/stagefile"
@@ -38,6 +39,10 @@ type feed struct {
 
 func (f *feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.requests.Add(1)
+	if r.URL.Path == "/forbidden" {
+		http.Error(w, "this key may not read that feed", http.StatusForbidden)
+		return
+	}
 	if r.Header.Get("X-Api-Key") != "s3cret" {
 		http.Error(w, "bad key", http.StatusUnauthorized)
 		return
@@ -66,12 +71,14 @@ func (f *feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // poller runs the http-poll extractor on the embedded Kafka against one
 // feed config, and reads what it wrote.
 type poller struct {
-	t   *testing.T
-	cl  *kgo.Client
-	env interface{ KafkaAddr() string }
-	st  *stagefile.Stage
-	kr  *secret.Keyring
-	url string
+	t    *testing.T
+	cl   *kgo.Client
+	env  interface{ KafkaAddr() string }
+	st   *stagefile.Stage
+	kr   *secret.Keyring
+	tok  string // the API key, sealed
+	url  string
+	logs *logxtest.Buffer
 }
 
 func newPoller(t *testing.T, api *feed) *poller {
@@ -96,31 +103,48 @@ func newPoller(t *testing.T, api *feed) *poller {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := json.Marshal(map[string]any{
-		"url": srv.URL + "/items", "output_topic": "items.raw", "headers": map[string]string{"X-Api-Key": tok},
-		"items": "data.items", "id": "id", "cursor_param": "after", "next_cursor": "next",
-	})
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "http.config", Key: []byte("feed-a"), Value: cfg}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
 	st, err := stagefile.Parse([]byte("application_id: poller\nkind: extractor\nconfig_topics: [http.config]\nextract: {builtin: http-poll}\npoll_interval: 100ms\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &poller{t: t, cl: cl, env: env, st: st, kr: kr, url: srv.URL}
+	p := &poller{t: t, cl: cl, env: env, st: st, kr: kr, tok: tok, url: srv.URL, logs: &logxtest.Buffer{}}
+	p.putConfig("feed-a", p.feedConfig("/items", "items.raw"))
+	return p
+}
+
+// feedConfig is a config record for the feed at path, written to output.
+func (p *poller) feedConfig(path, output string) map[string]any {
+	return map[string]any{
+		"url": p.url + path, "output_topic": output, "headers": map[string]string{"X-Api-Key": p.tok},
+		"items": "data.items", "id": "id", "cursor_param": "after", "next_cursor": "next",
+	}
+}
+
+func (p *poller) putConfig(key string, cfg map[string]any) {
+	p.t.Helper()
+	v, _ := json.Marshal(cfg)
+	if err := p.cl.ProduceSync(context.Background(), &kgo.Record{Topic: "http.config", Key: []byte(key), Value: v}).FirstErr(); err != nil {
+		p.t.Fatal(err)
+	}
 }
 
 // run starts one extractor instance with its own state dir.
 func (p *poller) run() (context.CancelFunc, chan error) {
-	r := extract.NewRunner(extract.Options{Stage: p.st, Cluster: &kafkax.Cluster{Brokers: []string{p.env.KafkaAddr()}}, ClientID: "p0", StateDir: p.t.TempDir(), Metrics: metrics.New(nil), SessionTimeout: 6 * time.Second})
+	r := extract.NewRunner(extract.Options{Stage: p.st, Cluster: &kafkax.Cluster{Brokers: []string{p.env.KafkaAddr()}}, ClientID: "p0", StateDir: p.t.TempDir(), Metrics: metrics.New(nil), Log: p.logs.Logger(), SessionTimeout: 6 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx, builtin.NewHTTPPoll(p.kr)) }()
+	poll, err := builtin.NewHTTPPoll(builtin.HTTPPollOptions{Keyring: p.kr})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	go func() { done <- r.Run(ctx, poll) }()
 	return cancel, done
 }
 
-func (p *poller) read() []*kgo.Record {
-	recs, err := kafkax.ReadToEnd(context.Background(), p.cl, "items.raw")
+func (p *poller) read() []*kgo.Record { return p.readTopic("items.raw") }
+
+func (p *poller) readTopic(topic string) []*kgo.Record {
+	recs, err := kafkax.ReadToEnd(context.Background(), p.cl, topic)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -237,4 +261,44 @@ func TestHTTPPollOpenTailPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.exactlyOnce(123)
+}
+
+// Problems of one config stay with that config: an output topic that does
+// not exist and a 4xx answer are each logged once for their config while
+// the stage keeps running and the other configs go on; once the topic is
+// created, that config's items follow.
+func TestHTTPPollConfigProblemsStayWithTheirConfig(t *testing.T) {
+	api := &feed{total: 35, failAt: -1}
+	p := newPoller(t, api)
+	p.putConfig("feed-nope", p.feedConfig("/items", "nope"))
+	p.putConfig("feed-403", p.feedConfig("/forbidden", "items.raw"))
+
+	cancel, done := p.run()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("runner: %v", err)
+		}
+	}()
+	p.wait("feed-a's items", func() bool { return len(p.read()) >= 35 })
+	polled := api.requests.Load()
+	p.wait("more cycles", func() bool { return api.requests.Load() >= polled+10 })
+	select {
+	case err := <-done:
+		t.Fatalf("the stage stopped over one config's problem: %v", err)
+	default:
+	}
+	p.exactlyOnce(35)
+	if n := p.logs.Count("config=feed-nope", `output topic \"nope\" does not exist`); n != 1 {
+		t.Errorf("missing output topic logged %d times, want once:\n%s", n, p.logs)
+	}
+	if n := p.logs.Count("config=feed-403", "403 Forbidden", "may not read"); n != 1 {
+		t.Errorf("4xx logged %d times, want once:\n%s", n, p.logs)
+	}
+
+	if err := kafkax.CreateTopic(context.Background(), kadm.NewClient(p.cl), "nope", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.wait("feed-nope's items", func() bool { return len(p.readTopic("nope")) >= 35 })
+	p.wait("the recovery logged", func() bool { return p.logs.Count("config=feed-nope", "recovered") == 1 })
 }
