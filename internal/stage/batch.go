@@ -13,7 +13,6 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/lease"
-	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/state"
 )
 
@@ -91,24 +90,10 @@ func (r *Runner) processTask(ctx context.Context, t *lease.Lease, recs []*kgo.Re
 
 		in, sk, reason := r.decode(rec)
 		if reason != "" {
-			switch r.stage.InvalidMessages {
-			case stagefile.InvalidSkip:
-				r.obs.Invalid("skip", rec.Topic)
-				r.log.Warn("invalid message skipped", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "error", reason)
-				continue
-			case stagefile.InvalidDLQ:
-				r.obs.Invalid("dlq", rec.Topic)
-				r.log.Warn("invalid message sent to dead-letter topic", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "dlq", stagefile.DLQTopic(rec.Topic), "error", reason)
-				out, err := deadLetter(rec, reason, time.Now()).Record(ctx, r.counts)
-				if err != nil {
-					return err
-				}
-				produce(out)
-				continue
-			default:
-				r.obs.Invalid("crash", rec.Topic)
-				return &InvalidMessageError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Reason: reason}
+			if err := r.invalid(ctx, rec, reason, produce); err != nil {
+				return err
 			}
+			continue
 		}
 
 		entry, err := r.loadState(t, states, sk)
@@ -168,18 +153,6 @@ func (r *Runner) processTask(ctx context.Context, t *lease.Lease, recs []*kgo.Re
 		}
 	}
 	return nil
-}
-
-// InvalidMessageError stops a stage whose policy is crash.
-type InvalidMessageError struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Reason    string
-}
-
-func (e *InvalidMessageError) Error() string {
-	return fmt.Sprintf("invalid message at %s/%d offset %d: %s (invalid_messages: crash; use skip or dlq to get past it)", e.Topic, e.Partition, e.Offset, e.Reason)
 }
 
 // decode turns a record into what the transformer sees and its state key,
