@@ -3,6 +3,7 @@ package stage
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -103,7 +104,15 @@ func (r *Runner) processTask(ctx context.Context, t *lease.Lease, recs []*kgo.Re
 		em.messages, em.state = em.messages[:0], nil
 		start := time.Now()
 		if err := r.tf.Transform(ctx, in, entry.current, em); err != nil {
-			return fmt.Errorf("transform %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+			var rejected *InvalidRecordError
+			if !errors.As(err, &rejected) {
+				return fmt.Errorf("transform %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+			}
+			// Whatever the call emitted before rejecting is dropped.
+			if err := r.invalid(ctx, rec, rejected.Reason, produce); err != nil {
+				return err
+			}
+			continue
 		}
 		r.obs.MessageProcessing.Observe(time.Since(start).Seconds())
 		for _, m := range em.messages {

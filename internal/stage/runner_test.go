@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -440,4 +441,78 @@ func TestStopDoesNotWaitForAStalledJoin(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not stop within 20s of its context ending while a join waited for a stalled member")
 	}
+}
+
+// A record a transformer rejects (rekey without its key path) goes through
+// the invalid_messages policy exactly like an undecodable one: dlq writes it
+// to <topic>.dlq inside the batch's transaction and the stage goes on;
+// crash stops it with the location named once.
+func TestRejectedRecordFollowsThePolicy(t *testing.T) {
+	recs := []*kgo.Record{
+		{Key: []byte("t1"), Value: []byte(`{"device":{"id":"d1"}}`)},
+		{Key: []byte("t1"), Value: []byte(`{"device":{}}`)},
+		{Key: []byte("t1"), Value: []byte(`{"device":{"id":"d2"}}`)},
+	}
+	const rekeyStage = "application_id: hop-app\nkind: transformer\ninput_topics: [raw]\ntransform: {builtin: rekey, output_topic: hop, key: device.id}\n"
+	t.Run("dlq", func(t *testing.T) {
+		f := newFixture(t)
+		f.topic("raw", 1)
+		f.topic("hop", 1)
+		f.produce("raw", recs...)
+		r := f.start(stageFile(t, rekeyStage+"invalid_messages: dlq\n"), t.TempDir(), "c")
+		waitFor(t, 30*time.Second, "offset 3 committed", func() bool {
+			offs, _ := f.adm.FetchOffsets(context.Background(), "hop-app")
+			o, ok := offs.Lookup("raw", 0)
+			return ok && o.At == 3
+		})
+		if n := len(f.read("hop")); n != 2 {
+			t.Errorf("%d outputs, want 2", n)
+		}
+		dl := f.read("raw.dlq")
+		if len(dl) != 1 || string(dl[0].Value) != `{"device":{}}` {
+			t.Fatalf("dlq holds %v", dl)
+		}
+		reason := header(dl[0], stage.HeaderDLQError)
+		if !contains(reason, "value.device.id") {
+			t.Errorf("dead-letter reason %q does not name the path", reason)
+		}
+		if got := metrics.Value(r.obs.MessagesInvalid); got != 1 {
+			t.Errorf("messages_invalid_total = %v, want 1", got)
+		}
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("crash", func(t *testing.T) {
+		f := newFixture(t)
+		f.topic("raw", 1)
+		f.topic("hop", 1)
+		f.produce("raw", recs...)
+		r := f.start(stageFile(t, rekeyStage), t.TempDir(), "c")
+		select {
+		case err := <-r.done:
+			r.done <- err
+			var inv *stage.InvalidMessageError
+			if !errorsAs(err, &inv) || inv.Offset != 1 {
+				t.Fatalf("want InvalidMessageError at offset 1, got %v", err)
+			}
+			if n := strings.Count(err.Error(), "raw/0"); n != 1 {
+				t.Errorf("the location appears %d times in %q", n, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("crash policy did not stop the runner")
+		}
+		if n := len(f.read("hop")); n != 0 {
+			t.Errorf("%d outputs committed despite the crash", n)
+		}
+	})
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }

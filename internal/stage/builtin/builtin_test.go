@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -126,8 +127,9 @@ func TestRekeyCarriesTheOriginalKey(t *testing.T) {
 		t.Errorf("got %s", got)
 	}
 	err := tf.Transform(context.Background(), incoming(t, "k", `{"device":{}}`, time.Time{}), attr.State{}, &capture{})
-	if err == nil || !strings.Contains(err.Error(), "value.device.id") {
-		t.Errorf("a missing key path must crash the stage with a clear error, got %v", err)
+	var inv *stage.InvalidRecordError
+	if !errors.As(err, &inv) || !strings.Contains(err.Error(), "value.device.id") {
+		t.Errorf("a missing key path must reject the record (invalid_messages policy) naming the path, got %v", err)
 	}
 }
 
@@ -157,6 +159,17 @@ func TestEnrichMergesAndHandlesMissing(t *testing.T) {
 			t.Errorf("missing: %s → %q, want %q", policy, got, want)
 		}
 	}
+	// The dead letter names what is missing: the config, or the lookup path.
+	tf = build(t, "{builtin: enrich, output_topic: out, lookup: device, missing: dlq}", env)
+	for value, want := range map[string]string{
+		`{"device":"nope"}`: `enrich: no config for "nope" (lookup value.device)`,
+		`{"other":1}`:       `enrich: value.device is missing or not a string, number or boolean`,
+	} {
+		c := run(t, tf, incoming(t, "k", value, time.Time{}), attr.State{})
+		if len(c.msgs) != 1 || dlqReason(c.msgs[0]) != want {
+			t.Errorf("%s: dead letter %+v, want reason %q", value, c.msgs, want)
+		}
+	}
 	if _, err := NewTransformer(&stagefile.Builtin{Name: "enrich"}, Env{}); err == nil {
 		t.Error("enrich without output_topic/lookup/configs must be refused")
 	}
@@ -167,4 +180,13 @@ func TestUnknownBuiltinNamesTheChoices(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "count, dedupe, enrich, passthrough, rekey") {
 		t.Errorf("got %v", err)
 	}
+}
+
+func dlqReason(m stage.Message) string {
+	for _, h := range m.Headers {
+		if h.Key == stage.HeaderDLQError {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
