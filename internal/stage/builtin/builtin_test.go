@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
@@ -189,4 +191,42 @@ func dlqReason(m stage.Message) string {
 		}
 	}
 	return ""
+}
+
+// Every builtin's outputs keep the input's event time and headers: a
+// broker timestamp would rewrite history on a replay, and lost headers
+// break tracing across a stage.
+func TestOutputsKeepTimestampAndHeaders(t *testing.T) {
+	cfg, _, err := attr.Decode[attr.Config]([]byte(`{"site":"berlin"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := Env{Configs: configs{"dev-1": cfg}}
+	ts := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+	headers := []kgo.RecordHeader{{Key: "trace", Value: []byte("abc")}}
+	for _, yaml := range []string{
+		"{builtin: passthrough, output_topic: out}",
+		"{builtin: passthrough, output_topic: out, fields: [device]}",
+		"{builtin: count, output_topic: out}",
+		"{builtin: dedupe, output_topic: out, id: id}",
+		"{builtin: rekey, output_topic: out, key: device}",
+		"{builtin: enrich, output_topic: out, lookup: device}",
+		"{builtin: enrich, output_topic: out, lookup: other, missing: pass}",
+		"{builtin: enrich, output_topic: out, lookup: other, missing: dlq}",
+	} {
+		in := incoming(t, "k", `{"device":"dev-1","id":"x"}`, ts)
+		in.Headers = headers
+		c := run(t, build(t, yaml, env), in, attr.State{})
+		if len(c.msgs) == 0 {
+			t.Errorf("%s: no output", yaml)
+		}
+		for _, m := range c.msgs {
+			if !m.Timestamp.Equal(ts) {
+				t.Errorf("%s: output timestamp %v, want the input's %v", yaml, m.Timestamp, ts)
+			}
+			if len(m.Headers) < 1 || m.Headers[0].Key != "trace" || string(m.Headers[0].Value) != "abc" {
+				t.Errorf("%s: output headers %v, want the input's first", yaml, m.Headers)
+			}
+		}
+	}
 }

@@ -69,7 +69,7 @@ func (e *enrich) Transform(_ context.Context, in *stage.Incoming, _ attr.State, 
 	if why != "" {
 		switch e.Missing {
 		case missingPass:
-			out.Message(stage.Message{Topic: e.Output, Key: in.Key, Value: in.Value, Timestamp: in.Timestamp, Headers: in.Headers})
+			out.Message(derived(in, e.Output, in.Key, in.Value))
 		case missingDLQ:
 			out.Message(stage.DeadLetter(in, "enrich: "+why))
 		}
@@ -95,7 +95,7 @@ func (e *enrich) Transform(_ context.Context, in *stage.Incoming, _ attr.State, 
 	if err != nil {
 		return err
 	}
-	out.Message(stage.Message{Topic: e.Output, Key: in.Key, Value: ev, Timestamp: in.Timestamp, Headers: in.Headers})
+	out.Message(derived(in, e.Output, in.Key, ev))
 	return nil
 }
 

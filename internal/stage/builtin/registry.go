@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 )
@@ -68,4 +69,12 @@ func path(builtin, field, dotted string) ([]string, error) {
 		}
 	}
 	return p, nil
+}
+
+// derived is an output record made from in. Every builtin builds its
+// outputs here so they all keep the input's event time (a broker timestamp
+// would change on every replay) and its headers (tracing survives the
+// stage).
+func derived(in *stage.Incoming, topic, key string, value attr.Event) stage.Message {
+	return stage.Message{Topic: topic, Key: key, Value: value, Timestamp: in.Timestamp, Headers: in.Headers}
 }

@@ -58,6 +58,6 @@ func (r *rekey) Transform(_ context.Context, in *stage.Incoming, _ attr.State, o
 	if err != nil {
 		return err
 	}
-	out.Message(stage.Message{Topic: r.Output, Key: key, Value: v, Timestamp: in.Timestamp, Headers: in.Headers})
+	out.Message(derived(in, r.Output, key, v))
 	return nil
 }
