@@ -87,47 +87,8 @@ func (r *Runner) processTask(ctx context.Context, t *lease.Lease, recs []*kgo.Re
 			offsets[rec.Topic] = map[int32]int64{}
 		}
 		offsets[rec.Topic][rec.Partition] = rec.Offset + 1
-		r.obs.MessageIn(rec.Topic, len(rec.Value))
-
-		in, sk, reason := r.decode(rec)
-		if reason != "" {
-			if err := r.invalid(ctx, rec, reason, produce); err != nil {
-				return err
-			}
-			continue
-		}
-
-		entry, err := r.loadState(t, states, sk)
-		if err != nil {
+		if err := r.processRecord(ctx, t, rec, states, em, produce); err != nil {
 			return err
-		}
-		em.messages, em.state = em.messages[:0], nil
-		start := time.Now()
-		if err := r.tf.Transform(ctx, in, entry.current, em); err != nil {
-			var rejected *InvalidRecordError
-			if !errors.As(err, &rejected) {
-				return fmt.Errorf("transform %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
-			}
-			// Whatever the call emitted before rejecting is dropped.
-			if err := r.invalid(ctx, rec, rejected.Reason, produce); err != nil {
-				return err
-			}
-			continue
-		}
-		r.obs.MessageProcessing.Observe(time.Since(start).Seconds())
-		for _, m := range em.messages {
-			out, err := m.Record(ctx, r.counts)
-			if err != nil {
-				return fmt.Errorf("output of %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
-			}
-			r.obs.MessageOut(out.Topic, len(out.Value))
-			produce(out)
-		}
-		if em.state != nil {
-			if !r.stateful {
-				return fmt.Errorf("transform %s/%d@%d emitted state, but the transformer is declared stateless", rec.Topic, rec.Partition, rec.Offset)
-			}
-			entry.current, entry.touched = *em.state, true
 		}
 	}
 
@@ -164,27 +125,89 @@ func (r *Runner) processTask(ctx context.Context, t *lease.Lease, recs []*kgo.Re
 	return nil
 }
 
+// processRecord runs the transformer on one record and produces what it
+// emits; its new state stays in states until the batch ends.
+func (r *Runner) processRecord(ctx context.Context, t *lease.Lease, rec *kgo.Record, states map[string]*stateEntry, em *emitter, produce func(*kgo.Record)) error {
+	r.obs.MessageIn(rec.Topic, len(rec.Value))
+	d, reason := r.decode(rec)
+	if reason != "" {
+		return r.invalid(ctx, rec, reason, produce)
+	}
+	entry := &stateEntry{} // a keyless tombstone's: empty, never written
+	if !d.keyless {
+		var err error
+		if entry, err = r.loadState(t, states, d.stateKey); err != nil {
+			return err
+		}
+	}
+	em.messages, em.state = em.messages[:0], nil
+	start := time.Now()
+	if err := r.tf.Transform(ctx, d.in, entry.current, em); err != nil {
+		var rejected *InvalidRecordError
+		if !errors.As(err, &rejected) {
+			return fmt.Errorf("transform %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		}
+		// Whatever the call emitted before rejecting is dropped.
+		return r.invalid(ctx, rec, rejected.Reason, produce)
+	}
+	r.obs.MessageProcessing.Observe(time.Since(start).Seconds())
+	for _, m := range em.messages {
+		out, err := m.Record(ctx, r.counts)
+		if err != nil {
+			return fmt.Errorf("output of %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		}
+		r.obs.MessageOut(out.Topic, len(out.Value))
+		produce(out)
+	}
+	if em.state == nil {
+		return nil
+	}
+	switch {
+	case !r.stateful:
+		return fmt.Errorf("transform %s/%d@%d emitted state, but the transformer is declared stateless", rec.Topic, rec.Partition, rec.Offset)
+	case d.keyless:
+		return fmt.Errorf("transform %s/%d@%d emitted state for a tombstone, which has no state key: state_key %q reads the value and a tombstone has none; emit no state for such a tombstone",
+			rec.Topic, rec.Partition, rec.Offset, r.template.String())
+	}
+	entry.current, entry.touched = *em.state, true
+	return nil
+}
+
+// decoded is an input record as the runner hands it to the transformer.
+type decoded struct {
+	in       *Incoming
+	stateKey string
+	// keyless marks a tombstone under a state_key that reads the value: it
+	// has no state key, so it sees an empty state and may emit none.
+	keyless bool
+}
+
 // decode turns a record into what the transformer sees and its state key,
 // or names why it cannot (an invalid message, SPEC §7).
-func (r *Runner) decode(rec *kgo.Record) (*Incoming, string, string) {
+func (r *Runner) decode(rec *kgo.Record) (decoded, string) {
 	key, err := attr.DecodeKey(rec.Key)
 	if err != nil {
-		return nil, "", err.Error()
+		return decoded{}, err.Error()
 	}
 	ev, tomb, err := attr.Decode[attr.Event](rec.Value)
 	if err != nil {
-		return nil, "", err.Error()
+		return decoded{}, err.Error()
 	}
-	sk := key
-	if !r.template.IsDefault() {
-		if sk, err = r.template.Render(key, ev.View()); err != nil {
-			return nil, "", err.Error()
-		}
-	}
-	return &Incoming{
+	d := decoded{in: &Incoming{
 		Key: key, Value: ev, Tombstone: tomb, Topic: rec.Topic, Partition: rec.Partition,
 		Offset: rec.Offset, Timestamp: rec.Timestamp, Headers: rec.Headers, Raw: rec.Value,
-	}, sk, ""
+	}, stateKey: key}
+	switch {
+	case !r.stateful || r.template.IsDefault():
+		// The message key; a stateless stage never looks state up.
+	case tomb && r.template.UsesValue():
+		d.keyless = true
+	default:
+		if d.stateKey, err = r.template.Render(key, ev.View()); err != nil {
+			return decoded{}, err.Error()
+		}
+	}
+	return d, ""
 }
 
 func (r *Runner) loadState(t *lease.Lease, states map[string]*stateEntry, sk string) (*stateEntry, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/devenv"
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/kafkax"
@@ -93,13 +94,22 @@ type running struct {
 	obs    *metrics.Observer
 }
 
+// start runs the stage's builtin.
 func (f *fixture) start(st *stagefile.Stage, stateDir, clientID string) *running {
+	f.t.Helper()
+	return f.startWith(st, stateDir, clientID, nil)
+}
+
+// startWith runs tf, or the stage's builtin when tf is nil.
+func (f *fixture) startWith(st *stagefile.Stage, stateDir, clientID string, tf stage.Transformer) *running {
 	f.t.Helper()
 	obs := metrics.New(nil)
 	r := stage.NewRunner(stage.Options{Stage: st, Cluster: f.cluster, ClientID: clientID, StateDir: stateDir, Metrics: obs, SessionTimeout: 6 * time.Second, Log: testLogger(f.t)})
-	tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: r.Configs()})
-	if err != nil {
-		f.t.Fatal(err)
+	if tf == nil {
+		var err error
+		if tf, err = builtin.NewTransformer(st.Transform, builtin.Env{Configs: r.Configs()}); err != nil {
+			f.t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	run := &running{cancel: cancel, done: make(chan error, 1), obs: obs}
@@ -515,4 +525,90 @@ func header(r *kgo.Record, key string) string {
 		}
 	}
 	return ""
+}
+
+// A tombstone is a valid record (SPEC §2) even when the state key reads
+// the value it lacks: the transformer gets it with an empty state and no
+// state key, so under the default crash policy it neither crash-loops the
+// stage nor touches anyone's state.
+func TestTombstoneWithValueStateKey(t *testing.T) {
+	f := newFixture(t)
+	f.topic("raw", 1)
+	f.topic("refined", 1)
+	st := stageFile(t, countStage+"state_key: \"{key}/{value.d}\"\n")
+	f.produce("raw",
+		&kgo.Record{Key: []byte("k"), Value: []byte(`{"d":"a"}`)},
+		&kgo.Record{Key: []byte("k")},
+		&kgo.Record{Key: []byte("k"), Value: []byte(`{"d":"a"}`)},
+	)
+	var tombstones []string
+	var mu sync.Mutex
+	count, err := builtin.NewTransformer(st.Transform, builtin.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf := stage.TransformFunc(func(ctx context.Context, in *stage.Incoming, s attr.State, out stage.Emit) error {
+		if in.Tombstone {
+			mu.Lock()
+			tombstones = append(tombstones, fmt.Sprintf("%s state=%d", in.Key, s.Len()))
+			mu.Unlock()
+		}
+		return count.Transform(ctx, in, s, out)
+	})
+	r := f.startWith(st, t.TempDir(), "c", tf)
+	waitFor(t, 30*time.Second, "offset 3 committed", func() bool {
+		offs, _ := f.adm.FetchOffsets(context.Background(), "count-app")
+		o, ok := offs.Lookup("raw", 0)
+		return ok && o.At == 3
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatalf("the tombstone stopped the stage: %v", err)
+	}
+	if got := checkSeq(t, f.read("refined")); got["k"] != 2 {
+		t.Errorf("outputs per key %v, want k: 2 (seq 1, 2 under state key k/a)", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(tombstones) != 1 || tombstones[0] != "k state=0" {
+		t.Errorf("tombstones delivered: %v, want one for k with an empty state", tombstones)
+	}
+}
+
+// State emitted for a tombstone that has no state key is a bug in the
+// transformer: the stage stops with an error naming the record.
+func TestStateForKeylessTombstoneIsAnError(t *testing.T) {
+	f := newFixture(t)
+	f.topic("raw", 1)
+	f.topic("refined", 1)
+	st := stageFile(t, countStage+"state_key: \"{key}/{value.d}\"\n")
+	f.produce("raw", &kgo.Record{Key: []byte("k")})
+	tf := stage.TransformFunc(func(_ context.Context, _ *stage.Incoming, _ attr.State, out stage.Emit) error {
+		out.State(attr.State{})
+		return nil
+	})
+	r := f.startWith(st, t.TempDir(), "c", tf)
+	select {
+	case err := <-r.done:
+		r.done <- err
+		if err == nil || !contains(err.Error(), "raw/0@0") || !contains(err.Error(), "tombstone") {
+			t.Fatalf("want an error naming the tombstone at raw/0@0, got %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("state for a keyless tombstone did not stop the stage")
+	}
+}
+
+// A stateless transformer never looks state up, so a state_key it does not
+// use cannot make its records invalid.
+func TestStatelessStageIgnoresStateKey(t *testing.T) {
+	f := newFixture(t)
+	f.topic("raw", 1)
+	f.topic("out", 1)
+	st := stageFile(t, "application_id: pass-app\nkind: transformer\ninput_topics: [raw]\nstate_key: \"{key}/{value.d}\"\ntransform: {builtin: passthrough, output_topic: out}\n")
+	f.produce("raw", &kgo.Record{Key: []byte("k"), Value: []byte(`{"no_d":1}`)})
+	r := f.start(st, t.TempDir(), "c")
+	waitFor(t, 30*time.Second, "the record forwarded", func() bool { return len(f.read("out")) == 1 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
 }
