@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/lint"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stage/builtin"
@@ -30,8 +32,21 @@ key and the input offsets: exactly once across crashes and rebalances.
 
 The state key defaults to the message key. state_key may refine it with a
 template such as "{key}/{value.device}", never coarsen it: every record
-sharing a state key must sit on one partition, so the template must contain
-{key} (check real data with 'flecht lint state-key').
+sharing a state key must sit on one partition,
+
+    state_key(a) == state_key(b)  ⇒  partition(a) == partition(b)
+
+A template without {key} coarsens and is refused (exit 2). Beside a value,
+{key} is only as good as the separator next to it: under "{key}/{value.d}",
+key "a/b" + d "c" and key "a" + d "b/c" both give "a/b/c", maybe from two
+partitions. So with {key} first behind fixed text and a separator after it
+(or last, with one before it), a record whose key contains the separator's
+first (last) character is an invalid message (invalid_messages). With no
+such separator ("{key}{value.d}", values on both sides) startup warns and
+nothing at run time can tell. 'flecht lint state-key --key-pattern' proves
+a template against your key alphabet and on data. A tombstone under a
+template that reads the value has no state key: the transformer gets it
+with an empty state and may emit none.
 
 Built-in transformers (transform.builtin):
   passthrough  forward to output_topic, optionally keeping only fields
@@ -126,14 +141,14 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if st.Kind != stagefile.KindTransformer {
 		return runSource(ctx, opts, st)
 	}
-	if v := verdictWithoutKey(st); v != "" {
-		return exitcode.UsageError(errors.New(v))
+	f := opts.Factory
+	log := runLogger(f).With("stage", st.ApplicationID)
+	if err := checkStateKey(st, log); err != nil {
+		return exitcode.UsageError(err)
 	}
 	if opts.SessionTimeout < 0 {
 		return exitcode.UsageError(errors.New("--session-timeout must be positive"))
 	}
-	f := opts.Factory
-	log := runLogger(f).With("stage", st.ApplicationID)
 	cluster, err := f.Cluster()
 	if err != nil {
 		return err
@@ -187,14 +202,45 @@ func configsOrNil(st *stagefile.Stage, r *stage.Runner) stage.Configs {
 	return r.Configs()
 }
 
-// verdictWithoutKey refuses a state_key that cannot refine the message key
-// because it does not contain it at all (the silent split).
-func verdictWithoutKey(st *stagefile.Stage) string {
-	for _, p := range st.Template.Parts {
-		if p.Key {
-			return ""
+// checkStateKey applies the static state-key check (the one behind
+// `flecht lint state-key`): a template that coarsens the message key is
+// refused; one it cannot prove refining runs, with a warning that says
+// what the runner guards and how to prove the rest.
+func checkStateKey(st *stagefile.Stage, log *slog.Logger) error {
+	v := lint.StaticCheck(st.Template, nil)
+	switch v.Verdict {
+	case lint.Coarsens:
+		return fmt.Errorf("state_key %q coarsens the message key: %s%s; each task would keep a partial shard of one entry (the silent split). Refine the key instead, e.g. \"{key}/%s\", or repartition first (builtin rekey)",
+			st.StateKey, v.Reason, collisionText(v.Collision), strings.TrimPrefix(st.StateKey, "{key}"))
+	case lint.Unknown:
+		guard := "nothing at run time can detect a split"
+		if sep, ok := st.Template.KeySeparator(); ok {
+			guard = fmt.Sprintf("a record whose key contains %q is an invalid message (invalid_messages: %s)", string(sep), st.InvalidMessages)
 		}
+		log.Warn("state_key may not refine the message key (the silent split)", "state_key", st.StateKey,
+			"why", v.Reason+collisionText(v.Collision), "at_run_time", guard,
+			"prove", "flecht lint state-key -f "+st.Path+" --key-pattern REGEX")
 	}
-	return fmt.Sprintf("state_key %q does not contain {key}: records with one state key would arrive on several partitions and each task would keep a partial shard (the silent split); use a template that refines the key, e.g. \"{key}/%s\"",
-		st.StateKey, strings.TrimPrefix(st.StateKey, "{key}"))
+	return nil
+}
+
+// collisionText shows two records with different keys and one state key.
+func collisionText(c *lint.Collision) string {
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (key %q%s and key %q%s both give %q)", c.A.Key, valuesText(c.A.Values), c.B.Key, valuesText(c.B.Values), c.A.StateKey)
+}
+
+func valuesText(vals map[string]string) string {
+	names := make([]string, 0, len(vals))
+	for n := range vals {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, " + %s %q", n, vals[n])
+	}
+	return b.String()
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -197,17 +198,32 @@ func (r *Runner) decode(rec *kgo.Record) (decoded, string) {
 		Key: key, Value: ev, Tombstone: tomb, Topic: rec.Topic, Partition: rec.Partition,
 		Offset: rec.Offset, Timestamp: rec.Timestamp, Headers: rec.Headers, Raw: rec.Value,
 	}, stateKey: key}
+	if reason := r.stateKey(&d); reason != "" {
+		return decoded{}, reason
+	}
+	return d, ""
+}
+
+// stateKey sets the record's state key from the template, or says why the
+// record has none it may use.
+func (r *Runner) stateKey(d *decoded) string {
+	in := d.in
 	switch {
 	case !r.stateful || r.template.IsDefault():
 		// The message key; a stateless stage never looks state up.
-	case tomb && r.template.UsesValue():
+	case in.Tombstone && r.template.UsesValue():
 		d.keyless = true
+	case r.guardKeys && strings.ContainsRune(in.Key, r.keySep):
+		return fmt.Sprintf("key %q contains %q, which state_key %q needs to tell where the key ends: this key and another could share a state key from two partitions (the silent split); keep %q out of keys or change state_key (see flecht lint state-key)",
+			in.Key, string(r.keySep), r.template.String(), string(r.keySep))
 	default:
-		if d.stateKey, err = r.template.Render(key, ev.View()); err != nil {
-			return decoded{}, err.Error()
+		sk, err := r.template.Render(in.Key, in.Value.View())
+		if err != nil {
+			return err.Error()
 		}
+		d.stateKey = sk
 	}
-	return d, ""
+	return ""
 }
 
 func (r *Runner) loadState(t *lease.Lease, states map[string]*stateEntry, sk string) (*stateEntry, error) {

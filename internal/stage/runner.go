@@ -67,6 +67,11 @@ type Runner struct {
 	admin    *kgo.Client
 	consumer *kgo.Client
 
+	// keySep, when guardKeys is set, is the rune no key may hold for the
+	// state key to refine it (statekey.Template.KeySeparator).
+	keySep    rune
+	guardKeys bool
+
 	counts *kafkax.PartitionCounts // of output topics
 
 	mu     sync.Mutex // held while tasks change or a batch runs
@@ -104,7 +109,9 @@ func NewRunner(o Options) *Runner {
 	for i, t := range o.Stage.InputTopics {
 		order[t] = i
 	}
+	sep, guard := o.Stage.Template.KeySeparator()
 	return &Runner{
+		keySep: sep, guardKeys: guard,
 		stage: o.Stage, cluster: o.Cluster, clientID: o.ClientID, stateDir: o.StateDir,
 		changelog: o.Stage.ChangelogTopic(), template: o.Stage.Template, topicOrder: order,
 		txnTimeout: o.TransactionTimeout, session: o.SessionTimeout, obs: o.Metrics, log: o.Log,

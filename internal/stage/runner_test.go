@@ -612,3 +612,30 @@ func TestStatelessStageIgnoresStateKey(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Under a state_key that is not provably refining, a record whose key holds
+// the separator after {key} is invalid: key "a/b" + d "c" and key "a" +
+// d "b/c" would both be state key "a/b/c", possibly on two partitions.
+func TestKeyHoldingTheSeparatorIsInvalid(t *testing.T) {
+	f := newFixture(t)
+	f.topic("raw", 1)
+	f.topic("refined", 1)
+	st := stageFile(t, countStage+"state_key: \"{key}/{value.d}\"\ninvalid_messages: dlq\n")
+	f.produce("raw",
+		&kgo.Record{Key: []byte("a/b"), Value: []byte(`{"d":"c"}`)},
+		&kgo.Record{Key: []byte("a"), Value: []byte(`{"d":"b/c"}`)},
+	)
+	r := f.start(st, t.TempDir(), "c")
+	waitFor(t, 30*time.Second, "one output", func() bool { return len(f.read("refined")) == 1 })
+	waitFor(t, 30*time.Second, "one dead letter", func() bool { return len(f.read("raw.dlq")) == 1 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if out := f.read("refined"); string(out[0].Key) != "a" {
+		t.Errorf("output key %s, want a", out[0].Key)
+	}
+	dl := f.read("raw.dlq")
+	if reason := header(dl[0], stage.HeaderDLQError); string(dl[0].Key) != "a/b" || !contains(reason, `"/"`) || !contains(reason, "{key}/{value.d}") {
+		t.Errorf("dead letter key %s, reason %q: want key a/b and a reason naming the separator and the template", dl[0].Key, reason)
+	}
+}
