@@ -48,12 +48,12 @@ a template against your key alphabet and on data. A tombstone under a
 template that reads the value has no state key: the transformer gets it
 with an empty state and may emit none.
 
-Built-in transformers (transform.builtin):
-  passthrough  forward to output_topic, optionally keeping only fields
-  count        running counter per state key; output = value + "seq"
-  dedupe       drop records whose id (a value path) was seen within horizon
-  rekey        key by a value path, carry the old key, write to an intermediate topic
-  enrich       merge fields of the config record found by a lookup path
+Built-in transformers (transform.builtin) and their options (default);
+examples/<builtin>.yaml sets each of them, commented:
+` + "{{builtins}}" + `
+Every output keeps its input's event time and headers. A record a builtin
+cannot use (rekey without its key path) is an invalid message, like one
+that does not decode: invalid_messages decides (crash, skip or dlq).
 
 Source stages bring data in (kind: extractor, kind: mqtt):
   http-poll    (extractor) page through a JSON API per config record; each
@@ -69,9 +69,11 @@ Several -f files run several stages in one process, each with its own
 identity; one stage's crash stops the process.
 
 Startup checks everything before it joins the group: the stage file, the
-topics and their partition counts, the changelog. SIGTERM or Ctrl-C finishes
-the batch in hand and exits 0; any error exits 1 (let it crash: the restart
-recovers from the changelog and aborts what was left open).`
+topics and their partition counts, the changelog. A wrong stage file
+(unknown field or builtin, a bad option, a state_key that coarsens) exits 2
+before any connection. SIGTERM or Ctrl-C finishes the batch in hand and
+exits 0; any other error exits 1 (let it crash: the restart recovers from
+the changelog and aborts what was left open).`
 
 // RunOptions are the inputs of `flecht run`.
 type RunOptions struct {
@@ -95,7 +97,7 @@ func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run -f STAGE.yaml",
 		Short: "Run a stage with exactly-once Kafka transactions",
-		Long:  runLong,
+		Long:  strings.Replace(runLong, "{{builtins}}", builtin.Usage(), 1),
 		Example: `  flecht run -f examples/count.yaml
   FLECHT_CLIENT_ID=count-0 flecht run -f stage.yaml --metrics-listen 127.0.0.1:9464`,
 		Args: usageArgs(cobra.NoArgs),

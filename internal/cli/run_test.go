@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/stage/builtin"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -114,5 +115,18 @@ func TestRunHelpStatesTheStateKeyRule(t *testing.T) {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("run --help does not say %q", want)
 		}
+	}
+}
+
+// --help lists every builtin's options and the exit codes as they are.
+func TestRunHelpListsBuiltinOptionsAndExitCodes(t *testing.T) {
+	r := run(t, nil, "", "run", "--help")
+	for _, want := range []string{builtin.Usage(), "exits 2", "any other error exits 1"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("run --help does not say %q", want)
+		}
+	}
+	if strings.Contains(r.out, "; any error exits 1") {
+		t.Error("run --help still says any error exits 1")
 	}
 }

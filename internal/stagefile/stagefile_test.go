@@ -1,6 +1,7 @@
 package stagefile
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -162,5 +163,18 @@ transform:
 	opts.MaxIDs = 7
 	if err := s.Transform.DecodeOptions(&opts); err != nil || opts.MaxIDs != 7 || opts.ID != "x" {
 		t.Errorf("defaults: %+v %v", opts, err)
+	}
+}
+
+// Every example in examples/ is a valid stage file, so the docs cannot rot.
+func TestEveryExampleParses(t *testing.T) {
+	paths, err := filepath.Glob("../../examples/*.yaml")
+	if err != nil || len(paths) < 5 {
+		t.Fatalf("examples: %v %v", paths, err)
+	}
+	for _, p := range paths {
+		if _, err := Load(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
 	}
 }

@@ -3,6 +3,9 @@ package builtin
 import (
 	"context"
 	"errors"
+	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -227,6 +230,46 @@ func TestOutputsKeepTimestampAndHeaders(t *testing.T) {
 			if len(m.Headers) < 1 || m.Headers[0].Key != "trace" || string(m.Headers[0].Value) != "abc" {
 				t.Errorf("%s: output headers %v, want the input's first", yaml, m.Headers)
 			}
+		}
+	}
+}
+
+// Each builtin has a commented example in examples/ that sets every option
+// it has, and --help lists the same options: neither can drift from the
+// code.
+func TestExamplesAndUsageListEveryOption(t *testing.T) {
+	for _, name := range Names() {
+		st, err := stagefile.Load(filepath.Join("../../../examples", name+".yaml"))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		tf, err := NewTransformer(st.Transform, Env{Configs: configs{}})
+		if err != nil {
+			t.Errorf("examples/%s.yaml: %v", name, err)
+			continue
+		}
+		var inCode, inExample, inUsage []string
+		typ := reflect.TypeOf(tf).Elem()
+		for f := range typ.Fields() {
+			if tag := f.Tag.Get("yaml"); tag != "" {
+				inCode = append(inCode, tag)
+			}
+		}
+		for i := 0; i+1 < len(st.Transform.Options.Content); i += 2 {
+			inExample = append(inExample, st.Transform.Options.Content[i].Value)
+		}
+		for _, o := range Options(name) {
+			inUsage = append(inUsage, o.Name)
+			if !strings.Contains(Usage(), o.Name+" ("+o.Default+")") {
+				t.Errorf("%s: Usage does not list %s", name, o.Name)
+			}
+		}
+		slices.Sort(inCode)
+		slices.Sort(inExample)
+		slices.Sort(inUsage)
+		if !slices.Equal(inCode, inExample) || !slices.Equal(inCode, inUsage) {
+			t.Errorf("%s options: code %v, examples/%s.yaml %v, --help %v", name, inCode, name, inExample, inUsage)
 		}
 	}
 }
