@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -47,16 +46,22 @@ func (f *fixture) topic(name string, partitions int32) {
 	}
 }
 
+// topics creates each topic with the same partition count.
+func (f *fixture) topics(partitions int32, names ...string) {
+	f.t.Helper()
+	for _, n := range names {
+		f.topic(n, partitions)
+	}
+}
+
 func (f *fixture) produce(topic string, recs ...*kgo.Record) {
 	f.t.Helper()
-	cl := devenvtest.KafkaClient(f.t, f.env, kgo.DefaultProduceTopic(topic))
+	// Place records where the Java client would, so state keys line up.
 	for _, r := range recs {
 		r.Partition = kafkax.Partition(r.Key, f.partitions(topic))
 	}
-	// Place records where the Java client would, so state keys line up.
-	cl2 := devenvtest.KafkaClient(f.t, f.env, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	_ = cl
-	if err := cl2.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+	cl := devenvtest.KafkaClient(f.t, f.env, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -76,6 +81,18 @@ func (f *fixture) read(topic string) []*kgo.Record {
 		f.t.Fatal(err)
 	}
 	return recs
+}
+
+// committed is the offset group committed for topic/partition (-1: none).
+func (f *fixture) committed(group, topic string, partition int32) int64 {
+	offs, err := f.adm.FetchOffsets(context.Background(), group)
+	if err != nil {
+		return -1
+	}
+	if o, ok := offs.Lookup(topic, partition); ok {
+		return o.At
+	}
+	return -1
 }
 
 func stageFile(t *testing.T, yaml string) *stagefile.Stage {
@@ -278,18 +295,13 @@ func TestInvalidMessagePolicies(t *testing.T) {
 				if n := len(f.read("refined")); n != 0 {
 					t.Errorf("%d outputs committed despite the crash", n)
 				}
-				offs, _ := f.adm.FetchOffsets(context.Background(), "count-app")
-				if o, ok := offs.Lookup("raw", 0); ok && o.At > 1 {
-					t.Errorf("offset advanced to %d past the invalid record", o.At)
+				if at := f.committed("count-app", "raw", 0); at > 1 {
+					t.Errorf("offset advanced to %d past the invalid record", at)
 				}
 				return
 			}
 			waitFor(t, 30*time.Second, "two outputs", func() bool { return len(f.read("refined")) == 2 })
-			waitFor(t, 30*time.Second, "offset 3 committed", func() bool {
-				offs, _ := f.adm.FetchOffsets(context.Background(), "count-app")
-				o, ok := offs.Lookup("raw", 0)
-				return ok && o.At == 3
-			})
+			waitFor(t, 30*time.Second, "offset 3 committed", func() bool { return f.committed("count-app", "raw", 0) == 3 })
 			if policy == "dlq" {
 				dl := f.read("raw.dlq")
 				if len(dl) != 1 || string(dl[0].Value) != "not json" || string(dl[0].Key) != "k1" {
@@ -321,11 +333,7 @@ func TestOffsetsOnlyTransactionCommits(t *testing.T) {
 	}
 	f.produce("raw", junk...)
 	r := f.start(st, t.TempDir(), "c")
-	waitFor(t, 30*time.Second, "offset 5", func() bool {
-		offs, _ := f.adm.FetchOffsets(context.Background(), "count-app")
-		o, ok := offs.Lookup("raw", 0)
-		return ok && o.At == 5
-	})
+	waitFor(t, 30*time.Second, "offset 5", func() bool { return f.committed("count-app", "raw", 0) == 5 })
 	// The next transaction of the same producer works.
 	f.produce("raw", &kgo.Record{Key: []byte("k"), Value: []byte(`{}`)})
 	waitFor(t, 30*time.Second, "one output", func() bool { return len(f.read("refined")) == 1 })
@@ -368,9 +376,6 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 		t.Errorf("changelog mismatch: %v", err)
 	}
 }
-
-var _ = strconv.Itoa
-var _ sync.Mutex
 
 // Stopping while the group waits in a join for a member that does not
 // rejoin (gone, or stuck in a long batch) returns after the leave timeout,
@@ -466,15 +471,10 @@ func TestRejectedRecordFollowsThePolicy(t *testing.T) {
 	const rekeyStage = "application_id: hop-app\nkind: transformer\ninput_topics: [raw]\ntransform: {builtin: rekey, output_topic: hop, key: device.id}\n"
 	t.Run("dlq", func(t *testing.T) {
 		f := newFixture(t)
-		f.topic("raw", 1)
-		f.topic("hop", 1)
+		f.topics(1, "raw", "hop")
 		f.produce("raw", recs...)
 		r := f.start(stageFile(t, rekeyStage+"invalid_messages: dlq\n"), t.TempDir(), "c")
-		waitFor(t, 30*time.Second, "offset 3 committed", func() bool {
-			offs, _ := f.adm.FetchOffsets(context.Background(), "hop-app")
-			o, ok := offs.Lookup("raw", 0)
-			return ok && o.At == 3
-		})
+		waitFor(t, 30*time.Second, "offset 3 committed", func() bool { return f.committed("hop-app", "raw", 0) == 3 })
 		if n := len(f.read("hop")); n != 2 {
 			t.Errorf("%d outputs, want 2", n)
 		}
@@ -495,8 +495,7 @@ func TestRejectedRecordFollowsThePolicy(t *testing.T) {
 	})
 	t.Run("crash", func(t *testing.T) {
 		f := newFixture(t)
-		f.topic("raw", 1)
-		f.topic("hop", 1)
+		f.topics(1, "raw", "hop")
 		f.produce("raw", recs...)
 		r := f.start(stageFile(t, rekeyStage), t.TempDir(), "c")
 		select {
@@ -533,8 +532,7 @@ func header(r *kgo.Record, key string) string {
 // stage nor touches anyone's state.
 func TestTombstoneWithValueStateKey(t *testing.T) {
 	f := newFixture(t)
-	f.topic("raw", 1)
-	f.topic("refined", 1)
+	f.topics(1, "raw", "refined")
 	st := stageFile(t, countStage+"state_key: \"{key}/{value.d}\"\n")
 	f.produce("raw",
 		&kgo.Record{Key: []byte("k"), Value: []byte(`{"d":"a"}`)},
@@ -556,11 +554,7 @@ func TestTombstoneWithValueStateKey(t *testing.T) {
 		return count.Transform(ctx, in, s, out)
 	})
 	r := f.startWith(st, t.TempDir(), "c", tf)
-	waitFor(t, 30*time.Second, "offset 3 committed", func() bool {
-		offs, _ := f.adm.FetchOffsets(context.Background(), "count-app")
-		o, ok := offs.Lookup("raw", 0)
-		return ok && o.At == 3
-	})
+	waitFor(t, 30*time.Second, "offset 3 committed", func() bool { return f.committed("count-app", "raw", 0) == 3 })
 	if err := r.stop(t); err != nil {
 		t.Fatalf("the tombstone stopped the stage: %v", err)
 	}
@@ -578,8 +572,7 @@ func TestTombstoneWithValueStateKey(t *testing.T) {
 // transformer: the stage stops with an error naming the record.
 func TestStateForKeylessTombstoneIsAnError(t *testing.T) {
 	f := newFixture(t)
-	f.topic("raw", 1)
-	f.topic("refined", 1)
+	f.topics(1, "raw", "refined")
 	st := stageFile(t, countStage+"state_key: \"{key}/{value.d}\"\n")
 	f.produce("raw", &kgo.Record{Key: []byte("k")})
 	tf := stage.TransformFunc(func(_ context.Context, _ *stage.Incoming, _ attr.State, out stage.Emit) error {
@@ -602,8 +595,7 @@ func TestStateForKeylessTombstoneIsAnError(t *testing.T) {
 // use cannot make its records invalid.
 func TestStatelessStageIgnoresStateKey(t *testing.T) {
 	f := newFixture(t)
-	f.topic("raw", 1)
-	f.topic("out", 1)
+	f.topics(1, "raw", "out")
 	st := stageFile(t, "application_id: pass-app\nkind: transformer\ninput_topics: [raw]\nstate_key: \"{key}/{value.d}\"\ntransform: {builtin: passthrough, output_topic: out}\n")
 	f.produce("raw", &kgo.Record{Key: []byte("k"), Value: []byte(`{"no_d":1}`)})
 	r := f.start(st, t.TempDir(), "c")
@@ -618,8 +610,7 @@ func TestStatelessStageIgnoresStateKey(t *testing.T) {
 // d "b/c" would both be state key "a/b/c", possibly on two partitions.
 func TestKeyHoldingTheSeparatorIsInvalid(t *testing.T) {
 	f := newFixture(t)
-	f.topic("raw", 1)
-	f.topic("refined", 1)
+	f.topics(1, "raw", "refined")
 	st := stageFile(t, countStage+"state_key: \"{key}/{value.d}\"\ninvalid_messages: dlq\n")
 	f.produce("raw",
 		&kgo.Record{Key: []byte("a/b"), Value: []byte(`{"d":"c"}`)},
@@ -638,4 +629,174 @@ func TestKeyHoldingTheSeparatorIsInvalid(t *testing.T) {
 	if reason := header(dl[0], stage.HeaderDLQError); string(dl[0].Key) != "a/b" || !contains(reason, `"/"`) || !contains(reason, "{key}/{value.d}") {
 		t.Errorf("dead letter key %s, reason %q: want key a/b and a reason naming the separator and the template", dl[0].Key, reason)
 	}
+}
+
+// A refined state key ({key}/{value.d}, keys without "/") keeps one state
+// entry per (key, d): count runs 1..n for each pair, and the changelog
+// holds one entry per pair.
+func TestRefinedStateKeyKeepsStatePerKeyAndField(t *testing.T) {
+	f := newFixture(t)
+	f.topics(3, "raw", "refined")
+	st := stageFile(t, countStage+"state_key: \"{key}/{value.d}\"\n")
+	recs := make([]*kgo.Record, 60)
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: fmt.Appendf(nil, "k%d", i%4), Value: fmt.Appendf(nil, `{"d":"%c","i":%d}`, "xyz"[i%3], i)}
+	}
+	f.produce("raw", recs...)
+	r := f.start(st, t.TempDir(), "c")
+	waitFor(t, 30*time.Second, "60 outputs", func() bool { return len(f.read("refined")) >= 60 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	seqs := map[string][]int{}
+	for _, o := range f.read("refined") {
+		var v struct {
+			D   string `json:"d"`
+			Seq int    `json:"seq"`
+		}
+		if err := json.Unmarshal(o.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		pair := string(o.Key) + "/" + v.D
+		seqs[pair] = append(seqs[pair], v.Seq)
+	}
+	if len(seqs) != 12 {
+		t.Fatalf("%d (key, d) pairs, want 12: %v", len(seqs), seqs)
+	}
+	latest := map[string]string{}
+	for _, c := range f.read("count-app-changelog") {
+		latest[string(c.Key)] = string(c.Value)
+	}
+	for pair, s := range seqs {
+		for i, v := range s {
+			if v != i+1 {
+				t.Fatalf("%s: seq %v is not 1..%d", pair, s, len(s))
+			}
+		}
+		if want := fmt.Sprintf(`{"seq":%d}`, len(s)); latest[pair] != want {
+			t.Errorf("changelog %s = %s, want %s", pair, latest[pair], want)
+		}
+	}
+}
+
+// Several co-partitioned input topics feed one state per key: records of a
+// key from either topic land on one task and count into one entry.
+func TestCoPartitionedInputTopicsShareState(t *testing.T) {
+	f := newFixture(t)
+	f.topics(3, "a", "b", "refined")
+	st := stageFile(t, "application_id: count-app\nkind: transformer\ninput_topics: [a, b]\ntransform: {builtin: count, output_topic: refined}\n")
+	f.produce("a", keyed(30, 6, "a")...)
+	f.produce("b", keyed(30, 6, "b")...)
+	r := f.start(st, t.TempDir(), "c")
+	waitFor(t, 30*time.Second, "60 outputs", func() bool { return len(f.read("refined")) >= 60 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	out := f.read("refined")
+	for k, n := range checkSeq(t, out) {
+		if n != 10 {
+			t.Errorf("key %s has %d outputs, want 10 (5 from each topic)", k, n)
+		}
+	}
+	for _, topic := range []string{"a", "b"} {
+		total := int64(0)
+		for p := range int32(3) {
+			total += max(f.committed("count-app", topic, p), 0)
+		}
+		if total != 30 {
+			t.Errorf("committed offsets of %s sum to %d, want 30", topic, total)
+		}
+	}
+}
+
+// A transformer with config topics (enrich) sees the table as bootstrapped
+// at startup, tombstones applied, and configs written later once drained.
+func TestEnrichFromConfigTopics(t *testing.T) {
+	f := newFixture(t)
+	f.topics(2, "devices.config", "raw", "out")
+	f.produce("devices.config",
+		&kgo.Record{Key: []byte("dev-1"), Value: []byte(`{"site":"berlin","secret":"s"}`)},
+		&kgo.Record{Key: []byte("dev-2"), Value: []byte(`{"site":"paris"}`)},
+		&kgo.Record{Key: []byte("dev-2")},
+	)
+	st := stageFile(t, "application_id: enrich-app\nkind: transformer\ninput_topics: [raw]\nconfig_topics: [devices.config]\n"+
+		"transform: {builtin: enrich, output_topic: out, lookup: device, fields: [site], into: info, missing: pass}\n")
+	r := f.start(st, t.TempDir(), "c")
+	entries := func() float64 { return metrics.Value(r.obs.ConfigEntries) }
+	waitFor(t, 30*time.Second, "the config bootstrap", func() bool { return entries() == 1 })
+	f.produce("raw",
+		&kgo.Record{Key: []byte("r1"), Value: []byte(`{"device":"dev-1"}`)},
+		&kgo.Record{Key: []byte("r2"), Value: []byte(`{"device":"dev-2"}`)},
+	)
+	f.produce("devices.config", &kgo.Record{Key: []byte("dev-3"), Value: []byte(`{"site":"rome"}`)})
+	waitFor(t, 30*time.Second, "the new config drained", func() bool { return entries() == 2 })
+	f.produce("raw", &kgo.Record{Key: []byte("r3"), Value: []byte(`{"device":"dev-3"}`)})
+	waitFor(t, 30*time.Second, "three outputs", func() bool { return len(f.read("out")) == 3 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, o := range f.read("out") {
+		got[string(o.Key)] = string(o.Value)
+	}
+	want := map[string]string{
+		"r1": `{"device":"dev-1","info":{"site":"berlin"}}`,
+		"r2": `{"device":"dev-2"}`, // its config was tombstoned: passed as is
+		"r3": `{"device":"dev-3","info":{"site":"rome"}}`,
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: %s, want %s", k, got[k], w)
+		}
+	}
+	topics, err := f.adm.ListTopics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topics.Has("enrich-app-changelog") {
+		t.Error("a stateless stage created a changelog")
+	}
+}
+
+// State that ends a batch as it began writes nothing to the changelog:
+// not when emitted again unchanged, not when emptied where there was none.
+func TestUnchangedStateWritesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.topics(1, "raw", "refined")
+	st := stageFile(t, countStage)
+	one, _, err := attr.Decode[attr.State]([]byte(`{"v":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf := stage.TransformFunc(func(_ context.Context, in *stage.Incoming, _ attr.State, out stage.Emit) error {
+		if in.Key == "empty" {
+			out.State(attr.State{})
+		} else {
+			out.State(one)
+		}
+		return nil
+	})
+	r := f.startWith(st, t.TempDir(), "c", tf)
+	f.produce("raw", &kgo.Record{Key: []byte("k"), Value: []byte(`{}`)})
+	waitFor(t, 30*time.Second, "offset 1", func() bool { return f.committed("count-app", "raw", 0) == 1 })
+	if n := len(f.read("count-app-changelog")); n != 1 {
+		t.Fatalf("%d changelog records after the first state, want 1", n)
+	}
+	f.produce("raw", keyedAs("k", 3)...)
+	f.produce("raw", keyedAs("empty", 2)...)
+	waitFor(t, 30*time.Second, "offset 6", func() bool { return f.committed("count-app", "raw", 0) == 6 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if cl := f.read("count-app-changelog"); len(cl) != 1 {
+		t.Errorf("%d changelog records, want still 1: unchanged state was written", len(cl))
+	}
+}
+
+func keyedAs(key string, n int) []*kgo.Record {
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: []byte(key), Value: []byte(`{}`)}
+	}
+	return recs
 }
