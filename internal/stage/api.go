@@ -19,7 +19,8 @@ import (
 
 // Incoming is one input record as a transformer sees it. Value is the
 // decoded JSON object; Tombstone is true for a null value (Value is then
-// empty).
+// empty). Under a state_key that reads the value a tombstone has no state
+// key: it comes with an empty state and must not emit one.
 type Incoming struct {
 	Key       string
 	Value     attr.Event
