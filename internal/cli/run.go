@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/extract"
+	"github.com/flecht-dev/flecht/internal/lint"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stage/builtin"
@@ -31,15 +33,28 @@ key and the input offsets: exactly once across crashes and rebalances.
 
 The state key defaults to the message key. state_key may refine it with a
 template such as "{key}/{value.device}", never coarsen it: every record
-sharing a state key must sit on one partition, so the template must contain
-{key} (check real data with 'flecht lint state-key').
+sharing a state key must sit on one partition,
 
-Built-in transformers (transform.builtin):
-  passthrough  forward to output_topic, optionally keeping only fields
-  count        running counter per state key; output = value + "seq"
-  dedupe       drop records whose id (a value path) was seen within horizon
-  rekey        key by a value path, carry the old key, write to an intermediate topic
-  enrich       merge fields of the config record found by a lookup path
+    state_key(a) == state_key(b)  ⇒  partition(a) == partition(b)
+
+A template without {key} coarsens and is refused (exit 2). Beside a value,
+{key} is only as good as the separator next to it: under "{key}/{value.d}",
+key "a/b" + d "c" and key "a" + d "b/c" both give "a/b/c", maybe from two
+partitions. So with {key} first behind fixed text and a separator after it
+(or last, with one before it), a record whose key contains the separator's
+first (last) character is an invalid message (invalid_messages). With no
+such separator ("{key}{value.d}", values on both sides) startup warns and
+nothing at run time can tell. 'flecht lint state-key --key-pattern' proves
+a template against your key alphabet and on data. A tombstone under a
+template that reads the value has no state key: the transformer gets it
+with an empty state and may emit none.
+
+Built-in transformers (transform.builtin) and their options (default);
+examples/<builtin>.yaml sets each of them, commented:
+` + "{{builtins}}" + `
+Every output keeps its input's event time and headers. A record a builtin
+cannot use (rekey without its key path) is an invalid message, like one
+that does not decode: invalid_messages decides (crash, skip or dlq).
 
 Source stages bring data in (kind: extractor, kind: mqtt):
   http-poll    (extractor) page through a JSON API per config record; each
@@ -60,12 +75,15 @@ process holds one MQTT connection, client id --client-id. One stage's crash
 stops the process (exit 1); SIGTERM stops them all.
 
 Startup checks everything before it joins the group: the stage file, the
-topics and their partition counts, the changelog. SIGTERM or Ctrl-C stops
-cleanly and exits 0: a transformer finishes the batch in hand; an extractor
-aborts the page in hand (its cursor stays at the last committed page, which
-is polled again after the restart); the MQTT bridge commits and ACKs what it
-holds. Any error exits 1 (let it crash: the restart recovers from the
-changelog and aborts what was left open).`
+topics and their partition counts, the changelog. A wrong stage file
+(unknown field or builtin, a bad option, a state_key that coarsens) exits 2
+before any connection. SIGTERM or Ctrl-C stops cleanly and exits 0: a
+transformer finishes the batch in hand; an extractor aborts the page in hand
+(its cursor stays at the last committed page, which is polled again after
+the restart); the MQTT bridge commits and ACKs what it holds.
+
+Beyond those, any other error exits 1 (let it crash: the restart recovers
+from the changelog and aborts what was left open).`
 
 // RunOptions are the inputs of `flecht run`.
 type RunOptions struct {
@@ -89,7 +107,7 @@ func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run -f STAGE.yaml",
 		Short: "Run a stage with exactly-once Kafka transactions",
-		Long:  runLong,
+		Long:  strings.Replace(runLong, "{{builtins}}", builtin.Usage(), 1),
 		Example: `  flecht run -f examples/count.yaml
   FLECHT_CLIENT_ID=count-0 flecht run -f stage.yaml --metrics-listen 127.0.0.1:9464
 
@@ -152,8 +170,8 @@ func loadRunnable(path string) (*stagefile.Stage, error) {
 	}
 	switch st.Kind {
 	case stagefile.KindTransformer:
-		if v := verdictWithoutKey(st); v != "" {
-			return nil, exitcode.UsageError(errors.New(v))
+		if err := checkStateKey(st, nil); err != nil {
+			return nil, exitcode.UsageError(err)
 		}
 	case stagefile.KindExtractor:
 		if err := extract.CheckStage(st); err != nil {
@@ -174,6 +192,7 @@ func runStage(ctx context.Context, opts *RunOptions, st *stagefile.Stage) error 
 func runTransformer(ctx context.Context, opts *RunOptions, st *stagefile.Stage) error {
 	f := opts.Factory
 	log := runLogger(f).With("stage", st.ApplicationID)
+	_ = checkStateKey(st, log) // refused at load; here only its warning
 	cluster, err := f.Cluster()
 	if err != nil {
 		return err
@@ -233,14 +252,49 @@ func configsOrNil(st *stagefile.Stage, r *stage.Runner) stage.Configs {
 	return r.Configs()
 }
 
-// verdictWithoutKey refuses a state_key that cannot refine the message key
-// because it does not contain it at all (the silent split).
-func verdictWithoutKey(st *stagefile.Stage) string {
-	for _, p := range st.Template.Parts {
-		if p.Key {
-			return ""
+// checkStateKey applies the static state-key check (the one behind
+// `flecht lint state-key`): a template that coarsens the message key is
+// refused; one it cannot prove refining runs, with a warning that says
+// what the runner guards and how to prove the rest. Without a logger it
+// only refuses (the load-time check).
+func checkStateKey(st *stagefile.Stage, log *slog.Logger) error {
+	v := lint.StaticCheck(st.Template, nil)
+	switch v.Verdict {
+	case lint.Coarsens:
+		return fmt.Errorf("state_key %q coarsens the message key: %s%s; each task would keep a partial shard of one entry (the silent split). Refine the key instead, e.g. \"{key}/%s\", or repartition first (builtin rekey)",
+			st.StateKey, v.Reason, collisionText(v.Collision), strings.TrimPrefix(st.StateKey, "{key}"))
+	case lint.Unknown:
+		if log == nil {
+			return nil
 		}
+		guard := "nothing at run time can detect a split"
+		if sep, ok := st.Template.KeySeparator(); ok {
+			guard = fmt.Sprintf("a record whose key contains %q is an invalid message (invalid_messages: %s)", string(sep), st.InvalidMessages)
+		}
+		log.Warn("state_key may not refine the message key (the silent split)", "state_key", st.StateKey,
+			"why", v.Reason+collisionText(v.Collision), "at_run_time", guard,
+			"prove", "flecht lint state-key -f "+st.Path+" --key-pattern REGEX")
 	}
-	return fmt.Sprintf("state_key %q does not contain {key}: records with one state key would arrive on several partitions and each task would keep a partial shard (the silent split); use a template that refines the key, e.g. \"{key}/%s\"",
-		st.StateKey, strings.TrimPrefix(st.StateKey, "{key}"))
+	return nil
+}
+
+// collisionText shows two records with different keys and one state key.
+func collisionText(c *lint.Collision) string {
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (key %q%s and key %q%s both give %q)", c.A.Key, valuesText(c.A.Values), c.B.Key, valuesText(c.B.Values), c.A.StateKey)
+}
+
+func valuesText(vals map[string]string) string {
+	names := make([]string, 0, len(vals))
+	for n := range vals {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, " + %s %q", n, vals[n])
+	}
+	return b.String()
 }

@@ -25,13 +25,13 @@ type Observer struct {
 	reg    *prometheus.Registry
 	labels prometheus.Labels
 
-	MessagesIn         *prometheus.CounterVec // topic
-	MessagesOut        *prometheus.CounterVec // topic
-	MessagesInvalid    *prometheus.CounterVec // outcome, topic
-	MessageInBytes     prometheus.Histogram
-	MessageOutBytes    prometheus.Histogram
-	MessageInMaxBytes  prometheus.Gauge
-	MessageOutMaxBytes prometheus.Gauge
+	MessagesIn         *prometheus.CounterVec   // topic
+	MessagesOut        *prometheus.CounterVec   // topic
+	MessagesInvalid    *prometheus.CounterVec   // outcome, topic
+	MessageInBytes     *prometheus.HistogramVec // topic
+	MessageOutBytes    *prometheus.HistogramVec // topic
+	MessageInMaxBytes  *prometheus.GaugeVec     // topic
+	MessageOutMaxBytes *prometheus.GaugeVec     // topic
 	MessageProcessing  prometheus.Histogram
 	BatchSize          prometheus.Histogram
 	BatchProcessing    prometheus.Histogram
@@ -56,7 +56,8 @@ type Observer struct {
 	PlaintextReads     *prometheus.CounterVec
 	SecretDecrypts     *prometheus.CounterVec // scope, kid
 
-	maxIn, maxOut, maxState maxTracker
+	maxIn, maxOut maxPerTopic
+	maxState      maxTracker
 }
 
 // durationBuckets are the bounds of the duration histograms, upstream's
@@ -74,11 +75,11 @@ func New(labels map[string]string) *Observer {
 	sizes := prometheus.ExponentialBuckets(64, 4, 9) // 64 B … 4 MiB
 	o.MessagesIn = o.counterVec("messages_in_total", "Input messages consumed and dispatched to stage code.", "topic")
 	o.MessagesOut = o.counterVec("messages_out_total", "Output messages produced by stage code.", "topic")
-	o.MessagesInvalid = o.counterVec("messages_invalid_total", "Input records that did not decode, by policy outcome (crash, skip, dlq).", "outcome", "topic")
-	o.MessageInBytes = o.histogram("message_in_bytes", "Size of input record values.", sizes)
-	o.MessageOutBytes = o.histogram("message_out_bytes", "Size of output record values.", sizes)
-	o.MessageInMaxBytes = o.gauge("message_in_max_bytes", "Largest input record value seen by this process.")
-	o.MessageOutMaxBytes = o.gauge("message_out_max_bytes", "Largest output record value written by this process.")
+	o.MessagesInvalid = o.counterVec("messages_invalid_total", "Input records that did not decode or that the stage rejected, by policy outcome (crash, skip, dlq).", "outcome", "topic")
+	o.MessageInBytes = o.histogramVec("message_in_bytes", "Size of input record values.", sizes, "topic")
+	o.MessageOutBytes = o.histogramVec("message_out_bytes", "Size of output record values.", sizes, "topic")
+	o.MessageInMaxBytes = o.gaugeVec("message_in_max_bytes", "Largest input record value seen by this process.", "topic")
+	o.MessageOutMaxBytes = o.gaugeVec("message_out_max_bytes", "Largest output record value written by this process.", "topic")
 	o.MessageProcessing = o.histogram("message_processing_seconds", "Time in one transform/poll dispatch.", durationBuckets)
 	o.BatchSize = o.histogram("batch_size", "Records returned by one poll.", prometheus.ExponentialBuckets(1, 2, 12))
 	o.BatchProcessing = o.histogram("batch_processing_seconds", "Wall time to process a batch, including its commits.", durationBuckets)
@@ -139,21 +140,27 @@ func (o *Observer) histogram(name, help string, buckets []float64) prometheus.Hi
 	return h
 }
 
+func (o *Observer) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, ConstLabels: o.labels, Buckets: buckets}, labels)
+	o.reg.MustRegister(h)
+	return h
+}
+
 // Registry is the registry behind the observer (tests gather from it).
 func (o *Observer) Registry() *prometheus.Registry { return o.reg }
 
 // MessageIn records one consumed input record.
 func (o *Observer) MessageIn(topic string, size int) {
 	o.MessagesIn.WithLabelValues(topic).Inc()
-	o.MessageInBytes.Observe(float64(size))
-	o.maxIn.observe(o.MessageInMaxBytes, size)
+	o.MessageInBytes.WithLabelValues(topic).Observe(float64(size))
+	o.maxIn.observe(o.MessageInMaxBytes, topic, size)
 }
 
 // MessageOut records one produced output record.
 func (o *Observer) MessageOut(topic string, size int) {
 	o.MessagesOut.WithLabelValues(topic).Inc()
-	o.MessageOutBytes.Observe(float64(size))
-	o.maxOut.observe(o.MessageOutMaxBytes, size)
+	o.MessageOutBytes.WithLabelValues(topic).Observe(float64(size))
+	o.maxOut.observe(o.MessageOutMaxBytes, topic, size)
 }
 
 // StateWritten records one changelog write.

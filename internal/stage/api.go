@@ -19,7 +19,8 @@ import (
 
 // Incoming is one input record as a transformer sees it. Value is the
 // decoded JSON object; Tombstone is true for a null value (Value is then
-// empty).
+// empty). Under a state_key that reads the value a tombstone has no state
+// key: it comes with an empty state and must not emit one.
 type Incoming struct {
 	Key       string
 	Value     attr.Event
@@ -70,9 +71,27 @@ type Configs interface {
 // Transformer is per-record logic. It must not keep per-key state in
 // memory: state lives in the State it is given and emits, so it survives
 // crashes, rebalances and replays. An error crashes the stage; nothing of
-// the batch commits and the restart processes the record again.
+// the batch commits and the restart processes the record again. A record
+// the transformer cannot use (bad data, not a bug) is rejected with
+// Invalid instead: it then follows the stage's invalid_messages policy.
 type Transformer interface {
 	Transform(ctx context.Context, in *Incoming, state attr.State, out Emit) error
+}
+
+// InvalidRecordError rejects one input record as invalid. The runner
+// routes it through the invalid_messages policy (SPEC §7) exactly like a
+// record that does not decode: crash stops the stage, skip and dlq drop
+// what the call emitted and go on inside the same transaction. Reason
+// needs no location: the runner adds topic, partition and offset.
+type InvalidRecordError struct {
+	Reason string
+}
+
+func (e *InvalidRecordError) Error() string { return e.Reason }
+
+// Invalid rejects the record being transformed; see InvalidRecordError.
+func Invalid(format string, args ...any) error {
+	return &InvalidRecordError{Reason: fmt.Sprintf(format, args...)}
 }
 
 // TransformFunc adapts a function to Transformer.

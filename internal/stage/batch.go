@@ -3,9 +3,11 @@ package stage
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,7 +15,6 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/lease"
-	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/state"
 )
 
@@ -87,53 +88,8 @@ func (r *Runner) processTask(ctx context.Context, t *lease.Lease, recs []*kgo.Re
 			offsets[rec.Topic] = map[int32]int64{}
 		}
 		offsets[rec.Topic][rec.Partition] = rec.Offset + 1
-		r.obs.MessageIn(rec.Topic, len(rec.Value))
-
-		in, sk, reason := r.decode(rec)
-		if reason != "" {
-			switch r.stage.InvalidMessages {
-			case stagefile.InvalidSkip:
-				r.obs.Invalid("skip", rec.Topic)
-				r.log.Warn("invalid message skipped", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "error", reason)
-				continue
-			case stagefile.InvalidDLQ:
-				r.obs.Invalid("dlq", rec.Topic)
-				r.log.Warn("invalid message sent to dead-letter topic", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "dlq", stagefile.DLQTopic(rec.Topic), "error", reason)
-				out, err := deadLetter(rec, reason, time.Now()).Record(ctx, r.counts)
-				if err != nil {
-					return err
-				}
-				produce(out)
-				continue
-			default:
-				r.obs.Invalid("crash", rec.Topic)
-				return &InvalidMessageError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Reason: reason}
-			}
-		}
-
-		entry, err := r.loadState(t, states, sk)
-		if err != nil {
+		if err := r.processRecord(ctx, t, rec, states, em, produce); err != nil {
 			return err
-		}
-		em.messages, em.state = em.messages[:0], nil
-		start := time.Now()
-		if err := r.tf.Transform(ctx, in, entry.current, em); err != nil {
-			return fmt.Errorf("transform %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
-		}
-		r.obs.MessageProcessing.Observe(time.Since(start).Seconds())
-		for _, m := range em.messages {
-			out, err := m.Record(ctx, r.counts)
-			if err != nil {
-				return fmt.Errorf("output of %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
-			}
-			r.obs.MessageOut(out.Topic, len(out.Value))
-			produce(out)
-		}
-		if em.state != nil {
-			if !r.stateful {
-				return fmt.Errorf("transform %s/%d@%d emitted state, but the transformer is declared stateless", rec.Topic, rec.Partition, rec.Offset)
-			}
-			entry.current, entry.touched = *em.state, true
 		}
 	}
 
@@ -170,39 +126,104 @@ func (r *Runner) processTask(ctx context.Context, t *lease.Lease, recs []*kgo.Re
 	return nil
 }
 
-// InvalidMessageError stops a stage whose policy is crash.
-type InvalidMessageError struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Reason    string
+// processRecord runs the transformer on one record and produces what it
+// emits; its new state stays in states until the batch ends.
+func (r *Runner) processRecord(ctx context.Context, t *lease.Lease, rec *kgo.Record, states map[string]*stateEntry, em *emitter, produce func(*kgo.Record)) error {
+	r.obs.MessageIn(rec.Topic, len(rec.Value))
+	d, reason := r.decode(rec)
+	if reason != "" {
+		return r.invalid(ctx, rec, reason, produce)
+	}
+	entry := &stateEntry{} // a keyless tombstone's: empty, never written
+	if !d.keyless {
+		var err error
+		if entry, err = r.loadState(t, states, d.stateKey); err != nil {
+			return err
+		}
+	}
+	em.messages, em.state = em.messages[:0], nil
+	start := time.Now()
+	if err := r.tf.Transform(ctx, d.in, entry.current, em); err != nil {
+		var rejected *InvalidRecordError
+		if !errors.As(err, &rejected) {
+			return fmt.Errorf("transform %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		}
+		// Whatever the call emitted before rejecting is dropped.
+		return r.invalid(ctx, rec, rejected.Reason, produce)
+	}
+	r.obs.MessageProcessing.Observe(time.Since(start).Seconds())
+	for _, m := range em.messages {
+		out, err := m.Record(ctx, r.counts)
+		if err != nil {
+			return fmt.Errorf("output of %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		}
+		r.obs.MessageOut(out.Topic, len(out.Value))
+		produce(out)
+	}
+	if em.state == nil {
+		return nil
+	}
+	switch {
+	case !r.stateful:
+		return fmt.Errorf("transform %s/%d@%d emitted state, but the transformer is declared stateless", rec.Topic, rec.Partition, rec.Offset)
+	case d.keyless:
+		return fmt.Errorf("transform %s/%d@%d emitted state for a tombstone, which has no state key: state_key %q reads the value and a tombstone has none; emit no state for such a tombstone",
+			rec.Topic, rec.Partition, rec.Offset, r.template.String())
+	}
+	entry.current, entry.touched = *em.state, true
+	return nil
 }
 
-func (e *InvalidMessageError) Error() string {
-	return fmt.Sprintf("invalid message at %s/%d offset %d: %s (invalid_messages: crash; use skip or dlq to get past it)", e.Topic, e.Partition, e.Offset, e.Reason)
+// decoded is an input record as the runner hands it to the transformer.
+type decoded struct {
+	in       *Incoming
+	stateKey string
+	// keyless marks a tombstone under a state_key that reads the value: it
+	// has no state key, so it sees an empty state and may emit none.
+	keyless bool
 }
 
 // decode turns a record into what the transformer sees and its state key,
 // or names why it cannot (an invalid message, SPEC §7).
-func (r *Runner) decode(rec *kgo.Record) (*Incoming, string, string) {
+func (r *Runner) decode(rec *kgo.Record) (decoded, string) {
 	key, err := attr.DecodeKey(rec.Key)
 	if err != nil {
-		return nil, "", err.Error()
+		return decoded{}, err.Error()
 	}
 	ev, tomb, err := attr.Decode[attr.Event](rec.Value)
 	if err != nil {
-		return nil, "", err.Error()
+		return decoded{}, err.Error()
 	}
-	sk := key
-	if !r.template.IsDefault() {
-		if sk, err = r.template.Render(key, ev.View()); err != nil {
-			return nil, "", err.Error()
-		}
-	}
-	return &Incoming{
+	d := decoded{in: &Incoming{
 		Key: key, Value: ev, Tombstone: tomb, Topic: rec.Topic, Partition: rec.Partition,
 		Offset: rec.Offset, Timestamp: rec.Timestamp, Headers: rec.Headers, Raw: rec.Value,
-	}, sk, ""
+	}, stateKey: key}
+	if reason := r.stateKey(&d); reason != "" {
+		return decoded{}, reason
+	}
+	return d, ""
+}
+
+// stateKey sets the record's state key from the template, or says why the
+// record has none it may use.
+func (r *Runner) stateKey(d *decoded) string {
+	in := d.in
+	switch {
+	case !r.stateful || r.template.IsDefault():
+		// The message key; a stateless stage never looks state up.
+	case in.Tombstone && r.template.UsesValue():
+		d.keyless = true
+	case r.guardKeys && strings.ContainsRune(in.Key, r.keySep):
+		return fmt.Sprintf("key %q contains %q, which state_key %q needs to tell where the key ends: this key and another could share a state key from two partitions (the silent split); keep %q out of keys or change state_key (see flecht lint state-key)",
+			in.Key, string(r.keySep), r.template.String(), string(r.keySep))
+	default:
+		sk, err := r.template.Render(in.Key, in.Value.View())
+		if err != nil {
+			return err.Error()
+		}
+		d.stateKey = sk
+	}
+	return ""
 }
 
 func (r *Runner) loadState(t *lease.Lease, states map[string]*stateEntry, sk string) (*stateEntry, error) {

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/devenv"
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/kafkax"
@@ -45,16 +46,22 @@ func (f *fixture) topic(name string, partitions int32) {
 	}
 }
 
+// topics creates each topic with the same partition count.
+func (f *fixture) topics(partitions int32, names ...string) {
+	f.t.Helper()
+	for _, n := range names {
+		f.topic(n, partitions)
+	}
+}
+
 func (f *fixture) produce(topic string, recs ...*kgo.Record) {
 	f.t.Helper()
-	cl := devenvtest.KafkaClient(f.t, f.env, kgo.DefaultProduceTopic(topic))
+	// Place records where the Java client would, so state keys line up.
 	for _, r := range recs {
 		r.Partition = kafkax.Partition(r.Key, f.partitions(topic))
 	}
-	// Place records where the Java client would, so state keys line up.
-	cl2 := devenvtest.KafkaClient(f.t, f.env, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	_ = cl
-	if err := cl2.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+	cl := devenvtest.KafkaClient(f.t, f.env, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -76,6 +83,18 @@ func (f *fixture) read(topic string) []*kgo.Record {
 	return recs
 }
 
+// committed is the offset group committed for topic/partition (-1: none).
+func (f *fixture) committed(group, topic string, partition int32) int64 {
+	offs, err := f.adm.FetchOffsets(context.Background(), group)
+	if err != nil {
+		return -1
+	}
+	if o, ok := offs.Lookup(topic, partition); ok {
+		return o.At
+	}
+	return -1
+}
+
 func stageFile(t *testing.T, yaml string) *stagefile.Stage {
 	t.Helper()
 	s, err := stagefile.Parse([]byte(yaml))
@@ -92,13 +111,22 @@ type running struct {
 	obs    *metrics.Observer
 }
 
+// start runs the stage's builtin.
 func (f *fixture) start(st *stagefile.Stage, stateDir, clientID string) *running {
+	f.t.Helper()
+	return f.startWith(st, stateDir, clientID, nil)
+}
+
+// startWith runs tf, or the stage's builtin when tf is nil.
+func (f *fixture) startWith(st *stagefile.Stage, stateDir, clientID string, tf stage.Transformer) *running {
 	f.t.Helper()
 	obs := metrics.New(nil)
 	r := stage.NewRunner(stage.Options{Stage: st, Cluster: f.cluster, ClientID: clientID, StateDir: stateDir, Metrics: obs, SessionTimeout: 6 * time.Second, Log: testLogger(f.t)})
-	tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: r.Configs()})
-	if err != nil {
-		f.t.Fatal(err)
+	if tf == nil {
+		var err error
+		if tf, err = builtin.NewTransformer(st.Transform, builtin.Env{Configs: r.Configs()}); err != nil {
+			f.t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	run := &running{cancel: cancel, done: make(chan error, 1), obs: obs}
@@ -267,18 +295,13 @@ func TestInvalidMessagePolicies(t *testing.T) {
 				if n := len(f.read("refined")); n != 0 {
 					t.Errorf("%d outputs committed despite the crash", n)
 				}
-				offs, _ := f.adm.FetchOffsets(context.Background(), "count-app")
-				if o, ok := offs.Lookup("raw", 0); ok && o.At > 1 {
-					t.Errorf("offset advanced to %d past the invalid record", o.At)
+				if at := f.committed("count-app", "raw", 0); at > 1 {
+					t.Errorf("offset advanced to %d past the invalid record", at)
 				}
 				return
 			}
 			waitFor(t, 30*time.Second, "two outputs", func() bool { return len(f.read("refined")) == 2 })
-			waitFor(t, 30*time.Second, "offset 3 committed", func() bool {
-				offs, _ := f.adm.FetchOffsets(context.Background(), "count-app")
-				o, ok := offs.Lookup("raw", 0)
-				return ok && o.At == 3
-			})
+			waitFor(t, 30*time.Second, "offset 3 committed", func() bool { return f.committed("count-app", "raw", 0) == 3 })
 			if policy == "dlq" {
 				dl := f.read("raw.dlq")
 				if len(dl) != 1 || string(dl[0].Value) != "not json" || string(dl[0].Key) != "k1" {
@@ -310,11 +333,7 @@ func TestOffsetsOnlyTransactionCommits(t *testing.T) {
 	}
 	f.produce("raw", junk...)
 	r := f.start(st, t.TempDir(), "c")
-	waitFor(t, 30*time.Second, "offset 5", func() bool {
-		offs, _ := f.adm.FetchOffsets(context.Background(), "count-app")
-		o, ok := offs.Lookup("raw", 0)
-		return ok && o.At == 5
-	})
+	waitFor(t, 30*time.Second, "offset 5", func() bool { return f.committed("count-app", "raw", 0) == 5 })
 	// The next transaction of the same producer works.
 	f.produce("raw", &kgo.Record{Key: []byte("k"), Value: []byte(`{}`)})
 	waitFor(t, 30*time.Second, "one output", func() bool { return len(f.read("refined")) == 1 })
@@ -357,9 +376,6 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 		t.Errorf("changelog mismatch: %v", err)
 	}
 }
-
-var _ = strconv.Itoa
-var _ sync.Mutex
 
 // Stopping while the group waits in a join for a member that does not
 // rejoin (gone, or stuck in a long batch) returns after the leave timeout,
@@ -440,4 +456,347 @@ func TestStopDoesNotWaitForAStalledJoin(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not stop within 20s of its context ending while a join waited for a stalled member")
 	}
+}
+
+// A record a transformer rejects (rekey without its key path) goes through
+// the invalid_messages policy exactly like an undecodable one: dlq writes it
+// to <topic>.dlq inside the batch's transaction and the stage goes on;
+// crash stops it with the location named once.
+func TestRejectedRecordFollowsThePolicy(t *testing.T) {
+	recs := []*kgo.Record{
+		{Key: []byte("t1"), Value: []byte(`{"device":{"id":"d1"}}`)},
+		{Key: []byte("t1"), Value: []byte(`{"device":{}}`)},
+		{Key: []byte("t1"), Value: []byte(`{"device":{"id":"d2"}}`)},
+	}
+	const rekeyStage = "application_id: hop-app\nkind: transformer\ninput_topics: [raw]\ntransform: {builtin: rekey, output_topic: hop, key: device.id}\n"
+	t.Run("dlq", func(t *testing.T) {
+		f := newFixture(t)
+		f.topics(1, "raw", "hop")
+		f.produce("raw", recs...)
+		r := f.start(stageFile(t, rekeyStage+"invalid_messages: dlq\n"), t.TempDir(), "c")
+		waitFor(t, 30*time.Second, "offset 3 committed", func() bool { return f.committed("hop-app", "raw", 0) == 3 })
+		if n := len(f.read("hop")); n != 2 {
+			t.Errorf("%d outputs, want 2", n)
+		}
+		dl := f.read("raw.dlq")
+		if len(dl) != 1 || string(dl[0].Value) != `{"device":{}}` {
+			t.Fatalf("dlq holds %v", dl)
+		}
+		reason := header(dl[0], stage.HeaderDLQError)
+		if !contains(reason, "value.device.id") {
+			t.Errorf("dead-letter reason %q does not name the path", reason)
+		}
+		if got := metrics.Value(r.obs.MessagesInvalid); got != 1 {
+			t.Errorf("messages_invalid_total = %v, want 1", got)
+		}
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("crash", func(t *testing.T) {
+		f := newFixture(t)
+		f.topics(1, "raw", "hop")
+		f.produce("raw", recs...)
+		r := f.start(stageFile(t, rekeyStage), t.TempDir(), "c")
+		select {
+		case err := <-r.done:
+			r.done <- err
+			var inv *stage.InvalidMessageError
+			if !errorsAs(err, &inv) || inv.Offset != 1 {
+				t.Fatalf("want InvalidMessageError at offset 1, got %v", err)
+			}
+			if n := strings.Count(err.Error(), "raw/0"); n != 1 {
+				t.Errorf("the location appears %d times in %q", n, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("crash policy did not stop the runner")
+		}
+		if n := len(f.read("hop")); n != 0 {
+			t.Errorf("%d outputs committed despite the crash", n)
+		}
+	})
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// A tombstone is a valid record (SPEC §2) even when the state key reads
+// the value it lacks: the transformer gets it with an empty state and no
+// state key, so under the default crash policy it neither crash-loops the
+// stage nor touches anyone's state.
+func TestTombstoneWithValueStateKey(t *testing.T) {
+	f := newFixture(t)
+	f.topics(1, "raw", "refined")
+	st := stageFile(t, countStage+"state_key: \"{key}/{value.d}\"\n")
+	f.produce("raw",
+		&kgo.Record{Key: []byte("k"), Value: []byte(`{"d":"a"}`)},
+		&kgo.Record{Key: []byte("k")},
+		&kgo.Record{Key: []byte("k"), Value: []byte(`{"d":"a"}`)},
+	)
+	var tombstones []string
+	var mu sync.Mutex
+	count, err := builtin.NewTransformer(st.Transform, builtin.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf := stage.TransformFunc(func(ctx context.Context, in *stage.Incoming, s attr.State, out stage.Emit) error {
+		if in.Tombstone {
+			mu.Lock()
+			tombstones = append(tombstones, fmt.Sprintf("%s state=%d", in.Key, s.Len()))
+			mu.Unlock()
+		}
+		return count.Transform(ctx, in, s, out)
+	})
+	r := f.startWith(st, t.TempDir(), "c", tf)
+	waitFor(t, 30*time.Second, "offset 3 committed", func() bool { return f.committed("count-app", "raw", 0) == 3 })
+	if err := r.stop(t); err != nil {
+		t.Fatalf("the tombstone stopped the stage: %v", err)
+	}
+	if got := checkSeq(t, f.read("refined")); got["k"] != 2 {
+		t.Errorf("outputs per key %v, want k: 2 (seq 1, 2 under state key k/a)", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(tombstones) != 1 || tombstones[0] != "k state=0" {
+		t.Errorf("tombstones delivered: %v, want one for k with an empty state", tombstones)
+	}
+}
+
+// State emitted for a tombstone that has no state key is a bug in the
+// transformer: the stage stops with an error naming the record.
+func TestStateForKeylessTombstoneIsAnError(t *testing.T) {
+	f := newFixture(t)
+	f.topics(1, "raw", "refined")
+	st := stageFile(t, countStage+"state_key: \"{key}/{value.d}\"\n")
+	f.produce("raw", &kgo.Record{Key: []byte("k")})
+	tf := stage.TransformFunc(func(_ context.Context, _ *stage.Incoming, _ attr.State, out stage.Emit) error {
+		out.State(attr.State{})
+		return nil
+	})
+	r := f.startWith(st, t.TempDir(), "c", tf)
+	select {
+	case err := <-r.done:
+		r.done <- err
+		if err == nil || !contains(err.Error(), "raw/0@0") || !contains(err.Error(), "tombstone") {
+			t.Fatalf("want an error naming the tombstone at raw/0@0, got %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("state for a keyless tombstone did not stop the stage")
+	}
+}
+
+// A stateless transformer never looks state up, so a state_key it does not
+// use cannot make its records invalid.
+func TestStatelessStageIgnoresStateKey(t *testing.T) {
+	f := newFixture(t)
+	f.topics(1, "raw", "out")
+	st := stageFile(t, "application_id: pass-app\nkind: transformer\ninput_topics: [raw]\nstate_key: \"{key}/{value.d}\"\ntransform: {builtin: passthrough, output_topic: out}\n")
+	f.produce("raw", &kgo.Record{Key: []byte("k"), Value: []byte(`{"no_d":1}`)})
+	r := f.start(st, t.TempDir(), "c")
+	waitFor(t, 30*time.Second, "the record forwarded", func() bool { return len(f.read("out")) == 1 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Under a state_key that is not provably refining, a record whose key holds
+// the separator after {key} is invalid: key "a/b" + d "c" and key "a" +
+// d "b/c" would both be state key "a/b/c", possibly on two partitions.
+func TestKeyHoldingTheSeparatorIsInvalid(t *testing.T) {
+	f := newFixture(t)
+	f.topics(1, "raw", "refined")
+	st := stageFile(t, countStage+"state_key: \"{key}/{value.d}\"\ninvalid_messages: dlq\n")
+	f.produce("raw",
+		&kgo.Record{Key: []byte("a/b"), Value: []byte(`{"d":"c"}`)},
+		&kgo.Record{Key: []byte("a"), Value: []byte(`{"d":"b/c"}`)},
+	)
+	r := f.start(st, t.TempDir(), "c")
+	waitFor(t, 30*time.Second, "one output", func() bool { return len(f.read("refined")) == 1 })
+	waitFor(t, 30*time.Second, "one dead letter", func() bool { return len(f.read("raw.dlq")) == 1 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if out := f.read("refined"); string(out[0].Key) != "a" {
+		t.Errorf("output key %s, want a", out[0].Key)
+	}
+	dl := f.read("raw.dlq")
+	if reason := header(dl[0], stage.HeaderDLQError); string(dl[0].Key) != "a/b" || !contains(reason, `"/"`) || !contains(reason, "{key}/{value.d}") {
+		t.Errorf("dead letter key %s, reason %q: want key a/b and a reason naming the separator and the template", dl[0].Key, reason)
+	}
+}
+
+// A refined state key ({key}/{value.d}, keys without "/") keeps one state
+// entry per (key, d): count runs 1..n for each pair, and the changelog
+// holds one entry per pair.
+func TestRefinedStateKeyKeepsStatePerKeyAndField(t *testing.T) {
+	f := newFixture(t)
+	f.topics(3, "raw", "refined")
+	st := stageFile(t, countStage+"state_key: \"{key}/{value.d}\"\n")
+	recs := make([]*kgo.Record, 60)
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: fmt.Appendf(nil, "k%d", i%4), Value: fmt.Appendf(nil, `{"d":"%c","i":%d}`, "xyz"[i%3], i)}
+	}
+	f.produce("raw", recs...)
+	r := f.start(st, t.TempDir(), "c")
+	waitFor(t, 30*time.Second, "60 outputs", func() bool { return len(f.read("refined")) >= 60 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	seqs := map[string][]int{}
+	for _, o := range f.read("refined") {
+		var v struct {
+			D   string `json:"d"`
+			Seq int    `json:"seq"`
+		}
+		if err := json.Unmarshal(o.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		pair := string(o.Key) + "/" + v.D
+		seqs[pair] = append(seqs[pair], v.Seq)
+	}
+	if len(seqs) != 12 {
+		t.Fatalf("%d (key, d) pairs, want 12: %v", len(seqs), seqs)
+	}
+	latest := map[string]string{}
+	for _, c := range f.read("count-app-changelog") {
+		latest[string(c.Key)] = string(c.Value)
+	}
+	for pair, s := range seqs {
+		for i, v := range s {
+			if v != i+1 {
+				t.Fatalf("%s: seq %v is not 1..%d", pair, s, len(s))
+			}
+		}
+		if want := fmt.Sprintf(`{"seq":%d}`, len(s)); latest[pair] != want {
+			t.Errorf("changelog %s = %s, want %s", pair, latest[pair], want)
+		}
+	}
+}
+
+// Several co-partitioned input topics feed one state per key: records of a
+// key from either topic land on one task and count into one entry.
+func TestCoPartitionedInputTopicsShareState(t *testing.T) {
+	f := newFixture(t)
+	f.topics(3, "a", "b", "refined")
+	st := stageFile(t, "application_id: count-app\nkind: transformer\ninput_topics: [a, b]\ntransform: {builtin: count, output_topic: refined}\n")
+	f.produce("a", keyed(30, 6, "a")...)
+	f.produce("b", keyed(30, 6, "b")...)
+	r := f.start(st, t.TempDir(), "c")
+	waitFor(t, 30*time.Second, "60 outputs", func() bool { return len(f.read("refined")) >= 60 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	out := f.read("refined")
+	for k, n := range checkSeq(t, out) {
+		if n != 10 {
+			t.Errorf("key %s has %d outputs, want 10 (5 from each topic)", k, n)
+		}
+	}
+	for _, topic := range []string{"a", "b"} {
+		total := int64(0)
+		for p := range int32(3) {
+			total += max(f.committed("count-app", topic, p), 0)
+		}
+		if total != 30 {
+			t.Errorf("committed offsets of %s sum to %d, want 30", topic, total)
+		}
+	}
+}
+
+// A transformer with config topics (enrich) sees the table as bootstrapped
+// at startup, tombstones applied, and configs written later once drained.
+func TestEnrichFromConfigTopics(t *testing.T) {
+	f := newFixture(t)
+	f.topics(2, "devices.config", "raw", "out")
+	f.produce("devices.config",
+		&kgo.Record{Key: []byte("dev-1"), Value: []byte(`{"site":"berlin","secret":"s"}`)},
+		&kgo.Record{Key: []byte("dev-2"), Value: []byte(`{"site":"paris"}`)},
+		&kgo.Record{Key: []byte("dev-2")},
+	)
+	st := stageFile(t, "application_id: enrich-app\nkind: transformer\ninput_topics: [raw]\nconfig_topics: [devices.config]\n"+
+		"transform: {builtin: enrich, output_topic: out, lookup: device, fields: [site], into: info, missing: pass}\n")
+	r := f.start(st, t.TempDir(), "c")
+	entries := func() float64 { return metrics.Value(r.obs.ConfigEntries) }
+	waitFor(t, 30*time.Second, "the config bootstrap", func() bool { return entries() == 1 })
+	f.produce("raw",
+		&kgo.Record{Key: []byte("r1"), Value: []byte(`{"device":"dev-1"}`)},
+		&kgo.Record{Key: []byte("r2"), Value: []byte(`{"device":"dev-2"}`)},
+	)
+	f.produce("devices.config", &kgo.Record{Key: []byte("dev-3"), Value: []byte(`{"site":"rome"}`)})
+	waitFor(t, 30*time.Second, "the new config drained", func() bool { return entries() == 2 })
+	f.produce("raw", &kgo.Record{Key: []byte("r3"), Value: []byte(`{"device":"dev-3"}`)})
+	waitFor(t, 30*time.Second, "three outputs", func() bool { return len(f.read("out")) == 3 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, o := range f.read("out") {
+		got[string(o.Key)] = string(o.Value)
+	}
+	want := map[string]string{
+		"r1": `{"device":"dev-1","info":{"site":"berlin"}}`,
+		"r2": `{"device":"dev-2"}`, // its config was tombstoned: passed as is
+		"r3": `{"device":"dev-3","info":{"site":"rome"}}`,
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: %s, want %s", k, got[k], w)
+		}
+	}
+	topics, err := f.adm.ListTopics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topics.Has("enrich-app-changelog") {
+		t.Error("a stateless stage created a changelog")
+	}
+}
+
+// State that ends a batch as it began writes nothing to the changelog:
+// not when emitted again unchanged, not when emptied where there was none.
+func TestUnchangedStateWritesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.topics(1, "raw", "refined")
+	st := stageFile(t, countStage)
+	one, _, err := attr.Decode[attr.State]([]byte(`{"v":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf := stage.TransformFunc(func(_ context.Context, in *stage.Incoming, _ attr.State, out stage.Emit) error {
+		if in.Key == "empty" {
+			out.State(attr.State{})
+		} else {
+			out.State(one)
+		}
+		return nil
+	})
+	r := f.startWith(st, t.TempDir(), "c", tf)
+	f.produce("raw", &kgo.Record{Key: []byte("k"), Value: []byte(`{}`)})
+	waitFor(t, 30*time.Second, "offset 1", func() bool { return f.committed("count-app", "raw", 0) == 1 })
+	if n := len(f.read("count-app-changelog")); n != 1 {
+		t.Fatalf("%d changelog records after the first state, want 1", n)
+	}
+	f.produce("raw", keyedAs("k", 3)...)
+	f.produce("raw", keyedAs("empty", 2)...)
+	waitFor(t, 30*time.Second, "offset 6", func() bool { return f.committed("count-app", "raw", 0) == 6 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if cl := f.read("count-app-changelog"); len(cl) != 1 {
+		t.Errorf("%d changelog records, want still 1: unchanged state was written", len(cl))
+	}
+}
+
+func keyedAs(key string, n int) []*kgo.Record {
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: []byte(key), Value: []byte(`{}`)}
+	}
+	return recs
 }

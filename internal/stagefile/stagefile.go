@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -119,19 +120,17 @@ func (b *Builtin) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
-// DecodeOptions decodes the builtin's options into v, rejecting unknown
-// keys so a typo is an error rather than a silent default.
+// DecodeOptions decodes the builtin's options into v (a pointer to a
+// struct holding its defaults), rejecting unknown keys so a typo is an
+// error rather than a silent default. Errors name the stage file's lines.
 func (b *Builtin) DecodeOptions(v any) error {
 	if len(b.Options.Content) == 0 {
 		return nil
 	}
-	data, err := yaml.Marshal(&b.Options)
-	if err != nil {
-		return err
+	if err := unknownKeys(&b.Options, reflect.TypeOf(v)); err != nil {
+		return fmt.Errorf("builtin %q: %w", b.Name, err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+	if err := b.Options.Decode(v); err != nil {
 		return fmt.Errorf("builtin %q: %w", b.Name, err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package stagefile
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -96,11 +97,84 @@ func TestSecretField(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count, x: [1]}\n"))
+	f.Add([]byte("application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count, nested: {a: [1, x]}, every: 1h, fields: &f [a], more: *f}\n"))
 	f.Add([]byte("application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\nmqtt: {session_expiry: 2h}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data)
 		if err == nil && s.Template == nil {
 			t.Fatal("validated stage without a template")
 		}
+		if err == nil && s.Transform != nil {
+			var opts struct {
+				Topic  string            `yaml:"output_topic"`
+				Fields []string          `yaml:"fields"`
+				Every  Duration          `yaml:"every"`
+				Nested map[string][]int  `yaml:"nested"`
+				Rest   map[string]string `yaml:",inline"`
+			}
+			_ = s.Transform.DecodeOptions(&opts) // must not panic
+		}
 	})
+}
+
+// An error in a builtin's options names the stage file's own line, not a
+// line of some re-rendered part of it.
+func TestBuiltinOptionErrorsNameTheFileLine(t *testing.T) {
+	file := `application_id: a
+kind: transformer
+input_topics: [t]
+
+# the stage's logic
+transform:
+  builtin: dedupe
+  output_topic: o
+  id: meta.id
+  horizn: 1h
+  max_ids: many
+`
+	s, err := Parse([]byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts struct {
+		OutputTopic string   `yaml:"output_topic"`
+		ID          string   `yaml:"id"`
+		Horizon     Duration `yaml:"horizon"`
+		MaxIDs      int      `yaml:"max_ids"`
+	}
+	err = s.Transform.DecodeOptions(&opts)
+	for _, want := range []string{`line 10: unknown option "horizn"`, "horizon, id, max_ids, output_topic"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q in the error, got %v", want, err)
+		}
+	}
+	s, err = Parse([]byte(strings.Replace(file, "  horizn: 1h\n", "", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Transform.DecodeOptions(&opts); err == nil || !strings.Contains(err.Error(), "line 10") {
+		t.Errorf("a bad value on line 10: got %v", err)
+	}
+	// Defaults set before decoding survive for options the file leaves out.
+	s, err = Parse([]byte("application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: dedupe, id: x}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.MaxIDs = 7
+	if err := s.Transform.DecodeOptions(&opts); err != nil || opts.MaxIDs != 7 || opts.ID != "x" {
+		t.Errorf("defaults: %+v %v", opts, err)
+	}
+}
+
+// Every example in examples/ is a valid stage file, so the docs cannot rot.
+func TestEveryExampleParses(t *testing.T) {
+	paths, err := filepath.Glob("../../examples/*.yaml")
+	if err != nil || len(paths) < 5 {
+		t.Fatalf("examples: %v %v", paths, err)
+	}
+	for _, p := range paths {
+		if _, err := Load(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
 }

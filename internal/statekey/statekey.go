@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Part is one piece of a template: literal text or a placeholder.
@@ -130,6 +131,49 @@ func (t *Template) UsesValue() bool {
 		}
 	}
 	return false
+}
+
+// KeySeparator returns the rune a message key must not contain for this
+// template to refine the key, when there is one that suffices:
+//
+//   - {key} preceded by fixed text only and followed by literal text L: the
+//     key is everything up to the first occurrence of L's first rune after
+//     the fixed prefix, provided keys never hold that rune;
+//   - otherwise, {key} followed by fixed text only and preceded by literal
+//     text L: the key starts after the last occurrence of L's last rune.
+//
+// Either way two records whose keys lack the rune and whose state keys are
+// equal have equal keys, so they sit on one partition. ok is false when the
+// template needs no guard (no value placeholder, or no {key}) or when no
+// single rune can make the key recoverable ({key}{value.d}, or values on
+// both sides of it).
+func (t *Template) KeySeparator() (sep rune, ok bool) {
+	if !t.UsesValue() {
+		return 0, false
+	}
+	ps := t.Parts
+	for i, p := range ps {
+		if p.Key && literalOnly(ps[:i]) && i+1 < len(ps) && ps[i+1].Literal != "" {
+			r, _ := utf8.DecodeRuneInString(ps[i+1].Literal)
+			return r, true
+		}
+	}
+	for i := len(ps) - 1; i >= 0; i-- {
+		if ps[i].Key && literalOnly(ps[i+1:]) && i > 0 && ps[i-1].Literal != "" {
+			r, _ := utf8.DecodeLastRuneInString(ps[i-1].Literal)
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+func literalOnly(ps []Part) bool {
+	for _, p := range ps {
+		if p.IsPlaceholder() {
+			return false
+		}
+	}
+	return true
 }
 
 // Render builds the state key of one record. value is the decoded JSON

@@ -94,3 +94,54 @@ func FuzzParse(f *testing.F) {
 		_, _ = tp.Render("k", map[string]any{"a": map[string]any{"b": "x"}})
 	})
 }
+
+// KeySeparator names the rune a key must not hold for the template to
+// refine the key, and only where the key can be cut out with it.
+func TestKeySeparator(t *testing.T) {
+	cases := map[string]string{
+		"{key}":                     "", // the key itself: nothing to guard
+		"{key}:x":                   "", // fixed text only: always recoverable
+		"static":                    "",
+		"{value.d}":                 "", // no key at all: nothing to recover
+		"{key}/{value.d}":           "/",
+		"p-{key}/{value.d}":         "/",
+		"{key}::{value.d}":          ":",
+		"{value.d}/{key}":           "/",
+		"{value.d}|{key}.x":         "|",
+		"{value.d}/{key}/{value.e}": "", // values on both sides can absorb any key text
+		"{key}{value.d}":            "", // no separator: the key's end is lost
+		"{value.d}{key}":            "",
+	}
+	for tmpl, want := range cases {
+		tp, err := Parse(tmpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, ok := tp.KeySeparator()
+		got := ""
+		if ok {
+			got = string(r)
+		}
+		if got != want {
+			t.Errorf("%s: separator %q, want %q", tmpl, got, want)
+		}
+	}
+}
+
+// With the guard, two keys that both avoid the separator never share a
+// state key: the rule the runner enforces is enough for refinement.
+func TestKeySeparatorGuardRecoversTheKey(t *testing.T) {
+	tp, err := Parse("{key}/{value.d}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sep, _ := tp.KeySeparator()
+	a, _ := tp.Render("a/b", map[string]any{"d": "c"})
+	b, _ := tp.Render("a", map[string]any{"d": "b/c"})
+	if a != b {
+		t.Fatalf("the collision the guard exists for is gone: %q vs %q", a, b)
+	}
+	if !strings.ContainsRune("a/b", sep) || strings.ContainsRune("a", sep) {
+		t.Errorf("the guard must reject key a/b and keep key a")
+	}
+}

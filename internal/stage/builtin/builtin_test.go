@@ -2,9 +2,15 @@ package builtin
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/stage"
@@ -126,8 +132,9 @@ func TestRekeyCarriesTheOriginalKey(t *testing.T) {
 		t.Errorf("got %s", got)
 	}
 	err := tf.Transform(context.Background(), incoming(t, "k", `{"device":{}}`, time.Time{}), attr.State{}, &capture{})
-	if err == nil || !strings.Contains(err.Error(), "value.device.id") {
-		t.Errorf("a missing key path must crash the stage with a clear error, got %v", err)
+	var inv *stage.InvalidRecordError
+	if !errors.As(err, &inv) || !strings.Contains(err.Error(), "value.device.id") {
+		t.Errorf("a missing key path must reject the record (invalid_messages policy) naming the path, got %v", err)
 	}
 }
 
@@ -157,6 +164,17 @@ func TestEnrichMergesAndHandlesMissing(t *testing.T) {
 			t.Errorf("missing: %s → %q, want %q", policy, got, want)
 		}
 	}
+	// The dead letter names what is missing: the config, or the lookup path.
+	tf = build(t, "{builtin: enrich, output_topic: out, lookup: device, missing: dlq}", env)
+	for value, want := range map[string]string{
+		`{"device":"nope"}`: `enrich: no config for "nope" (lookup value.device)`,
+		`{"other":1}`:       `enrich: value.device is missing or not a string, number or boolean`,
+	} {
+		c := run(t, tf, incoming(t, "k", value, time.Time{}), attr.State{})
+		if len(c.msgs) != 1 || dlqReason(c.msgs[0]) != want {
+			t.Errorf("%s: dead letter %+v, want reason %q", value, c.msgs, want)
+		}
+	}
 	if _, err := NewTransformer(&stagefile.Builtin{Name: "enrich"}, Env{}); err == nil {
 		t.Error("enrich without output_topic/lookup/configs must be refused")
 	}
@@ -166,5 +184,92 @@ func TestUnknownBuiltinNamesTheChoices(t *testing.T) {
 	_, err := NewTransformer(&stagefile.Builtin{Name: "sum"}, Env{})
 	if err == nil || !strings.Contains(err.Error(), "count, dedupe, enrich, passthrough, rekey") {
 		t.Errorf("got %v", err)
+	}
+}
+
+func dlqReason(m stage.Message) string {
+	for _, h := range m.Headers {
+		if h.Key == stage.HeaderDLQError {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// Every builtin's outputs keep the input's event time and headers: a
+// broker timestamp would rewrite history on a replay, and lost headers
+// break tracing across a stage.
+func TestOutputsKeepTimestampAndHeaders(t *testing.T) {
+	cfg, _, err := attr.Decode[attr.Config]([]byte(`{"site":"berlin"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := Env{Configs: configs{"dev-1": cfg}}
+	ts := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+	headers := []kgo.RecordHeader{{Key: "trace", Value: []byte("abc")}}
+	for _, yaml := range []string{
+		"{builtin: passthrough, output_topic: out}",
+		"{builtin: passthrough, output_topic: out, fields: [device]}",
+		"{builtin: count, output_topic: out}",
+		"{builtin: dedupe, output_topic: out, id: id}",
+		"{builtin: rekey, output_topic: out, key: device}",
+		"{builtin: enrich, output_topic: out, lookup: device}",
+		"{builtin: enrich, output_topic: out, lookup: other, missing: pass}",
+		"{builtin: enrich, output_topic: out, lookup: other, missing: dlq}",
+	} {
+		in := incoming(t, "k", `{"device":"dev-1","id":"x"}`, ts)
+		in.Headers = headers
+		c := run(t, build(t, yaml, env), in, attr.State{})
+		if len(c.msgs) == 0 {
+			t.Errorf("%s: no output", yaml)
+		}
+		for _, m := range c.msgs {
+			if !m.Timestamp.Equal(ts) {
+				t.Errorf("%s: output timestamp %v, want the input's %v", yaml, m.Timestamp, ts)
+			}
+			if len(m.Headers) < 1 || m.Headers[0].Key != "trace" || string(m.Headers[0].Value) != "abc" {
+				t.Errorf("%s: output headers %v, want the input's first", yaml, m.Headers)
+			}
+		}
+	}
+}
+
+// Each builtin has a commented example in examples/ that sets every option
+// it has, and --help lists the same options: neither can drift from the
+// code.
+func TestExamplesAndUsageListEveryOption(t *testing.T) {
+	for _, name := range Names() {
+		st, err := stagefile.Load(filepath.Join("../../../examples", name+".yaml"))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		tf, err := NewTransformer(st.Transform, Env{Configs: configs{}})
+		if err != nil {
+			t.Errorf("examples/%s.yaml: %v", name, err)
+			continue
+		}
+		var inCode, inExample, inUsage []string
+		typ := reflect.TypeOf(tf).Elem()
+		for f := range typ.Fields() {
+			if tag := f.Tag.Get("yaml"); tag != "" {
+				inCode = append(inCode, tag)
+			}
+		}
+		for i := 0; i+1 < len(st.Transform.Options.Content); i += 2 {
+			inExample = append(inExample, st.Transform.Options.Content[i].Value)
+		}
+		for _, o := range Options(name) {
+			inUsage = append(inUsage, o.Name)
+			if !strings.Contains(Usage(), o.Name+" ("+o.Default+")") {
+				t.Errorf("%s: Usage does not list %s", name, o.Name)
+			}
+		}
+		slices.Sort(inCode)
+		slices.Sort(inExample)
+		slices.Sort(inUsage)
+		if !slices.Equal(inCode, inExample) || !slices.Equal(inCode, inUsage) {
+			t.Errorf("%s options: code %v, examples/%s.yaml %v, --help %v", name, inCode, name, inExample, inUsage)
+		}
 	}
 }

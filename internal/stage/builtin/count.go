@@ -47,7 +47,7 @@ func (c *count) Transform(_ context.Context, in *stage.Incoming, st attr.State, 
 	if err != nil {
 		return err
 	}
-	out.Message(stage.Message{Topic: c.Output, Key: in.Key, Value: v, Timestamp: in.Timestamp})
+	out.Message(derived(in, c.Output, in.Key, v))
 	out.State(next)
 	return nil
 }

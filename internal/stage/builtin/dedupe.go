@@ -51,7 +51,7 @@ func (d *dedupe) Transform(_ context.Context, in *stage.Incoming, st attr.State,
 	if in.Tombstone {
 		return nil
 	}
-	forward := stage.Message{Topic: d.Output, Key: in.Key, Value: in.Value, Timestamp: in.Timestamp, Headers: in.Headers}
+	forward := derived(in, d.Output, in.Key, in.Value)
 	raw, ok := attr.At(in.Value, d.idPath)
 	id, isText := attr.ScalarText(raw)
 	if !ok || !isText {

@@ -3,6 +3,7 @@ package builtin
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/stage"
@@ -64,18 +65,13 @@ func (e *enrich) Transform(_ context.Context, in *stage.Incoming, _ attr.State, 
 	if in.Tombstone {
 		return nil
 	}
-	raw, _ := attr.At(in.Value, e.path)
-	key, ok := attr.ScalarText(raw)
-	var cfg attr.Config
-	if ok {
-		cfg, ok = e.configs.Get(key)
-	}
-	if !ok {
+	cfg, why := e.config(in)
+	if why != "" {
 		switch e.Missing {
 		case missingPass:
-			out.Message(stage.Message{Topic: e.Output, Key: in.Key, Value: in.Value, Timestamp: in.Timestamp, Headers: in.Headers})
+			out.Message(derived(in, e.Output, in.Key, in.Value))
 		case missingDLQ:
-			out.Message(stage.DeadLetter(in, fmt.Sprintf("enrich: no config for %q", key)))
+			out.Message(stage.DeadLetter(in, "enrich: "+why))
 		}
 		return nil
 	}
@@ -99,8 +95,23 @@ func (e *enrich) Transform(_ context.Context, in *stage.Incoming, _ attr.State, 
 	if err != nil {
 		return err
 	}
-	out.Message(stage.Message{Topic: e.Output, Key: in.Key, Value: ev, Timestamp: in.Timestamp, Headers: in.Headers})
+	out.Message(derived(in, e.Output, in.Key, ev))
 	return nil
+}
+
+// config finds the record's config, or says why there is none.
+func (e *enrich) config(in *stage.Incoming) (attr.Config, string) {
+	lookup := "value." + strings.Join(e.path, ".")
+	raw, _ := attr.At(in.Value, e.path)
+	key, ok := attr.ScalarText(raw)
+	if !ok {
+		return attr.Config{}, lookup + " is missing or not a string, number or boolean"
+	}
+	cfg, ok := e.configs.Get(key)
+	if !ok {
+		return attr.Config{}, fmt.Sprintf("no config for %q (lookup %s)", key, lookup)
+	}
+	return cfg, ""
 }
 
 func contains(ss []string, s string) bool {

@@ -29,7 +29,8 @@ func (p *passthrough) Stateless() bool { return true }
 func (p *passthrough) OutputTopics() []string { return []string{p.Output} }
 
 func (p *passthrough) Transform(_ context.Context, in *stage.Incoming, _ attr.State, out stage.Emit) error {
-	m := stage.Message{Topic: p.Output, Key: in.Key, Value: in.Value, Tombstone: in.Tombstone, Headers: in.Headers}
+	m := derived(in, p.Output, in.Key, in.Value)
+	m.Tombstone = in.Tombstone
 	if len(p.Fields) > 0 && !in.Tombstone {
 		kept := make(map[string]any, len(p.Fields))
 		for _, f := range p.Fields {

@@ -2,7 +2,6 @@ package builtin
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/flecht-dev/flecht/internal/attr"
@@ -51,14 +50,14 @@ func (r *rekey) Transform(_ context.Context, in *stage.Incoming, _ attr.State, o
 	raw, ok := attr.At(in.Value, r.keyPath)
 	key, isText := attr.ScalarText(raw)
 	if !ok || !isText {
-		// A data error: crash rather than drop or invent a key (the
-		// restart brings the record back; fix the data or the path).
-		return fmt.Errorf("rekey: %s/%d@%d: value.%s is missing or not a string, number or boolean", in.Topic, in.Partition, in.Offset, strings.Join(r.keyPath, "."))
+		// A data error, never a key invented: the record follows the
+		// stage's invalid_messages policy (crash by default).
+		return stage.Invalid("rekey: value.%s is missing or not a string, number or boolean", strings.Join(r.keyPath, "."))
 	}
 	v, err := in.Value.With(r.carry.Of(in.Key))
 	if err != nil {
 		return err
 	}
-	out.Message(stage.Message{Topic: r.Output, Key: key, Value: v, Timestamp: in.Timestamp, Headers: in.Headers})
+	out.Message(derived(in, r.Output, key, v))
 	return nil
 }

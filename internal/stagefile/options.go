@@ -1,0 +1,106 @@
+package stagefile
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+// unknownKeys rejects mapping keys that name no field of t, wherever the
+// node maps onto a struct. yaml.v3 checks known fields only when decoding
+// from bytes, and a node decoded from bytes again would carry the lines of
+// its re-rendering; checking the node itself keeps the stage file's lines.
+func unknownKeys(n *yaml.Node, t reflect.Type) error {
+	t = indirect(t)
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil // decodes itself
+	}
+	switch {
+	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
+		return unknownStructKeys(n, t)
+	case (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && n.Kind == yaml.SequenceNode:
+		for _, item := range n.Content {
+			if err := unknownKeys(item, t.Elem()); err != nil {
+				return err
+			}
+		}
+	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
+		for i := 1; i < len(n.Content); i += 2 {
+			if err := unknownKeys(n.Content[i], t.Elem()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func unknownStructKeys(n *yaml.Node, t reflect.Type) error {
+	fields, open := yamlFields(t)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		ft, ok := fields[k.Value]
+		switch {
+		case ok:
+			if err := unknownKeys(v, ft); err != nil {
+				return err
+			}
+		case !open:
+			names := make([]string, 0, len(fields))
+			for name := range fields {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			return fmt.Errorf("line %d: unknown option %q (options: %s)", k.Line, k.Value, strings.Join(names, ", "))
+		}
+	}
+	return nil
+}
+
+// yamlFields maps the keys yaml.v3 decodes into t to their types; open is
+// true when an inline map takes any other key.
+func yamlFields(t reflect.Type) (fields map[string]reflect.Type, open bool) {
+	fields = map[string]reflect.Type{}
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("yaml")
+		if tag == "-" {
+			continue
+		}
+		name, flags, _ := strings.Cut(tag, ",")
+		if strings.Contains(","+flags+",", ",inline,") {
+			switch ft := f.Type; ft.Kind() {
+			case reflect.Map:
+				open = true
+			case reflect.Struct, reflect.Pointer:
+				inner, innerOpen := yamlFields(indirect(ft))
+				for k, v := range inner {
+					fields[k] = v
+				}
+				open = open || innerOpen
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		fields[name] = f.Type
+	}
+	return fields, open
+}
+
+func indirect(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
