@@ -169,9 +169,7 @@ func runBudget(ctx context.Context, opts *BudgetOptions) error {
 		}
 		rep.StageFile = opts.StageFile
 		in.SessionExpiry, in.SessionExpirySource = st.SessionExpiry(), "stage-file"
-		if st.MQTT != nil {
-			receiveMax = st.MQTT.ReceiveMaximum
-		}
+		receiveMax = st.MQTT.ReceiveMax()
 	}
 	if opts.SessionExpiry != "" {
 		d, err := budget.ParseDuration(opts.SessionExpiry)

@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,12 +62,21 @@ type Stage struct {
 
 // MQTT configures the bridge's connection (kind: mqtt).
 type MQTT struct {
-	URL            string   `yaml:"url,omitempty" json:"url,omitempty"`
-	Username       string   `yaml:"username,omitempty" json:"username,omitempty"`
-	PasswordEnv    string   `yaml:"password_env,omitempty" json:"password_env,omitempty"`
-	PasswordFile   string   `yaml:"password_file,omitempty" json:"password_file,omitempty"`
-	SessionExpiry  Duration `yaml:"session_expiry,omitempty" json:"session_expiry,omitempty"`
-	ReceiveMaximum int      `yaml:"receive_maximum,omitempty" json:"receive_maximum,omitempty"`
+	URL           string   `yaml:"url,omitempty" json:"url,omitempty"`
+	Username      string   `yaml:"username,omitempty" json:"username,omitempty"`
+	PasswordEnv   string   `yaml:"password_env,omitempty" json:"password_env,omitempty"`
+	PasswordFile  string   `yaml:"password_file,omitempty" json:"password_file,omitempty"`
+	SessionExpiry Duration `yaml:"session_expiry,omitempty" json:"session_expiry,omitempty"`
+	// ReceiveMaximum is nil when unset (the broker's own window applies).
+	ReceiveMaximum *int `yaml:"receive_maximum,omitempty" json:"receive_maximum,omitempty"`
+}
+
+// ReceiveMax is the Receive Maximum to send in CONNECT, 0 when unset.
+func (m *MQTT) ReceiveMax() int {
+	if m == nil || m.ReceiveMaximum == nil {
+		return 0
+	}
+	return *m.ReceiveMaximum
 }
 
 // DefaultSessionExpiry is what an MQTT stage asks for unless told.
@@ -120,10 +131,14 @@ func (b *Builtin) MarshalJSON() ([]byte, error) {
 }
 
 // DecodeOptions decodes the builtin's options into v, rejecting unknown
-// keys so a typo is an error rather than a silent default.
+// keys so a typo is an error rather than a silent default. v is a pointer
+// to a struct whose yaml tags are the known options.
 func (b *Builtin) DecodeOptions(v any) error {
 	if len(b.Options.Content) == 0 {
 		return nil
+	}
+	if err := b.checkKnown(v); err != nil {
+		return err
 	}
 	data, err := yaml.Marshal(&b.Options)
 	if err != nil {
@@ -135,6 +150,53 @@ func (b *Builtin) DecodeOptions(v any) error {
 		return fmt.Errorf("builtin %q: %w", b.Name, err)
 	}
 	return nil
+}
+
+// checkKnown names every option v has no field for, and lists the known
+// ones: yaml's own error names only the Go type.
+func (b *Builtin) checkKnown(v any) error {
+	t := reflect.TypeOf(v)
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	known, ok := optionNames(t.Elem())
+	if !ok {
+		return nil // yaml's own strict decoding still refuses unknown keys
+	}
+	var unknown []string
+	for i := 0; i+1 < len(b.Options.Content); i += 2 {
+		k := b.Options.Content[i]
+		if !slices.Contains(known, k.Value) {
+			unknown = append(unknown, fmt.Sprintf("%q (line %d)", k.Value, k.Line))
+		}
+	}
+	switch {
+	case len(unknown) == 0:
+		return nil
+	case len(known) == 0:
+		return fmt.Errorf("builtin %q takes no options in the stage file; remove %s", b.Name, strings.Join(unknown, ", "))
+	}
+	return fmt.Errorf("builtin %q: unknown option %s (known: %s)", b.Name, strings.Join(unknown, ", "), strings.Join(known, ", "))
+}
+
+// optionNames are the yaml names of a struct's fields, sorted; false when
+// an embedded or inlined field makes them more than its own fields.
+func optionNames(t reflect.Type) ([]string, bool) {
+	var names []string
+	for f := range t.Fields() {
+		name, flags, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case f.Anonymous || strings.Contains(flags, "inline"):
+			return nil, false
+		case name == "-" || !f.IsExported():
+			continue
+		case name == "":
+			name = strings.ToLower(f.Name)
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names, true
 }
 
 // Duration is a time.Duration written as "24h", "500ms".
@@ -283,6 +345,9 @@ func (s *Stage) validate() error {
 			}
 			if s.MQTT.PasswordEnv != "" && s.MQTT.PasswordFile != "" {
 				bad("mqtt: set password_env or password_file, not both")
+			}
+			if r := s.MQTT.ReceiveMaximum; r != nil && (*r < 1 || *r > 65535) {
+				bad("mqtt: receive_maximum %d: use 1 to 65535 (MQTT 5's range), or leave it out for the broker's own window", *r)
 			}
 		} else if s.MQTT != nil {
 			bad("mqtt: belongs to an mqtt stage")
