@@ -253,12 +253,16 @@ func (m *Mosquitto) Stop() {
 	m.cmd = nil
 }
 
-// Restart stops and starts the broker on the same port and storage.
-func (m *Mosquitto) Restart(t *testing.T) {
+// Restart stops and starts the broker on the same port and storage. It
+// returns when the old broker was gone: every connection to it had ended,
+// and none to the new one had begun.
+func (m *Mosquitto) Restart(t *testing.T) (down time.Time) {
 	t.Helper()
 	bin := m.cmd.Path
 	m.Stop()
+	down = time.Now()
 	m.start(t, bin)
+	return down
 }
 
 func freePort(t *testing.T) int {
