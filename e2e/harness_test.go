@@ -15,13 +15,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 )
 
@@ -253,12 +253,16 @@ func (m *Mosquitto) Stop() {
 	m.cmd = nil
 }
 
-// Restart stops and starts the broker on the same port and storage.
-func (m *Mosquitto) Restart(t *testing.T) {
+// Restart stops and starts the broker on the same port and storage. It
+// returns when the old broker was gone: every connection to it had ended,
+// and none to the new one had begun.
+func (m *Mosquitto) Restart(t *testing.T) (down time.Time) {
 	t.Helper()
 	bin := m.cmd.Path
 	m.Stop()
+	down = time.Now()
 	m.start(t, bin)
+	return down
 }
 
 func freePort(t *testing.T) int {
@@ -271,19 +275,5 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	sb strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.sb.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.sb.String()
-}
+// syncBuffer is written by a process's output while the test reads it.
+type syncBuffer = devenvtest.Buffer

@@ -535,3 +535,36 @@ func waitRelayedExcept(t *testing.T, p *srcProc, raw string, total int, except f
 		time.Sleep(500 * time.Millisecond)
 	}
 }
+
+// duplicatesPerEvent attributes every extra copy of a message to the one
+// event (a kill, a broker restart) between it and the copy before it, by
+// receive time, and counts them per event. A pair of copies with no event
+// between them, or several, fails the test: a duplicate without a crash or
+// a reconnect, or an ACK lost across restarts.
+func duplicatesPerEvent(t *testing.T, recs []relayedRec, duplicated []int, events []time.Time, what string) []int {
+	t.Helper()
+	copies := map[int][]relayedRec{}
+	for _, r := range recs {
+		copies[r.N] = append(copies[r.N], r)
+	}
+	per := make([]int, len(events))
+	for _, n := range duplicated {
+		c := copies[n]
+		sort.Slice(c, func(i, j int) bool { return c[i].ReceivedAt.Before(c[j].ReceivedAt) })
+		for j := 1; j < len(c); j++ {
+			var spanned []int
+			for i, at := range events {
+				if c[j-1].ReceivedAt.Before(at) && !c[j].ReceivedAt.Before(at) {
+					spanned = append(spanned, i)
+				}
+			}
+			if len(spanned) != 1 {
+				t.Errorf("message %d: copies received at %s and %s lie %d %s apart, want 1",
+					n, c[j-1].ReceivedAt.Format(time.RFC3339Nano), c[j].ReceivedAt.Format(time.RFC3339Nano), len(spanned), what)
+				continue
+			}
+			per[spanned[0]]++
+		}
+	}
+	return per
+}

@@ -248,9 +248,7 @@ func (b *budgetInputs) sessionExpiry(_ context.Context, opts *BudgetOptions) err
 		}
 		b.rep.StageFile = opts.StageFile
 		b.in.SessionExpiry, b.in.SessionExpirySource = st.SessionExpiry(), "stage-file"
-		if st.MQTT != nil {
-			b.receiveMax = st.MQTT.ReceiveMaximum
-		}
+		b.receiveMax = st.MQTT.ReceiveMax()
 	}
 	if opts.SessionExpiry != "" {
 		d, err := budget.ParseDuration(opts.SessionExpiry)
@@ -355,14 +353,10 @@ func (b *budgetInputs) mosquittoConf(path string) error {
 // bridge sends it in CONNECT and Mosquitto 2.0 then uses it instead of
 // max_inflight_messages, larger or smaller (measured on 2.0.11 in
 // e2e/mqtt_bridge_test.go). The broker's window applies only when the
-// stage sets none; the bridge sends none outside 1..65535 either.
+// stage sets none (the stage file refuses values outside 1..65535).
 func (b *budgetInputs) applyReceiveMaximum() {
 	in, rm := &b.in, b.receiveMax
 	if rm == 0 {
-		return
-	}
-	if rm < 0 || rm > budget.MaxInflight {
-		b.warnings = append(b.warnings, fmt.Sprintf("the stage file's receive_maximum %d is outside MQTT's 1..%d, so the bridge sends none and the broker's window applies", rm, budget.MaxInflight))
 		return
 	}
 	source := "stage-file receive_maximum"

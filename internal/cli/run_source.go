@@ -45,7 +45,10 @@ func runSource(ctx context.Context, opts *RunOptions, st *stagefile.Stage) error
 		return err
 	}
 	defer closeMetrics()
-	bridge := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: cluster, ClientID: opts.ClientID, Endpoint: endpoint, Metrics: obs, Log: log})
+	bridge, err := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: cluster, ClientID: opts.ClientID, Endpoint: endpoint, Metrics: obs, Log: log})
+	if err != nil {
+		return exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+	}
 	return bridge.Run(ctx)
 }
 
@@ -100,6 +103,10 @@ func mqttEndpoint(flag string, getenv func(string) string, st *stagefile.Stage, 
 func runExtractor(ctx context.Context, opts *RunOptions, st *stagefile.Stage) error {
 	if st.Extract.Name != "http-poll" {
 		return exitcode.UsageError(fmt.Errorf("stage %s: unknown extractor builtin %q: use http-poll", st.Path, st.Extract.Name))
+	}
+	// Everything http-poll needs is in its config records.
+	if err := st.Extract.DecodeOptions(&struct{}{}); err != nil {
+		return exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
 	}
 	f := opts.Factory
 	log := runLogger(f).With("stage", st.ApplicationID)

@@ -203,10 +203,13 @@ func (d *Demo) Run(ctx context.Context, env *devenv.Env) error {
 	}
 	bridgeObs := metrics.New(map[string]string{"stage": BridgeApp})
 	dedupeObs := metrics.New(map[string]string{"stage": DedupeApp})
-	bridge := mqtt.NewBridge(mqtt.Options{
+	bridge, err := mqtt.NewBridge(mqtt.Options{
 		Stage: bridgeSt, Cluster: cluster, ClientID: bridgeID, Endpoint: mqtt.Endpoint{URL: u},
 		Metrics: bridgeObs, Log: log.With("stage", BridgeApp),
 	})
+	if err != nil {
+		return fmt.Errorf("demo bridge stage: %w", err)
+	}
 	runner := stage.NewRunner(stage.Options{
 		Stage: dedupeSt, Cluster: cluster, ClientID: dedupeID, StateDir: stateDir,
 		Metrics: dedupeObs, Log: log.With("stage", DedupeApp),

@@ -2,40 +2,24 @@ package demo
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/devenv"
+	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 )
 
-// syncBuffer is a bytes.Buffer safe to read while the demo writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is safe to read while the demo writes.
+type syncBuffer = devenvtest.Buffer
 
 // jsonLines parses every complete line of out as a Sample.
 func jsonLines(t *testing.T, out string) []Sample {

@@ -83,6 +83,11 @@ type Options struct {
 	// at Debug, problems at Warn and Error. Nothing is logged after Close
 	// returns. nil discards everything.
 	Logger *slog.Logger
+
+	// MQTTACL, if set, decides every publish (write) and subscribe of the
+	// MQTT broker; a subscribe it denies is refused in the SUBACK (0x87).
+	// nil allows everything.
+	MQTTACL func(clientID, topic string, write bool) bool
 }
 
 // Topic is a topic to seed at Start.
@@ -155,7 +160,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		gate.closed()
 		return nil, fmt.Errorf("devenv: start kafka: %w", err)
 	}
-	broker, err := startMQTT(mln, logger.With("component", "mqtt"))
+	broker, err := startMQTT(mln, logger.With("component", "mqtt"), opts.MQTTACL)
 	if err != nil {
 		cluster.Close()
 		mln.Close()

@@ -1,7 +1,6 @@
 package devenv_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -267,8 +266,7 @@ func TestLoggerQuiet(t *testing.T) {
 }
 
 type syncBuffer struct {
-	mu     sync.Mutex
-	b      bytes.Buffer
+	devenvtest.Buffer
 	closed atomic.Bool
 }
 
@@ -276,15 +274,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	if s.closed.Load() {
 		panic("devenv logged after Close: " + string(p))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	return s.Buffer.Write(p)
 }
 
 // BenchmarkStartClose measures a Start/Close cycle on free ports.

@@ -15,7 +15,7 @@ import (
 
 // startMQTT runs a mochi-mqtt server on the already bound ln.
 // logger is already gated (log.go): mochi's Info chatter arrives as Debug.
-func startMQTT(ln net.Listener, logger *slog.Logger) (*mqtt.Server, error) {
+func startMQTT(ln net.Listener, logger *slog.Logger, acl func(clientID, topic string, write bool) bool) (*mqtt.Server, error) {
 	caps := mqtt.NewDefaultServerCapabilities()
 	// mochi drops a QoS > 0 message, silently but for a Warn log and its
 	// InflightDropped counter, once a client holds MaximumInflight
@@ -30,7 +30,7 @@ func startMQTT(ln net.Listener, logger *slog.Logger) (*mqtt.Server, error) {
 	})
 	// Without an auth hook mochi refuses every CONNECT. A dev broker on
 	// loopback lets everyone in.
-	if err := srv.AddHook(new(allowAll), nil); err != nil {
+	if err := srv.AddHook(&allowAll{acl: acl}, nil); err != nil {
 		return nil, err
 	}
 	if err := srv.AddListener(newMQTTListener("dev", ln, logger)); err != nil {
@@ -45,8 +45,11 @@ func startMQTT(ln net.Listener, logger *slog.Logger) (*mqtt.Server, error) {
 
 // allowAll is mochi's auth.AllowHook, restated: importing hooks/auth pulls
 // in gopkg.in/yaml.v3 (for its ledger files), a module flecht does not
-// otherwise need.
-type allowAll struct{ mqtt.HookBase }
+// otherwise need. acl, when set, decides publishes and subscribes.
+type allowAll struct {
+	mqtt.HookBase
+	acl func(clientID, topic string, write bool) bool
+}
 
 func (*allowAll) ID() string { return "allow-all-auth" }
 
@@ -55,7 +58,10 @@ func (*allowAll) Provides(b byte) bool {
 }
 
 func (*allowAll) OnConnectAuthenticate(*mqtt.Client, packets.Packet) bool { return true }
-func (*allowAll) OnACLCheck(*mqtt.Client, string, bool) bool              { return true }
+
+func (a *allowAll) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+	return a.acl == nil || a.acl(cl.ID, topic, write)
+}
 
 // mqttListener is a mochi listener over a net.Listener we bound ourselves
 // (mochi's own TCP listener only binds by address). Unlike mochi's, its

@@ -277,7 +277,10 @@ func (r *Runner) runCycle(ctx context.Context) error {
 	active := 0
 	mine := map[string]bool{} // the configs this cycle answers for
 	for key, cfg := range r.configs.Snapshot() {
-		if suspended(cfg) {
+		if held, err := stage.Suspended(cfg); err != nil || held {
+			if err != nil {
+				r.log.Error("config skipped", "config", key, "error", err)
+			}
 			continue
 		}
 		active++
@@ -352,10 +355,4 @@ func (r *Runner) stateKey(key string, cfg attr.Config) (string, error) {
 		return key, nil
 	}
 	return r.template.Render(key, cfg.View())
-}
-
-func suspended(c attr.Config) bool {
-	v, _ := attr.At(c, []string{"suspended"})
-	b, _ := v.(bool)
-	return b
 }

@@ -52,9 +52,11 @@ type Observer struct {
 	MQTTConnects       prometheus.Counter
 	MQTTDisconnects    prometheus.Counter
 	MQTTAck            prometheus.Histogram // flecht addition: receive → ACK
-	KeysLoaded         *prometheus.GaugeVec // kid
-	PlaintextReads     *prometheus.CounterVec
-	SecretDecrypts     *prometheus.CounterVec // scope, kid
+	// MQTTSubscriptionsRefused is a flecht addition: SUBACK refusals by filter.
+	MQTTSubscriptionsRefused *prometheus.CounterVec // topic
+	KeysLoaded               *prometheus.GaugeVec   // kid
+	PlaintextReads           *prometheus.CounterVec
+	SecretDecrypts           *prometheus.CounterVec // scope, kid
 
 	maxIn, maxOut maxPerTopic
 	maxState      maxTracker
@@ -100,6 +102,7 @@ func New(labels map[string]string) *Observer {
 	o.MQTTConnects = o.counter("mqtt_connects_total", "Successful MQTT (re)connects.")
 	o.MQTTDisconnects = o.counter("mqtt_disconnects_total", "Unexpected MQTT disconnects.")
 	o.MQTTAck = o.histogram("mqtt_ack_seconds", "Time from receiving an MQTT message to acknowledging it after the Kafka commit (flecht).", prometheus.ExponentialBuckets(1e-3, 2, 14))
+	o.MQTTSubscriptionsRefused = o.counterVec("mqtt_subscriptions_refused_total", "Subscriptions the MQTT broker refused in its SUBACK (reason code 0x80 or above), by filter; retried every poll interval (flecht).", "topic")
 	o.KeysLoaded = o.gaugeVec("keyring_keys_loaded", "One series per key in the installed keyring.", "kid")
 	o.PlaintextReads = o.counterVec("secret_plaintext_reads_total", "Secret reads that took the legacy plaintext branch.", "scope")
 	o.SecretDecrypts = o.counterVec("secret_decrypts_total", "Successful secret decryptions.", "scope", "kid")

@@ -47,8 +47,9 @@ var specCatalog = map[string][]string{
 // beyondSpec are the metrics flecht registers besides SPEC §10's list, each
 // a deliberate choice: adding one means adding it here.
 var beyondSpec = map[string][]string{
-	"config_store_restored_entries_total": nil, // in the upstream catalog
-	"mqtt_ack_seconds":                    nil, // flecht: receive → ACK after commit
+	"config_store_restored_entries_total": nil,       // in the upstream catalog
+	"mqtt_ack_seconds":                    nil,       // flecht: receive → ACK after commit
+	"mqtt_subscriptions_refused_total":    {"topic"}, // flecht: a SUBACK refusal stops only its config
 }
 
 var (

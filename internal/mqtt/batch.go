@@ -33,7 +33,7 @@ func (b *Bridge) relayBatch(ctx context.Context, relays map[string]*Relay) (int,
 	if cur != nil && cur != b.lastSess {
 		if !cur.present {
 			// A new session at the broker: nothing of the old one comes again.
-			clear(b.committed)
+			b.unacked.reset()
 		}
 		b.lastSess = cur
 	}
@@ -52,11 +52,6 @@ func (b *Bridge) relayBatch(ctx context.Context, relays map[string]*Relay) (int,
 		case m.sess != cur:
 			// Its connection is gone, so it cannot be ACKed any more: the
 			// broker resends it on the resumed session. Nothing was written.
-			// A first delivery still proves the broker had the PUBACK for
-			// the earlier holder of its packet ID.
-			if !m.pub.Duplicate() {
-				delete(b.committed, m.pub.PacketID)
-			}
 		case len(taken) >= b.maxBatch:
 			held = append(held, m)
 		case !latched && matchRelay(relays, m.pub.Topic) == nil:
@@ -83,14 +78,10 @@ func (b *Bridge) relayBatch(ctx context.Context, relays map[string]*Relay) (int,
 	redelivered := 0
 	for i, m := range taken {
 		p := m.pub
-		if p.QoS > 0 {
-			if !p.Duplicate() {
-				delete(b.committed, p.PacketID)
-			} else if h, ok := b.committed[p.PacketID]; ok && h == contentHash(p) {
-				outcomes[i].drop = dropCommitted // written before the reconnect: ACK only
-				redelivered++
-				continue
-			}
+		if p.QoS > 0 && b.unacked.redelivery(p, m.sess.gen) {
+			outcomes[i].drop = dropCommitted // written before the reconnect: ACK only
+			redelivered++
+			continue
 		}
 		r := matchRelay(relays, p.Topic)
 		if r == nil {
@@ -143,9 +134,9 @@ func (b *Bridge) relayBatch(ctx context.Context, relays map[string]*Relay) (int,
 			b.obs.MQTTDropped.WithLabelValues(o.drop, o.filter).Inc()
 		}
 		if m.pub.QoS > 0 && (o.rec != nil || o.drop == dropCommitted) {
-			// Until the broker shows it got the PUBACK (by reusing the
-			// packet ID), a DUP redelivery of this message is not written.
-			b.committed[m.pub.PacketID] = contentHash(m.pub)
+			// Until paho has written its PUBACK, a redelivery of this
+			// message is not written again.
+			b.unacked.add(m.pub, m.sess.gen)
 		}
 		if err := m.sess.client.Ack(m.pub); err != nil {
 			// The connection dropped after the commit: the broker resends

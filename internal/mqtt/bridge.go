@@ -2,7 +2,6 @@ package mqtt
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -67,21 +67,12 @@ type Bridge struct {
 	// unsubscribed remembers filters dropped by reconciliation, so that
 	// stragglers count as reason="unsubscribed" rather than "stale".
 	unsubscribed map[string]bool
-	// committed remembers, by packet ID, the content hash of every QoS 1
-	// message whose transaction committed. Whether its PUBACK reached the
-	// broker is unknowable (paho writes it later on a timer, the
-	// connection may drop first), but the broker settles it either way:
-	// it resends an un-acked message on the resumed session with DUP set
-	// and the same packet ID (verified on Mosquitto 2.0.11 and mochi), and
-	// it reuses a packet ID for a new message (DUP clear) only after the
-	// PUBACK for the old one arrived. So a DUP arrival matching an entry
-	// is ACKed without a second write, a non-DUP arrival retires the
-	// entry of its packet ID, and a fresh session clears them all. Only
-	// the bridge loop touches it; at most 65535 entries. A false match
-	// would need a later message with the same topic and payload to get
-	// the same packet ID and to be lost in flight across a reconnect
-	// before its first delivery reached the bridge.
-	committed map[uint16][32]byte
+	// refusedAt is when the broker last refused a filter's SUBSCRIBE
+	// (loop goroutine only).
+	refusedAt map[string]time.Time
+	// unacked holds the committed QoS 1 messages whose PUBACK paho has not
+	// written yet, to tell their redeliveries (redelivery.go).
+	unacked *unacked
 	// lastSess is the session relayBatch saw last (loop goroutine only).
 	lastSess *session
 	// redelivered counts DUP arrivals recognised as already committed.
@@ -115,6 +106,8 @@ type Bridge struct {
 	// topics are drained (loop goroutine only).
 	relays     map[string]*Relay
 	lastConfig time.Time
+	// defaults are the stage file's mqtt-relay options.
+	defaults RelayDefaults
 }
 
 type inbound struct {
@@ -123,8 +116,9 @@ type inbound struct {
 	received time.Time
 }
 
-// NewBridge prepares a bridge for an mqtt stage.
-func NewBridge(o Options) *Bridge {
+// NewBridge prepares a bridge for an mqtt stage; an error is a stage file
+// the bridge cannot run (its extract: options).
+func NewBridge(o Options) (*Bridge, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -135,15 +129,20 @@ func NewBridge(o Options) *Bridge {
 		o.MaxBatch = 1000
 	}
 	st := o.Stage
+	defaults, err := ParseRelayDefaults(st.Extract)
+	if err != nil {
+		return nil, err
+	}
 	interval := time.Duration(st.PollInterval)
 	if interval <= 0 {
 		interval = 5 * time.Second
 	}
 	// 0: CONNECT carries no Receive Maximum and the broker's own window
-	// (Mosquitto's max_inflight_messages) applies.
+	// (Mosquitto's max_inflight_messages) applies. The stage file checked
+	// the range.
 	var recvMax uint16
-	if st.MQTT != nil && st.MQTT.ReceiveMaximum > 0 && st.MQTT.ReceiveMaximum <= 65535 {
-		recvMax = uint16(st.MQTT.ReceiveMaximum)
+	if r := st.MQTT.ReceiveMax(); r > 0 && r <= 65535 {
+		recvMax = uint16(r)
 	}
 	return &Bridge{
 		app: st.ApplicationID, clientID: o.ClientID, endpoint: o.Endpoint,
@@ -151,8 +150,9 @@ func NewBridge(o Options) *Bridge {
 		maxBatch: o.MaxBatch, cluster: o.Cluster, obs: o.Metrics, log: o.Log,
 		configs: stage.NewConfigStore(st.ConfigTopics, o.Log, o.Metrics), configTopics: st.ConfigTopics,
 		counts: map[string]int{}, wake: make(chan struct{}, 1),
-		subscribed: map[string]string{}, unsubscribed: map[string]bool{}, committed: map[uint16][32]byte{},
-	}
+		subscribed: map[string]string{}, unsubscribed: map[string]bool{}, unacked: newUnacked(),
+		refusedAt: map[string]time.Time{}, defaults: defaults,
+	}, nil
 }
 
 // TransactionalID is the bridge's producer identity (SPEC §1).
@@ -338,9 +338,9 @@ func (b *Bridge) activeRelays(ctx context.Context) map[string]*Relay {
 	sort.Strings(keys)
 	var candidates []*Relay
 	for _, k := range keys {
-		r, err := ParseRelay(k, snapshot[k])
+		r, err := ParseRelay(k, snapshot[k], b.defaults)
 		if err != nil {
-			b.logOnce("invalid", k, "mqtt config refused", "error", err)
+			b.logOnce("invalid", k, "mqtt config refused", "config", k, "error", err)
 			continue
 		}
 		if r.Suspended {
@@ -375,12 +375,17 @@ func (b *Bridge) activeRelays(ctx context.Context) map[string]*Relay {
 // reconcile subscribes $share/<app>/<filter> for every active relay and
 // unsubscribes every filter no active relay declares.
 func (b *Bridge) reconcile(ctx context.Context, relays map[string]*Relay) error {
+	for f := range b.refusedAt {
+		if _, ok := relays[f]; !ok {
+			delete(b.refusedAt, f) // its config is gone
+		}
+	}
 	b.mu.Lock()
 	s := b.sess
 	var subs []paho.SubscribeOptions
 	resubscribe := b.resubscribe
 	for f, r := range relays {
-		if _, ok := b.subscribed[f]; !ok || resubscribe {
+		if _, ok := b.subscribed[f]; (!ok || resubscribe) && b.mayRetry(f) {
 			subs = append(subs, paho.SubscribeOptions{Topic: b.shared(f), QoS: r.QoS})
 		}
 	}
@@ -409,20 +414,25 @@ func (b *Bridge) reconcile(ctx context.Context, relays map[string]*Relay) error 
 	defer cancel()
 	if len(subs) > 0 {
 		sort.Slice(subs, func(i, j int) bool { return subs[i].Topic < subs[j].Topic })
+		// paho returns an error also when the broker refused only some
+		// filters; the SUBACK's reason codes tell them apart.
 		ack, err := s.client.Subscribe(rctx, &paho.Subscribe{Subscriptions: subs})
-		if err != nil {
+		if ack == nil || len(ack.Reasons) != len(subs) {
 			b.log.Warn("MQTT SUBSCRIBE failed; will retry", "error", err)
 			return nil
 		}
 		for i, so := range subs {
-			if i < len(ack.Reasons) && ack.Reasons[i] >= 0x80 {
-				return fmt.Errorf("MQTT broker refused subscription %s: reason %d", so.Topic, ack.Reasons[i])
-			}
 			f := so.Topic[len(b.shared("")):]
+			if ack.Reasons[i] >= 0x80 {
+				b.refused(relays[f], ack, i)
+				continue
+			}
 			b.mu.Lock()
 			b.subscribed[f] = relays[f].ConfigKey
 			b.mu.Unlock()
 			delete(b.unsubscribed, f)
+			delete(b.refusedAt, f)
+			delete(b.loggedOnce, "suback\x00"+relays[f].ConfigKey)
 			b.log.Info("subscribed", "filter", so.Topic, "config", relays[f].ConfigKey)
 		}
 	}
@@ -464,6 +474,27 @@ func (b *Bridge) reconcile(ctx context.Context, relays map[string]*Relay) error 
 
 func (b *Bridge) shared(filter string) string { return "$share/" + b.app + "/" + filter }
 
+// refused handles a filter the broker refused in its SUBACK (an ACL, say):
+// only its config goes without, the others run on. It is logged once and
+// counted each time, and tried again a poll interval later.
+func (b *Bridge) refused(r *Relay, ack *paho.Suback, i int) {
+	b.obs.MQTTSubscriptionsRefused.WithLabelValues(r.Filter).Inc()
+	b.refusedAt[r.Filter] = time.Now()
+	reason := (&packets.Suback{Reasons: ack.Reasons}).Reason(i)
+	if ack.Properties != nil && ack.Properties.ReasonString != "" {
+		reason += " (" + ack.Properties.ReasonString + ")"
+	}
+	b.logOnce("suback", r.ConfigKey, "MQTT broker refused the subscription: this config receives nothing until the broker allows it (check its ACL); retried every poll_interval",
+		"config", r.ConfigKey, "filter", b.shared(r.Filter), "reason_code", fmt.Sprintf("0x%02x", ack.Reasons[i]), "reason", reason)
+}
+
+// mayRetry reports whether a SUBSCRIBE of f may go out: a refused filter
+// waits a poll interval, so a busy bridge does not ask on every batch.
+func (b *Bridge) mayRetry(f string) bool {
+	at, ok := b.refusedAt[f]
+	return !ok || time.Since(at) >= b.pollInterval
+}
+
 // checkOutput makes sure an output topic exists (and learns its partition
 // count) before a config may send records to it.
 func (b *Bridge) checkOutput(ctx context.Context, topic string) error {
@@ -478,7 +509,8 @@ func (b *Bridge) checkOutput(ctx context.Context, topic string) error {
 	return nil
 }
 
-// logOnce logs a config problem once per config and kind, not every cycle.
+// logOnce logs a config problem once per kind and key (a config, or a pair
+// of them), not every cycle; args name the configs involved.
 func (b *Bridge) logOnce(kind, key, msg string, args ...any) {
 	id := kind + "\x00" + key
 	if b.loggedOnce == nil {
@@ -488,15 +520,5 @@ func (b *Bridge) logOnce(kind, key, msg string, args ...any) {
 		return
 	}
 	b.loggedOnce[id] = true
-	b.log.Error(msg, append([]any{"config", key}, args...)...)
-}
-
-func contentHash(p *paho.Publish) [32]byte {
-	h := sha256.New()
-	h.Write([]byte(p.Topic))
-	h.Write([]byte{0})
-	h.Write(p.Payload)
-	var out [32]byte
-	copy(out[:], h.Sum(nil))
-	return out
+	b.log.Error(msg, args...)
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,12 +29,14 @@ type bridgeFixture struct {
 	env *devenv.Env
 	adm *kadm.Client
 	cl  *kgo.Client
+	// extract is the stage file's extract: block.
+	extract string
 }
 
 func newBridgeFixture(t *testing.T) *bridgeFixture {
 	env := devenvtest.Start(t)
 	cl := devenvtest.KafkaClient(t, env)
-	f := &bridgeFixture{t: t, env: env, adm: kadm.NewClient(cl), cl: cl}
+	f := &bridgeFixture{t: t, env: env, adm: kadm.NewClient(cl), cl: cl, extract: "{builtin: mqtt-relay}"}
 	for name, n := range map[string]int32{"mqtt.config": 1, "sensors.raw": 3, "other.raw": 1} {
 		if err := kafkax.CreateTopic(context.Background(), f.adm, name, n, nil); err != nil {
 			t.Fatal(err)
@@ -64,6 +68,7 @@ func (f *bridgeFixture) read(topic string) []*kgo.Record {
 type runningBridge struct {
 	b      *mqtt.Bridge
 	obs    *metrics.Observer
+	logs   *logBuffer
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Run returned
 	err    error         // Run's result, once done is closed
@@ -84,22 +89,27 @@ func (f *bridgeFixture) startBridge(clientID string) (*metrics.Observer, context
 // startBridgeWith starts a bridge against mqttURL with extra stage-file
 // lines; setup (if given) runs on the bridge before Run.
 func (f *bridgeFixture) startBridgeWith(clientID, mqttURL, extraYAML string, setup func(*mqtt.Bridge)) *runningBridge {
-	st, err := stagefile.Parse([]byte("application_id: bridge\nkind: mqtt\nconfig_topics: [mqtt.config]\nextract: {builtin: mqtt-relay}\npoll_interval: 200ms\n" + extraYAML))
+	st, err := stagefile.Parse([]byte("application_id: bridge\nkind: mqtt\nconfig_topics: [mqtt.config]\nextract: " + f.extract + "\npoll_interval: 200ms\n" + extraYAML))
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	u, _ := mqtt.ParseURL(mqttURL)
 	obs := metrics.New(nil)
-	var log *slog.Logger
+	logs := &logBuffer{}
+	var out io.Writer = logs
 	if os.Getenv("FLECHT_TEST_DEBUG") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		out = io.MultiWriter(logs, os.Stderr)
 	}
-	b := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: &kafkax.Cluster{Brokers: []string{f.env.KafkaAddr()}}, ClientID: clientID, Endpoint: mqtt.Endpoint{URL: u}, Metrics: obs, Log: log})
+	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b, err := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: &kafkax.Cluster{Brokers: []string{f.env.KafkaAddr()}}, ClientID: clientID, Endpoint: mqtt.Endpoint{URL: u}, Metrics: obs, Log: log})
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	if setup != nil {
 		setup(b)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rb := &runningBridge{b: b, obs: obs, cancel: cancel, done: make(chan struct{})}
+	rb := &runningBridge{b: b, obs: obs, logs: logs, cancel: cancel, done: make(chan struct{})}
 	go func() { rb.err = b.Run(ctx); close(rb.done) }()
 	f.t.Cleanup(func() {
 		if err := rb.stop(); err != nil {
@@ -107,6 +117,24 @@ func (f *bridgeFixture) startBridgeWith(clientID, mqttURL, extraYAML string, set
 		}
 	})
 	return rb
+}
+
+// logBuffer collects a bridge's log lines.
+type logBuffer struct{ devenvtest.Buffer }
+
+// lines are the log lines containing every one of parts.
+func (l *logBuffer) lines(parts ...string) []string {
+	var out []string
+	for line := range strings.SplitSeq(l.String(), "\n") {
+		all := line != ""
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 func publisher(t *testing.T, addr string) *paho.Client {
@@ -213,6 +241,59 @@ func TestBridgeRefusesOverlappingConfigs(t *testing.T) {
 	f.config("a", map[string]any{"topic": "sensors/#", "output_topic": "sensors.raw", "key": "{topic}"})
 	f.config("b", map[string]any{"topic": "sensors/+/events", "output_topic": "sensors.raw", "key": "{topic}"})
 	f.config("c", map[string]any{"topic": "other/#", "output_topic": "other.raw", "key": "{topic}"})
-	obs, _, _ := f.startBridge("bridge-0")
-	eventually(t, "only the non-overlapping config active", func() bool { return metrics.Value(obs.ActiveConfigs) == 1 })
+	rb := f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", nil)
+	eventually(t, "only the non-overlapping config active", func() bool { return metrics.Value(rb.obs.ActiveConfigs) == 1 })
+	lines := rb.logs.lines("filters overlap")
+	if len(lines) != 1 || strings.Count(lines[0], " config=") != 1 || !strings.Contains(lines[0], " config=a ") || !strings.Contains(lines[0], " other_config=b ") {
+		t.Errorf("want one overlap line naming config=a once and other_config=b: %q", lines)
+	}
+}
+
+// An upstream Flechtwerk MQTT config record holds only "topic": the stage
+// file's extract: options give it an output topic and a key, and a record's
+// own fields still win.
+func TestBridgeRelaysUpstreamConfigRecords(t *testing.T) {
+	f := newBridgeFixture(t)
+	f.extract = `{builtin: mqtt-relay, output_topic: sensors.raw, key: "{topic.1}"}`
+	f.config("sensors", map[string]any{"topic": "sensors/+/events"})
+	f.config("other", map[string]any{"topic": "other/#", "output_topic": "other.raw", "key": "{payload.id}"})
+	f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", nil)
+	pub := publisher(t, f.env.MQTTAddr())
+	f.waitSubscribed(pub, "sensors/probe/events", "sensors.raw")
+	publish(t, pub, "sensors/dev-1/events", `{"n":1}`)
+	publish(t, pub, "other/x", `{"n":2,"id":"o-2"}`)
+	keyOf := func(topic string, n int) string {
+		for _, r := range f.read(topic) {
+			var v struct{ Data struct{ N int } }
+			if json.Unmarshal(r.Value, &v) == nil && v.Data.N == n {
+				return string(r.Key)
+			}
+		}
+		return ""
+	}
+	eventually(t, "both relayed", func() bool { return keyOf("sensors.raw", 1) != "" && keyOf("other.raw", 2) != "" })
+	if k := keyOf("sensors.raw", 1); k != "dev-1" {
+		t.Errorf("upstream record: key %q, want dev-1 from the stage's {topic.1}", k)
+	}
+	if k := keyOf("other.raw", 2); k != "o-2" {
+		t.Errorf("own fields: key %q, want o-2 from the record's {payload.id}", k)
+	}
+}
+
+// A record that names no key while the stage file gives none is refused on
+// its own, saying where a key goes; the other configs run.
+func TestBridgeRefusesAConfigWithoutAKey(t *testing.T) {
+	f := newBridgeFixture(t)
+	f.extract = `{builtin: mqtt-relay, output_topic: sensors.raw}`
+	f.config("bare", map[string]any{"topic": "bare/+"})
+	f.config("keyed", map[string]any{"topic": "sensors/+/events", "key": "{topic.1}"})
+	rb := f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", nil)
+	pub := publisher(t, f.env.MQTTAddr())
+	f.waitSubscribed(pub, "sensors/probe/events", "sensors.raw")
+	if got := metrics.Value(rb.obs.ActiveConfigs); got != 1 {
+		t.Errorf("active_configs %v, want 1", got)
+	}
+	if l := rb.logs.lines("mqtt config refused", "config=bare", "no key", "extract:"); len(l) != 1 {
+		t.Errorf("want one refusal of bare naming the missing key, got %q", l)
+	}
 }

@@ -90,16 +90,22 @@ type session struct {
 }
 
 // ackCounting is paho's in-memory session state counting the PUBACKs it
-// writes (paho calls Ack from its ack timer, in receive order).
+// writes (paho calls Ack from its ack timer, in receive order) and telling
+// onWritten about each.
 type ackCounting struct {
 	pahosession.SessionManager
-	written atomic.Int64
+	written   atomic.Int64
+	onWritten func(packetID uint16)
 }
 
+// Ack writes the PUBACK. paho's state also returns nil when its connection
+// is already gone and nothing was written: counting that as written costs
+// at most a duplicate (see unacked), never a message.
 func (a *ackCounting) Ack(pb *packets.Publish) error {
 	err := a.SessionManager.Ack(pb)
 	if err == nil && pb.QoS > 0 {
 		a.written.Add(1)
+		a.onWritten(pb.PacketID)
 	}
 	return err
 }
@@ -121,6 +127,10 @@ func (s *session) flushAcks(d time.Duration) bool {
 	return true
 }
 
+// sessionTakenOver is the DISCONNECT reason code (MQTT 5) a broker sends
+// when another connection claims this client id.
+const sessionTakenOver = 0x8E
+
 // connectOnce dials and sends CONNECT with clean start off and the session
 // expiry, so the broker keeps queuing for this client id while it is away.
 func (b *Bridge) connectOnce(ctx context.Context, gen uint64) (*session, error) {
@@ -128,7 +138,10 @@ func (b *Bridge) connectOnce(ctx context.Context, gen uint64) (*session, error) 
 	if err != nil {
 		return nil, fmt.Errorf("connecting to MQTT broker %s: %w", b.endpoint.hostPort(), err)
 	}
-	s := &session{conn: conn, gen: gen, state: &ackCounting{SessionManager: state.NewInMemory()}}
+	s := &session{conn: conn, gen: gen, state: &ackCounting{
+		SessionManager: state.NewInMemory(),
+		onWritten:      func(pid uint16) { b.unacked.written(pid, gen) },
+	}}
 	cfg := paho.ClientConfig{
 		ClientID:                   b.clientID,
 		Conn:                       conn,
@@ -145,6 +158,11 @@ func (b *Bridge) connectOnce(ctx context.Context, gen uint64) (*session, error) 
 		},
 		OnClientError: func(err error) { b.log.Debug("mqtt client error", "error", err) },
 		OnServerDisconnect: func(d *paho.Disconnect) {
+			if d.ReasonCode == sessionTakenOver {
+				b.log.Warn("MQTT broker closed the connection: another client connected with this client id; give every replica its own --client-id",
+					"client_id", b.clientID, "reason_code", d.ReasonCode)
+				return
+			}
 			b.log.Warn("MQTT broker closed the connection", "reason_code", d.ReasonCode)
 		},
 	}
@@ -188,11 +206,49 @@ func (b *Bridge) connectOnce(ctx context.Context, gen uint64) (*session, error) 
 	return s, nil
 }
 
+// Reconnect pacing: the wait doubles from firstBackoff up to maxBackoff
+// after every failed CONNECT and after every connection that dropped within
+// stableAfter; only a connection that lasted longer starts it over. A broker
+// that accepts the CONNECT and then drops the connection at once — another
+// process with this client id taking the session over, over and over —
+// would otherwise make a tight reconnect loop.
+const (
+	firstBackoff = 25 * time.Millisecond
+	maxBackoff   = 10 * time.Second
+	stableAfter  = 5 * time.Second
+)
+
+// backoff is the reconnect wait (connection goroutine only).
+type backoff struct{ next time.Duration }
+
+// wait returns how long to wait now, and doubles the next wait.
+func (bo *backoff) wait() time.Duration {
+	d := max(bo.next, firstBackoff)
+	bo.next = min(d*2, maxBackoff)
+	return d
+}
+
+// lasted records how long a connection lived: a stable one resets the wait.
+func (bo *backoff) lasted(d time.Duration) {
+	if d >= stableAfter {
+		bo.next = 0
+	}
+}
+
+// sleep waits d, or less if ctx ends first; it reports whether ctx is live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
 // maintainConnection keeps the session connected: it reconnects with
 // backoff whenever the connection drops, until ctx ends.
 func (b *Bridge) maintainConnection(ctx context.Context) {
-	const firstBackoff = 25 * time.Millisecond
-	backoff := firstBackoff
+	var bo backoff
 	var gen uint64
 	for ctx.Err() == nil {
 		gen++
@@ -201,16 +257,14 @@ func (b *Bridge) maintainConnection(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			b.log.Warn("MQTT connect failed; retrying", "error", err, "in", backoff)
-			select {
-			case <-ctx.Done():
+			wait := bo.wait()
+			b.log.Warn("MQTT connect failed; retrying", "error", err, "in", wait)
+			if !sleep(ctx, wait) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(backoff*2, 10*time.Second)
 			continue
 		}
-		backoff = firstBackoff
+		connectedAt := time.Now()
 		b.obs.MQTTConnects.Inc()
 		b.log.Info("MQTT connected", "broker", b.endpoint.hostPort(), "client_id", b.clientID, "session_present", s.present)
 		early := b.subscribeEarly(ctx, s)
@@ -237,9 +291,26 @@ func (b *Bridge) maintainConnection(ctx context.Context) {
 			_ = s.state.Close()
 			b.setSession(nil, nil)
 			b.obs.MQTTDisconnects.Inc()
-			b.log.Warn("MQTT connection lost; reconnecting")
+			if !b.reconnectPause(ctx, &bo, time.Since(connectedAt)) {
+				return
+			}
 		}
 	}
+}
+
+// reconnectPause waits before reconnecting after a lost connection: not at
+// all after a stable one, with a growing backoff after a short one. It
+// reports whether ctx is still live.
+func (b *Bridge) reconnectPause(ctx context.Context, bo *backoff, lived time.Duration) bool {
+	bo.lasted(lived)
+	if lived >= stableAfter {
+		b.log.Warn("MQTT connection lost; reconnecting")
+		return true
+	}
+	wait := bo.wait()
+	b.log.Warn("MQTT connection lost soon after connecting; reconnecting after a pause",
+		"lasted", lived.Round(time.Millisecond), "in", wait)
+	return sleep(ctx, wait)
 }
 
 // subscribeEarly subscribes the filters of the last reconciliation right

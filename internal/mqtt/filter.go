@@ -58,6 +58,9 @@ func Match(filter, topic string) bool {
 // declaring such filters would each receive every message in the overlap.
 func Overlap(a, b string) bool {
 	al, bl := strings.Split(a, "/"), strings.Split(b, "/")
+	if dollarVsWildcard(al[0], bl[0]) || dollarVsWildcard(bl[0], al[0]) {
+		return false
+	}
 	for i := 0; ; i++ {
 		aDone, bDone := i >= len(al), i >= len(bl)
 		switch {
@@ -77,4 +80,11 @@ func Overlap(a, b string) bool {
 			return false
 		}
 	}
+}
+
+// dollarVsWildcard reports whether x is a literal $ level and y a wildcard:
+// a wildcard at the first level never matches a topic beginning with $
+// (MQTT 4.7.2), so two such filters share no topic.
+func dollarVsWildcard(x, y string) bool {
+	return strings.HasPrefix(x, "$") && (y == "+" || y == "#")
 }

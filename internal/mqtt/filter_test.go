@@ -42,6 +42,14 @@ func TestOverlap(t *testing.T) {
 		{"a/b/c", "a/+/#", true},
 		{"x/#", "y/#", false},
 		{"+/+", "a/b/c", false},
+		// A wildcard first level never matches a topic starting with $
+		// (MQTT 4.7.2), so only a literal $ level meets a $ filter.
+		{"+/x", "$SYS/x", false},
+		{"#", "$SYS/#", false},
+		{"+/#", "$SYS/broker", false},
+		{"$SYS/+", "$SYS/broker", true},
+		{"$SYS/#", "$SYS/broker", true},
+		{"#", "+/x", true},
 	}
 	for _, c := range cases {
 		if got := Overlap(c.a, c.b); got != c.want {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/flecht-dev/flecht/internal/devenv"
 	"github.com/flecht-dev/flecht/internal/metrics"
@@ -56,6 +57,35 @@ func (f *bridgeFixture) waitQueued(clientID string, n int) {
 	})
 }
 
+// startSensors configures "sensors" (sensors/+/events into sensors.raw,
+// keyed by the payload's n), starts bridge-0 on the fixture's MQTT broker
+// and waits until its subscription is in place.
+func (f *bridgeFixture) startSensors() (*runningBridge, *paho.Client) {
+	f.t.Helper()
+	f.config("sensors", map[string]any{"topic": "sensors/+/events", "output_topic": "sensors.raw", "key": "{payload.n}"})
+	rb := f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", nil)
+	pub := publisher(f.t, f.env.MQTTAddr())
+	f.waitSubscribed(pub, "sensors/probe/events", "sensors.raw")
+	return rb, pub
+}
+
+// queuedProbes counts the probes (n = -1) mochi holds for an offline
+// session: published by waitSubscribed after the one that got through.
+func (f *bridgeFixture) queuedProbes(clientID string) int {
+	f.t.Helper()
+	cl, ok := f.env.MQTTServer().Clients.Get(clientID)
+	if !ok {
+		f.t.Fatalf("no session for %s at the broker", clientID)
+	}
+	n := 0
+	for _, p := range cl.State.Inflight.GetAll(false) {
+		if string(p.Payload) == `{"n":-1}` {
+			n++
+		}
+	}
+	return n
+}
+
 func namedPublisher(t *testing.T, addr, id string) *paho.Client {
 	t.Helper()
 	conn, err := net.Dial("tcp", addr)
@@ -87,10 +117,7 @@ func TestBridgeCommittedButUnackedIsNotWrittenTwice(t *testing.T) {
 
 func testCommittedRedelivery(t *testing.T, hook func(*mqtt.Bridge, func())) {
 	f := newBridgeFixture(t)
-	f.config("sensors", map[string]any{"topic": "sensors/+/events", "output_topic": "sensors.raw", "key": "{payload.n}"})
-	first := f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", nil)
-	pub := publisher(t, f.env.MQTTAddr())
-	f.waitSubscribed(pub, "sensors/probe/events", "sensors.raw")
+	first, pub := f.startSensors()
 	if err := first.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -212,15 +239,22 @@ func TestBridgeReconnectsAfterMQTTBrokerRestart(t *testing.T) {
 }
 
 // A backlog never starves the config topics: with small batches and
-// thousands of messages waiting, a tombstone takes effect within the
-// backlog — the rest is ACK-dropped as reason="unsubscribed" — and every
+// thousands of messages waiting, a tombstone — or "suspended": true —
+// takes effect within the backlog: the filter is unsubscribed at the
+// broker, the rest is ACK-dropped as reason="unsubscribed", and every
 // message is either relayed once or dropped, none both.
 func TestBridgeAppliesConfigChangesUnderABacklog(t *testing.T) {
+	t.Run("tombstone", func(t *testing.T) { testRemovalUnderABacklog(t, nil) })
+	t.Run("suspended", func(t *testing.T) {
+		testRemovalUnderABacklog(t, map[string]any{"topic": "sensors/+/events", "output_topic": "sensors.raw", "key": "{payload.n}", "suspended": true})
+	})
+}
+
+// testRemovalUnderABacklog replaces the config by removal (nil: a
+// tombstone) while a backlog flows.
+func testRemovalUnderABacklog(t *testing.T, removal map[string]any) {
 	f := newBridgeFixture(t)
-	f.config("sensors", map[string]any{"topic": "sensors/+/events", "output_topic": "sensors.raw", "key": "{payload.n}"})
-	first := f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", nil)
-	pub := publisher(t, f.env.MQTTAddr())
-	f.waitSubscribed(pub, "sensors/probe/events", "sensors.raw")
+	first, pub := f.startSensors()
 	if err := first.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -229,10 +263,18 @@ func TestBridgeAppliesConfigChangesUnderABacklog(t *testing.T) {
 		publish(t, pub, "sensors/a/events", fmt.Sprintf(`{"n":%d}`, i))
 	}
 	f.waitQueued("bridge-0", n)
+	// waitSubscribed may have left probes queued too: the backlog is theirs
+	// and the n messages.
+	probes := f.queuedProbes("bridge-0")
+	probesBefore, _ := f.relayedNumbers("sensors.raw")
 	var bridge *mqtt.Bridge
 	rb := f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", func(b *mqtt.Bridge) { mqtt.SetMaxBatch(b, 5); bridge = b })
 	eventually(t, "the backlog flowing", func() bool { return metrics.Value(rb.obs.TxnCommitted) >= 3 })
-	f.config("sensors", nil)
+	if removal == nil {
+		f.config("sensors", nil)
+	} else {
+		f.config("sensors", removal)
+	}
 	dropped := func() float64 {
 		return metrics.Value(rb.obs.MQTTDropped.WithLabelValues("unsubscribed", "sensors/+/events"))
 	}
@@ -242,19 +284,61 @@ func TestBridgeAppliesConfigChangesUnderABacklog(t *testing.T) {
 	var relayed int
 	eventually(t, "the backlog settled", func() bool {
 		seen, _ := f.relayedNumbers("sensors.raw")
-		relayed = len(seen) - 1 // -1: the probe
-		return relayed+int(dropped()) == n
+		relayed = len(seen) - 1 + seen[-1] - probesBefore[-1] // the n, then the queued probes
+		return relayed+int(dropped()) == n+probes
 	}, func() string {
 		info := f.env.MQTTServer().Info
-		return fmt.Sprintf("%d relayed + %v dropped as unsubscribed of %d; %v drops in all; %v transactions; inbox %d; mochi dropped %d",
-			relayed, dropped(), n, metrics.Value(rb.obs.MQTTDropped), metrics.Value(rb.obs.TxnCommitted), mqtt.InboxLen(bridge),
+		return fmt.Sprintf("%d relayed + %v dropped as unsubscribed of %d (%d of them probes); %v drops in all; %v transactions; inbox %d; mochi dropped %d",
+			relayed, dropped(), n+probes, probes, metrics.Value(rb.obs.MQTTDropped), metrics.Value(rb.obs.TxnCommitted), mqtt.InboxLen(bridge),
 			atomic.LoadInt64(&info.MessagesDropped))
 	})
 	seen, total := f.relayedNumbers("sensors.raw")
 	if dropped() == 0 || total-seen[-1] != len(seen)-1 {
 		t.Errorf("%d relayed (%d records), %v dropped as unsubscribed: want some of the backlog dropped and nothing twice", len(seen)-1, total-seen[-1], dropped())
 	}
-	t.Logf("backlog of %d: %d relayed before the tombstone applied, %v ACK-dropped as unsubscribed", n, len(seen)-1, dropped())
+	eventually(t, "the filter unsubscribed at the broker", func() bool {
+		cl, ok := f.env.MQTTServer().Clients.Get("bridge-0")
+		if !ok {
+			return false
+		}
+		_, sub := cl.State.Subscriptions.Get("$share/bridge/sensors/+/events")
+		return !sub
+	})
+	if got := metrics.Value(rb.obs.ActiveConfigs); got != 0 {
+		t.Errorf("active_configs %v, want 0", got)
+	}
+	t.Logf("backlog of %d: %d relayed before the removal applied, %v ACK-dropped as unsubscribed", n, len(seen)-1, dropped())
+}
+
+// After the first reconciliation, a message for a filter no config ever
+// declared — a subscription this process knows nothing of — is ACK-dropped
+// as reason="stale", and later messages still flow.
+func TestBridgeCountsStaleArrivals(t *testing.T) {
+	f := newBridgeFixture(t)
+	rb, pub := f.startSensors()
+
+	// A subscription the bridge never made, behind its back.
+	srv := f.env.MQTTServer()
+	cl, ok := srv.Clients.Get("bridge-0")
+	if !ok {
+		t.Fatal("no session for bridge-0 at the broker")
+	}
+	stray := packets.Subscription{Filter: "$share/bridge/stray/#", Qos: 1}
+	srv.Topics.Subscribe("bridge-0", stray)
+	cl.State.Subscriptions.Add(stray.Filter, stray)
+
+	publish(t, pub, "stray/x", `{"n":-5}`)
+	publish(t, pub, "stray/y", `{"n":-6}`)
+	stale := func() float64 { return metrics.Value(rb.obs.MQTTDropped.WithLabelValues("stale", "(unmatched)")) }
+	eventually(t, "two stale drops", func() bool { return stale() == 2 })
+	publish(t, pub, "sensors/a/events", `{"n":7}`)
+	eventually(t, "a later message", func() bool {
+		seen, _ := f.relayedNumbers("sensors.raw")
+		return seen[7] == 1
+	})
+	if seen, _ := f.relayedNumbers("sensors.raw"); seen[-5]+seen[-6] != 0 || stale() != 2 {
+		t.Errorf("stale messages written (%d) or miscounted (%v drops, want 2)", seen[-5]+seen[-6], stale())
+	}
 }
 
 // A config removed while the bridge was down: the resumed session still
@@ -315,10 +399,7 @@ func TestBridgeUnsubscribesWhatAnEarlierIncarnationLeft(t *testing.T) {
 // delivery stops for good.
 func TestBridgeKeepsMessagesArrivingBeforeTheConnectionIsCurrent(t *testing.T) {
 	f := newBridgeFixture(t)
-	f.config("sensors", map[string]any{"topic": "sensors/+/events", "output_topic": "sensors.raw", "key": "{payload.n}"})
-	first := f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", nil)
-	pub := publisher(t, f.env.MQTTAddr())
-	f.waitSubscribed(pub, "sensors/probe/events", "sensors.raw")
+	first, pub := f.startSensors()
 	if err := first.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -373,10 +454,7 @@ func TestBridgeKeepsMessagesArrivingBeforeTheConnectionIsCurrent(t *testing.T) {
 // its filters again on every new connection.
 func TestBridgeResubscribesOnEveryConnection(t *testing.T) {
 	f := newBridgeFixture(t)
-	f.config("sensors", map[string]any{"topic": "sensors/+/events", "output_topic": "sensors.raw", "key": "{payload.n}"})
-	rb := f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", nil)
-	pub := publisher(t, f.env.MQTTAddr())
-	f.waitSubscribed(pub, "sensors/probe/events", "sensors.raw")
+	rb, pub := f.startSensors()
 
 	// The broker forgets the subscription but keeps the session.
 	const shared = "$share/bridge/sensors/+/events"

@@ -8,18 +8,19 @@ import (
 	"time"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/stagefile"
 )
 
 // Fields of an mqtt-relay config record. "topic" holds the filter, as in
-// the upstream library's config records, so an existing Flechtwerk MQTT
-// config topic works unchanged.
+// the upstream library's config records; the other fields fall back to the
+// stage file's extract: options (RelayDefaults).
 var (
-	cfgTopic     = attr.New("topic", attr.STR)
-	cfgOutput    = attr.New("output_topic", attr.STR)
-	cfgKey       = attr.New("key", attr.STR)
-	cfgQoS       = attr.New("qos", attr.INT).Optional()
-	cfgPayload   = attr.New("payload", attr.STR).Optional()
-	cfgSuspended = attr.New("suspended", attr.BOOL).Optional()
+	cfgTopic   = attr.New("topic", attr.STR)
+	cfgOutput  = attr.New("output_topic", attr.STR).Optional()
+	cfgKey     = attr.New("key", attr.STR).Optional()
+	cfgQoS     = attr.New("qos", attr.INT).Optional()
+	cfgPayload = attr.New("payload", attr.STR).Optional()
 )
 
 // Fields of a relayed record: the payload verbatim plus ingestion metadata.
@@ -54,16 +55,57 @@ type Relay struct {
 	Suspended bool
 }
 
-// IsSuspended reports whether a config record says suspended: true (held in
-// the store but not subscribed, SPEC §2).
-func IsSuspended(c attr.Config) bool {
-	s, _, _ := cfgSuspended.Get(c)
-	return s
+// RelayDefaults are the mqtt-relay options under extract: in the stage
+// file, for every config record that leaves the field out. An upstream
+// Flechtwerk MQTT config record holds only "topic" (its relay function
+// picks the output topic and key, the broker settings the QoS), so with
+// output_topic and key here such a config topic works unchanged.
+type RelayDefaults struct {
+	OutputTopic string `yaml:"output_topic"`
+	Key         string `yaml:"key"`
+	QoS         *int   `yaml:"qos"`
+	Payload     string `yaml:"payload"`
 }
 
-// ParseRelay reads a config record; errors name the config and the field.
-func ParseRelay(configKey string, c attr.Config) (*Relay, error) {
+// ParseRelayDefaults reads the extract: options of an mqtt-relay stage
+// strictly: an unknown option or a bad value is a startup error.
+func ParseRelayDefaults(b *stagefile.Builtin) (RelayDefaults, error) {
+	var d RelayDefaults
+	if b == nil {
+		return d, nil
+	}
+	if err := b.DecodeOptions(&d); err != nil {
+		return d, err
+	}
+	fail := func(e error) (RelayDefaults, error) { return d, fmt.Errorf("builtin %q: %w", b.Name, e) }
+	if d.Key != "" {
+		if _, err := parseKeyTemplate(d.Key); err != nil {
+			return fail(err)
+		}
+	}
+	if d.QoS != nil {
+		if err := checkQoS(int64(*d.QoS)); err != nil {
+			return fail(err)
+		}
+	}
+	if d.Payload != "" {
+		if err := checkPayload(d.Payload); err != nil {
+			return fail(err)
+		}
+	}
+	return d, nil
+}
+
+// ParseRelay reads a config record over the stage's defaults (the record's
+// own fields win); errors name the config and the field.
+func ParseRelay(configKey string, c attr.Config, d RelayDefaults) (*Relay, error) {
 	r := &Relay{ConfigKey: configKey, QoS: 1, Payload: payloadJSON}
+	if d.QoS != nil {
+		r.QoS = byte(*d.QoS)
+	}
+	if d.Payload != "" {
+		r.Payload = d.Payload
+	}
 	var err error
 	fail := func(e error) (*Relay, error) { return nil, fmt.Errorf("config %q: %w", configKey, e) }
 	if r.Filter, err = cfgTopic.MustGet(c); err != nil {
@@ -72,10 +114,10 @@ func ParseRelay(configKey string, c attr.Config) (*Relay, error) {
 	if err := ValidFilter(r.Filter); err != nil {
 		return fail(err)
 	}
-	if r.Output, err = cfgOutput.MustGet(c); err != nil {
+	if r.Output, err = withDefault(cfgOutput, c, d.OutputTopic); err != nil {
 		return fail(err)
 	}
-	key, err := cfgKey.MustGet(c)
+	key, err := withDefault(cfgKey, c, d.Key)
 	if err != nil {
 		return fail(err)
 	}
@@ -85,25 +127,53 @@ func ParseRelay(configKey string, c attr.Config) (*Relay, error) {
 	if q, ok, err := cfgQoS.Get(c); err != nil {
 		return fail(err)
 	} else if ok {
-		if q != 0 && q != 1 {
-			return fail(fmt.Errorf("qos %d: the bridge subscribes with QoS 0 or 1", q))
+		if err := checkQoS(q); err != nil {
+			return fail(err)
 		}
 		r.QoS = byte(q)
 	}
 	if p, ok, err := cfgPayload.Get(c); err != nil {
 		return fail(err)
 	} else if ok {
-		switch p {
-		case payloadJSON, payloadAuto, payloadBytes:
-			r.Payload = p
-		default:
-			return fail(fmt.Errorf("payload %q: use json, auto or bytes", p))
+		if err := checkPayload(p); err != nil {
+			return fail(err)
 		}
+		r.Payload = p
 	}
-	if r.Suspended, _, err = cfgSuspended.Get(c); err != nil {
+	if r.Suspended, err = stage.Suspended(c); err != nil {
 		return fail(err)
 	}
 	return r, nil
+}
+
+// withDefault reads a text field of the record, else the stage file's
+// default; with neither the config cannot run.
+func withDefault(a attr.Attribute[string], c attr.Config, def string) (string, error) {
+	v, ok, err := a.Get(c)
+	switch {
+	case err != nil:
+		return "", err
+	case ok:
+		return v, nil
+	case def != "":
+		return def, nil
+	}
+	return "", fmt.Errorf("no %[1]s: set %[1]q in the config record, or a default under extract: {builtin: mqtt-relay, %[1]s: ...} in the stage file", a.Name())
+}
+
+func checkQoS(q int64) error {
+	if q != 0 && q != 1 {
+		return fmt.Errorf("qos %d: the bridge subscribes with QoS 0 or 1", q)
+	}
+	return nil
+}
+
+func checkPayload(p string) error {
+	switch p {
+	case payloadJSON, payloadAuto, payloadBytes:
+		return nil
+	}
+	return fmt.Errorf("payload %q: use json, auto or bytes", p)
 }
 
 // PoisonError is a message the relay cannot turn into a record: ACKed,

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/stagefile"
 )
 
 func TestKeyTemplate(t *testing.T) {
@@ -69,7 +70,7 @@ func TestBuildWrapsVerbatim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := ParseRelay("cfg", cfg)
+	r, err := ParseRelay("cfg", cfg, RelayDefaults{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +90,67 @@ func TestBuildWrapsVerbatim(t *testing.T) {
 	}
 	if raw, _ := ev.Bytes(); !strings.Contains(string(raw), `"data_bytes":"/wB4"`) {
 		t.Errorf("bytes payload: %s", raw)
+	}
+}
+
+// An upstream Flechtwerk config record holds only "topic": the stage
+// file's extract: options supply the rest, and a record's own fields win.
+func TestParseRelayDefaults(t *testing.T) {
+	st, err := stagefile.Parse([]byte("application_id: b\nkind: mqtt\nconfig_topics: [c]\n" +
+		"extract: {builtin: mqtt-relay, output_topic: sensors.raw, key: \"{topic.1}\", qos: 0, payload: auto}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := ParseRelayDefaults(st.Extract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream, _ := attr.Wrap[attr.Config](map[string]any{"topic": "sensors/+/events"})
+	r, err := ParseRelay("up", upstream, d)
+	if err != nil || r.Output != "sensors.raw" || r.QoS != 0 || r.Payload != payloadAuto {
+		t.Fatalf("upstream record: %+v %v", r, err)
+	}
+	if k, _, err := r.Build("sensors/dev-1/events", []byte("{}"), time.Now()); err != nil || k != "dev-1" {
+		t.Errorf("default key rendered %q, %v", k, err)
+	}
+	own, _ := attr.Wrap[attr.Config](map[string]any{"topic": "a/+", "output_topic": "a.raw", "key": "{topic}", "qos": 1, "payload": "json"})
+	r, err = ParseRelay("own", own, d)
+	if err != nil || r.Output != "a.raw" || r.QoS != 1 || r.Payload != payloadJSON {
+		t.Fatalf("own fields: %+v %v", r, err)
+	}
+	if k, _, _ := r.Build("a/b", []byte("{}"), time.Now()); k != "a/b" {
+		t.Errorf("own key rendered %q", k)
+	}
+	// Neither the record nor the stage file: that config is refused.
+	for field, want := range map[string]string{"output_topic": "no output_topic", "key": "no key"} {
+		d := RelayDefaults{OutputTopic: "x", Key: "{topic}"}
+		if field == "output_topic" {
+			d.OutputTopic = ""
+		} else {
+			d.Key = ""
+		}
+		_, err := ParseRelay("up", upstream, d)
+		if err == nil || !strings.Contains(err.Error(), `config "up": `+want) || !strings.Contains(err.Error(), "extract:") {
+			t.Errorf("without %s: %v", field, err)
+		}
+	}
+}
+
+func TestParseRelayDefaultsRejects(t *testing.T) {
+	for opts, want := range map[string]string{
+		`kye: "{topic}"`:       `line 6: unknown option "kye" (known: key, output_topic, payload, qos)`,
+		`key: "{nope}"`:        "unknown placeholder",
+		`qos: 2`:               "qos 2",
+		`payload: text`:        `payload "text"`,
+		`output_topic: [a, b]`: "cannot unmarshal",
+	} {
+		st, err := stagefile.Parse([]byte("application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract:\n  builtin: mqtt-relay\n  " + opts + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ParseRelayDefaults(st.Extract); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error containing %q", opts, err, want)
+		}
 	}
 }
 
@@ -126,4 +188,25 @@ func FuzzKeyTemplate(f *testing.F) {
 			t.Fatalf("{topic} rendered %q for %q", key, topic)
 		}
 	})
+}
+
+// "suspended" must be a boolean: the extractor refuses the same record
+// with the same words (stage.Suspended).
+func TestParseRelayRefusesANonBooleanSuspended(t *testing.T) {
+	c, _ := attr.Wrap[attr.Config](map[string]any{"topic": "a/+", "output_topic": "o", "key": "{topic}", "suspended": "yes"})
+	_, err := ParseRelay("cfg", c, RelayDefaults{})
+	if err == nil || !strings.Contains(err.Error(), `config "cfg": suspended is "yes": write true or false`) {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestExampleStageDefaults(t *testing.T) {
+	st, err := stagefile.Load("../../examples/mqtt-bridge.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := ParseRelayDefaults(st.Extract)
+	if err != nil || d.OutputTopic != "sensors.raw" || d.Key != "{topic.1}" {
+		t.Fatalf("examples/mqtt-bridge.yaml: %+v %v", d, err)
+	}
 }

@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -146,4 +147,20 @@ func (s *ConfigStore) apply(r *kgo.Record) {
 	if s.obs != nil {
 		s.obs.ConfigEntries.Set(float64(len(s.entries)))
 	}
+}
+
+var cfgSuspended = attr.New("suspended", attr.BOOL).Optional()
+
+// Suspended reads a source config's "suspended" field: true holds the
+// config without polling or subscribing it. Anything but a JSON boolean is
+// an error for that config alone, the same in every source stage: "yes"
+// read as false would start a config its owner meant to stop.
+func Suspended(c attr.Config) (bool, error) {
+	s, _, err := cfgSuspended.Get(c)
+	if err != nil {
+		v, _ := attr.At(c, []string{"suspended"})
+		raw, _ := json.Marshal(v)
+		return false, fmt.Errorf("suspended is %s: write true or false (a JSON boolean)", raw)
+	}
+	return s, nil
 }

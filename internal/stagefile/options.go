@@ -58,7 +58,7 @@ func unknownStructKeys(n *yaml.Node, t reflect.Type) error {
 				names = append(names, name)
 			}
 			sort.Strings(names)
-			return fmt.Errorf("line %d: unknown option %q (options: %s)", k.Line, k.Value, strings.Join(names, ", "))
+			return fmt.Errorf("line %d: unknown option %q (known: %s)", k.Line, k.Value, strings.Join(names, ", "))
 		}
 	}
 	return nil
@@ -103,4 +103,22 @@ func indirect(t reflect.Type) reflect.Type {
 		t = t.Elem()
 	}
 	return t
+}
+
+// noOptions refuses every key, naming its line, for a builtin whose options
+// struct has no fields: listing "known: " with nothing after it would read
+// as a bug.
+func noOptions(builtin string, n *yaml.Node, t reflect.Type) error {
+	t = indirect(t)
+	if t.Kind() != reflect.Struct || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	if fields, open := yamlFields(t); len(fields) > 0 || open {
+		return nil
+	}
+	var keys []string
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		keys = append(keys, fmt.Sprintf("%q (line %d)", n.Content[i].Value, n.Content[i].Line))
+	}
+	return fmt.Errorf("builtin %q takes no options in the stage file; remove %s", builtin, strings.Join(keys, ", "))
 }

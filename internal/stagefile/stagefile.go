@@ -61,12 +61,21 @@ type Stage struct {
 
 // MQTT configures the bridge's connection (kind: mqtt).
 type MQTT struct {
-	URL            string   `yaml:"url,omitempty" json:"url,omitempty"`
-	Username       string   `yaml:"username,omitempty" json:"username,omitempty"`
-	PasswordEnv    string   `yaml:"password_env,omitempty" json:"password_env,omitempty"`
-	PasswordFile   string   `yaml:"password_file,omitempty" json:"password_file,omitempty"`
-	SessionExpiry  Duration `yaml:"session_expiry,omitempty" json:"session_expiry,omitempty"`
-	ReceiveMaximum int      `yaml:"receive_maximum,omitempty" json:"receive_maximum,omitempty"`
+	URL           string   `yaml:"url,omitempty" json:"url,omitempty"`
+	Username      string   `yaml:"username,omitempty" json:"username,omitempty"`
+	PasswordEnv   string   `yaml:"password_env,omitempty" json:"password_env,omitempty"`
+	PasswordFile  string   `yaml:"password_file,omitempty" json:"password_file,omitempty"`
+	SessionExpiry Duration `yaml:"session_expiry,omitempty" json:"session_expiry,omitempty"`
+	// ReceiveMaximum is nil when unset (the broker's own window applies).
+	ReceiveMaximum *int `yaml:"receive_maximum,omitempty" json:"receive_maximum,omitempty"`
+}
+
+// ReceiveMax is the Receive Maximum to send in CONNECT, 0 when unset.
+func (m *MQTT) ReceiveMax() int {
+	if m == nil || m.ReceiveMaximum == nil {
+		return 0
+	}
+	return *m.ReceiveMaximum
 }
 
 // DefaultSessionExpiry is what an MQTT stage asks for unless told.
@@ -126,6 +135,9 @@ func (b *Builtin) MarshalJSON() ([]byte, error) {
 func (b *Builtin) DecodeOptions(v any) error {
 	if len(b.Options.Content) == 0 {
 		return nil
+	}
+	if err := noOptions(b.Name, &b.Options, reflect.TypeOf(v)); err != nil {
+		return err
 	}
 	if err := unknownKeys(&b.Options, reflect.TypeOf(v)); err != nil {
 		return fmt.Errorf("builtin %q: %w", b.Name, err)
@@ -282,6 +294,9 @@ func (s *Stage) validate() error {
 			}
 			if s.MQTT.PasswordEnv != "" && s.MQTT.PasswordFile != "" {
 				bad("mqtt: set password_env or password_file, not both")
+			}
+			if r := s.MQTT.ReceiveMaximum; r != nil && (*r < 1 || *r > 65535) {
+				bad("mqtt: receive_maximum %d: use 1 to 65535 (MQTT 5's range), or leave it out for the broker's own window", *r)
 			}
 		} else if s.MQTT != nil {
 			bad("mqtt: belongs to an mqtt stage")

@@ -48,6 +48,17 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+const mqttBase = "application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\n"
+
+func TestReceiveMaximum(t *testing.T) {
+	for in, want := range map[string]int{"": 0, "mqtt: {receive_maximum: 1}\n": 1, "mqtt: {receive_maximum: 65535}\n": 65535} {
+		s, err := Parse([]byte(mqttBase + in))
+		if err != nil || s.MQTT.ReceiveMax() != want {
+			t.Errorf("%q: %v %v, want %d", in, s, err, want)
+		}
+	}
+}
+
 func TestErrorsNameTheField(t *testing.T) {
 	base := "application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count}\n"
 	cases := map[string]string{
@@ -66,6 +77,9 @@ func TestErrorsNameTheField(t *testing.T) {
 		"application_id: a\nkind: sink\n":                                                                    "kind \"sink\"",
 		base + "secret_fields: [\"a..b\"]\n":                                                                 "empty segment",
 		base + "poll_interval: soon\n":                                                                       "not a duration",
+		mqttBase + "mqtt: {receive_maximum: 0}\n":                                                            "receive_maximum 0",
+		mqttBase + "mqtt: {receive_maximum: 65536}\n":                                                        "receive_maximum 65536",
+		mqttBase + "mqtt: {receive_maximum: -1}\n":                                                           "1 to 65535",
 	}
 	for in, want := range cases {
 		_, err := Parse([]byte(in))
@@ -83,8 +97,14 @@ func TestBuiltinOptionsAreStrict(t *testing.T) {
 	var opts struct {
 		OutputTopic string `yaml:"output_topic"`
 	}
-	if err := s.Transform.DecodeOptions(&opts); err == nil || !strings.Contains(err.Error(), "outptu") {
-		t.Fatalf("want the unknown option named, got %v", err)
+	err = s.Transform.DecodeOptions(&opts)
+	if err == nil || !strings.Contains(err.Error(), `unknown option "outptu"`) || !strings.Contains(err.Error(), "known: output_topic") {
+		t.Fatalf("want the unknown option named and the known ones listed, got %v", err)
+	}
+	// A builtin without options says so.
+	err = s.Transform.DecodeOptions(&struct{}{})
+	if err == nil || !strings.Contains(err.Error(), `"outptu"`) || !strings.Contains(err.Error(), "takes no options") {
+		t.Fatalf("want the options refused, got %v", err)
 	}
 }
 
