@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -43,6 +45,10 @@ func TestUsageErrorsExit2WithHint(t *testing.T) {
 		{"nosuchcommand"},
 		{"partition", "k"},                            // neither --partitions nor --topic
 		{"partition", "-N", "0", "k"},                 // no partitions
+		{"partition", "-N", "-1", "k"},                // negative
+		{"partition", "-N", "2147483648", "k"},        // beyond Kafka's int32 count
+		{"partition", "-N", "4294967296", "k"},        // was a divide by zero
+		{"partition", "-N", "4294967297", "k"},        // was a silent 0
 		{"partition", "-N", "x", "k"},                 // not a number
 		{"partition", "-N", "3"},                      // no key
 		{"version", "extra"},                          // too many args
@@ -73,6 +79,46 @@ func TestPartitionJSON(t *testing.T) {
 	got, _ := json.Marshal(rows)
 	if string(got) != want {
 		t.Errorf("got %s\nwant %s", got, want)
+	}
+}
+
+// The largest count Kafka allows is accepted.
+func TestPartitionMaxCount(t *testing.T) {
+	r := run(t, nil, "", "partition", "-N", "2147483647", "k", "-o", "json")
+	var rows []PartitionRow
+	if err := json.Unmarshal([]byte(r.out), &rows); r.code != 0 || err != nil || len(rows) != 1 {
+		t.Fatalf("exit %d %v: %q %q", r.code, err, r.out, r.err)
+	}
+	if want := kafkax.Partition([]byte("k"), kafkax.MaxPartitions); rows[0].Partition != want {
+		t.Errorf("partition %d, want %d", rows[0].Partition, want)
+	}
+}
+
+// A key that is not UTF-8 is hashed as its raw bytes, and JSON carries
+// those bytes as key_base64 (its "key" can only hold U+FFFD for them).
+func TestPartitionNonUTF8KeyJSON(t *testing.T) {
+	raw := "a\xff\xfeb"
+	r := run(t, nil, "ok\n"+raw+"\n", "partition", "-N", "7", "-", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(r.out), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("%v: %s", err, r.out)
+	}
+	if _, ok := rows[0]["key_base64"]; ok {
+		t.Errorf("a UTF-8 key needs no key_base64: %v", rows[0])
+	}
+	b64, _ := rows[1]["key_base64"].(string)
+	if got, err := base64.StdEncoding.DecodeString(b64); err != nil || string(got) != raw {
+		t.Errorf("key_base64 %q does not give back the raw key (%v)", b64, err)
+	}
+	if want := float64(kafkax.Partition([]byte(raw), 7)); rows[1]["partition"] != want {
+		t.Errorf("partition %v, want %v (of the raw bytes)", rows[1]["partition"], want)
+	}
+	// The table shows the bytes escaped, not as U+FFFD.
+	if tbl := run(t, nil, raw+"\n", "partition", "-N", "7", "-"); !strings.Contains(tbl.out, `"a\xff\xfeb"`) {
+		t.Errorf("table: %q", tbl.out)
 	}
 }
 
