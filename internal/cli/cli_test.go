@@ -66,6 +66,48 @@ func TestUsageErrorsExit2WithHint(t *testing.T) {
 	}
 }
 
+// Every command group, and help, refuses a subcommand it does not know
+// (a typo in a script must not pass with exit 0), while a bare group still
+// prints its help.
+func TestUnknownSubcommandExits2InEveryGroup(t *testing.T) {
+	io, _, _, _ := ui.Test()
+	root := NewCmdRoot(&Factory{IO: io, Getenv: func(string) string { return "" }})
+	var groups, pure [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		if c.HasSubCommands() {
+			groups = append(groups, path)
+			// A group with flags of its own (budget) is a command too.
+			if len(path) > 0 && !c.LocalNonPersistentFlags().HasFlags() {
+				pure = append(pure, path)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub, append(append([]string{}, path...), sub.Name()))
+		}
+	}
+	walk(root, nil)
+	if len(groups) < 5 {
+		t.Fatalf("found only %d command groups: %v", len(groups), groups)
+	}
+	for _, g := range groups {
+		for _, args := range [][]string{append(g, "nosuch"), append([]string{"help"}, append(g, "nosuch")...)} {
+			r := run(t, nil, "", args...)
+			if r.code != exitcode.Usage || !strings.Contains(r.err, "nosuch") {
+				t.Errorf("%v: exit %d, stderr %q; want 2 naming the unknown command", args, r.code, r.err)
+			}
+		}
+	}
+	for _, g := range pure {
+		if r := run(t, nil, "", g...); r.code != 0 || !strings.Contains(r.out, "Usage:") {
+			t.Errorf("%v: a bare group must print its help with exit 0, got exit %d %q", g, r.code, r.err)
+		}
+	}
+	if r := run(t, nil, "", "help", "profile", "show"); r.code != 0 || !strings.Contains(r.out, "profile show") {
+		t.Errorf("help on a known command: exit %d %q", r.code, r.err)
+	}
+}
+
 func TestPartitionJSON(t *testing.T) {
 	r := run(t, nil, "", "partition", "--partitions", "6", "a", "", "ümlaut", "-o", "json")
 	if r.code != 0 {

@@ -85,7 +85,10 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 		NewCmdVersion(f, nil),
 		NewCmdCompletion(f),
 	)
-	root.SetHelpCommandGroupID("tools")
+	help := newCmdHelp()
+	help.GroupID = "tools"
+	root.SetHelpCommand(help)
+	guardGroups(root)
 	return root
 }
 
