@@ -236,6 +236,30 @@ profiles:
 	}
 }
 
+// A password written into a profile's MQTT URL is refused by every command
+// that reads the config, without echoing it, and names the right place.
+func TestProfileMQTTURLPasswordRefusedNotPrinted(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "flecht", "config.yaml")
+	os.MkdirAll(filepath.Dir(cfg), 0o700)
+	os.WriteFile(cfg, []byte(`current_profile: prod
+profiles:
+  prod:
+    brokers: [k1:9092]
+    mqtt: {url: "mqtt://bridge:hunter2@m:1883"}
+`), 0o600)
+	env := map[string]string{"XDG_CONFIG_HOME": dir}
+	for _, args := range [][]string{{"profile", "show"}, {"profile", "list"}, {"profile", "list", "-o", "json"}, {"profile", "show", "prod", "-o", "yaml"}} {
+		r := run(t, env, "", args...)
+		if strings.Contains(r.out+r.err, "hunter2") {
+			t.Errorf("%v: the MQTT password leaked:\n%s%s", args, r.out, r.err)
+		}
+		if r.code == 0 || !strings.Contains(r.err, "password_env") {
+			t.Errorf("%v: exit %d, want a refusal naming password_env: %q", args, r.code, r.err)
+		}
+	}
+}
+
 func TestVersion(t *testing.T) {
 	r := run(t, nil, "", "version", "-o", "json")
 	var v VersionInfo

@@ -31,7 +31,7 @@ $XDG_CONFIG_HOME/flecht/config.yaml (or --config, FLECHT_CONFIG):
         password_file: /run/secrets/mqtt
 
 Passwords are never stored in the file, only the variable or file that holds
-them. Precedence for each setting: flag > environment > profile > default.`
+them; an mqtt.url with a password in it is refused. Precedence for each setting: flag > environment > profile > default.`
 
 // NewCmdProfile builds `flecht profile list|show`.
 func NewCmdProfile(f *Factory) *cobra.Command {
@@ -114,7 +114,7 @@ func runProfileList(opts *ProfileOptions) error {
 			s.SASL = p.SASL.Mechanism
 		}
 		if p.MQTT != nil {
-			s.MQTT = p.MQTT.URL
+			s.MQTT = profile.RedactURL(p.MQTT.URL)
 		}
 		out.Profiles = append(out.Profiles, s)
 	}
@@ -192,7 +192,7 @@ func runProfileShow(opts *ProfileOptions) error {
 			pairs = append(pairs, [2]string{"sasl", "off"})
 		}
 		if r.MQTT != nil {
-			m := r.MQTT.URL
+			m := profile.RedactURL(r.MQTT.URL)
 			if r.MQTT.Username != "" {
 				m += " as " + r.MQTT.Username + ", password from " + passwordSource(r.MQTT.Password)
 			}

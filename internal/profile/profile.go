@@ -5,9 +5,11 @@ package profile
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -59,11 +61,48 @@ type SASL struct {
 	Password  `yaml:",inline"`
 }
 
-// MQTT is where the MQTT broker is and how to log in to it.
+// MQTT is where the MQTT broker is and how to log in to it. The URL
+// carries no password (Validate refuses one); the password comes from
+// password_env or password_file like every other.
 type MQTT struct {
 	URL      string `yaml:"url" json:"url"`
 	Username string `yaml:"username,omitempty" json:"username,omitempty"`
 	Password `yaml:",inline"`
+}
+
+// MarshalJSON shows the URL redacted, in case one with a password got past
+// Validate: JSON (and YAML, which goes through it) is output for people and
+// logs.
+func (m MQTT) MarshalJSON() ([]byte, error) {
+	type plain MQTT // without this method
+	p := plain(m)
+	p.URL = RedactURL(p.URL)
+	return json.Marshal(p)
+}
+
+// RedactURL returns s with any password in it replaced, for display. A URL
+// that does not parse is not shown at all: its text may hold the secret.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	return u.Redacted()
+}
+
+func (m *MQTT) validate(where string) error {
+	if m.URL == "" {
+		return fmt.Errorf("%s: mqtt.url is required", where)
+	}
+	u, err := url.Parse(m.URL)
+	if err != nil {
+		// url's error quotes the whole URL, password and all.
+		return fmt.Errorf("%s: mqtt.url is not a valid URL (want mqtt://host:port)", where)
+	}
+	if _, ok := u.User.Password(); ok {
+		return fmt.Errorf("%s: mqtt.url must not hold a password: set mqtt.username and mqtt.password_env or mqtt.password_file", where)
+	}
+	return m.Password.validate(where + " mqtt")
 }
 
 // Password names where a password comes from: an environment variable or a
@@ -135,13 +174,8 @@ func (p *Profile) Validate(name string) error {
 			return err
 		}
 	}
-	if m := p.MQTT; m != nil {
-		if m.URL == "" {
-			return fmt.Errorf("%s: mqtt.url is required", where)
-		}
-		if err := m.Password.validate(where + " mqtt"); err != nil {
-			return err
-		}
+	if p.MQTT != nil {
+		return p.MQTT.validate(where)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -101,16 +102,19 @@ func TestMissingFiles(t *testing.T) {
 
 func TestStrictParsing(t *testing.T) {
 	bad := map[string]string{
-		"typo":              "profiles:\n  a:\n    broker: [x:1]\n",
-		"mechanism":         "profiles:\n  a:\n    sasl: {mechanism: GSSAPI, username: u, password_env: P}\n",
-		"no password":       "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u}\n",
-		"both passwords":    "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u, password_env: P, password_file: f}\n",
-		"cert without key":  "profiles:\n  a:\n    tls: {enabled: true, cert_file: c}\n",
-		"dangling current":  "current_profile: b\nprofiles:\n  a: {}\n",
-		"not yaml":          "profiles: [",
-		"mqtt without url":  "profiles:\n  a:\n    mqtt: {username: u}\n",
-		"empty broker":      "profiles:\n  a:\n    brokers: ['']\n",
-		"password as value": "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u, password: hunter2}\n",
+		"typo":                 "profiles:\n  a:\n    broker: [x:1]\n",
+		"mechanism":            "profiles:\n  a:\n    sasl: {mechanism: GSSAPI, username: u, password_env: P}\n",
+		"no password":          "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u}\n",
+		"both passwords":       "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u, password_env: P, password_file: f}\n",
+		"cert without key":     "profiles:\n  a:\n    tls: {enabled: true, cert_file: c}\n",
+		"dangling current":     "current_profile: b\nprofiles:\n  a: {}\n",
+		"not yaml":             "profiles: [",
+		"mqtt without url":     "profiles:\n  a:\n    mqtt: {username: u}\n",
+		"empty broker":         "profiles:\n  a:\n    brokers: ['']\n",
+		"password as value":    "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u, password: hunter2}\n",
+		"password in mqtt url": "profiles:\n  a:\n    mqtt: {url: 'mqtt://b:hunter2@m:1883'}\n",
+		"empty mqtt password":  "profiles:\n  a:\n    mqtt: {url: 'mqtt://b:@m:1883'}\n",
+		"mqtt url unparsable":  "profiles:\n  a:\n    mqtt: {url: 'mqtt://b:hunter2@m:1883/%zz'}\n",
 	}
 	for name, body := range bad {
 		if _, err := Parse([]byte(body)); err == nil {
@@ -121,6 +125,33 @@ func TestStrictParsing(t *testing.T) {
 	}
 	if f, err := Parse(nil); err != nil || len(f.Profiles) != 0 {
 		t.Errorf("empty file: %v %v", f, err)
+	}
+}
+
+// A password in the MQTT URL is refused with the way to do it instead.
+func TestMQTTURLPasswordPointsToPasswordSource(t *testing.T) {
+	_, err := Parse([]byte("profiles:\n  a:\n    mqtt: {url: 'mqtt://bridge:hunter2@m:1883'}\n"))
+	if err == nil || !strings.Contains(err.Error(), "password_env") || !strings.Contains(err.Error(), "password_file") {
+		t.Fatalf("want a refusal naming password_env/password_file, got %v", err)
+	}
+	// A user name alone is no secret.
+	if _, err := Parse([]byte("profiles:\n  a:\n    mqtt: {url: 'mqtt://bridge@m:1883'}\n")); err != nil {
+		t.Errorf("user without password refused: %v", err)
+	}
+}
+
+// Whatever URL reaches output, its password does not.
+func TestMQTTURLRedactedInOutput(t *testing.T) {
+	m := &MQTT{URL: "mqtts://bridge:hunter2@m:8883", Username: "bridge", Password: Password{Env: "PW"}}
+	b, err := json.Marshal(&Resolved{MQTT: m})
+	if err != nil || strings.Contains(string(b), "hunter2") || !strings.Contains(string(b), `"url":"mqtts://bridge:xxxxx@m:8883"`) || !strings.Contains(string(b), `"password_env":"PW"`) {
+		t.Errorf("json: %v %s", err, b)
+	}
+	if got := RedactURL("mqtt://b:hunter2@m:1883/%zz"); strings.Contains(got, "hunter2") {
+		t.Errorf("unparsable URL shown: %s", got)
+	}
+	if got := RedactURL("mqtt://m:1883"); got != "mqtt://m:1883" {
+		t.Errorf("plain URL changed: %s", got)
 	}
 }
 
