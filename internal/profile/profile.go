@@ -44,7 +44,9 @@ type Profile struct {
 }
 
 // TLS configures TLS to the Kafka brokers. Enabled with no files uses the
-// system roots.
+// system roots. Files without enabled: true are refused rather than
+// ignored (a plaintext connection the user did not mean) or taken as
+// consent (enabled: false may be a deliberate switch).
 type TLS struct {
 	Enabled            bool   `yaml:"enabled" json:"enabled"`
 	CAFile             string `yaml:"ca_file,omitempty" json:"ca_file,omitempty"`
@@ -52,6 +54,10 @@ type TLS struct {
 	KeyFile            string `yaml:"key_file,omitempty" json:"key_file,omitempty"`
 	ServerName         string `yaml:"server_name,omitempty" json:"server_name,omitempty"`
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify,omitempty" json:"insecure_skip_verify,omitempty"`
+}
+
+func (t *TLS) configured() bool {
+	return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.InsecureSkipVerify
 }
 
 // SASL configures SASL authentication to the Kafka brokers.
@@ -150,6 +156,9 @@ func (p *Profile) Validate(name string) error {
 		}
 	}
 	if t := p.TLS; t != nil {
+		if !t.Enabled && t.configured() {
+			return fmt.Errorf("%s: tls sets files or options but not enabled: true; add enabled: true to connect with TLS, or remove the tls block", where)
+		}
 		if (t.CertFile == "") != (t.KeyFile == "") {
 			return fmt.Errorf("%s: tls.cert_file and tls.key_file go together", where)
 		}

@@ -106,6 +106,8 @@ func TestStrictParsing(t *testing.T) {
 		"mechanism":            "profiles:\n  a:\n    sasl: {mechanism: GSSAPI, username: u, password_env: P}\n",
 		"no password":          "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u}\n",
 		"both passwords":       "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u, password_env: P, password_file: f}\n",
+		"tls not enabled":      "profiles:\n  a:\n    tls: {ca_file: /etc/ca.pem}\n",
+		"tls disabled w/ cert": "profiles:\n  a:\n    tls: {enabled: false, cert_file: c, key_file: k}\n",
 		"cert without key":     "profiles:\n  a:\n    tls: {enabled: true, cert_file: c}\n",
 		"dangling current":     "current_profile: b\nprofiles:\n  a: {}\n",
 		"not yaml":             "profiles: [",
@@ -122,6 +124,14 @@ func TestStrictParsing(t *testing.T) {
 		} else if strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("%s: error echoes a secret: %v", name, err)
 		}
+	}
+	for _, ok := range []string{"profiles:\n  a:\n    tls: {enabled: false}\n", "profiles:\n  a:\n    tls: {enabled: true}\n"} {
+		if _, err := Parse([]byte(ok)); err != nil {
+			t.Errorf("refused %q: %v", ok, err)
+		}
+	}
+	if _, err := Parse([]byte("profiles:\n  a:\n    tls: {ca_file: /etc/ca.pem}\n")); err == nil || !strings.Contains(err.Error(), "enabled: true") {
+		t.Errorf("tls files without enabled: want a hint to set enabled: true, got %v", err)
 	}
 	if f, err := Parse(nil); err != nil || len(f.Profiles) != 0 {
 		t.Errorf("empty file: %v %v", f, err)
