@@ -63,14 +63,15 @@ func newProfileOptions(f *Factory) *ProfileOptions {
 	}
 }
 
-// ProfileSummary is one line of `flecht profile list`.
+// ProfileSummary is one line of `flecht profile list`. Every key is
+// always present ("" for no SASL or MQTT): a stable schema for scripts.
 type ProfileSummary struct {
 	Name    string   `json:"name"`
 	Current bool     `json:"current"`
 	Brokers []string `json:"brokers"`
 	TLS     bool     `json:"tls"`
-	SASL    string   `json:"sasl,omitempty"`
-	MQTT    string   `json:"mqtt,omitempty"`
+	SASL    string   `json:"sasl"`
+	MQTT    string   `json:"mqtt"`
 }
 
 // ProfileList is the output of `flecht profile list`.
@@ -109,7 +110,7 @@ func runProfileList(opts *ProfileOptions) error {
 	out := ProfileList{ConfigPath: path, ConfigFound: found, Profiles: []ProfileSummary{}}
 	for _, name := range file.Names() {
 		p := file.Profiles[name]
-		s := ProfileSummary{Name: name, Current: name == current, Brokers: p.Brokers, TLS: p.TLS != nil && p.TLS.Enabled}
+		s := ProfileSummary{Name: name, Current: name == current, Brokers: nonNil(p.Brokers), TLS: p.TLS != nil && p.TLS.Enabled}
 		if p.SASL != nil {
 			s.SASL = p.SASL.Mechanism
 		}
@@ -211,6 +212,14 @@ func passwordSource(p profile.Password) string {
 		return p.File
 	}
 	return "(none)"
+}
+
+// nonNil makes a missing list [] in JSON, not null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func dash(s string) string {

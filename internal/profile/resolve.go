@@ -26,17 +26,19 @@ const (
 	SourceDefault Source = "default"
 )
 
-// Resolved is the effective connection settings for one command.
+// Resolved is the effective connection settings for one command. Its JSON
+// (`flecht profile show -o json`) always has every key: "" or null when a
+// setting is unset, so scripts see one schema.
 type Resolved struct {
-	ConfigPath     string   `json:"config_path,omitempty"`
+	ConfigPath     string   `json:"config_path"`
 	ConfigFound    bool     `json:"config_found"`
-	ProfileName    string   `json:"profile,omitempty"`
-	ProfileSource  Source   `json:"profile_source,omitempty"`
+	ProfileName    string   `json:"profile"`
+	ProfileSource  Source   `json:"profile_source"`
 	Brokers        []string `json:"brokers"`
 	BrokersSource  Source   `json:"brokers_source"`
-	TLS            *TLS     `json:"tls,omitempty"`
-	SASL           *SASL    `json:"sasl,omitempty"`
-	MQTT           *MQTT    `json:"mqtt,omitempty"`
+	TLS            *TLS     `json:"tls"`
+	SASL           *SASL    `json:"sasl"`
+	MQTT           *MQTT    `json:"mqtt"`
 	AvailableNames []string `json:"available_profiles"`
 }
 
