@@ -226,7 +226,7 @@ profiles:
 		t.Errorf("profile list: %v %+v", err, list)
 	}
 	r = run(t, env, "", "profile", "show", "qa")
-	if r.code != exitcode.Failure || !strings.Contains(r.err, "dev, prod") {
+	if r.code != exitcode.Usage || !strings.Contains(r.err, "dev, prod") {
 		t.Errorf("unknown profile: exit %d %q", r.code, r.err)
 	}
 	// --brokers beats the profile.

@@ -41,14 +41,16 @@ func NewCmdProfile(f *Factory) *cobra.Command {
 		Long:  profileLong,
 		Args:  usageArgs(cobra.NoArgs),
 	}
-	cmd.AddCommand(newCmdProfileList(f, nil), newCmdProfileShow(f, nil))
+	cmd.AddCommand(NewCmdProfileList(f, nil), NewCmdProfileShow(f, nil))
 	return cmd
 }
 
 // ProfileOptions are the inputs of `flecht profile list|show`.
 type ProfileOptions struct {
 	Printer func() *ui.Printer
-	Resolve func() (*profile.Resolved, error)
+	// Resolve resolves the settings with the named profile (the NAME
+	// argument), or by the usual precedence when name is "".
+	Resolve func(name string) (*profile.Resolved, error)
 	Load    func() (*profile.File, string, bool, error)
 	Name    string
 }
@@ -56,7 +58,12 @@ type ProfileOptions struct {
 func newProfileOptions(f *Factory) *ProfileOptions {
 	return &ProfileOptions{
 		Printer: f.Printer,
-		Resolve: f.Resolve,
+		Resolve: func(name string) (*profile.Resolved, error) {
+			if name == "" {
+				return f.Resolve()
+			}
+			return f.resolveProfile(name, profile.SourceArgument)
+		},
 		Load: func() (*profile.File, string, bool, error) {
 			return profile.Load(profile.Inputs{Config: f.ConfigPath, Getenv: f.Getenv})
 		},
@@ -81,7 +88,8 @@ type ProfileList struct {
 	Profiles    []ProfileSummary `json:"profiles"`
 }
 
-func newCmdProfileList(f *Factory, runF func(*ProfileOptions) error) *cobra.Command {
+// NewCmdProfileList builds `flecht profile list`.
+func NewCmdProfileList(f *Factory, runF func(*ProfileOptions) error) *cobra.Command {
 	opts := newProfileOptions(f)
 	return &cobra.Command{
 		Use:   "list",
@@ -104,7 +112,7 @@ func runProfileList(opts *ProfileOptions) error {
 		return err
 	}
 	current := ""
-	if r, err := opts.Resolve(); err == nil {
+	if r, err := opts.Resolve(""); err == nil {
 		current = r.ProfileName
 	}
 	out := ProfileList{ConfigPath: path, ConfigFound: found, Profiles: []ProfileSummary{}}
@@ -141,7 +149,8 @@ func runProfileList(opts *ProfileOptions) error {
 	})
 }
 
-func newCmdProfileShow(f *Factory, runF func(*ProfileOptions) error) *cobra.Command {
+// NewCmdProfileShow builds `flecht profile show [NAME]`.
+func NewCmdProfileShow(f *Factory, runF func(*ProfileOptions) error) *cobra.Command {
 	opts := newProfileOptions(f)
 	return &cobra.Command{
 		Use:   "show [NAME]",
@@ -153,7 +162,6 @@ only the environment variable or file a password is read from.`,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				opts.Name = args[0]
-				f.Profile = args[0]
 			}
 			if runF != nil {
 				return runF(opts)
@@ -164,14 +172,14 @@ only the environment variable or file a password is read from.`,
 }
 
 func runProfileShow(opts *ProfileOptions) error {
-	r, err := opts.Resolve()
+	r, err := opts.Resolve(opts.Name)
 	if err != nil {
 		return err
 	}
 	return opts.Printer().Print(r, func(h *ui.Human) error {
 		name := "(none)"
 		if r.ProfileName != "" {
-			name = r.ProfileName + " (from " + string(r.ProfileSource) + ")"
+			name = r.ProfileName + " (" + sourceText(r.ProfileSource) + ")"
 		}
 		cfg := r.ConfigPath
 		if !r.ConfigFound {
@@ -180,7 +188,7 @@ func runProfileShow(opts *ProfileOptions) error {
 		pairs := [][2]string{
 			{"config", cfg},
 			{"profile", name},
-			{"brokers", strings.Join(r.Brokers, ",") + " (from " + string(r.BrokersSource) + ")"},
+			{"brokers", strings.Join(r.Brokers, ",") + " (" + sourceText(r.BrokersSource) + ")"},
 		}
 		if r.TLS != nil && r.TLS.Enabled {
 			pairs = append(pairs, [2]string{"tls", "enabled, ca " + dash(r.TLS.CAFile) + ", client cert " + dash(r.TLS.CertFile)})
@@ -202,6 +210,15 @@ func runProfileShow(opts *ProfileOptions) error {
 		h.KV(pairs...)
 		return nil
 	})
+}
+
+// sourceText says where a setting came from: "from flag", "from env", but
+// "argument" for the NAME of `profile show NAME`.
+func sourceText(s profile.Source) string {
+	if s == profile.SourceArgument {
+		return string(s)
+	}
+	return "from " + string(s)
 }
 
 func passwordSource(p profile.Password) string {

@@ -4,7 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/profile"
 )
 
 // writeProfiles writes a config file under a fresh XDG_CONFIG_HOME and
@@ -59,5 +63,63 @@ func TestProfileShowJSONAlwaysHasEveryKey(t *testing.T) {
 		if _, ok := got[key]; !ok {
 			t.Errorf("key %q missing from %v", key, got)
 		}
+	}
+}
+
+const twoProfiles = `current_profile: dev
+profiles:
+  dev: {brokers: [d:9092]}
+  prod: {brokers: [p:9092]}
+`
+
+// An unknown profile is a usage error that lists the known ones, however
+// it was named.
+func TestUnknownProfileExits2ListingKnown(t *testing.T) {
+	env := writeProfiles(t, twoProfiles)
+	for _, args := range [][]string{{"--profile", "qa", "cluster"}, {"profile", "show", "qa"}, {"--profile", "qa", "profile", "show"}} {
+		r := run(t, env, "", args...)
+		if r.code != exitcode.Usage || !strings.Contains(r.err, `unknown profile "qa"`) || !strings.Contains(r.err, "dev, prod") {
+			t.Errorf("%v: exit %d %q", args, r.code, r.err)
+		}
+	}
+	env[profile.EnvProfile] = "qa"
+	if r := run(t, env, "", "profile", "show"); r.code != exitcode.Usage {
+		t.Errorf("%s=qa: exit %d %q", profile.EnvProfile, r.code, r.err)
+	}
+}
+
+// FLECHT_BROKERS beating a profile named on purpose deserves a warning;
+// with the profile chosen by the config file it is the documented default.
+func TestEnvBrokersOverridingNamedProfileWarns(t *testing.T) {
+	env := writeProfiles(t, twoProfiles)
+	env[profile.EnvBrokers] = "e:9092"
+	const warning = `warning: FLECHT_BROKERS overrides the brokers of profile "prod"`
+	for _, args := range [][]string{{"--profile", "prod", "profile", "show"}, {"profile", "show", "prod"}} {
+		r := run(t, env, "", args...)
+		if r.code != 0 || strings.Count(r.err, warning) != 1 || strings.Count(r.err, "\n") != 1 {
+			t.Errorf("%v: want one warning line, got exit %d %q", args, r.code, r.err)
+		}
+		if !strings.Contains(r.out, "e:9092 (from env)") {
+			t.Errorf("%v: env brokers not used: %s", args, r.out)
+		}
+	}
+	for _, args := range [][]string{{"profile", "show"}, {"--profile", "prod", "-b", "f:1", "profile", "show"}} {
+		if r := run(t, env, "", args...); r.err != "" {
+			t.Errorf("%v: no warning expected, got %q", args, r.err)
+		}
+	}
+}
+
+// `profile show NAME` says the profile came from the argument, not a flag.
+func TestProfileShowArgumentSource(t *testing.T) {
+	env := writeProfiles(t, twoProfiles)
+	if r := run(t, env, "", "profile", "show", "prod"); !strings.Contains(r.out, "prod (argument)") {
+		t.Errorf("table: %s", r.out)
+	}
+	if r := run(t, env, "", "profile", "show", "prod", "-o", "json"); !strings.Contains(r.out, `"profile_source": "argument"`) {
+		t.Errorf("json: %s", r.out)
+	}
+	if r := run(t, env, "", "--profile", "prod", "profile", "show"); !strings.Contains(r.out, "prod (from flag)") {
+		t.Errorf("flag: %s", r.out)
 	}
 }

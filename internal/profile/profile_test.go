@@ -68,6 +68,30 @@ func TestPrecedence(t *testing.T) {
 	}
 }
 
+func TestEnvBrokersOverNamedProfileWarn(t *testing.T) {
+	path := writeConfig(t, sampleConfig)
+	withEnv := env(map[string]string{EnvBrokers: "e:1"})
+	for _, c := range []struct {
+		in   Inputs
+		warn bool
+	}{
+		{Inputs{Config: path, Profile: "prod", Getenv: withEnv}, true},
+		{Inputs{Config: path, Profile: "prod", ProfileSource: SourceArgument, Getenv: withEnv}, true},
+		{Inputs{Config: path, Getenv: withEnv}, false},                                  // current_profile
+		{Inputs{Config: path, Profile: "prod", Brokers: "f:1", Getenv: withEnv}, false}, // the flag wins anyway
+		{Inputs{Config: path, Profile: "prod", Getenv: env(nil)}, false},                // no env brokers
+		{Inputs{Config: path, Getenv: env(map[string]string{EnvBrokers: "e:1", EnvProfile: "prod"})}, false},
+	} {
+		r, err := Resolve(c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(r.Warnings) > 0; got != c.warn {
+			t.Errorf("%+v: warnings %q, want some: %v", c.in, r.Warnings, c.warn)
+		}
+	}
+}
+
 func TestProfileContents(t *testing.T) {
 	r, err := Resolve(Inputs{Config: writeConfig(t, sampleConfig), Getenv: env(nil)})
 	if err != nil {
