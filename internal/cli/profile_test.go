@@ -9,6 +9,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/profile"
+	"github.com/flecht-dev/flecht/internal/ui"
 )
 
 // writeProfiles writes a config file under a fresh XDG_CONFIG_HOME and
@@ -121,5 +122,33 @@ func TestProfileShowArgumentSource(t *testing.T) {
 	}
 	if r := run(t, env, "", "--profile", "prod", "profile", "show"); !strings.Contains(r.out, "prod (from flag)") {
 		t.Errorf("flag: %s", r.out)
+	}
+}
+
+// The runF hooks receive the parsed inputs, and `profile show NAME` leaves
+// the factory's --profile alone.
+func TestProfileAndCompletionRunF(t *testing.T) {
+	io, _, _, _ := ui.Test()
+	f := &Factory{IO: io, Getenv: func(string) string { return "" }}
+	var got *ProfileOptions
+	capture := func(o *ProfileOptions) error { got = o; return nil }
+
+	show := NewCmdProfileShow(f, capture)
+	show.SetArgs([]string{"prod"})
+	if err := show.Execute(); err != nil || got == nil || got.Name != "prod" || f.Profile != "" {
+		t.Fatalf("show: %v %+v, factory profile %q", err, got, f.Profile)
+	}
+	got = nil
+	list := NewCmdProfileList(f, capture)
+	list.SetArgs([]string{})
+	if err := list.Execute(); err != nil || got == nil || got.Name != "" {
+		t.Fatalf("list: %v %+v", err, got)
+	}
+
+	var comp *CompletionOptions
+	cmd := NewCmdCompletion(f, func(o *CompletionOptions) error { comp = o; return nil })
+	cmd.SetArgs([]string{"zsh"})
+	if err := cmd.Execute(); err != nil || comp == nil || comp.Shell != "zsh" || comp.Root == nil {
+		t.Fatalf("completion: %v %+v", err, comp)
 	}
 }

@@ -83,7 +83,7 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 		NewCmdPartition(f, nil),
 		NewCmdProfile(f),
 		NewCmdVersion(f, nil),
-		NewCmdCompletion(f),
+		NewCmdCompletion(f, nil),
 	)
 	help := newCmdHelp()
 	help.GroupID = "tools"
