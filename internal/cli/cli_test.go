@@ -5,8 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -196,18 +194,15 @@ func TestUnreachableBrokerNamesAddress(t *testing.T) {
 }
 
 func TestProfileShowNeverPrintsSecrets(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "flecht", "config.yaml")
-	os.MkdirAll(filepath.Dir(cfg), 0o700)
-	os.WriteFile(cfg, []byte(`current_profile: prod
+	env := writeProfiles(t, `current_profile: prod
 profiles:
   prod:
     brokers: [k1:9092]
     sasl: {mechanism: PLAIN, username: svc, password_env: PROD_PW}
     mqtt: {url: "mqtt://m:1883", username: b, password_env: MQTT_PW}
   dev: {}
-`), 0o600)
-	env := map[string]string{"XDG_CONFIG_HOME": dir, "PROD_PW": "hunter2-kafka", "MQTT_PW": "hunter2-mqtt"}
+`)
+	env["PROD_PW"], env["MQTT_PW"] = "hunter2-kafka", "hunter2-mqtt"
 	for _, format := range []string{"table", "json", "yaml"} {
 		r := run(t, env, "", "profile", "show", "-o", format)
 		if r.code != 0 {
@@ -239,16 +234,12 @@ profiles:
 // A password written into a profile's MQTT URL is refused by every command
 // that reads the config, without echoing it, and names the right place.
 func TestProfileMQTTURLPasswordRefusedNotPrinted(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "flecht", "config.yaml")
-	os.MkdirAll(filepath.Dir(cfg), 0o700)
-	os.WriteFile(cfg, []byte(`current_profile: prod
+	env := writeProfiles(t, `current_profile: prod
 profiles:
   prod:
     brokers: [k1:9092]
     mqtt: {url: "mqtt://bridge:hunter2@m:1883"}
-`), 0o600)
-	env := map[string]string{"XDG_CONFIG_HOME": dir}
+`)
 	for _, args := range [][]string{{"profile", "show"}, {"profile", "list"}, {"profile", "list", "-o", "json"}, {"profile", "show", "prod", "-o", "yaml"}} {
 		r := run(t, env, "", args...)
 		if strings.Contains(r.out+r.err, "hunter2") {
