@@ -18,8 +18,22 @@ test:
 
 # Tests against a real Apache Kafka 4.x broker and a real Mosquitto.
 # FLECHT_E2E_BROKERS=host:port uses an existing cluster instead.
+E2EFLAGS ?= -timeout 60m
 e2e:
-	$(GO) test -tags e2e -count=1 -timeout 60m ./e2e/
+	$(call with_broker,$(GO) test -tags e2e -count=1 $(E2EFLAGS) ./e2e/)
+
+# with_broker runs $(1) against a broker it starts on FLECHT_E2E_KAFKA_PORT
+# (default 39092), unless FLECHT_E2E_BROKERS names a cluster, which it never
+# touches. The EXIT trap stops the broker even when the test binary panics
+# or hits -timeout, where TestMain's own stop never runs; it is set only
+# after start succeeded, so a broker someone else started is never stopped.
+define with_broker
+	@if [ -n "$$FLECHT_E2E_BROKERS" ]; then $(1); else \
+	  e2e/kafka/broker.sh start || exit 1; \
+	  trap 'e2e/kafka/broker.sh stop' EXIT; \
+	  FLECHT_E2E_BROKERS=127.0.0.1:$${FLECHT_E2E_KAFKA_PORT:-39092} $(1); \
+	fi
+endef
 
 # Benchmarks beside their limits on the same machine, as ratios. The e2e
 # tier's benchmarks (the runner against the broker's own transactional
@@ -35,7 +49,7 @@ bench:
 
 # One run each (they time whole pipelines, not loops).
 bench-e2e:
-	$(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/
+	$(call with_broker,$(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/)
 
 # Each fuzz target for a short budget; found inputs land in testdata/fuzz.
 fuzz:
@@ -46,7 +60,10 @@ fuzz:
 	  done; \
 	done
 
+# go mod tidy -diff keeps go.mod honest: direct dependencies not marked
+# indirect, nothing unused.
 lint:
+	$(GO) mod tidy -diff
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/

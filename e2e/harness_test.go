@@ -55,6 +55,10 @@ func runMain(m *testing.M) int {
 	}
 
 	brokers = os.Getenv("FLECHT_E2E_BROKERS")
+	// Without it (a bare go test; make e2e starts the broker itself) start
+	// one here. broker.sh start fails rather than adopt a broker another run
+	// started, so the deferred stop only ever stops this run's. A panic or
+	// -timeout skips that stop; make e2e's EXIT trap covers those.
 	if brokers == "" {
 		script := filepath.Join(repoRoot, "e2e", "kafka", "broker.sh")
 		start := exec.Command(script, "start")

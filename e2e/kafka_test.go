@@ -77,8 +77,7 @@ func TestTransactionalProduceReadCommitted(t *testing.T) {
 }
 
 // flecht partition agrees with where real clients put keys: Kafka's own
-// console producer (Java client) and, when installed, kcat with
-// partitioner=murmur2_random.
+// console producer (Java client) and kcat with partitioner=murmur2_random.
 func TestPartitionAgreesWithRealClients(t *testing.T) {
 	keys := []string{"", "a", "tenant:device", "sensor/42/temp", "ümlaut", "日本語", "🦄", "Ελληνικά"}
 	for i := range 30 {
@@ -96,18 +95,15 @@ func TestPartitionAgreesWithRealClients(t *testing.T) {
 		"--property", "parse.key=true", "--property", "key.separator=\t")
 	checkPlacement(t, topic, keys, "java console producer")
 
-	if _, err := lookPath("kcat"); err == nil {
-		topic := topicName(t, "kcat")
-		createTopic(t, topic, 7, nil)
-		cmd := command("kcat", "-b", brokers, "-P", "-t", topic, "-K", "\t", "-X", "partitioner=murmur2_random")
-		cmd.Stdin = strings.NewReader(input.String())
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("kcat: %v\n%s", err, out)
-		}
-		checkPlacement(t, topic, keys, "kcat murmur2_random")
-	} else {
-		t.Log("kcat not installed; checked the Java client only")
+	requireKcat(t)
+	topic = topicName(t, "kcat")
+	createTopic(t, topic, 7, nil)
+	cmd := command("kcat", "-b", brokers, "-P", "-t", topic, "-K", "\t", "-X", "partitioner=murmur2_random")
+	cmd.Stdin = strings.NewReader(input.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kcat: %v\n%s", err, out)
 	}
+	checkPlacement(t, topic, keys, "kcat murmur2_random")
 }
 
 func checkPlacement(t *testing.T, topic string, keys []string, who string) {

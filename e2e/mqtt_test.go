@@ -51,13 +51,14 @@ func TestMosquittoPubSub(t *testing.T) {
 	var mu sync.Mutex
 	got := map[string]int{}
 	done := make(chan struct{})
+	var closeDone sync.Once // QoS 1 may deliver a message twice after the n-th
 	const n = 500
 	sub := mqttConnect(t, ctx, m.Addr, "e2e-sub", true, func(p *paho.Publish) {
 		mu.Lock()
 		defer mu.Unlock()
 		got[string(p.Payload)]++
 		if len(got) == n {
-			close(done)
+			closeDone.Do(func() { close(done) })
 		}
 	})
 	if _, err := sub.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "$share/g/e2e/+/events", QoS: 1}}}); err != nil {

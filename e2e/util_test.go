@@ -23,6 +23,15 @@ func lookPath(name string) (string, error) { return exec.LookPath(name) }
 
 func command(name string, args ...string) *exec.Cmd { return exec.Command(name, args...) }
 
+// requireKcat fails the test when kcat is missing: a check that silently
+// skips its real-client half proves nothing. .ci/run installs it.
+func requireKcat(t *testing.T) {
+	t.Helper()
+	if _, err := lookPath("kcat"); err != nil {
+		t.Fatalf("kcat not found (.ci/run installs it: apt-get install kcat): %v", err)
+	}
+}
+
 // tail keeps the last lines of a process's output for a failure message.
 func tail(s string, lines int) string {
 	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")

@@ -3,7 +3,8 @@
 # 127.0.0.1 for the e2e tier. The jars come from Maven (pom.xml beside this
 # file); data, logs and the PID live under e2e/.run/kafka-<port> (ignored by git).
 #
-#   broker.sh start   fetch jars if needed, format storage, start, wait until it answers
+#   broker.sh start   fetch jars if needed, format storage, start, wait until it answers;
+#                     fails if a node (or anything) already serves the port
 #   broker.sh stop    stop the node started by `start` (by PID)
 #   broker.sh class C ARGS...   run a Kafka tool class (e.g. org.apache.kafka.tools.ProducerPerformance)
 #
@@ -71,9 +72,12 @@ answering() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
 
 start() {
   fetch
+  # A node already running here was started by someone else, whose stop
+  # it is: adopting it would let this run stop it under them.
   if [ -f "$run/pid" ] && kill -0 "$(cat "$run/pid")" 2>/dev/null; then
-    echo "kafka already running (pid $(cat "$run/pid")) on 127.0.0.1:$port" >&2
-    return 0
+    echo "kafka already running (pid $(cat "$run/pid")) on 127.0.0.1:$port, started by another run;" \
+      "use it with FLECHT_E2E_BROKERS=127.0.0.1:$port, or pick another FLECHT_E2E_KAFKA_PORT" >&2
+    return 1
   fi
   if answering; then
     echo "port $port is taken by another process; set FLECHT_E2E_KAFKA_PORT or FLECHT_E2E_BROKERS" >&2

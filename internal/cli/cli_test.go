@@ -2,16 +2,16 @@ package cli
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -49,6 +49,10 @@ func TestUsageErrorsExit2WithHint(t *testing.T) {
 		{"nosuchcommand"},
 		{"partition", "k"},                            // neither --partitions nor --topic
 		{"partition", "-N", "0", "k"},                 // no partitions
+		{"partition", "-N", "-1", "k"},                // negative
+		{"partition", "-N", "2147483648", "k"},        // beyond Kafka's int32 count
+		{"partition", "-N", "4294967296", "k"},        // was a divide by zero
+		{"partition", "-N", "4294967297", "k"},        // was a silent 0
 		{"partition", "-N", "x", "k"},                 // not a number
 		{"partition", "-N", "3"},                      // no key
 		{"version", "extra"},                          // too many args
@@ -66,6 +70,48 @@ func TestUsageErrorsExit2WithHint(t *testing.T) {
 	}
 }
 
+// Every command group, and help, refuses a subcommand it does not know
+// (a typo in a script must not pass with exit 0), while a bare group still
+// prints its help.
+func TestUnknownSubcommandExits2InEveryGroup(t *testing.T) {
+	io, _, _, _ := ui.Test()
+	root := NewCmdRoot(&Factory{IO: io, Getenv: func(string) string { return "" }})
+	var groups, pure [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		if c.HasSubCommands() {
+			groups = append(groups, path)
+			// A group with flags of its own (budget) is a command too.
+			if len(path) > 0 && !c.LocalNonPersistentFlags().HasFlags() {
+				pure = append(pure, path)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub, append(append([]string{}, path...), sub.Name()))
+		}
+	}
+	walk(root, nil)
+	if len(groups) < 5 {
+		t.Fatalf("found only %d command groups: %v", len(groups), groups)
+	}
+	for _, g := range groups {
+		for _, args := range [][]string{append(g, "nosuch"), append([]string{"help"}, append(g, "nosuch")...)} {
+			r := run(t, nil, "", args...)
+			if r.code != exitcode.Usage || !strings.Contains(r.err, "nosuch") {
+				t.Errorf("%v: exit %d, stderr %q; want 2 naming the unknown command", args, r.code, r.err)
+			}
+		}
+	}
+	for _, g := range pure {
+		if r := run(t, nil, "", g...); r.code != 0 || !strings.Contains(r.out, "Usage:") {
+			t.Errorf("%v: a bare group must print its help with exit 0, got exit %d %q", g, r.code, r.err)
+		}
+	}
+	if r := run(t, nil, "", "help", "profile", "show"); r.code != 0 || !strings.Contains(r.out, "profile show") {
+		t.Errorf("help on a known command: exit %d %q", r.code, r.err)
+	}
+}
+
 func TestPartitionJSON(t *testing.T) {
 	r := run(t, nil, "", "partition", "--partitions", "6", "a", "", "ümlaut", "-o", "json")
 	if r.code != 0 {
@@ -79,6 +125,46 @@ func TestPartitionJSON(t *testing.T) {
 	got, _ := json.Marshal(rows)
 	if string(got) != want {
 		t.Errorf("got %s\nwant %s", got, want)
+	}
+}
+
+// The largest count Kafka allows is accepted.
+func TestPartitionMaxCount(t *testing.T) {
+	r := run(t, nil, "", "partition", "-N", "2147483647", "k", "-o", "json")
+	var rows []PartitionRow
+	if err := json.Unmarshal([]byte(r.out), &rows); r.code != 0 || err != nil || len(rows) != 1 {
+		t.Fatalf("exit %d %v: %q %q", r.code, err, r.out, r.err)
+	}
+	if want := kafkax.Partition([]byte("k"), kafkax.MaxPartitions); rows[0].Partition != want {
+		t.Errorf("partition %d, want %d", rows[0].Partition, want)
+	}
+}
+
+// A key that is not UTF-8 is hashed as its raw bytes, and JSON carries
+// those bytes as key_base64 (its "key" can only hold U+FFFD for them).
+func TestPartitionNonUTF8KeyJSON(t *testing.T) {
+	raw := "a\xff\xfeb"
+	r := run(t, nil, "ok\n"+raw+"\n", "partition", "-N", "7", "-", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(r.out), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("%v: %s", err, r.out)
+	}
+	if _, ok := rows[0]["key_base64"]; ok {
+		t.Errorf("a UTF-8 key needs no key_base64: %v", rows[0])
+	}
+	b64, _ := rows[1]["key_base64"].(string)
+	if got, err := base64.StdEncoding.DecodeString(b64); err != nil || string(got) != raw {
+		t.Errorf("key_base64 %q does not give back the raw key (%v)", b64, err)
+	}
+	if want := float64(kafkax.Partition([]byte(raw), 7)); rows[1]["partition"] != want {
+		t.Errorf("partition %v, want %v (of the raw bytes)", rows[1]["partition"], want)
+	}
+	// The table shows the bytes escaped, not as U+FFFD.
+	if tbl := run(t, nil, raw+"\n", "partition", "-N", "7", "-"); !strings.Contains(tbl.out, `"a\xff\xfeb"`) {
+		t.Errorf("table: %q", tbl.out)
 	}
 }
 
@@ -114,18 +200,15 @@ func TestUnreachableBrokerNamesAddress(t *testing.T) {
 }
 
 func TestProfileShowNeverPrintsSecrets(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "flecht", "config.yaml")
-	os.MkdirAll(filepath.Dir(cfg), 0o700)
-	os.WriteFile(cfg, []byte(`current_profile: prod
+	env := writeProfiles(t, `current_profile: prod
 profiles:
   prod:
     brokers: [k1:9092]
     sasl: {mechanism: PLAIN, username: svc, password_env: PROD_PW}
     mqtt: {url: "mqtt://m:1883", username: b, password_env: MQTT_PW}
   dev: {}
-`), 0o600)
-	env := map[string]string{"XDG_CONFIG_HOME": dir, "PROD_PW": "hunter2-kafka", "MQTT_PW": "hunter2-mqtt"}
+`)
+	env["PROD_PW"], env["MQTT_PW"] = "hunter2-kafka", "hunter2-mqtt"
 	for _, format := range []string{"table", "json", "yaml"} {
 		r := run(t, env, "", "profile", "show", "-o", format)
 		if r.code != 0 {
@@ -144,13 +227,33 @@ profiles:
 		t.Errorf("profile list: %v %+v", err, list)
 	}
 	r = run(t, env, "", "profile", "show", "qa")
-	if r.code != exitcode.Failure || !strings.Contains(r.err, "dev, prod") {
+	if r.code != exitcode.Usage || !strings.Contains(r.err, "dev, prod") {
 		t.Errorf("unknown profile: exit %d %q", r.code, r.err)
 	}
 	// --brokers beats the profile.
 	r = run(t, env, "", "profile", "show", "-b", "x:1", "-o", "json")
 	if !strings.Contains(r.out, `"brokers_source": "flag"`) {
 		t.Errorf("flag precedence not shown: %s", r.out)
+	}
+}
+
+// A password written into a profile's MQTT URL is refused by every command
+// that reads the config, without echoing it, and names the right place.
+func TestProfileMQTTURLPasswordRefusedNotPrinted(t *testing.T) {
+	env := writeProfiles(t, `current_profile: prod
+profiles:
+  prod:
+    brokers: [k1:9092]
+    mqtt: {url: "mqtt://bridge:hunter2@m:1883"}
+`)
+	for _, args := range [][]string{{"profile", "show"}, {"profile", "list"}, {"profile", "list", "-o", "json"}, {"profile", "show", "prod", "-o", "yaml"}} {
+		r := run(t, env, "", args...)
+		if strings.Contains(r.out+r.err, "hunter2") {
+			t.Errorf("%v: the MQTT password leaked:\n%s%s", args, r.out, r.err)
+		}
+		if r.code == 0 || !strings.Contains(r.err, "password_env") {
+			t.Errorf("%v: exit %d, want a refusal naming password_env: %q", args, r.code, r.err)
+		}
 	}
 }
 

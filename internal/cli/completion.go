@@ -2,14 +2,24 @@ package cli
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 )
 
+// CompletionOptions are the inputs of `flecht completion`.
+type CompletionOptions struct {
+	Out   io.Writer
+	Shell string
+	// Root is the command tree to complete.
+	Root *cobra.Command
+}
+
 // NewCmdCompletion builds `flecht completion bash|zsh|fish`.
-func NewCmdCompletion(f *Factory) *cobra.Command {
+func NewCmdCompletion(f *Factory, runF func(*CompletionOptions) error) *cobra.Command {
+	opts := &CompletionOptions{Out: f.IO.Out}
 	return &cobra.Command{
 		Use:   "completion bash|zsh|fish",
 		Short: "Print a shell completion script",
@@ -22,16 +32,23 @@ func NewCmdCompletion(f *Factory) *cobra.Command {
 		ValidArgs: []string{"bash", "zsh", "fish"},
 		Args:      usageArgs(cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			root := cmd.Root()
-			switch args[0] {
-			case "bash":
-				return root.GenBashCompletionV2(f.IO.Out, true)
-			case "zsh":
-				return root.GenZshCompletion(f.IO.Out)
-			case "fish":
-				return root.GenFishCompletion(f.IO.Out, true)
+			opts.Shell, opts.Root = args[0], cmd.Root()
+			if runF != nil {
+				return runF(opts)
 			}
-			return exitcode.UsageError(fmt.Errorf("unsupported shell %q", args[0]))
+			return runCompletion(opts)
 		},
 	}
+}
+
+func runCompletion(opts *CompletionOptions) error {
+	switch opts.Shell {
+	case "bash":
+		return opts.Root.GenBashCompletionV2(opts.Out, true)
+	case "zsh":
+		return opts.Root.GenZshCompletion(opts.Out)
+	case "fish":
+		return opts.Root.GenFishCompletion(opts.Out, true)
+	}
+	return exitcode.UsageError(fmt.Errorf("unsupported shell %q", opts.Shell))
 }

@@ -6,6 +6,8 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -32,8 +35,9 @@ type Factory struct {
 	NoColor    bool
 	Verbose    bool
 
-	format ui.Format
-	logger *slog.Logger
+	format   ui.Format
+	logger   *slog.Logger
+	warnOnce sync.Once
 	// runLog is the logger of the stages `run` starts (runLogger).
 	runLog     *slog.Logger
 	runLogOnce sync.Once
@@ -71,12 +75,32 @@ func (f *Factory) Logger() *slog.Logger {
 
 // Resolve applies flag > env > profile > default to the connection settings.
 func (f *Factory) Resolve() (*profile.Resolved, error) {
-	return profile.Resolve(profile.Inputs{
-		Brokers: f.Brokers,
-		Profile: f.Profile,
-		Config:  f.ConfigPath,
-		Getenv:  f.Getenv,
+	return f.resolveProfile(f.Profile, profile.SourceFlag)
+}
+
+// resolveProfile resolves with the profile name given by src. An unknown
+// profile is a usage error (its message lists the known ones); warnings go
+// to standard error, once per process.
+func (f *Factory) resolveProfile(name string, src profile.Source) (*profile.Resolved, error) {
+	r, err := profile.Resolve(profile.Inputs{
+		Brokers:       f.Brokers,
+		Profile:       name,
+		ProfileSource: src,
+		Config:        f.ConfigPath,
+		Getenv:        f.Getenv,
 	})
+	if errors.Is(err, profile.ErrUnknownProfile) {
+		return nil, exitcode.UsageError(err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	f.warnOnce.Do(func() {
+		for _, w := range r.Warnings {
+			fmt.Fprintf(f.IO.ErrOut, "warning: %s\n", w)
+		}
+	})
+	return r, nil
 }
 
 // Cluster returns how to reach Kafka under the resolved settings.

@@ -3,10 +3,12 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -27,11 +29,22 @@ type PartitionOptions struct {
 	PartitionCount func(ctx context.Context, topic string) (int, error)
 }
 
-// PartitionRow is one key's placement.
+// PartitionRow is one key's placement. JSON cannot carry bytes that are not
+// UTF-8 (they would turn into U+FFFD, while the partition was computed on
+// the raw bytes), so such a key also comes as KeyBase64.
 type PartitionRow struct {
 	Key        string `json:"key"`
+	KeyBase64  string `json:"key_base64,omitempty"`
 	Partitions int    `json:"partitions"`
 	Partition  int32  `json:"partition"`
+}
+
+func partitionRow(key string, n int) PartitionRow {
+	r := PartitionRow{Key: key, Partitions: n, Partition: kafkax.Partition([]byte(key), n)}
+	if !utf8.ValidString(key) {
+		r.KeyBase64 = base64.StdEncoding.EncodeToString([]byte(key))
+	}
+	return r
 }
 
 // NewCmdPartition builds `flecht partition`.
@@ -53,8 +66,10 @@ func NewCmdPartition(f *Factory, runF func(*PartitionOptions) error) *cobra.Comm
 -X partitioner=murmur2_random do. librdkafka's own default (CRC32) places keys
 differently: a common cause of broken co-partitioning.
 
-Keys are taken as UTF-8 bytes; the empty string is a key like any other.
-With "-" the keys are read from standard input, one per line.`,
+Keys are hashed as the bytes given; the empty string is a key like any
+other. With "-" the keys are read from standard input, one per line. N is at
+most 2147483647, Kafka's limit. A key that is not valid UTF-8 is shown
+quoted with \x escapes, and in JSON and YAML also as key_base64.`,
 		Example: `  flecht partition --partitions 6 device-1 device-2
   flecht partition --topic sensors.raw tenant-a
   cut -f1 keys.tsv | flecht partition -N 12 - -o json`,
@@ -66,8 +81,8 @@ With "-" the keys are read from standard input, one per line.`,
 			if opts.Topic != "" && cmd.Flags().Changed("partitions") {
 				return exitcode.UsageError(errors.New("--partitions and --topic exclude each other"))
 			}
-			if opts.Topic == "" && opts.Partitions <= 0 {
-				return exitcode.UsageError(fmt.Errorf("--partitions must be at least 1, got %d", opts.Partitions))
+			if opts.Topic == "" && (opts.Partitions <= 0 || int64(opts.Partitions) > kafkax.MaxPartitions) {
+				return exitcode.UsageError(fmt.Errorf("--partitions must be from 1 to %d (Kafka's limit), got %d", kafkax.MaxPartitions, opts.Partitions))
 			}
 			opts.Keys = args
 			if runF != nil {
@@ -98,7 +113,7 @@ func runPartition(ctx context.Context, opts *PartitionOptions) error {
 	}
 	rows := make([]PartitionRow, 0, len(keys))
 	for _, k := range keys {
-		rows = append(rows, PartitionRow{Key: k, Partitions: n, Partition: kafkax.Partition([]byte(k), n)})
+		rows = append(rows, partitionRow(k, n))
 	}
 	return opts.Printer().Print(rows, func(h *ui.Human) error {
 		table := make([][]string, len(rows))

@@ -31,7 +31,7 @@ $XDG_CONFIG_HOME/flecht/config.yaml (or --config, FLECHT_CONFIG):
         password_file: /run/secrets/mqtt
 
 Passwords are never stored in the file, only the variable or file that holds
-them. Precedence for each setting: flag > environment > profile > default.`
+them; an mqtt.url with a password in it is refused. Precedence for each setting: flag > environment > profile > default.`
 
 // NewCmdProfile builds `flecht profile list|show`.
 func NewCmdProfile(f *Factory) *cobra.Command {
@@ -41,14 +41,16 @@ func NewCmdProfile(f *Factory) *cobra.Command {
 		Long:  profileLong,
 		Args:  usageArgs(cobra.NoArgs),
 	}
-	cmd.AddCommand(newCmdProfileList(f, nil), newCmdProfileShow(f, nil))
+	cmd.AddCommand(NewCmdProfileList(f, nil), NewCmdProfileShow(f, nil))
 	return cmd
 }
 
 // ProfileOptions are the inputs of `flecht profile list|show`.
 type ProfileOptions struct {
 	Printer func() *ui.Printer
-	Resolve func() (*profile.Resolved, error)
+	// Resolve resolves the settings with the named profile (the NAME
+	// argument), or by the usual precedence when name is "".
+	Resolve func(name string) (*profile.Resolved, error)
 	Load    func() (*profile.File, string, bool, error)
 	Name    string
 }
@@ -56,21 +58,27 @@ type ProfileOptions struct {
 func newProfileOptions(f *Factory) *ProfileOptions {
 	return &ProfileOptions{
 		Printer: f.Printer,
-		Resolve: f.Resolve,
+		Resolve: func(name string) (*profile.Resolved, error) {
+			if name == "" {
+				return f.Resolve()
+			}
+			return f.resolveProfile(name, profile.SourceArgument)
+		},
 		Load: func() (*profile.File, string, bool, error) {
 			return profile.Load(profile.Inputs{Config: f.ConfigPath, Getenv: f.Getenv})
 		},
 	}
 }
 
-// ProfileSummary is one line of `flecht profile list`.
+// ProfileSummary is one line of `flecht profile list`. Every key is
+// always present ("" for no SASL or MQTT): a stable schema for scripts.
 type ProfileSummary struct {
 	Name    string   `json:"name"`
 	Current bool     `json:"current"`
 	Brokers []string `json:"brokers"`
 	TLS     bool     `json:"tls"`
-	SASL    string   `json:"sasl,omitempty"`
-	MQTT    string   `json:"mqtt,omitempty"`
+	SASL    string   `json:"sasl"`
+	MQTT    string   `json:"mqtt"`
 }
 
 // ProfileList is the output of `flecht profile list`.
@@ -80,7 +88,8 @@ type ProfileList struct {
 	Profiles    []ProfileSummary `json:"profiles"`
 }
 
-func newCmdProfileList(f *Factory, runF func(*ProfileOptions) error) *cobra.Command {
+// NewCmdProfileList builds `flecht profile list`.
+func NewCmdProfileList(f *Factory, runF func(*ProfileOptions) error) *cobra.Command {
 	opts := newProfileOptions(f)
 	return &cobra.Command{
 		Use:   "list",
@@ -103,18 +112,18 @@ func runProfileList(opts *ProfileOptions) error {
 		return err
 	}
 	current := ""
-	if r, err := opts.Resolve(); err == nil {
+	if r, err := opts.Resolve(""); err == nil {
 		current = r.ProfileName
 	}
 	out := ProfileList{ConfigPath: path, ConfigFound: found, Profiles: []ProfileSummary{}}
 	for _, name := range file.Names() {
 		p := file.Profiles[name]
-		s := ProfileSummary{Name: name, Current: name == current, Brokers: p.Brokers, TLS: p.TLS != nil && p.TLS.Enabled}
+		s := ProfileSummary{Name: name, Current: name == current, Brokers: nonNil(p.Brokers), TLS: p.TLS != nil && p.TLS.Enabled}
 		if p.SASL != nil {
 			s.SASL = p.SASL.Mechanism
 		}
 		if p.MQTT != nil {
-			s.MQTT = p.MQTT.URL
+			s.MQTT = profile.RedactURL(p.MQTT.URL)
 		}
 		out.Profiles = append(out.Profiles, s)
 	}
@@ -140,7 +149,8 @@ func runProfileList(opts *ProfileOptions) error {
 	})
 }
 
-func newCmdProfileShow(f *Factory, runF func(*ProfileOptions) error) *cobra.Command {
+// NewCmdProfileShow builds `flecht profile show [NAME]`.
+func NewCmdProfileShow(f *Factory, runF func(*ProfileOptions) error) *cobra.Command {
 	opts := newProfileOptions(f)
 	return &cobra.Command{
 		Use:   "show [NAME]",
@@ -152,7 +162,6 @@ only the environment variable or file a password is read from.`,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				opts.Name = args[0]
-				f.Profile = args[0]
 			}
 			if runF != nil {
 				return runF(opts)
@@ -163,14 +172,14 @@ only the environment variable or file a password is read from.`,
 }
 
 func runProfileShow(opts *ProfileOptions) error {
-	r, err := opts.Resolve()
+	r, err := opts.Resolve(opts.Name)
 	if err != nil {
 		return err
 	}
 	return opts.Printer().Print(r, func(h *ui.Human) error {
 		name := "(none)"
 		if r.ProfileName != "" {
-			name = r.ProfileName + " (from " + string(r.ProfileSource) + ")"
+			name = r.ProfileName + " (" + sourceText(r.ProfileSource) + ")"
 		}
 		cfg := r.ConfigPath
 		if !r.ConfigFound {
@@ -179,7 +188,7 @@ func runProfileShow(opts *ProfileOptions) error {
 		pairs := [][2]string{
 			{"config", cfg},
 			{"profile", name},
-			{"brokers", strings.Join(r.Brokers, ",") + " (from " + string(r.BrokersSource) + ")"},
+			{"brokers", strings.Join(r.Brokers, ",") + " (" + sourceText(r.BrokersSource) + ")"},
 		}
 		if r.TLS != nil && r.TLS.Enabled {
 			pairs = append(pairs, [2]string{"tls", "enabled, ca " + dash(r.TLS.CAFile) + ", client cert " + dash(r.TLS.CertFile)})
@@ -192,7 +201,7 @@ func runProfileShow(opts *ProfileOptions) error {
 			pairs = append(pairs, [2]string{"sasl", "off"})
 		}
 		if r.MQTT != nil {
-			m := r.MQTT.URL
+			m := profile.RedactURL(r.MQTT.URL)
 			if r.MQTT.Username != "" {
 				m += " as " + r.MQTT.Username + ", password from " + passwordSource(r.MQTT.Password)
 			}
@@ -203,6 +212,15 @@ func runProfileShow(opts *ProfileOptions) error {
 	})
 }
 
+// sourceText says where a setting came from: "from flag", "from env", but
+// "argument" for the NAME of `profile show NAME`.
+func sourceText(s profile.Source) string {
+	if s == profile.SourceArgument {
+		return string(s)
+	}
+	return "from " + string(s)
+}
+
 func passwordSource(p profile.Password) string {
 	switch {
 	case p.Env != "":
@@ -211,6 +229,14 @@ func passwordSource(p profile.Password) string {
 		return p.File
 	}
 	return "(none)"
+}
+
+// nonNil makes a missing list [] in JSON, not null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func dash(s string) string {

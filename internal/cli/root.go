@@ -83,9 +83,12 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 		NewCmdPartition(f, nil),
 		NewCmdProfile(f),
 		NewCmdVersion(f, nil),
-		NewCmdCompletion(f),
+		NewCmdCompletion(f, nil),
 	)
-	root.SetHelpCommandGroupID("tools")
+	help := newCmdHelp()
+	help.GroupID = "tools"
+	root.SetHelpCommand(help)
+	guardGroups(root)
 	return root
 }
 

@@ -9,12 +9,14 @@ import (
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
-// VersionInfo is what `flecht version` reports.
+// VersionInfo is what `flecht version` reports. Every key is always
+// present (empty or false when the build did not record it): a stable
+// schema for scripts.
 type VersionInfo struct {
 	Version   string `json:"version"`
-	Revision  string `json:"revision,omitempty"`
-	Time      string `json:"time,omitempty"`
-	Modified  bool   `json:"modified,omitempty"`
+	Revision  string `json:"revision"`
+	Time      string `json:"time"`
+	Modified  bool   `json:"modified"`
 	GoVersion string `json:"go_version"`
 	Platform  string `json:"platform"`
 }

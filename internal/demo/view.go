@@ -9,9 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
-
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -46,36 +43,13 @@ type viewOptions struct {
 // summary line (Lines) or a JSON line (JSON) per interval.
 type view struct {
 	opts viewOptions
-	st   styles
+	st   *ui.Human // styles only; writes go to opts.Out
 	// history of the three rates, oldest first, for the sparklines.
 	published, relayed, refined []float64
 }
 
-type styles struct {
-	title, faint, bold, good, warn, head, box lipgloss.Style
-}
-
-func newStyles(color bool) styles {
-	r := lipgloss.NewRenderer(io.Discard)
-	if color {
-		r.SetColorProfile(termenv.ANSI256)
-	} else {
-		r.SetColorProfile(termenv.Ascii)
-	}
-	return styles{
-		title: r.NewStyle().Bold(true).Foreground(lipgloss.Color("6")),
-		faint: r.NewStyle().Faint(true),
-		bold:  r.NewStyle().Bold(true),
-		good:  r.NewStyle().Foreground(lipgloss.Color("2")),
-		warn:  r.NewStyle().Foreground(lipgloss.Color("3")),
-		head:  r.NewStyle().Bold(true).Faint(true),
-		box: r.NewStyle().Border(lipgloss.RoundedBorder()).BorderForeground(lipgloss.Color("8")).
-			Padding(0, 1).Width(viewWidth - 2),
-	}
-}
-
 func newView(o viewOptions) *view {
-	return &view{opts: o, st: newStyles(o.Color)}
+	return &view{opts: o, st: ui.NewHuman(io.Discard, o.Color)}
 }
 
 // begin starts the report: the alternate screen and a first frame (Live),
@@ -111,7 +85,7 @@ func (v *view) end(final Sample, failed bool) {
 	switch v.opts.Mode {
 	case Live:
 		fmt.Fprint(v.opts.Out, leaveAltScreen)
-		fmt.Fprintln(v.opts.Out, v.st.title.Render("flecht dev --demo stopped")+v.st.faint.Render(" after "+formatUptime(final.UptimeSeconds)))
+		fmt.Fprintln(v.opts.Out, v.st.Title("flecht dev --demo stopped")+v.st.Faint(" after "+formatUptime(final.UptimeSeconds)))
 		fmt.Fprintln(v.opts.Out, v.stats(final))
 		if failed {
 			fmt.Fprint(v.opts.Out, v.recent())
@@ -134,19 +108,19 @@ func (v *view) draw(s Sample) {
 // render is the whole live frame.
 func (v *view) render(s Sample) string {
 	var b strings.Builder
-	title := v.st.title.Render("flecht dev --demo")
+	title := v.st.Title("flecht dev --demo")
 	up := "up " + formatUptime(s.UptimeSeconds)
-	gap := max(viewWidth-lipgloss.Width(title)-len(up)-1, 1)
-	b.WriteString(" " + title + strings.Repeat(" ", gap) + v.st.faint.Render(up) + "\n")
+	gap := max(viewWidth-ui.Width(title)-len(up)-1, 1)
+	b.WriteString(" " + title + strings.Repeat(" ", gap) + v.st.Faint(up) + "\n")
 	b.WriteString(" " + v.flow() + "\n")
 	b.WriteString(v.stats(s) + "\n")
-	fmt.Fprintf(&b, " %s %s    %s %s\n\n", v.st.bold.Render("kafka"), s.Kafka, v.st.bold.Render("mqtt"), s.MQTTURL)
+	fmt.Fprintf(&b, " %s %s    %s %s\n\n", v.st.Bold("kafka"), s.Kafka, v.st.Bold("mqtt"), s.MQTTURL)
 	b.WriteString(" In another terminal:\n")
 	for _, cmd := range tryCommands(s.Kafka, s.MQTTURL) {
 		b.WriteString("   " + cmd + "\n")
 	}
 	b.WriteString(v.recent())
-	b.WriteString("\n " + v.st.faint.Render("Ctrl-C stops the sensors, the bridge, the transformer and both brokers."))
+	b.WriteString("\n " + v.st.Faint("Ctrl-C stops the sensors, the bridge, the transformer and both brokers."))
 	return b.String()
 }
 
@@ -160,14 +134,14 @@ func (v *view) recent() string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("\n " + v.st.head.Render("RECENT WARNINGS") + "\n")
+	b.WriteString("\n " + v.st.Head("RECENT WARNINGS") + "\n")
 	for _, e := range entries {
 		for i, line := range wrap(e.Time.Format("15:04:05")+" "+e.Text, viewWidth-5, 2) {
 			indent := "   "
 			if i > 0 {
 				indent = "     "
 			}
-			b.WriteString(indent + v.st.warn.Render(line) + "\n")
+			b.WriteString(indent + v.st.Warn(line) + "\n")
 		}
 	}
 	return b.String()
@@ -175,10 +149,10 @@ func (v *view) recent() string {
 
 // flow is the pipeline in one line.
 func (v *view) flow() string {
-	arrow := v.st.faint.Render(" ─▶ ")
+	arrow := v.st.Faint(" ─▶ ")
 	return strings.Join([]string{
-		"sensors" + v.st.faint.Render(" ─MQTT▶ ") + v.st.bold.Render("mqtt-relay"),
-		RawTopic, v.st.bold.Render("dedupe"), RefinedTopic,
+		"sensors" + v.st.Faint(" ─MQTT▶ ") + v.st.Bold("mqtt-relay"),
+		RawTopic, v.st.Bold("dedupe"), RefinedTopic,
 	}, arrow)
 }
 
@@ -188,7 +162,7 @@ func (v *view) stats(s Sample) string {
 	// a steady rate from reading as a solid bar.
 	scale := 1.2 * max(maxOf(v.published), maxOf(v.relayed), maxOf(v.refined))
 	var b strings.Builder
-	b.WriteString(v.st.head.Render(fmt.Sprintf("%-10s %-18s %10s  %-*s %10s", "", "TOPIC", "RATE", historyLen, "LAST "+strconv.Itoa(historyLen)+" INTERVALS", "TOTAL")) + "\n")
+	b.WriteString(v.st.Head(fmt.Sprintf("%-10s %-18s %10s  %-*s %10s", "", "TOPIC", "RATE", historyLen, "LAST "+strconv.Itoa(historyLen)+" INTERVALS", "TOTAL")) + "\n")
 	for _, row := range []struct {
 		name, topic string
 		rate        float64
@@ -200,28 +174,28 @@ func (v *view) stats(s Sample) string {
 		{"refined", RefinedTopic, s.RefinedPerSecond, v.refined, s.Refined},
 	} {
 		fmt.Fprintf(&b, "%s %-18s %s  %s %10s\n",
-			v.st.bold.Render(fmt.Sprintf("%-10s", row.name)), row.topic,
-			v.st.good.Render(fmt.Sprintf("%10s", formatRate(row.rate))),
-			v.st.good.Render(sparkline(row.hist, scale, historyLen)), ui.GroupDigits(row.total))
+			v.st.Bold(fmt.Sprintf("%-10s", row.name)), row.topic,
+			v.st.Good(fmt.Sprintf("%10s", formatRate(row.rate))),
+			v.st.Good(sparkline(row.hist, scale, historyLen)), ui.GroupDigits(row.total))
 	}
 	b.WriteString("\n")
-	kv := func(k, val string) { fmt.Fprintf(&b, "%s %s\n", v.st.bold.Render(fmt.Sprintf("%-13s", k)), val) }
+	kv := func(k, val string) { fmt.Fprintf(&b, "%s %s\n", v.st.Bold(fmt.Sprintf("%-13s", k)), val) }
 	kv("deduplicated", fmt.Sprintf("%s %s", ui.GroupDigits(s.Deduplicated),
-		v.st.faint.Render("of "+plural(s.DuplicatesPublished, "reading")+" the sensors re-sent")))
+		v.st.Faint("of "+plural(s.DuplicatesPublished, "reading")+" the sensors re-sent")))
 	dropped := formatDropped(s.Dropped)
 	if len(s.Dropped) > 0 {
-		dropped = v.st.warn.Render(dropped)
+		dropped = v.st.Warn(dropped)
 	}
-	kv("dropped", dropped+" "+v.st.faint.Render("("+plural(s.PoisonPublished, "non-JSON payload")+" sent)"))
+	kv("dropped", dropped+" "+v.st.Faint("("+plural(s.PoisonPublished, "non-JSON payload")+" sent)"))
 	lag := formatLag(s.Lag)
 	if s.Lag != nil && *s.Lag <= lagWarn {
-		lag = v.st.good.Render(lag)
+		lag = v.st.Good(lag)
 	} else if s.Lag != nil {
-		lag = v.st.warn.Render(lag)
+		lag = v.st.Warn(lag)
 	}
-	kv("lag", lag+" "+v.st.faint.Render("(group "+DedupeApp+", in offsets incl. commit markers)"))
+	kv("lag", lag+" "+v.st.Faint("(group "+DedupeApp+", in offsets incl. commit markers)"))
 	kv("transactions", fmt.Sprintf("%s bridge · %s dedupe", ui.GroupDigits(s.Transactions.Bridge), ui.GroupDigits(s.Transactions.Dedupe)))
-	return v.st.box.Render(strings.TrimSuffix(b.String(), "\n"))
+	return v.st.Box(strings.TrimSuffix(b.String(), "\n"), viewWidth)
 }
 
 // header is what Lines mode prints first: the pipeline and the addresses.

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/charmbracelet/lipgloss"
+	"github.com/flecht-dev/flecht/internal/ui"
 )
 
 func int64p(n int64) *int64 { return &n }
@@ -165,7 +165,7 @@ func TestRenderFrame(t *testing.T) {
 		t.Errorf("colour without Color:\n%q", frame)
 	}
 	for _, line := range strings.Split(frame, "\n") {
-		if w := lipgloss.Width(line); w > viewWidth {
+		if w := ui.Width(line); w > viewWidth {
 			t.Errorf("line %d columns wide (max %d): %q", w, viewWidth, line)
 		}
 	}

@@ -12,10 +12,13 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -32,6 +35,10 @@ type Cluster struct {
 	Log         *slog.Logger
 	DialTimeout time.Duration
 	PingTimeout time.Duration // 0 means DefaultPingTimeout
+
+	// login sees how SASL logins of this cluster's clients end; a Cluster
+	// is used by pointer, never copied.
+	login atomic.Pointer[loginWatch]
 }
 
 // DefaultDialTimeout bounds one connection attempt, so a dead or
@@ -114,7 +121,7 @@ func (c *Cluster) Opts() []kgo.Opt {
 		opts = append(opts, kgo.DialTLSConfig(c.TLS.Clone()))
 	}
 	if c.SASL != nil {
-		opts = append(opts, kgo.SASL(c.SASL))
+		opts = append(opts, kgo.SASL(c.SASL), kgo.WithHooks(c.loginWatch()))
 	}
 	if c.Log != nil {
 		opts = append(opts, kgo.WithLogger(slogLogger{c.Log}))
@@ -156,6 +163,49 @@ func (e *UnreachableError) Error() string {
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
+// AuthError says a broker answered but refused the SASL login. The
+// password is never part of it.
+type AuthError struct {
+	Brokers   string
+	Mechanism string
+	Err       error
+}
+
+func (e *AuthError) Error() string {
+	return fmt.Sprintf("Kafka at %s: %s authentication failed (%v); check the profile's sasl.mechanism, sasl.username and the password in password_env or password_file", e.Brokers, e.Mechanism, e.Err)
+}
+
+func (e *AuthError) Unwrap() error { return e.Err }
+
+// loginWatch notes whether the last SASL exchange on any connection failed.
+// Kafka answers a wrong password with SASL_AUTHENTICATION_FAILED, but other
+// servers (kfake among them) just hang up, and franz-go then reports a bare
+// EOF; the hook sees which request that EOF cut short.
+type loginWatch struct{ failed atomic.Bool }
+
+func (w *loginWatch) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.SASLAuthenticate) {
+		w.failed.Store(err != nil)
+	}
+}
+
+func (c *Cluster) loginWatch() *loginWatch {
+	c.login.CompareAndSwap(nil, &loginWatch{})
+	return c.login.Load()
+}
+
+// loginRefused reports whether err comes from a refused SASL login.
+func (c *Cluster) loginRefused(err error) bool {
+	if c.SASL == nil {
+		return false
+	}
+	if errors.Is(err, kerr.SaslAuthenticationFailed) {
+		return true
+	}
+	w := c.login.Load()
+	return w != nil && w.failed.Load()
+}
+
 // DefaultPingTimeout bounds Ping.
 const DefaultPingTimeout = 10 * time.Second
 
@@ -169,6 +219,9 @@ func (c *Cluster) Ping(ctx context.Context, cl *kgo.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := cl.Ping(ctx); err != nil {
+		if c.loginRefused(err) {
+			return &AuthError{Brokers: c.Addrs(), Mechanism: c.SASL.Name(), Err: err}
+		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within %s", timeout)
 		}

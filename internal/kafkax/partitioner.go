@@ -1,5 +1,11 @@
 package kafkax
 
+import "math"
+
+// MaxPartitions is the most partitions a Kafka topic can have: the
+// protocol counts them in an int32.
+const MaxPartitions = math.MaxInt32
+
 // Murmur2 is Kafka's murmur2 hash (org.apache.kafka.common.utils.Utils.murmur2),
 // the hash behind the Java client's default partitioner for keyed records.
 func Murmur2(data []byte) int32 {
@@ -39,9 +45,13 @@ func Murmur2(data []byte) int32 {
 // Partition is the partition Kafka's default partitioner gives a non-null
 // key among n partitions: (murmur2(key) & 0x7fffffff) % n. An empty key is
 // still a key (Java hashes the empty array); only a null key is spread.
+//
+// n must be in [1, MaxPartitions]; callers validate outside input first.
+// Outside that range it panics: a count no topic can have is a bug, and
+// reducing it to 32 bits would divide by zero or answer wrongly.
 func Partition(key []byte, n int) int32 {
-	if n <= 0 {
-		panic("kafkax.Partition: partition count must be positive")
+	if n <= 0 || int64(n) > MaxPartitions {
+		panic("kafkax.Partition: partition count must be in [1, MaxPartitions]")
 	}
 	return int32((uint32(Murmur2(key)) & 0x7fffffff) % uint32(n))
 }

@@ -2,6 +2,7 @@ package kafkax
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"testing"
 )
@@ -75,11 +76,36 @@ func TestPartitionRange(t *testing.T) {
 	}
 }
 
+// The largest count Kafka allows still gives an in-range partition, and a
+// count beyond it is refused rather than truncated to 32 bits (1<<32 would
+// divide by zero, 1<<32+1 would answer 0 for every key).
+func TestPartitionCountBounds(t *testing.T) {
+	for _, k := range []string{"", "a", "tenant:device"} {
+		want := int32((uint32(Murmur2([]byte(k))) & 0x7fffffff) % math.MaxInt32)
+		if got := Partition([]byte(k), MaxPartitions); got != want {
+			t.Errorf("Partition(%q, MaxPartitions) = %d, want %d", k, got, want)
+		}
+	}
+	if math.MaxInt == math.MaxInt32 {
+		t.Skip("int is 32 bits: no count beyond MaxPartitions to pass")
+	}
+	for _, n := range []int64{0, -1, math.MaxInt32 + 1, 1 << 32, 1<<32 + 1} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Partition(k, %d) did not refuse the count", n)
+				}
+			}()
+			Partition([]byte("k"), int(n))
+		}()
+	}
+}
+
 func FuzzMurmur2Partition(f *testing.F) {
 	f.Add([]byte("abc"), 6)
 	f.Add([]byte{}, 1)
 	f.Fuzz(func(t *testing.T, key []byte, n int) {
-		if n <= 0 || n > 1<<20 {
+		if n <= 0 || n > MaxPartitions {
 			return
 		}
 		if p := Partition(key, n); p < 0 || int(p) >= n {

@@ -5,9 +5,11 @@ package profile
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -42,7 +44,9 @@ type Profile struct {
 }
 
 // TLS configures TLS to the Kafka brokers. Enabled with no files uses the
-// system roots.
+// system roots. Files without enabled: true are refused rather than
+// ignored (a plaintext connection the user did not mean) or taken as
+// consent (enabled: false may be a deliberate switch).
 type TLS struct {
 	Enabled            bool   `yaml:"enabled" json:"enabled"`
 	CAFile             string `yaml:"ca_file,omitempty" json:"ca_file,omitempty"`
@@ -52,6 +56,10 @@ type TLS struct {
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify,omitempty" json:"insecure_skip_verify,omitempty"`
 }
 
+func (t *TLS) configured() bool {
+	return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.InsecureSkipVerify
+}
+
 // SASL configures SASL authentication to the Kafka brokers.
 type SASL struct {
 	Mechanism string `yaml:"mechanism" json:"mechanism"`
@@ -59,11 +67,48 @@ type SASL struct {
 	Password  `yaml:",inline"`
 }
 
-// MQTT is where the MQTT broker is and how to log in to it.
+// MQTT is where the MQTT broker is and how to log in to it. The URL
+// carries no password (Validate refuses one); the password comes from
+// password_env or password_file like every other.
 type MQTT struct {
 	URL      string `yaml:"url" json:"url"`
 	Username string `yaml:"username,omitempty" json:"username,omitempty"`
 	Password `yaml:",inline"`
+}
+
+// MarshalJSON shows the URL redacted, in case one with a password got past
+// Validate: JSON (and YAML, which goes through it) is output for people and
+// logs.
+func (m MQTT) MarshalJSON() ([]byte, error) {
+	type plain MQTT // without this method
+	p := plain(m)
+	p.URL = RedactURL(p.URL)
+	return json.Marshal(p)
+}
+
+// RedactURL returns s with any password in it replaced, for display. A URL
+// that does not parse is not shown at all: its text may hold the secret.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	return u.Redacted()
+}
+
+func (m *MQTT) validate(where string) error {
+	if m.URL == "" {
+		return fmt.Errorf("%s: mqtt.url is required", where)
+	}
+	u, err := url.Parse(m.URL)
+	if err != nil {
+		// url's error quotes the whole URL, password and all.
+		return fmt.Errorf("%s: mqtt.url is not a valid URL (want mqtt://host:port)", where)
+	}
+	if _, ok := u.User.Password(); ok {
+		return fmt.Errorf("%s: mqtt.url must not hold a password: set mqtt.username and mqtt.password_env or mqtt.password_file", where)
+	}
+	return m.Password.validate(where + " mqtt")
 }
 
 // Password names where a password comes from: an environment variable or a
@@ -111,6 +156,9 @@ func (p *Profile) Validate(name string) error {
 		}
 	}
 	if t := p.TLS; t != nil {
+		if !t.Enabled && t.configured() {
+			return fmt.Errorf("%s: tls sets files or options but not enabled: true; add enabled: true to connect with TLS, or remove the tls block", where)
+		}
 		if (t.CertFile == "") != (t.KeyFile == "") {
 			return fmt.Errorf("%s: tls.cert_file and tls.key_file go together", where)
 		}
@@ -135,13 +183,8 @@ func (p *Profile) Validate(name string) error {
 			return err
 		}
 	}
-	if m := p.MQTT; m != nil {
-		if m.URL == "" {
-			return fmt.Errorf("%s: mqtt.url is required", where)
-		}
-		if err := m.Password.validate(where + " mqtt"); err != nil {
-			return err
-		}
+	if p.MQTT != nil {
+		return p.MQTT.validate(where)
 	}
 	return nil
 }

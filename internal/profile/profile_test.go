@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -67,6 +68,30 @@ func TestPrecedence(t *testing.T) {
 	}
 }
 
+func TestEnvBrokersOverNamedProfileWarn(t *testing.T) {
+	path := writeConfig(t, sampleConfig)
+	withEnv := env(map[string]string{EnvBrokers: "e:1"})
+	for _, c := range []struct {
+		in   Inputs
+		warn bool
+	}{
+		{Inputs{Config: path, Profile: "prod", Getenv: withEnv}, true},
+		{Inputs{Config: path, Profile: "prod", ProfileSource: SourceArgument, Getenv: withEnv}, true},
+		{Inputs{Config: path, Getenv: withEnv}, false},                                  // current_profile
+		{Inputs{Config: path, Profile: "prod", Brokers: "f:1", Getenv: withEnv}, false}, // the flag wins anyway
+		{Inputs{Config: path, Profile: "prod", Getenv: env(nil)}, false},                // no env brokers
+		{Inputs{Config: path, Getenv: env(map[string]string{EnvBrokers: "e:1", EnvProfile: "prod"})}, false},
+	} {
+		r, err := Resolve(c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(r.Warnings) > 0; got != c.warn {
+			t.Errorf("%+v: warnings %q, want some: %v", c.in, r.Warnings, c.warn)
+		}
+	}
+}
+
 func TestProfileContents(t *testing.T) {
 	r, err := Resolve(Inputs{Config: writeConfig(t, sampleConfig), Getenv: env(nil)})
 	if err != nil {
@@ -101,16 +126,21 @@ func TestMissingFiles(t *testing.T) {
 
 func TestStrictParsing(t *testing.T) {
 	bad := map[string]string{
-		"typo":              "profiles:\n  a:\n    broker: [x:1]\n",
-		"mechanism":         "profiles:\n  a:\n    sasl: {mechanism: GSSAPI, username: u, password_env: P}\n",
-		"no password":       "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u}\n",
-		"both passwords":    "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u, password_env: P, password_file: f}\n",
-		"cert without key":  "profiles:\n  a:\n    tls: {enabled: true, cert_file: c}\n",
-		"dangling current":  "current_profile: b\nprofiles:\n  a: {}\n",
-		"not yaml":          "profiles: [",
-		"mqtt without url":  "profiles:\n  a:\n    mqtt: {username: u}\n",
-		"empty broker":      "profiles:\n  a:\n    brokers: ['']\n",
-		"password as value": "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u, password: hunter2}\n",
+		"typo":                 "profiles:\n  a:\n    broker: [x:1]\n",
+		"mechanism":            "profiles:\n  a:\n    sasl: {mechanism: GSSAPI, username: u, password_env: P}\n",
+		"no password":          "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u}\n",
+		"both passwords":       "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u, password_env: P, password_file: f}\n",
+		"tls not enabled":      "profiles:\n  a:\n    tls: {ca_file: /etc/ca.pem}\n",
+		"tls disabled w/ cert": "profiles:\n  a:\n    tls: {enabled: false, cert_file: c, key_file: k}\n",
+		"cert without key":     "profiles:\n  a:\n    tls: {enabled: true, cert_file: c}\n",
+		"dangling current":     "current_profile: b\nprofiles:\n  a: {}\n",
+		"not yaml":             "profiles: [",
+		"mqtt without url":     "profiles:\n  a:\n    mqtt: {username: u}\n",
+		"empty broker":         "profiles:\n  a:\n    brokers: ['']\n",
+		"password as value":    "profiles:\n  a:\n    sasl: {mechanism: PLAIN, username: u, password: hunter2}\n",
+		"password in mqtt url": "profiles:\n  a:\n    mqtt: {url: 'mqtt://b:hunter2@m:1883'}\n",
+		"empty mqtt password":  "profiles:\n  a:\n    mqtt: {url: 'mqtt://b:@m:1883'}\n",
+		"mqtt url unparsable":  "profiles:\n  a:\n    mqtt: {url: 'mqtt://b:hunter2@m:1883/%zz'}\n",
 	}
 	for name, body := range bad {
 		if _, err := Parse([]byte(body)); err == nil {
@@ -119,8 +149,43 @@ func TestStrictParsing(t *testing.T) {
 			t.Errorf("%s: error echoes a secret: %v", name, err)
 		}
 	}
+	for _, ok := range []string{"profiles:\n  a:\n    tls: {enabled: false}\n", "profiles:\n  a:\n    tls: {enabled: true}\n"} {
+		if _, err := Parse([]byte(ok)); err != nil {
+			t.Errorf("refused %q: %v", ok, err)
+		}
+	}
+	if _, err := Parse([]byte("profiles:\n  a:\n    tls: {ca_file: /etc/ca.pem}\n")); err == nil || !strings.Contains(err.Error(), "enabled: true") {
+		t.Errorf("tls files without enabled: want a hint to set enabled: true, got %v", err)
+	}
 	if f, err := Parse(nil); err != nil || len(f.Profiles) != 0 {
 		t.Errorf("empty file: %v %v", f, err)
+	}
+}
+
+// A password in the MQTT URL is refused with the way to do it instead.
+func TestMQTTURLPasswordPointsToPasswordSource(t *testing.T) {
+	_, err := Parse([]byte("profiles:\n  a:\n    mqtt: {url: 'mqtt://bridge:hunter2@m:1883'}\n"))
+	if err == nil || !strings.Contains(err.Error(), "password_env") || !strings.Contains(err.Error(), "password_file") {
+		t.Fatalf("want a refusal naming password_env/password_file, got %v", err)
+	}
+	// A user name alone is no secret.
+	if _, err := Parse([]byte("profiles:\n  a:\n    mqtt: {url: 'mqtt://bridge@m:1883'}\n")); err != nil {
+		t.Errorf("user without password refused: %v", err)
+	}
+}
+
+// Whatever URL reaches output, its password does not.
+func TestMQTTURLRedactedInOutput(t *testing.T) {
+	m := &MQTT{URL: "mqtts://bridge:hunter2@m:8883", Username: "bridge", Password: Password{Env: "PW"}}
+	b, err := json.Marshal(&Resolved{MQTT: m})
+	if err != nil || strings.Contains(string(b), "hunter2") || !strings.Contains(string(b), `"url":"mqtts://bridge:xxxxx@m:8883"`) || !strings.Contains(string(b), `"password_env":"PW"`) {
+		t.Errorf("json: %v %s", err, b)
+	}
+	if got := RedactURL("mqtt://b:hunter2@m:1883/%zz"); strings.Contains(got, "hunter2") {
+		t.Errorf("unparsable URL shown: %s", got)
+	}
+	if got := RedactURL("mqtt://m:1883"); got != "mqtt://m:1883" {
+		t.Errorf("plain URL changed: %s", got)
 	}
 }
 

@@ -14,30 +14,41 @@ type Inputs struct {
 	Profile string // --profile, "" when not given
 	Config  string // --config, "" when not given
 	Getenv  func(string) string
+
+	// ProfileSource is where Profile came from: SourceFlag when empty,
+	// SourceArgument for `flecht profile show NAME`.
+	ProfileSource Source
 }
 
 // Source names where a setting came from, shown by `flecht profile show`.
 type Source string
 
 const (
-	SourceFlag    Source = "flag"
-	SourceEnv     Source = "env"
-	SourceProfile Source = "profile"
-	SourceDefault Source = "default"
+	SourceFlag     Source = "flag"
+	SourceArgument Source = "argument"
+	SourceEnv      Source = "env"
+	SourceProfile  Source = "profile"
+	SourceDefault  Source = "default"
 )
 
-// Resolved is the effective connection settings for one command.
+// Resolved is the effective connection settings for one command. Its JSON
+// (`flecht profile show -o json`) always has every key: "" or null when a
+// setting is unset, so scripts see one schema.
 type Resolved struct {
-	ConfigPath     string   `json:"config_path,omitempty"`
+	ConfigPath     string   `json:"config_path"`
 	ConfigFound    bool     `json:"config_found"`
-	ProfileName    string   `json:"profile,omitempty"`
-	ProfileSource  Source   `json:"profile_source,omitempty"`
+	ProfileName    string   `json:"profile"`
+	ProfileSource  Source   `json:"profile_source"`
 	Brokers        []string `json:"brokers"`
 	BrokersSource  Source   `json:"brokers_source"`
-	TLS            *TLS     `json:"tls,omitempty"`
-	SASL           *SASL    `json:"sasl,omitempty"`
-	MQTT           *MQTT    `json:"mqtt,omitempty"`
+	TLS            *TLS     `json:"tls"`
+	SASL           *SASL    `json:"sasl"`
+	MQTT           *MQTT    `json:"mqtt"`
 	AvailableNames []string `json:"available_profiles"`
+
+	// Warnings are settings that work but likely not as meant; the CLI
+	// prints each on standard error.
+	Warnings []string `json:"-"`
 }
 
 // ErrUnknownProfile is returned (wrapped) when a named profile does not exist.
@@ -89,7 +100,10 @@ func Resolve(in Inputs) (*Resolved, error) {
 	}
 	r := &Resolved{ConfigPath: path, ConfigFound: found, AvailableNames: f.Names()}
 
-	name, src := in.Profile, SourceFlag
+	name, src := in.Profile, in.ProfileSource
+	if src == "" {
+		src = SourceFlag
+	}
 	if name == "" {
 		name, src = getenv(EnvProfile), SourceEnv
 	}
@@ -119,6 +133,9 @@ func Resolve(in Inputs) (*Resolved, error) {
 		r.Brokers, r.BrokersSource = splitList(in.Brokers), SourceFlag
 	case getenv(EnvBrokers) != "":
 		r.Brokers, r.BrokersSource = splitList(getenv(EnvBrokers)), SourceEnv
+		if p != nil && len(p.Brokers) > 0 && (src == SourceFlag || src == SourceArgument) {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s overrides the brokers of profile %q; unset it to use the profile's, or give --brokers", EnvBrokers, name))
+		}
 	case p != nil && len(p.Brokers) > 0:
 		r.Brokers, r.BrokersSource = p.Brokers, SourceProfile
 	default:

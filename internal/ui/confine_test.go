@@ -1,0 +1,51 @@
+package ui
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// DESIGN.md confines the terminal styling libraries to internal/ui and
+// cobra to internal/cli, so a change of either touches one package.
+func TestLibrariesStayInTheirPackage(t *testing.T) {
+	confined := map[string]string{
+		"github.com/charmbracelet/": "internal/ui",
+		"github.com/muesli/termenv": "internal/ui",
+		"github.com/spf13/cobra":    "internal/cli",
+	}
+	root := filepath.Join("..", "..")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			for prefix, home := range confined {
+				if strings.HasPrefix(p, prefix) && !strings.HasPrefix(rel, home+"/") {
+					t.Errorf("%s imports %s, which belongs in %s", rel, p, home)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
