@@ -138,6 +138,8 @@ func TestSecretsFailureKinds(t *testing.T) {
 	}{
 		{"malformed token", kr, []string{"decrypt", "flenc:jwe:abc"}, secret.KindMalformed, ""},
 		{"other envelope is not plaintext", kr, []string{"decrypt", "--read-plaintext", "flenc:cbor:" + secretText}, secret.KindMalformed, ""},
+		{"a secret after a stray flenc:", kr, []string{"decrypt", "--read-plaintext", "flenc:" + secretText}, secret.KindMalformed, ""},
+		{"a secret as the header alg", kr, []string{"decrypt", forgeToken(`{"alg":"` + secretText + `","enc":"A256GCM","kid":"k1"}`)}, secret.KindHeaderRejected, ""},
 		{"header alg A256KW", kr, []string{"decrypt", forgeToken(`{"alg":"A256KW","enc":"A256GCM","kid":"k1"}`)}, secret.KindHeaderRejected, ""},
 		{"header zip", kr, []string{"decrypt", forgeToken(`{"alg":"dir","enc":"A256GCM","kid":"k1","zip":"DEF"}`)}, secret.KindHeaderRejected, ""},
 		{"header crit", kr, []string{"decrypt", forgeToken(`{"alg":"dir","enc":"A256GCM","kid":"k1","crit":["exp"]}`)}, secret.KindHeaderRejected, ""},

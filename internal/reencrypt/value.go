@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -191,9 +190,7 @@ func Plain(raw []byte) *PlainInfo {
 	return &PlainInfo{Length: len(raw), SHA256Prefix: hex.EncodeToString(sum[:4])}
 }
 
-// ErrorInfo is a secret error as a report shows it. Quoted text from the
-// value itself (an unknown envelope, say, which may be a pasted secret
-// after a stray "flenc:") is cut out of the message.
+// ErrorInfo is a secret error as a report shows it.
 type ErrorInfo struct {
 	Kind       secret.Kind `json:"kind"`
 	Kid        string      `json:"kid,omitempty"`
@@ -201,16 +198,16 @@ type ErrorInfo struct {
 	Message    string      `json:"message"`
 }
 
-var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
-
-// SafeError renders e for a report without any text taken from the value.
+// SafeError renders e for a report. Its detail is safe as it stands: the
+// secret package names text taken from a value only under its echo rule
+// (secret.Echo), the one rule for errors, logs and reports alike.
 func SafeError(e *secret.Error) *ErrorInfo {
 	if e == nil {
 		return nil
 	}
 	msg := string(e.Kind)
 	if e.Detail != "" {
-		msg += ": " + quoted.ReplaceAllString(e.Detail, `"…"`)
+		msg += ": " + e.Detail
 	}
 	return &ErrorInfo{Kind: e.Kind, Kid: e.Kid, TokenScope: e.TokenScope, Message: msg}
 }

@@ -19,6 +19,10 @@ import (
 // KeySize is the only key length minted or accepted: AES-256.
 const KeySize = 32
 
+// MaxKidLen caps the kids AddKey creates, in bytes: room for any naming
+// scheme, short enough for a table and a metric label.
+const MaxKidLen = 128
+
 // Keyring holds named AES-256 keys and which one is primary (used to
 // encrypt). Its document form is an RFC 7517 JWK Set of oct keys plus a
 // top-level "primary", the same file the Python library and any JOSE library

@@ -69,8 +69,11 @@ func parseToken(tok string) (*token, error) {
 		return nil, malformed("not a %s: value", Scheme)
 	}
 	envelope, compact, ok := strings.Cut(tok[len(Scheme)+1:], ":")
+	if !ok && envelope == "jwe" {
+		return nil, malformed("no compact JWE after %q", Scheme+":jwe")
+	}
 	if !ok || envelope != "jwe" {
-		return nil, malformed("unknown %s envelope %q, this reader knows only jwe", Scheme, clip(envelope))
+		return nil, malformed("unknown %s envelope %s, this reader knows only jwe", Scheme, Echo(envelope, knownEnvelopes))
 	}
 	// SplitN bounds the work on a value made of dots.
 	segs := strings.SplitN(compact, ".", 6)
@@ -128,7 +131,7 @@ func acceptHeader(hdr []byte) (TokenInfo, error) {
 			if prev.Key == m.Key {
 				// RFC 7515 §5.2: duplicate header names are rejected, so
 				// that two parsers cannot read two different headers.
-				return TokenInfo{}, rejected("duplicate header member %q", clip(m.Key))
+				return TokenInfo{}, rejected("duplicate header member %s", Echo(m.Key, knownHeaders))
 			}
 		}
 		var dst *string
@@ -148,7 +151,7 @@ func acceptHeader(hdr []byte) (TokenInfo, error) {
 		case "crit":
 			return TokenInfo{}, rejected("critical extensions (crit) are not accepted")
 		default:
-			return TokenInfo{}, rejected("header member %q is outside the flenc profile", clip(m.Key))
+			return TokenInfo{}, rejected("header member %s is outside the flenc profile", Echo(m.Key, knownHeaders))
 		}
 		s, ok := jsonString(m.Value)
 		if !ok {
@@ -160,10 +163,10 @@ func acceptHeader(hdr []byte) (TokenInfo, error) {
 		*dst = s
 	}
 	if alg != algDir {
-		return TokenInfo{}, rejected("alg %q is not accepted, only %s", clip(alg), algDir)
+		return TokenInfo{}, rejected("alg %s is not accepted, only %s", Echo(alg, knownAlgs), algDir)
 	}
 	if enc != encGCM {
-		return TokenInfo{}, rejected("enc %q is not accepted, only %s", clip(enc), encGCM)
+		return TokenInfo{}, rejected("enc %s is not accepted, only %s", Echo(enc, knownEncs), encGCM)
 	}
 	if !kidSet || info.Kid == "" {
 		return TokenInfo{}, &Error{Kind: KindMalformed, Detail: "header has no kid"}
@@ -336,13 +339,4 @@ func writeASCIIString(b *strings.Builder, s string) {
 		}
 	}
 	b.WriteByte('"')
-}
-
-// clip keeps attacker-chosen text in messages short.
-func clip(s string) string {
-	const limit = 40
-	if len(s) <= limit {
-		return s
-	}
-	return s[:limit] + "…"
 }
