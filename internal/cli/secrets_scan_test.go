@@ -125,7 +125,7 @@ func TestSecretsScanReportsAndGates(t *testing.T) {
 	}
 	table := run(t, fx.env, "", "secrets", "scan", "--topics", "cfg", "--field", "api_key:api", "--findings-only")
 	if table.code != exitcode.Findings || !strings.Contains(table.out, "plaintext") || strings.Contains(table.out, "encrypted  old") ||
-		!strings.Contains(table.out, "findings: 1 plaintext") || !strings.Contains(table.out, "sha256") {
+		!strings.Contains(table.out, "findings: 1 plaintext") || !strings.Contains(table.out, "fingerprint") {
 		t.Errorf("findings-only table (exit %d):\n%s", table.code, table.out)
 	}
 

@@ -9,7 +9,8 @@
 // view every reader of a config topic builds. Each declared secret field's
 // value is classified (encrypted, plaintext, corrupt; with a keyring also
 // opened). Absent and null values are skipped. A missing topic is an error.
-// No plaintext is ever reported, only its length and a short hash.
+// No plaintext is ever reported, only a length range and a fingerprint
+// keyed from the keyring (or, without one, from a random key of the run).
 //
 // # Sweep
 //

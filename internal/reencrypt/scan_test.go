@@ -1,7 +1,10 @@
 package reencrypt
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
@@ -86,7 +89,7 @@ func TestScanViewReportsEveryValue(t *testing.T) {
 			plain = &rep.Entries[i]
 		}
 	}
-	if plain == nil || plain.Key != "k3" || plain.Plaintext == nil || plain.Plaintext.Length != len(`"sk-live-SECRET-123"`) {
+	if plain == nil || plain.Key != "k3" || plain.Plaintext == nil || plain.Plaintext.LengthRange != "17-32" || rep.Fingerprints != FingerprintKeyring {
 		t.Errorf("plaintext entry %+v", plain)
 	}
 	if leak := containsAny(jsonOf(t, rep), "SECRET", "sk-live"); leak != "" {
@@ -165,5 +168,36 @@ func TestJudgeWindowFindsShadowedEdits(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[deleted-before@9 edited-before@10]" {
 		t.Errorf("restore %v", got)
+	}
+}
+
+// A plaintext's fingerprint cannot be checked against a guess without the
+// keyring: no unsalted hash of the value, no exact length. With the same
+// keyring it is stable across runs (to follow a value), without one it
+// holds for one run only.
+func TestPlaintextFingerprintIsKeyed(t *testing.T) {
+	_, kr := rings(t)
+	_, other := rings(t)
+	fields := mustFields(t, "pin")
+	v := NewView()
+	v.Apply(rec("c", 0, 0, "k", `{"pin":"1234"}`))
+	bounds := map[TP]kafkax.Bounds{tp("c", 0): {End: 1}}
+	scan := func(ring *secret.Keyring) string {
+		rep := ScanView(v, bounds, ScanOptions{Topics: []string{"c"}, Fields: fields, Keyring: ring})
+		out := jsonOf(t, rep.Entries[0].Plaintext)
+		sum := sha256.Sum256([]byte(`"1234"`))
+		if strings.Contains(out, hex.EncodeToString(sum[:4])) || strings.Contains(out, `"length":6`) {
+			t.Errorf("the guessable fingerprint of 1234 is in %s", out)
+		}
+		return out
+	}
+	if a, b := scan(kr), scan(kr); a != b {
+		t.Errorf("one keyring, two fingerprints: %s %s", a, b)
+	}
+	if a, b := scan(kr), scan(other); a == b {
+		t.Errorf("two keyrings, one fingerprint: %s", a)
+	}
+	if a, b := scan(nil), scan(nil); a == b {
+		t.Errorf("keyless runs share a fingerprint: %s", a)
 	}
 }

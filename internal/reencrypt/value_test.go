@@ -90,12 +90,18 @@ func TestJudge(t *testing.T) {
 }
 
 func TestPlainNeverShowsTheValue(t *testing.T) {
-	p := Plain([]byte(`"sk-live-123"`))
-	if p.Length != 13 || len(p.SHA256Prefix) != 8 || strings.Contains(fmt.Sprint(p), "sk-live") {
+	fp := NewFingerprinter(nil)
+	p := fp.Plain([]byte(`"sk-live-123"`))
+	if p.LengthRange != "9-16" || len(p.Fingerprint) != 12 || strings.Contains(fmt.Sprint(p), "sk-live") {
 		t.Errorf("%+v", p)
 	}
-	if Plain([]byte(`"a"`)).SHA256Prefix == Plain([]byte(`"b"`)).SHA256Prefix {
+	if fp.Plain([]byte(`"a"`)).Fingerprint == fp.Plain([]byte(`"b"`)).Fingerprint {
 		t.Error("two values, one fingerprint")
+	}
+	for n, want := range map[int]string{1: "1-8", 8: "1-8", 9: "9-16", 16: "9-16", 17: "17-32", 1000: "513-1024"} {
+		if got := lengthRange(n); got != want {
+			t.Errorf("lengthRange(%d) = %s, want %s", n, got, want)
+		}
 	}
 }
 

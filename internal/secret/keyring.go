@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
@@ -230,6 +232,16 @@ func (kr *Keyring) Kids() []string {
 	}
 	slices.Sort(kids)
 	return kids
+}
+
+// DeriveKey derives a 32-byte key for another purpose from the primary
+// key: HKDF-SHA-256 with label as info. The derived key is bound to this
+// keyring (and changes with its primary) but cannot seal or open a token.
+func (kr *Keyring) DeriveKey(label string) ([]byte, error) {
+	if kr == nil || kr.primary == "" {
+		return nil, &Error{Kind: KindNoKeyring, Detail: "no keyring to derive a key from"}
+	}
+	return hkdf.Key(sha256.New, kr.byKid[kr.primary].raw[:], nil, label, KeySize)
 }
 
 // Has reports whether kid is in the keyring.
