@@ -287,6 +287,25 @@ func TestSecretsUsageErrors(t *testing.T) {
 			t.Errorf("%q: the value is echoed in the error: %q", c.args, r.err)
 		}
 	}
+	// An invalid value is a usage error (exit 2) that names its kind, and
+	// with -o json an error object on standard output like any other
+	// failure; neither echoes the value.
+	for _, c := range []struct{ stdin, arg string }{
+		{"", "sk-live-NOTJSON"}, {"", "\"\xffNOTJSON\""}, {"sk-live-NOTJSON", "-"},
+	} {
+		r := run(t, env, c.stdin, "secrets", "encrypt", c.arg)
+		if r.code != exitcode.Usage || !strings.HasPrefix(r.err, "error: invalid_value: ") {
+			t.Errorf("%q: exit %d, stderr %q", c.arg, r.code, r.err)
+		}
+		j := run(t, env, c.stdin, "secrets", "encrypt", "-o", "json", c.arg)
+		var rep struct {
+			Error map[string]any `json:"error"`
+		}
+		if j.code != exitcode.Usage || j.err != "" || json.Unmarshal([]byte(j.out), &rep) != nil ||
+			rep.Error["kind"] != "invalid_value" || rep.Error["message"] == "" || strings.Contains(j.out, "NOTJSON") {
+			t.Errorf("%q -o json: exit %d, stdout %q, stderr %q", c.arg, j.code, j.out, j.err)
+		}
+	}
 	// A value that starts with "-" follows "--".
 	if tok := strings.TrimSpace(mustRun(t, env, "", "secrets", "encrypt", "--", "-42").out); !strings.HasPrefix(tok, secret.Prefix) {
 		t.Errorf("-- -42: %q", tok)
