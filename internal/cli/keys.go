@@ -44,6 +44,11 @@ Rotation is reader-first:
                               --field it refuses while a token names OLD)
 'keys rotate-plan --kid NEW' shows these steps with their live status.
 
+A new KID (init, add) must be printable text, without control characters
+or surrounding whitespace, of at most 128 bytes, so that it shows in one
+piece in tables, logs and metric labels; a keyring written elsewhere may
+hold any non-empty kid and still loads.
+
 The keyring file comes from --keyring or ` + EnvKeyring + `.`
 
 // KeysOptions are the inputs of `flecht keys init|add|promote|remove|list`.
@@ -419,29 +424,31 @@ func syncDir(dir string) error {
 // when a token's kid is missing. The line carries what *secret.Error
 // carries: kids, scopes and a safe detail, never key bytes or plaintext.
 func secretLine(e *secret.Error, kids []string) string {
+	// The kid and token scope come from the token's header: clipped.
+	kid, tokenScope := secret.Clip(e.Kid), secret.Clip(e.TokenScope)
 	var b strings.Builder
 	b.WriteString(string(e.Kind))
 	b.WriteString(": ")
 	switch e.Kind {
 	case secret.KindUnknownKid:
 		if kids != nil {
-			fmt.Fprintf(&b, "token kid %q is not in the keyring (it holds %s)", e.Kid, quoteList(kids))
+			fmt.Fprintf(&b, "token kid %q is not in the keyring (it holds %s)", kid, quoteList(kids))
 		} else {
-			fmt.Fprintf(&b, "key %q is not in the keyring", e.Kid)
+			fmt.Fprintf(&b, "key %q is not in the keyring", kid)
 		}
 	case secret.KindTagMismatch:
-		fmt.Fprintf(&b, "token kid %q is in the keyring, but authentication failed: this keyring's key %q has other bytes than the one that sealed the token, or the token was altered", e.Kid, e.Kid)
+		fmt.Fprintf(&b, "token kid %q is in the keyring, but authentication failed: this keyring's key %q has other bytes than the one that sealed the token, or the token was altered", kid, kid)
 	case secret.KindScopeViolation:
 		if e.Scope == "" {
-			fmt.Fprintf(&b, "token kid %q is bound to scope %q and cannot be read unscoped (a scope is never dropped; pass --scope %s to read it in its scope)", e.Kid, e.TokenScope, e.TokenScope)
+			fmt.Fprintf(&b, "token kid %q is bound to scope %q and cannot be read unscoped (a scope is never dropped; pass --scope %s to read it in its scope)", kid, tokenScope, shellQuote(tokenScope))
 		} else {
-			fmt.Fprintf(&b, "token kid %q belongs to scope %q, not to scope %q", e.Kid, e.TokenScope, e.Scope)
+			fmt.Fprintf(&b, "token kid %q belongs to scope %q, not to scope %q", kid, tokenScope, e.Scope)
 		}
 	case secret.KindPlaintext:
 		b.WriteString("the value is not a flenc: token; in a strict field that is a pasted secret (treat it as compromised). --read-plaintext reads legacy plaintext during a migration")
 	default:
 		if e.Kid != "" {
-			fmt.Fprintf(&b, "kid %q: ", e.Kid)
+			fmt.Fprintf(&b, "kid %q: ", kid)
 		}
 		if e.Detail != "" {
 			b.WriteString(e.Detail)

@@ -332,6 +332,30 @@ func TestKeysUsageErrors(t *testing.T) {
 	if r := run(t, keysEnv(path), "", "keys", "add", "--kid", "\xff"); r.code != exitcode.Usage {
 		t.Errorf("non-UTF-8 kid: exit %d %q", r.code, r.err)
 	}
+	// So is one that would not show in one piece, or is far too long.
+	for _, kid := range []string{"a\nb", " ", " k2", "k2\t", "a\x1b[2Jb", strings.Repeat("k", 129)} {
+		if r := run(t, keysEnv(path), "", "keys", "add", "--kid", kid); r.code != exitcode.Usage || strings.Count(r.err, "\n") != 2 {
+			t.Errorf("kid %q: exit %d %q", kid, r.code, r.err)
+		}
+		other := filepath.Join(t.TempDir(), "k.json")
+		if r := run(t, keysEnv(other), "", "keys", "init", "--kid", kid); r.code != exitcode.Usage {
+			t.Errorf("init kid %q: exit %d %q", kid, r.code, r.err)
+		}
+	}
+}
+
+// A keyring written elsewhere may hold any kid; listing it keeps one row per
+// key, with the odd kid escaped.
+func TestKeysListEscapesOddKids(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keyring.json")
+	k := base64.RawURLEncoding.EncodeToString(make([]byte, 32))
+	doc := `{"keys":[{"kty":"oct","kid":"a\nb\u001b[2J","k":"` + k + `"},{"kty":"oct","kid":"plain","k":"` + k + `"}],"primary":"plain"}`
+	os.WriteFile(path, []byte(doc), 0o600)
+	r := mustRun(t, keysEnv(path), "", "keys", "list")
+	if lines := strings.Split(strings.TrimRight(r.out, "\n"), "\n"); len(lines) != 3 || strings.Contains(r.out, "\x1b") ||
+		!strings.Contains(r.out, `"a\nb\x1b[2J"`) {
+		t.Errorf("list:\n%s", r.out)
+	}
 }
 
 func TestKeysMissingOrInvalidFile(t *testing.T) {

@@ -180,3 +180,15 @@ func TestShellQuote(t *testing.T) {
 		}
 	}
 }
+
+// A token header is unauthenticated until it opens: its kid and scope are
+// data, and the scan table shows them escaped, one row per value.
+func TestSecretsScanTableEscapesHeaderText(t *testing.T) {
+	fx := newSecretsFixture(t)
+	forged := forgeToken(`{"alg":"dir","enc":"A256GCM","kid":"evil\nrow\u001b[2J","flenc_scope":"api"}`)
+	fx.put(t, 0, "a", `{"api_key":"`+forged+`"}`)
+	r := run(t, fx.env, "", "secrets", "scan", "--topics", "cfg", "--field", "api_key:api")
+	if strings.Contains(r.out, "\x1b") || !strings.Contains(r.out, `"evil\nrow\x1b[2J"`) || strings.Contains(r.out, "\nrow") {
+		t.Errorf("scan table:\n%s", r.out)
+	}
+}

@@ -407,3 +407,13 @@ func TestSecretsAndKeysFlagsWireOptions(t *testing.T) {
 		t.Errorf("keys options %+v", keys)
 	}
 }
+
+// A kid is chosen by whoever wrote the token: the error line clips it.
+func TestSecretsErrorClipsForeignKid(t *testing.T) {
+	kr := newKeyring(t, "k1")
+	tok := forgeToken(`{"alg":"dir","enc":"A256GCM","kid":"` + strings.Repeat("k", 3000) + `"}`)
+	r := run(t, keysEnv(kr), "", "secrets", "decrypt", tok)
+	if r.code != exitcode.Findings || !strings.HasPrefix(r.err, "error: unknown_kid: ") || len(r.err) > 400 {
+		t.Errorf("exit %d, %d bytes: %.100q", r.code, len(r.err), r.err)
+	}
+}
