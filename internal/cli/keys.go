@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -32,7 +32,10 @@ New tokens are sealed with the primary key; a token is opened with the key
 its kid names, so old keys stay until nothing is sealed with them any more.
 The file is written atomically (a temporary file in the same directory,
 fsync, rename) with mode 0600, and a file that group or others may read is
-reported with a warning. No command prints key bytes.
+reported with a warning. Temporary files that an interrupted write left
+beside it (.FILE.tmp-*, .FILE.init-*: whole keyrings, key bytes included)
+are removed once they are a minute old (-v logs it). No command prints key
+bytes.
 
 Rotation is reader-first:
   1. keys add --kid NEW       on a copy, then roll the file out to every reader
@@ -55,8 +58,9 @@ The keyring file comes from --keyring or ` + EnvKeyring + `.`
 type KeysOptions struct {
 	IO      *ui.IOStreams
 	Printer func() *ui.Printer
-	Keyring string // the keyring file: --keyring, else FLECHT_KEYRING
-	Kid     string // the key operated on (not for list)
+	Logger  func() *slog.Logger // notes of the file operations (-v shows the debug ones)
+	Keyring string              // the keyring file: --keyring, else FLECHT_KEYRING
+	Kid     string              // the key operated on (not for list)
 }
 
 // KeyringReport is what every keys command prints: the keyring as it is
@@ -103,7 +107,7 @@ func NewCmdKeys(f *Factory) *cobra.Command {
 // before run: the keyring path (flag, then environment) and, when needsKid,
 // a non-empty --kid.
 func keysCommand(f *Factory, cmd *cobra.Command, needsKid bool, runF, run func(*KeysOptions) error) *cobra.Command {
-	opts := &KeysOptions{IO: f.IO, Printer: f.Printer}
+	opts := &KeysOptions{IO: f.IO, Printer: f.Printer, Logger: f.Logger}
 	cmd.Args = usageArgs(cobra.NoArgs)
 	cmd.RunE = func(*cobra.Command, []string) error {
 		opts.Keyring = keyringPath(opts.Keyring, f.Getenv)
@@ -123,6 +127,14 @@ func keysCommand(f *Factory, cmd *cobra.Command, needsKid bool, runF, run func(*
 		cmd.Flags().StringVar(&opts.Kid, "kid", "", "key id (the JWK kid)")
 	}
 	return cmd
+}
+
+// fileLog routes the keyring file operations' notes to the command's logger.
+func (opts *KeysOptions) fileLog() secret.FileOption {
+	if opts.Logger == nil {
+		return secret.FileLog(slog.Default())
+	}
+	return secret.FileLog(opts.Logger())
 }
 
 // helpOrUnknown runs a command group: its help without arguments, while its
@@ -220,7 +232,10 @@ func runKeysInit(opts *KeysOptions) error {
 	if err != nil {
 		return keysKidError(err, nil)
 	}
-	if err := createKeyringFile(kr, opts.Keyring); err != nil {
+	if err := kr.Create(opts.Keyring, opts.fileLog()); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return errKeyringExists(opts.Keyring)
+		}
 		return err
 	}
 	return printKeyring(opts, keysCreated, kr)
@@ -235,7 +250,7 @@ func runKeysAdd(opts *KeysOptions) error {
 	if err != nil {
 		return keysKidError(err, kr.Kids())
 	}
-	if err := next.Save(opts.Keyring); err != nil {
+	if err := next.Save(opts.Keyring, opts.fileLog()); err != nil {
 		return err
 	}
 	return printKeyring(opts, keysAdded, next)
@@ -253,7 +268,7 @@ func runKeysPromote(opts *KeysOptions) error {
 	if err != nil {
 		return keysKidError(err, kr.Kids())
 	}
-	if err := next.Save(opts.Keyring); err != nil {
+	if err := next.Save(opts.Keyring, opts.fileLog()); err != nil {
 		return err
 	}
 	return printKeyring(opts, keysPromoted, next)
@@ -268,7 +283,7 @@ func runKeysRemove(opts *KeysOptions) error {
 	if err != nil {
 		return keysKidError(err, kr.Kids())
 	}
-	if err := next.Save(opts.Keyring); err != nil {
+	if err := next.Save(opts.Keyring, opts.fileLog()); err != nil {
 		return err
 	}
 	return printKeyring(opts, keysRemoved, next)
@@ -318,7 +333,7 @@ func printKeyring(opts *KeysOptions, action string, kr *secret.Keyring) error {
 // loadKeyringForKeys loads the keyring a keys command changes or lists,
 // warning on standard error when the file is readable beyond its owner.
 func loadKeyringForKeys(opts *KeysOptions) (*secret.Keyring, error) {
-	kr, err := loadKeyringFile(opts.IO.ErrOut, opts.Keyring)
+	kr, err := loadKeyringFile(opts.IO.ErrOut, opts.Keyring, opts.fileLog())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("keyring %s does not exist; create it with 'flecht keys init --keyring %s --kid KID'", opts.Keyring, opts.Keyring)
 	}
@@ -331,8 +346,8 @@ func loadKeyringForKeys(opts *KeysOptions) (*secret.Keyring, error) {
 
 // loadKeyringFile loads and validates a keyring file and prints the loader's
 // warnings (a mode open to group or others) to errOut.
-func loadKeyringFile(errOut io.Writer, path string) (*secret.Keyring, error) {
-	kr, warnings, err := secret.Load(path)
+func loadKeyringFile(errOut io.Writer, path string, opts ...secret.FileOption) (*secret.Keyring, error) {
+	kr, warnings, err := secret.Load(path, opts...)
 	for _, w := range warnings {
 		fmt.Fprintf(errOut, "warning: %s\n", w)
 	}
@@ -371,52 +386,6 @@ func keysKidError(err error, kids []string) error {
 func errKeyringExists(path string) error {
 	return exitcode.RefusedError(fmt.Errorf(
 		"refusing to overwrite %s: the file exists (keys init only creates new keyrings; use 'flecht keys add' to add a key to it)", path))
-}
-
-// createKeyringFile writes kr to path only if path does not exist, without a
-// window in which another writer's file could be replaced: Save writes the
-// complete document under a private name in the same directory (temporary
-// file, fsync, rename, mode 0600), and a hard link publishes it under path,
-// which the kernel refuses when path exists. Where hard links are not
-// supported, it falls back to a rename after checking again.
-func createKeyringFile(kr *secret.Keyring, path string) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".init-*")
-	if err != nil {
-		return err
-	}
-	staged := f.Name()
-	if err := f.Close(); err != nil {
-		return err
-	}
-	// The staged name goes in every case: after a link, path holds the
-	// file; after a failure, nothing should.
-	defer os.Remove(staged)
-	if err := kr.Save(staged); err != nil {
-		return err
-	}
-	if err := os.Link(staged, path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return errKeyringExists(path)
-		}
-		if _, statErr := os.Lstat(path); statErr == nil {
-			return errKeyringExists(path)
-		}
-		if err := os.Rename(staged, path); err != nil {
-			return err
-		}
-	}
-	return syncDir(dir)
-}
-
-// syncDir makes a new directory entry durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // secretLine renders a secret error as one line that starts with its kind,

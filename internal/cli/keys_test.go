@@ -132,30 +132,6 @@ func TestKeysInitRefusesToOverwrite(t *testing.T) {
 	}
 }
 
-// The race init cannot see with a stat: the file appears after the check.
-// Publishing by hard link refuses it instead of replacing it.
-func TestCreateKeyringFileNeverReplaces(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "keyring.json")
-	if err := os.WriteFile(path, []byte("theirs"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kr, err := secret.NewKeyring("k1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = createKeyringFile(kr, path)
-	if exitcode.Code(err) != exitcode.Refused {
-		t.Fatalf("createKeyringFile over an existing file: %v (exit %d)", err, exitcode.Code(err))
-	}
-	if b, _ := os.ReadFile(path); string(b) != "theirs" {
-		t.Error("the existing file was replaced")
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("%d entries left, want only the existing file", len(entries))
-	}
-}
-
 func TestKeysRotationLifecycle(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keyring.json")
 	env := keysEnv(path)
@@ -511,5 +487,22 @@ func TestKeysKillChild(t *testing.T) {
 			}
 		}
 		fmt.Println("rotating")
+	}
+}
+
+// A keyring command removes what a killed write left beside the keyring
+// (a whole keyring, key bytes included) and says so with -v.
+func TestKeysRemoveStaleTemporaries(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keyring.json")
+	mustRun(t, keysEnv(path), "", "keys", "init", "--kid", "k1")
+	stale := filepath.Join(dir, ".keyring.json.tmp-42")
+	b, _ := os.ReadFile(path)
+	os.WriteFile(stale, b, 0o600)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(stale, old, old)
+	r := mustRun(t, keysEnv(path), "", "keys", "list", "-v")
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(r.err, "stale temporary keyring file") {
+		t.Errorf("stale temporary: %v, stderr %q", err, r.err)
 	}
 }

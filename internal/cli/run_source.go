@@ -113,7 +113,7 @@ func runExtractor(ctx context.Context, opts *RunOptions, st *stagefile.Stage) er
 		path = f.Getenv("FLECHT_KEYRING")
 	}
 	if path != "" {
-		k, warnings, err := secret.Load(path)
+		k, warnings, err := secret.Load(path, secret.FileLog(log))
 		if err != nil {
 			return err
 		}

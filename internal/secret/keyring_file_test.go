@@ -1,11 +1,15 @@
 package secret
 
 import (
+	"bytes"
 	"errors"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSaveLoadMode0600(t *testing.T) {
@@ -134,5 +138,89 @@ func TestSaveFollowsSymlink(t *testing.T) {
 	}
 	if kr, _, err := Load(real); err != nil || !kr.Equal(next) {
 		t.Errorf("target not updated: %v", err)
+	}
+}
+
+// A writer killed between creating its temporary file and renaming it
+// leaves that file behind, with key bytes in it, a removed key's included.
+// Save and Load remove such leftovers once they are older than any live
+// write could be, and say so in a debug log; a fresh one (a write that may
+// be in progress) and unrelated files are left alone.
+func TestStaleTemporariesAreRemoved(t *testing.T) {
+	var logged bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keyring.json")
+	kr := testKeyring(t, true)
+	if err := kr.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	plant := func(name string, age time.Duration) string {
+		p := filepath.Join(dir, name)
+		doc, _ := kr.JWKS()
+		if err := os.WriteFile(p, doc, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		then := time.Now().Add(-age)
+		os.Chtimes(p, then, then)
+		return p
+	}
+	for _, op := range []func() error{
+		func() error { _, _, err := Load(path); return err },
+		func() error { return kr.Save(path) },
+	} {
+		logged.Reset()
+		stale := []string{plant(".keyring.json.tmp-123", 2*time.Minute), plant(".keyring.json.init-456", time.Hour),
+			plant("..keyring.json.init-456.tmp-789", time.Hour)}
+		fresh := plant(".keyring.json.tmp-999", 0)
+		other := []string{plant(".other.json.tmp-1", time.Hour), plant("keyring.json.bak", time.Hour)}
+		if err := op(); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range stale {
+			if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("stale %s survived", filepath.Base(p))
+			}
+			if !strings.Contains(logged.String(), filepath.Base(p)) {
+				t.Errorf("removal of %s not logged: %s", filepath.Base(p), logged.String())
+			}
+		}
+		for _, p := range append(other, fresh) {
+			if _, err := os.Lstat(p); err != nil {
+				t.Errorf("%s was removed: %v", filepath.Base(p), err)
+			}
+		}
+		os.Remove(fresh)
+	}
+}
+
+// The race a stat cannot see: the file appears after the check. Publishing
+// by hard link refuses it instead of replacing it, and leaves nothing behind.
+func TestCreateNeverReplaces(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keyring.json")
+	kr := testKeyring(t, false)
+	if err := kr.Create(path); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("created: %v %v", fi, err)
+	}
+	if err := os.WriteFile(path, []byte("theirs"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	beforeRename = func(string) error { t.Error("Create went through Save's rename"); return nil }
+	t.Cleanup(func() { beforeRename = nil })
+	if err := kr.Create(path); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("Create over an existing file: %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "theirs" {
+		t.Error("the existing file was replaced")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("%d entries left, want only the existing file", len(entries))
 	}
 }
