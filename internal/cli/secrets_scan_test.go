@@ -192,3 +192,16 @@ func TestSecretsScanTableEscapesHeaderText(t *testing.T) {
 		t.Errorf("scan table:\n%s", r.out)
 	}
 }
+
+// A token in the wrong field is a finding without a keyring too: its
+// header says its scope, and the field's ratchet refuses it.
+func TestSecretsScanKeylessScopeViolation(t *testing.T) {
+	fx := newSecretsFixture(t)
+	fx.put(t, 0, "a", `{"api_key":"`+fx.token(t, `"x"`, "admin")+`"}`)
+	fx.put(t, 1, "b", `{"api_key":"`+fx.token(t, `"y"`, "")+`"}`) // the upgrade path: fine
+	env := map[string]string{"FLECHT_BROKERS": fx.env["FLECHT_BROKERS"]}
+	r := run(t, env, "", "secrets", "scan", "--topics", "cfg", "--field", "api_key:api")
+	if r.code != exitcode.Findings || !strings.Contains(r.out, "scope_violation") || !strings.Contains(r.out, "findings: 1 in the wrong scope") {
+		t.Errorf("exit %d:\n%s%s", r.code, r.out, r.err)
+	}
+}

@@ -27,7 +27,7 @@ type ScanEntry struct {
 	Status     secret.Status `json:"status"`
 	Kid        string        `json:"kid,omitempty"`
 	Scope      string        `json:"scope,omitempty"`   // the token's flenc_scope
-	Decrypt    secret.Kind   `json:"decrypt,omitempty"` // with a keyring: ok, unknown_kid, tag_mismatch, scope_violation, …
+	Decrypt    secret.Kind   `json:"decrypt,omitempty"` // with a keyring: ok, unknown_kid, tag_mismatch, scope_violation, …; without: scope_violation by the header
 	Error      *ErrorInfo    `json:"error,omitempty"`
 	Plaintext  *PlainInfo    `json:"plaintext,omitempty"`
 }
@@ -52,10 +52,10 @@ type ScanSummary struct {
 	Values        int                   `json:"values"`  // secret values (absent and null ones skipped)
 	ByStatus      map[secret.Status]int `json:"by_status"`
 	ByKid         []KidCount            `json:"by_kid"`
-	ByDecrypt     map[secret.Kind]int   `json:"by_decrypt,omitempty"` // with a keyring
+	ByDecrypt     map[secret.Kind]int   `json:"by_decrypt,omitempty"`
 	Plaintext     int                   `json:"plaintext"`
 	Corrupt       int                   `json:"corrupt"`
-	Undecryptable int                   `json:"undecryptable"` // well-formed tokens the keyring cannot open
+	Undecryptable int                   `json:"undecryptable"` // well-formed tokens the field cannot open: by the keyring, or without one by the scope ratchet
 	Findings      int                   `json:"findings"`      // plaintext + corrupt + undecryptable
 }
 
@@ -150,11 +150,10 @@ func ScanView(v *View, bounds map[TP]kafkax.Bounds, o ScanOptions) *ScanReport {
 		Topics:  o.Topics,
 		Fields:  FieldSpecs(o.Fields),
 		Entries: []ScanEntry{},
-		Summary: ScanSummary{ByStatus: map[secret.Status]int{}, ByKid: []KidCount{}},
+		Summary: ScanSummary{ByStatus: map[secret.Status]int{}, ByKid: []KidCount{}, ByDecrypt: map[secret.Kind]int{}},
 	}
 	if o.Keyring != nil {
 		rep.Primary, rep.Kids = o.Keyring.Primary(), o.Keyring.Kids()
-		rep.Summary.ByDecrypt = map[secret.Kind]int{}
 	}
 	fp := NewFingerprinter(o.Keyring)
 	rep.Fingerprints = fp.Source

@@ -62,7 +62,8 @@ func TestScanViewReportsEveryValue(t *testing.T) {
 
 	rep := ScanView(v, bounds, ScanOptions{Topics: []string{"c"}, Fields: fields})
 	s := rep.Summary
-	if s.Records != 8 || s.Values != 10 || s.Plaintext != 1 || s.Corrupt != 5 || s.Undecryptable != 0 || rep.Clean {
+	// k7's token is in another scope: its header alone shows it.
+	if s.Records != 8 || s.Values != 10 || s.Plaintext != 1 || s.Corrupt != 5 || s.Undecryptable != 1 || s.Findings != 7 || rep.Clean {
 		t.Errorf("keyless summary %+v", s)
 	}
 	if rep.TokensUnder("old") != 1 || rep.TokensNotUnder("new") != 1 {
@@ -199,5 +200,31 @@ func TestPlaintextFingerprintIsKeyed(t *testing.T) {
 	}
 	if a, b := scan(nil), scan(nil); a == b {
 		t.Errorf("keyless runs share a fingerprint: %s", a)
+	}
+}
+
+// Without a keyring the header still says a token's scope, and the field's
+// ratchet refuses the wrong ones whatever the key: a scope violation is a
+// finding either way. An unscoped token in a scoped field is the upgrade
+// path, not a finding.
+func TestKeylessScanAppliesTheRatchet(t *testing.T) {
+	_, kr := rings(t)
+	fields := mustFields(t, "a:api", "b", "c:api")
+	v := NewView()
+	v.Apply(rec("c", 0, 0, "k", fmt.Sprintf(`{"a":"%s","b":"%s","c":"%s"}`,
+		mustTok(t, kr, `"x"`, "admin"), mustTok(t, kr, `"x"`, "api"), mustTok(t, kr, `"x"`, ""))))
+	bounds := map[TP]kafkax.Bounds{tp("c", 0): {End: 1}}
+	for _, ring := range []*secret.Keyring{nil, kr} {
+		rep := ScanView(v, bounds, ScanOptions{Topics: []string{"c"}, Fields: fields, Keyring: ring})
+		got := map[string]bool{}
+		for _, e := range rep.Entries {
+			got[e.Field] = e.Finding()
+			if e.Finding() && (e.Decrypt != secret.KindScopeViolation || e.Error == nil || e.Error.Kind != secret.KindScopeViolation) {
+				t.Errorf("keyring %v, %s: %+v", ring != nil, e.Field, e)
+			}
+		}
+		if !got["a"] || !got["b"] || got["c"] || rep.Clean || rep.Summary.Findings != 2 || rep.Summary.ByDecrypt[secret.KindScopeViolation] != 2 {
+			t.Errorf("keyring %v: findings %v, summary %+v", ring != nil, got, rep.Summary)
+		}
 	}
 }

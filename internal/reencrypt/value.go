@@ -121,8 +121,9 @@ type Verdict struct {
 	Kid        string // the token's kid (from its header)
 	TokenScope string // the token's flenc_scope ("" unscoped)
 	// Decrypt is the outcome of opening the token with a keyring through
-	// the field's scope: "ok" or the failing kind; "" when no keyring was
-	// given or the value is not a token.
+	// the field's scope: "ok" or the failing kind; "" when the value is not
+	// a token. Without a keyring it is scope_violation when the header alone
+	// breaks the field's scope ratchet, else "".
 	Decrypt secret.Kind
 	Err     *secret.Error // why a value is corrupt or does not open
 }
@@ -148,7 +149,13 @@ func judge(s Slot, kr *secret.Keyring) (Verdict, []byte) {
 	}
 	if kr == nil || !isString || !secret.IsEncrypted(tok) {
 		c := secret.Classify(s.Raw)
-		return Verdict{Status: c.Status, Kid: c.Kid, TokenScope: c.Scope, Err: c.Err}, nil
+		v := Verdict{Status: c.Status, Kid: c.Kid, TokenScope: c.Scope, Err: c.Err}
+		if c.Status == secret.StatusEncrypted {
+			if e := secret.CheckScope(secret.TokenInfo{Kid: c.Kid, Scope: c.Scope}, s.Field.Scope); e != nil {
+				v.Decrypt, v.Err = secret.KindScopeViolation, e
+			}
+		}
+		return v, nil
 	}
 	// One parse for both the classification and the opening.
 	payload, info, err := kr.Open(tok, s.Field.Scope)

@@ -273,13 +273,39 @@ func (kr *Keyring) Open(tok, scope string) (payload []byte, info TokenInfo, err 
 	if err != nil {
 		return nil, t.TokenInfo, fail(KindTagMismatch, "authentication failed: wrong key bytes for this kid, or a tampered token")
 	}
-	switch {
-	case scope != "" && t.Scope != "" && t.Scope != scope:
-		return nil, t.TokenInfo, fail(KindScopeViolation, "token belongs to another scope")
-	case scope == "" && t.Scope != "":
-		return nil, t.TokenInfo, fail(KindScopeViolation, "scoped token in an unscoped field (a scope cannot be dropped)")
+	if why := ratchet(scope, t.Scope); why != "" {
+		return nil, t.TokenInfo, fail(KindScopeViolation, why)
 	}
 	return payload, t.TokenInfo, nil
+}
+
+// ratchet is the scope ratchet: why a field of scope field refuses a token
+// stamped with scope token, or "" when it accepts it. A scoped field accepts
+// its own scope and unscoped tokens (the upgrade path); an unscoped field
+// only unscoped tokens.
+func ratchet(field, token string) string {
+	switch {
+	case field != "" && token != "" && token != field:
+		return "token belongs to another scope"
+	case field == "" && token != "":
+		return "scoped token in an unscoped field (a scope cannot be dropped)"
+	}
+	return ""
+}
+
+// CheckScope applies the scope ratchet to what a token's header says, for a
+// field of scope fieldScope, without a key: a scan without a keyring still
+// sees a token in the wrong field. The header is unauthenticated, so passing
+// proves nothing; a refusal is one the field makes with any keyring (an
+// authentic token is refused by the ratchet, an inauthentic one earlier).
+// It returns the *Error itself (nil when the header passes), for reports
+// that keep it as one.
+func CheckScope(info TokenInfo, fieldScope string) *Error {
+	if why := ratchet(fieldScope, info.Scope); why != "" {
+		return &Error{Kind: KindScopeViolation, Kid: info.Kid, Scope: fieldScope, TokenScope: info.Scope,
+			Detail: why + " (by its header, unauthenticated without a keyring)"}
+	}
+	return nil
 }
 
 // Reencrypt decrypts with the kid the token names and seals the same payload
