@@ -17,8 +17,8 @@
 // A sweep plans first (a pure function of the view, BuildPlan) and writes
 // only when executed. Each record whose values need the primary key, their
 // field's scope or (on request) encryption is re-produced with the same key
-// bytes and headers, explicitly to the partition it was read from, with
-// every other byte of the value unchanged (attr.ReplaceField), in
+// bytes, headers and timestamp, explicitly to the partition it was read
+// from, with every other byte of the value unchanged (attr.ReplaceField), in
 // transactions of a transactional producer whose ID is fixed per set of
 // topics.
 //
