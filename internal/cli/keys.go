@@ -52,6 +52,11 @@ or surrounding whitespace, of at most 128 bytes, so that it shows in one
 piece in tables, logs and metric labels; a keyring written elsewhere may
 hold any non-empty kid and still loads.
 
+add, promote and remove hold an advisory lock (.FILE.lock beside the file)
+from reading the keyring to writing it, so two of them at once cannot lose
+a change; a lock older than 10 seconds was left by a killed command and is
+broken with a warning.
+
 The keyring file comes from --keyring or ` + EnvKeyring + `.`
 
 // KeysOptions are the inputs of `flecht keys init|add|promote|remove|list`.
@@ -242,51 +247,50 @@ func runKeysInit(opts *KeysOptions) error {
 }
 
 func runKeysAdd(opts *KeysOptions) error {
-	kr, err := loadKeyringForKeys(opts)
-	if err != nil {
-		return err
-	}
-	next, err := kr.Add(opts.Kid)
-	if err != nil {
-		return keysKidError(err, kr.Kids())
-	}
-	if err := next.Save(opts.Keyring, opts.fileLog()); err != nil {
-		return err
-	}
-	return printKeyring(opts, keysAdded, next)
+	return changeKeyring(opts, keysAdded, func(kr *secret.Keyring) (*secret.Keyring, error) { return kr.Add(opts.Kid) })
 }
 
 func runKeysPromote(opts *KeysOptions) error {
-	kr, err := loadKeyringForKeys(opts)
-	if err != nil {
-		return err
-	}
-	if kr.Primary() == opts.Kid {
-		return printKeyring(opts, keysUnchanged, kr)
-	}
-	next, err := kr.Promote(opts.Kid)
-	if err != nil {
-		return keysKidError(err, kr.Kids())
-	}
-	if err := next.Save(opts.Keyring, opts.fileLog()); err != nil {
-		return err
-	}
-	return printKeyring(opts, keysPromoted, next)
+	return changeKeyring(opts, keysPromoted, func(kr *secret.Keyring) (*secret.Keyring, error) {
+		if kr.Primary() == opts.Kid {
+			return kr, nil
+		}
+		return kr.Promote(opts.Kid)
+	})
 }
 
 func runKeysRemove(opts *KeysOptions) error {
+	return changeKeyring(opts, keysRemoved, func(kr *secret.Keyring) (*secret.Keyring, error) { return kr.Remove(opts.Kid) })
+}
+
+// changeKeyring is one read-modify-write of the keyring, under its lock so
+// that a concurrent keys command cannot drop this change (or this one
+// theirs): load, change, save, print. A change that returns the keyring
+// itself writes nothing and reports it unchanged.
+func changeKeyring(opts *KeysOptions, action string, change func(*secret.Keyring) (*secret.Keyring, error)) error {
+	unlock, err := secret.Lock(opts.Keyring, opts.fileLog())
+	if errors.Is(err, fs.ErrNotExist) {
+		return errNoKeyringFile(opts.Keyring)
+	}
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	kr, err := loadKeyringForKeys(opts)
 	if err != nil {
 		return err
 	}
-	next, err := kr.Remove(opts.Kid)
+	next, err := change(kr)
 	if err != nil {
 		return keysKidError(err, kr.Kids())
+	}
+	if next == kr {
+		return printKeyring(opts, keysUnchanged, kr)
 	}
 	if err := next.Save(opts.Keyring, opts.fileLog()); err != nil {
 		return err
 	}
-	return printKeyring(opts, keysRemoved, next)
+	return printKeyring(opts, action, next)
 }
 
 func runKeysList(opts *KeysOptions) error {
@@ -335,7 +339,7 @@ func printKeyring(opts *KeysOptions, action string, kr *secret.Keyring) error {
 func loadKeyringForKeys(opts *KeysOptions) (*secret.Keyring, error) {
 	kr, err := loadKeyringFile(opts.IO.ErrOut, opts.Keyring, opts.fileLog())
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("keyring %s does not exist; create it with 'flecht keys init --keyring %s --kid KID'", opts.Keyring, opts.Keyring)
+		return nil, errNoKeyringFile(opts.Keyring)
 	}
 	var se *secret.Error
 	if errors.As(err, &se) {
@@ -381,6 +385,10 @@ func keysKidError(err error, kids []string) error {
 		return exitcode.UsageError(line)
 	}
 	return line
+}
+
+func errNoKeyringFile(path string) error {
+	return fmt.Errorf("keyring %s does not exist; create it with 'flecht keys init --keyring %s --kid KID'", path, path)
 }
 
 func errKeyringExists(path string) error {

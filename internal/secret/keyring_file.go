@@ -174,12 +174,15 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// Temporary siblings of a keyring file K: ".K.tmp-*" (Save), ".K.init-*"
-// (Create), and "..K.init-*.tmp-*" (Create of earlier versions, which saved
-// under the init name).
+// Siblings of a keyring file K: the temporaries ".K.tmp-*" (Save),
+// ".K.init-*" (Create) and "..K.init-*.tmp-*" (Create of earlier versions,
+// which saved under the init name); the lock ".K.lock" (Lock) and a broken
+// stale lock renamed aside, ".K.lock.stale-*".
 const (
-	tmpTag  = ".tmp-"
-	initTag = ".init-"
+	tmpTag   = ".tmp-"
+	initTag  = ".init-"
+	lockTag  = ".lock"
+	staleTag = ".stale-"
 )
 
 func tempPrefix(target, tag string) string { return "." + filepath.Base(target) + tag }
@@ -223,5 +226,6 @@ func removeStale(target string, log *slog.Logger) {
 func isTempSibling(name, base string) bool {
 	init := "." + base + initTag
 	return strings.HasPrefix(name, "."+base+tmpTag) || strings.HasPrefix(name, init) ||
+		strings.HasPrefix(name, "."+base+lockTag+staleTag) ||
 		(strings.HasPrefix(name, "."+init) && strings.Contains(name[len(init)+1:], tmpTag))
 }

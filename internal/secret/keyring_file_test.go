@@ -224,3 +224,73 @@ func TestCreateNeverReplaces(t *testing.T) {
 		t.Errorf("%d entries left, want only the existing file", len(entries))
 	}
 }
+
+// The keyring lock: a second holder waits until the first releases it; a
+// lock whose holder is gone (older than staleLock) is broken with a
+// warning; unlock removes only its own lock file.
+func TestLockWaitsAndBreaksStaleLocks(t *testing.T) {
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keyring.json")
+	if err := testKeyring(t, false).Save(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Lock(filepath.Join(dir, "missing.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("lock of a missing keyring: %v", err)
+	}
+	unlock, err := Lock(path, FileLog(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(dir, ".keyring.json.lock")
+	if _, err := os.Stat(lock); err != nil {
+		t.Fatalf("no lock file: %v", err)
+	}
+	got := make(chan time.Time, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		u, err := Lock(path, FileLog(log))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		got <- time.Now()
+		u()
+	}()
+	time.Sleep(100 * time.Millisecond)
+	released := time.Now()
+	unlock()
+	<-done
+	select {
+	case at := <-got:
+		if at.Before(released) {
+			t.Error("the second holder did not wait")
+		}
+	default: // Lock failed, reported above
+	}
+	if logged.Len() != 0 {
+		t.Errorf("a live lock was broken: %s", logged.String())
+	}
+
+	// A killed holder's lock, old enough: broken at once, with a warning.
+	os.WriteFile(lock, []byte("pid 1"), 0o600)
+	old := time.Now().Add(-time.Minute)
+	os.Chtimes(lock, old, old)
+	start := time.Now()
+	unlock, err = Lock(path, FileLog(log))
+	if err != nil || time.Since(start) > 2*time.Second || !strings.Contains(logged.String(), "stale keyring lock") {
+		t.Fatalf("stale lock: %v after %v, log %q", err, time.Since(start), logged.String())
+	}
+	// Someone broke this lock and took another: unlock leaves theirs.
+	os.Remove(lock)
+	os.WriteFile(lock, []byte("theirs"), 0o600)
+	unlock()
+	if b, _ := os.ReadFile(lock); string(b) != "theirs" {
+		t.Error("unlock removed another holder's lock")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("%d entries, want the keyring and the lock", len(entries))
+	}
+}
