@@ -88,7 +88,7 @@ func TestSecretsScanOnKafka(t *testing.T) {
 			t.Fatalf("a plaintext value was printed:\n%s", o)
 		}
 	}
-	if !strings.Contains(table, "unknown_kid") || !strings.Contains(table, "sha256") {
+	if !strings.Contains(table, "unknown_kid") || !strings.Contains(table, "fingerprint") {
 		t.Errorf("table:\n%s", table)
 	}
 

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -32,7 +32,10 @@ New tokens are sealed with the primary key; a token is opened with the key
 its kid names, so old keys stay until nothing is sealed with them any more.
 The file is written atomically (a temporary file in the same directory,
 fsync, rename) with mode 0600, and a file that group or others may read is
-reported with a warning. No command prints key bytes.
+reported with a warning. Temporary files that an interrupted write left
+beside it (.FILE.tmp-*, .FILE.init-*: whole keyrings, key bytes included)
+are removed once they are a minute old (-v logs it). No command prints key
+bytes.
 
 Rotation is reader-first:
   1. keys add --kid NEW       on a copy, then roll the file out to every reader
@@ -44,14 +47,25 @@ Rotation is reader-first:
                               --field it refuses while a token names OLD)
 'keys rotate-plan --kid NEW' shows these steps with their live status.
 
+A new KID (init, add) must be printable text, without control characters
+or surrounding whitespace, of at most 128 bytes, so that it shows in one
+piece in tables, logs and metric labels; a keyring written elsewhere may
+hold any non-empty kid and still loads.
+
+add, promote and remove hold an advisory lock (.FILE.lock beside the file)
+from reading the keyring to writing it, so two of them at once cannot lose
+a change; a lock older than 10 seconds was left by a killed command and is
+broken with a warning.
+
 The keyring file comes from --keyring or ` + EnvKeyring + `.`
 
 // KeysOptions are the inputs of `flecht keys init|add|promote|remove|list`.
 type KeysOptions struct {
 	IO      *ui.IOStreams
 	Printer func() *ui.Printer
-	Keyring string // the keyring file: --keyring, else FLECHT_KEYRING
-	Kid     string // the key operated on (not for list)
+	Logger  func() *slog.Logger // notes of the file operations (-v shows the debug ones)
+	Keyring string              // the keyring file: --keyring, else FLECHT_KEYRING
+	Kid     string              // the key operated on (not for list)
 }
 
 // KeyringReport is what every keys command prints: the keyring as it is
@@ -98,7 +112,7 @@ func NewCmdKeys(f *Factory) *cobra.Command {
 // before run: the keyring path (flag, then environment) and, when needsKid,
 // a non-empty --kid.
 func keysCommand(f *Factory, cmd *cobra.Command, needsKid bool, runF, run func(*KeysOptions) error) *cobra.Command {
-	opts := &KeysOptions{IO: f.IO, Printer: f.Printer}
+	opts := &KeysOptions{IO: f.IO, Printer: f.Printer, Logger: f.Logger}
 	cmd.Args = usageArgs(cobra.NoArgs)
 	cmd.RunE = func(*cobra.Command, []string) error {
 		opts.Keyring = keyringPath(opts.Keyring, f.Getenv)
@@ -118,6 +132,14 @@ func keysCommand(f *Factory, cmd *cobra.Command, needsKid bool, runF, run func(*
 		cmd.Flags().StringVar(&opts.Kid, "kid", "", "key id (the JWK kid)")
 	}
 	return cmd
+}
+
+// fileLog routes the keyring file operations' notes to the command's logger.
+func (opts *KeysOptions) fileLog() secret.FileOption {
+	if opts.Logger == nil {
+		return secret.FileLog(slog.Default())
+	}
+	return secret.FileLog(opts.Logger())
 }
 
 // helpOrUnknown runs a command group: its help without arguments, while its
@@ -215,58 +237,60 @@ func runKeysInit(opts *KeysOptions) error {
 	if err != nil {
 		return keysKidError(err, nil)
 	}
-	if err := createKeyringFile(kr, opts.Keyring); err != nil {
+	if err := kr.Create(opts.Keyring, opts.fileLog()); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return errKeyringExists(opts.Keyring)
+		}
 		return err
 	}
 	return printKeyring(opts, keysCreated, kr)
 }
 
 func runKeysAdd(opts *KeysOptions) error {
-	kr, err := loadKeyringForKeys(opts)
-	if err != nil {
-		return err
-	}
-	next, err := kr.Add(opts.Kid)
-	if err != nil {
-		return keysKidError(err, kr.Kids())
-	}
-	if err := next.Save(opts.Keyring); err != nil {
-		return err
-	}
-	return printKeyring(opts, keysAdded, next)
+	return changeKeyring(opts, keysAdded, func(kr *secret.Keyring) (*secret.Keyring, error) { return kr.Add(opts.Kid) })
 }
 
 func runKeysPromote(opts *KeysOptions) error {
-	kr, err := loadKeyringForKeys(opts)
-	if err != nil {
-		return err
-	}
-	if kr.Primary() == opts.Kid {
-		return printKeyring(opts, keysUnchanged, kr)
-	}
-	next, err := kr.Promote(opts.Kid)
-	if err != nil {
-		return keysKidError(err, kr.Kids())
-	}
-	if err := next.Save(opts.Keyring); err != nil {
-		return err
-	}
-	return printKeyring(opts, keysPromoted, next)
+	return changeKeyring(opts, keysPromoted, func(kr *secret.Keyring) (*secret.Keyring, error) {
+		if kr.Primary() == opts.Kid {
+			return kr, nil
+		}
+		return kr.Promote(opts.Kid)
+	})
 }
 
 func runKeysRemove(opts *KeysOptions) error {
+	return changeKeyring(opts, keysRemoved, func(kr *secret.Keyring) (*secret.Keyring, error) { return kr.Remove(opts.Kid) })
+}
+
+// changeKeyring is one read-modify-write of the keyring, under its lock so
+// that a concurrent keys command cannot drop this change (or this one
+// theirs): load, change, save, print. A change that returns the keyring
+// itself writes nothing and reports it unchanged.
+func changeKeyring(opts *KeysOptions, action string, change func(*secret.Keyring) (*secret.Keyring, error)) error {
+	unlock, err := secret.Lock(opts.Keyring, opts.fileLog())
+	if errors.Is(err, fs.ErrNotExist) {
+		return errNoKeyringFile(opts.Keyring)
+	}
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	kr, err := loadKeyringForKeys(opts)
 	if err != nil {
 		return err
 	}
-	next, err := kr.Remove(opts.Kid)
+	next, err := change(kr)
 	if err != nil {
 		return keysKidError(err, kr.Kids())
 	}
-	if err := next.Save(opts.Keyring); err != nil {
+	if next == kr {
+		return printKeyring(opts, keysUnchanged, kr)
+	}
+	if err := next.Save(opts.Keyring, opts.fileLog()); err != nil {
 		return err
 	}
-	return printKeyring(opts, keysRemoved, next)
+	return printKeyring(opts, action, next)
 }
 
 func runKeysList(opts *KeysOptions) error {
@@ -313,9 +337,9 @@ func printKeyring(opts *KeysOptions, action string, kr *secret.Keyring) error {
 // loadKeyringForKeys loads the keyring a keys command changes or lists,
 // warning on standard error when the file is readable beyond its owner.
 func loadKeyringForKeys(opts *KeysOptions) (*secret.Keyring, error) {
-	kr, err := loadKeyringFile(opts.IO.ErrOut, opts.Keyring)
+	kr, err := loadKeyringFile(opts.IO.ErrOut, opts.Keyring, opts.fileLog())
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("keyring %s does not exist; create it with 'flecht keys init --keyring %s --kid KID'", opts.Keyring, opts.Keyring)
+		return nil, errNoKeyringFile(opts.Keyring)
 	}
 	var se *secret.Error
 	if errors.As(err, &se) {
@@ -326,8 +350,8 @@ func loadKeyringForKeys(opts *KeysOptions) (*secret.Keyring, error) {
 
 // loadKeyringFile loads and validates a keyring file and prints the loader's
 // warnings (a mode open to group or others) to errOut.
-func loadKeyringFile(errOut io.Writer, path string) (*secret.Keyring, error) {
-	kr, warnings, err := secret.Load(path)
+func loadKeyringFile(errOut io.Writer, path string, opts ...secret.FileOption) (*secret.Keyring, error) {
+	kr, warnings, err := secret.Load(path, opts...)
 	for _, w := range warnings {
 		fmt.Fprintf(errOut, "warning: %s\n", w)
 	}
@@ -363,55 +387,13 @@ func keysKidError(err error, kids []string) error {
 	return line
 }
 
+func errNoKeyringFile(path string) error {
+	return fmt.Errorf("keyring %s does not exist; create it with 'flecht keys init --keyring %s --kid KID'", path, path)
+}
+
 func errKeyringExists(path string) error {
 	return exitcode.RefusedError(fmt.Errorf(
 		"refusing to overwrite %s: the file exists (keys init only creates new keyrings; use 'flecht keys add' to add a key to it)", path))
-}
-
-// createKeyringFile writes kr to path only if path does not exist, without a
-// window in which another writer's file could be replaced: Save writes the
-// complete document under a private name in the same directory (temporary
-// file, fsync, rename, mode 0600), and a hard link publishes it under path,
-// which the kernel refuses when path exists. Where hard links are not
-// supported, it falls back to a rename after checking again.
-func createKeyringFile(kr *secret.Keyring, path string) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".init-*")
-	if err != nil {
-		return err
-	}
-	staged := f.Name()
-	if err := f.Close(); err != nil {
-		return err
-	}
-	// The staged name goes in every case: after a link, path holds the
-	// file; after a failure, nothing should.
-	defer os.Remove(staged)
-	if err := kr.Save(staged); err != nil {
-		return err
-	}
-	if err := os.Link(staged, path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return errKeyringExists(path)
-		}
-		if _, statErr := os.Lstat(path); statErr == nil {
-			return errKeyringExists(path)
-		}
-		if err := os.Rename(staged, path); err != nil {
-			return err
-		}
-	}
-	return syncDir(dir)
-}
-
-// syncDir makes a new directory entry durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // secretLine renders a secret error as one line that starts with its kind,
@@ -419,29 +401,31 @@ func syncDir(dir string) error {
 // when a token's kid is missing. The line carries what *secret.Error
 // carries: kids, scopes and a safe detail, never key bytes or plaintext.
 func secretLine(e *secret.Error, kids []string) string {
+	// The kid and token scope come from the token's header: clipped.
+	kid, tokenScope := secret.Clip(e.Kid), secret.Clip(e.TokenScope)
 	var b strings.Builder
 	b.WriteString(string(e.Kind))
 	b.WriteString(": ")
 	switch e.Kind {
 	case secret.KindUnknownKid:
 		if kids != nil {
-			fmt.Fprintf(&b, "token kid %q is not in the keyring (it holds %s)", e.Kid, quoteList(kids))
+			fmt.Fprintf(&b, "token kid %q is not in the keyring (it holds %s)", kid, quoteList(kids))
 		} else {
-			fmt.Fprintf(&b, "key %q is not in the keyring", e.Kid)
+			fmt.Fprintf(&b, "key %q is not in the keyring", kid)
 		}
 	case secret.KindTagMismatch:
-		fmt.Fprintf(&b, "token kid %q is in the keyring, but authentication failed: this keyring's key %q has other bytes than the one that sealed the token, or the token was altered", e.Kid, e.Kid)
+		fmt.Fprintf(&b, "token kid %q is in the keyring, but authentication failed: this keyring's key %q has other bytes than the one that sealed the token, or the token was altered", kid, kid)
 	case secret.KindScopeViolation:
 		if e.Scope == "" {
-			fmt.Fprintf(&b, "token kid %q is bound to scope %q and cannot be read unscoped (a scope is never dropped; pass --scope %s to read it in its scope)", e.Kid, e.TokenScope, e.TokenScope)
+			fmt.Fprintf(&b, "token kid %q is bound to scope %q and cannot be read unscoped (a scope is never dropped; pass --scope %s to read it in its scope)", kid, tokenScope, shellQuote(tokenScope))
 		} else {
-			fmt.Fprintf(&b, "token kid %q belongs to scope %q, not to scope %q", e.Kid, e.TokenScope, e.Scope)
+			fmt.Fprintf(&b, "token kid %q belongs to scope %q, not to scope %q", kid, tokenScope, e.Scope)
 		}
 	case secret.KindPlaintext:
 		b.WriteString("the value is not a flenc: token; in a strict field that is a pasted secret (treat it as compromised). --read-plaintext reads legacy plaintext during a migration")
 	default:
 		if e.Kid != "" {
-			fmt.Fprintf(&b, "kid %q: ", e.Kid)
+			fmt.Fprintf(&b, "kid %q: ", kid)
 		}
 		if e.Detail != "" {
 			b.WriteString(e.Detail)

@@ -252,9 +252,12 @@ func guardKeysRemove(f *Factory, cmd *cobra.Command) *cobra.Command {
 	cmd.Long += `
 
 With --topics and --field (or -f stage.yaml) the config topics are scanned
-first, and the removal is refused (exit 3) while any token there still names
-KID; the refusal gives the count and the command that sweeps them. Without
-them nothing checks the topics, and a warning says so.`
+first (with the keyring, so each token is known to open or not), and the
+removal is refused (exit 3) while any token there still names KID. The
+refusal counts them by outcome and says what to do about each: the sweep
+command for the tokens that open; for those it cannot move (scope_violation,
+tag_mismatch, corrupt) how to find them and what to fix. Without --topics
+nothing checks the topics, and a warning says so.`
 	cmd.Example = `  flecht keys remove --keyring keyring.json --kid prod-2026-01 --topics configs --field api_key:api_key
   flecht keys remove --keyring keyring.json --kid prod-2026-01 -f extractor.yaml`
 	inner := cmd.RunE
@@ -277,7 +280,7 @@ them nothing checks the topics, and a warning says so.`
 		if err != nil || !kr.Has(kid) || kr.Primary() == kid {
 			return inner(c, args) // reports the missing file, kid or the primary
 		}
-		if err := g.check(c.Context(), f.IO, kid, path); err != nil {
+		if err := g.check(c.Context(), f.IO, kr, kid, path); err != nil {
 			return err
 		}
 		return inner(c, args)
@@ -285,21 +288,92 @@ them nothing checks the topics, and a warning says so.`
 	return cmd
 }
 
-func (g *keysRemoveGuard) check(ctx context.Context, io *ui.IOStreams, kid, keyring string) error {
+// check scans the topics with the keyring, so that each token left under
+// kid is known to open or not, and refuses the removal while any is left.
+func (g *keysRemoveGuard) check(ctx context.Context, io *ui.IOStreams, kr *secret.Keyring, kid, keyring string) error {
 	topics, fields, err := g.Targets.resolve()
 	if err != nil {
 		return err
 	}
 	p := ui.NewProgress(io, "scanning "+strings.Join(topics, ", "))
-	rep, err := g.Scan(ctx, reencrypt.ScanOptions{Topics: topics, Fields: fields, Planned: p.SetTotal, Read: p.Add})
+	rep, err := g.Scan(ctx, reencrypt.ScanOptions{Topics: topics, Fields: fields, Keyring: kr, Planned: p.SetTotal, Read: p.Add})
 	p.Done()
 	if err != nil {
 		return fmt.Errorf("scanning before the removal: %w", err)
 	}
-	if n := rep.TokensUnder(kid); n > 0 {
-		return exitcode.RefusedError(fmt.Errorf("refusing to remove key %q: the scan of %s found %d token(s) sealed with it, which could no longer be opened; "+
-			"sweep them to the primary first:\n  flecht secrets reencrypt %s --keyring %s --execute",
-			kid, strings.Join(topics, ", "), n, targetFlags(topics, fields), shellQuote(keyring)))
+	n := rep.TokensUnder(kid)
+	if n == 0 {
+		return nil
 	}
-	return nil
+	var b strings.Builder
+	fmt.Fprintf(&b, "refusing to remove key %q: the scan of %s found %d token(s) sealed with it, which could no longer be opened:",
+		kid, strings.Join(topics, ", "), n)
+	for _, g := range tokensUnderByOutcome(rep, kid) {
+		fmt.Fprintf(&b, "\n  %d %s: %s", g.n, g.outcome, removalAdvice(g.outcome, kid, topics, fields, keyring))
+	}
+	return exitcode.RefusedError(errors.New(b.String()))
+}
+
+// outcomeOpen names the tokens that open: the only ones a sweep moves.
+const outcomeOpen = "that open"
+
+// outcomeCount is how many tokens under a kid have one scan outcome.
+type outcomeCount struct {
+	outcome string
+	n       int
+}
+
+// tokensUnderByOutcome groups the tokens under kid by what the scan says of
+// them: outcomeOpen (the sweep moves them), a decrypt failure kind, or
+// "corrupt"; in that order, failures by name.
+func tokensUnderByOutcome(rep *reencrypt.ScanReport, kid string) []outcomeCount {
+	counts := map[string]int{}
+	for _, e := range rep.Entries {
+		if e.Kid != kid || e.Status == secret.StatusPlaintext {
+			continue
+		}
+		switch {
+		case e.Status == secret.StatusCorrupt:
+			counts["corrupt"]++
+		case e.Decrypt == reencrypt.DecryptOK:
+			counts[outcomeOpen]++
+		default:
+			counts[string(e.Decrypt)]++
+		}
+	}
+	out := make([]outcomeCount, 0, len(counts))
+	for o, n := range counts {
+		out = append(out, outcomeCount{o, n})
+	}
+	slices.SortFunc(out, func(a, b outcomeCount) int {
+		if (a.outcome == outcomeOpen) != (b.outcome == outcomeOpen) {
+			if a.outcome == outcomeOpen {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.outcome, b.outcome)
+	})
+	return out
+}
+
+// removalAdvice says what to do about tokens of one outcome. Only tokens
+// that open can be swept; suggesting the sweep for the others would send
+// the operator in a loop, since it leaves them as they are.
+func removalAdvice(outcome, kid string, topics []string, fields []reencrypt.Field, keyring string) string {
+	scan := "flecht secrets scan " + targetFlags(topics, fields) + " --keyring " + shellQuote(keyring) + " --findings-only"
+	switch outcome {
+	case outcomeOpen:
+		return "sweep them to the primary first:\n      flecht secrets reencrypt " + targetFlags(topics, fields) + " --keyring " + shellQuote(keyring) + " --execute"
+	case string(secret.KindScopeViolation):
+		return "in a field of another scope, which refuses them; the sweep cannot move them. Find them (" + scan +
+			") and re-write each record with a token of its field's scope, or delete it"
+	case string(secret.KindTagMismatch):
+		return fmt.Sprintf("this keyring's key %q has other bytes than the one that sealed them, or they were altered; the sweep cannot open them. "+
+			"Find them (%s), then recover the keyring that sealed them or re-write each record", kid, scan)
+	case string(secret.KindUnknownKid):
+		return "the keyring lacks their key; the sweep cannot open them. Add the key from the keyring that sealed them, or re-write each record"
+	default:
+		return "they cannot be read; the sweep cannot move them. Find them (" + scan + ") and re-write or delete each record"
+	}
 }

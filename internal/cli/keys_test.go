@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -129,30 +130,6 @@ func TestKeysInitRefusesToOverwrite(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) > 2 {
 		t.Errorf("refused init left files behind: %d entries", len(entries))
-	}
-}
-
-// The race init cannot see with a stat: the file appears after the check.
-// Publishing by hard link refuses it instead of replacing it.
-func TestCreateKeyringFileNeverReplaces(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "keyring.json")
-	if err := os.WriteFile(path, []byte("theirs"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kr, err := secret.NewKeyring("k1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = createKeyringFile(kr, path)
-	if exitcode.Code(err) != exitcode.Refused {
-		t.Fatalf("createKeyringFile over an existing file: %v (exit %d)", err, exitcode.Code(err))
-	}
-	if b, _ := os.ReadFile(path); string(b) != "theirs" {
-		t.Error("the existing file was replaced")
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("%d entries left, want only the existing file", len(entries))
 	}
 }
 
@@ -332,6 +309,30 @@ func TestKeysUsageErrors(t *testing.T) {
 	if r := run(t, keysEnv(path), "", "keys", "add", "--kid", "\xff"); r.code != exitcode.Usage {
 		t.Errorf("non-UTF-8 kid: exit %d %q", r.code, r.err)
 	}
+	// So is one that would not show in one piece, or is far too long.
+	for _, kid := range []string{"a\nb", " ", " k2", "k2\t", "a\x1b[2Jb", strings.Repeat("k", 129)} {
+		if r := run(t, keysEnv(path), "", "keys", "add", "--kid", kid); r.code != exitcode.Usage || strings.Count(r.err, "\n") != 2 {
+			t.Errorf("kid %q: exit %d %q", kid, r.code, r.err)
+		}
+		other := filepath.Join(t.TempDir(), "k.json")
+		if r := run(t, keysEnv(other), "", "keys", "init", "--kid", kid); r.code != exitcode.Usage {
+			t.Errorf("init kid %q: exit %d %q", kid, r.code, r.err)
+		}
+	}
+}
+
+// A keyring written elsewhere may hold any kid; listing it keeps one row per
+// key, with the odd kid escaped.
+func TestKeysListEscapesOddKids(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keyring.json")
+	k := base64.RawURLEncoding.EncodeToString(make([]byte, 32))
+	doc := `{"keys":[{"kty":"oct","kid":"a\nb\u001b[2J","k":"` + k + `"},{"kty":"oct","kid":"plain","k":"` + k + `"}],"primary":"plain"}`
+	os.WriteFile(path, []byte(doc), 0o600)
+	r := mustRun(t, keysEnv(path), "", "keys", "list")
+	if lines := strings.Split(strings.TrimRight(r.out, "\n"), "\n"); len(lines) != 3 || strings.Contains(r.out, "\x1b") ||
+		!strings.Contains(r.out, `"a\nb\x1b[2J"`) {
+		t.Errorf("list:\n%s", r.out)
+	}
 }
 
 func TestKeysMissingOrInvalidFile(t *testing.T) {
@@ -446,10 +447,13 @@ func TestKeysSurviveKillMidWrite(t *testing.T) {
 		}
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
-			if e.Name() != "keyring.json" {
-				strays++
-				os.Remove(filepath.Join(dir, e.Name())) // a temporary the kill orphaned
+			if e.Name() == "keyring.json" {
+				continue
 			}
+			if strings.Contains(e.Name(), ".tmp-") {
+				strays++ // a temporary the kill orphaned: it landed inside a write
+			}
+			os.Remove(filepath.Join(dir, e.Name())) // that, or the lock it held
 		}
 	}
 	if strays == 0 {
@@ -487,5 +491,55 @@ func TestKeysKillChild(t *testing.T) {
 			}
 		}
 		fmt.Println("rotating")
+	}
+}
+
+// A keyring command removes what a killed write left beside the keyring
+// (a whole keyring, key bytes included) and says so with -v.
+func TestKeysRemoveStaleTemporaries(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keyring.json")
+	mustRun(t, keysEnv(path), "", "keys", "init", "--kid", "k1")
+	stale := filepath.Join(dir, ".keyring.json.tmp-42")
+	b, _ := os.ReadFile(path)
+	os.WriteFile(stale, b, 0o600)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(stale, old, old)
+	r := mustRun(t, keysEnv(path), "", "keys", "list", "-v")
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(r.err, "stale temporary keyring file") {
+		t.Errorf("stale temporary: %v, stderr %q", err, r.err)
+	}
+}
+
+// Two keys commands on one keyring at once: each loads, changes and saves,
+// and without a lock the second save drops the first one's key. Every add
+// must survive.
+func TestKeysConcurrentAddsLoseNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keyring.json")
+	mustRun(t, keysEnv(path), "", "keys", "init", "--kid", "k0")
+	const writers, adds = 3, 15
+	errs := make(chan string, writers*adds)
+	var wg sync.WaitGroup
+	for w := range writers {
+		env := map[string]string{EnvKeyring: path, "HOME": t.TempDir()}
+		wg.Go(func() {
+			for i := range adds {
+				if r := run(t, env, "", "keys", "add", "--kid", fmt.Sprintf("w%d-%d", w, i)); r.code != 0 {
+					errs <- r.err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Errorf("add failed: %s", e)
+	}
+	kr, _, err := secret.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(kr.List()); got != 1+writers*adds {
+		t.Errorf("%d keys, want %d: lost updates", got, 1+writers*adds)
 	}
 }

@@ -18,7 +18,7 @@ func loadRunKeyring(opts *RunOptions, obs *metrics.Observer, log *slog.Logger) (
 	if path == "" {
 		return nil, nil
 	}
-	kr, warnings, err := secret.Load(path)
+	kr, warnings, err := secret.Load(path, secret.FileLog(log))
 	if err != nil {
 		return nil, err
 	}

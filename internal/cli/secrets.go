@@ -28,6 +28,9 @@ match on: malformed, header_rejected, unknown_kid, tag_mismatch,
 scope_violation, plaintext, no_keyring, keyring_invalid. With -o json the
 failure is printed on standard output instead:
   {"error": {"kind": "unknown_kid", "kid": "k9", "message": "…"}}
+An input that is no value to seal (a JSON_VALUE that is not JSON, standard
+input over 16 MiB) is a usage error: exit 2, kind invalid_value, in the
+same two forms. No message quotes the input.
 
 The keyring file comes from --keyring or ` + EnvKeyring + ` (see 'flecht keys').
 No output and no error message ever holds key bytes or a plaintext.
@@ -75,6 +78,11 @@ type SecretErrorInfo struct {
 	TokenScope string      `json:"token_scope,omitempty"` // the scope stamped in the token
 	Message    string      `json:"message"`
 }
+
+// kindInvalidValue: the input is no value to work on (not JSON, too
+// large). A usage error (exit 2), reported in the form of a secret failure
+// so that -o json callers get an error object either way.
+const kindInvalidValue secret.Kind = "invalid_value"
 
 // maxSecretInput bounds what is read from standard input: a secret lives in
 // one Kafka record, far below this.
@@ -165,12 +173,12 @@ func runSecretsEncrypt(opts *SecretsOptions) error {
 	}
 	value, err := attr.ParseJSON(input)
 	if err != nil {
-		return exitcode.UsageError(fmt.Errorf(
+		return invalidValue(opts, fmt.Sprintf(
 			"JSON_VALUE is not a JSON value (%s); a string needs JSON quotes, e.g. '\"text\"'", jsonProblem(err)))
 	}
 	payload, err := attr.Marshal(value)
 	if err != nil {
-		return exitcode.UsageError(errors.New("JSON_VALUE has no canonical JSON form"))
+		return invalidValue(opts, "JSON_VALUE has no canonical JSON form")
 	}
 	if s, ok := value.(string); ok && secret.IsEncrypted(s) {
 		fmt.Fprintln(opts.IO.ErrOut, "warning: the value is already a flenc: token; it is encrypted again, not re-encrypted (decrypt it first to change its key)")
@@ -252,7 +260,7 @@ func secretInput(opts *SecretsOptions) ([]byte, error) {
 		return nil, fmt.Errorf("reading standard input: %w", err)
 	}
 	if len(b) > maxSecretInput {
-		return nil, exitcode.UsageError(fmt.Errorf("standard input holds more than %d bytes", maxSecretInput))
+		return nil, invalidValue(opts, fmt.Sprintf("standard input holds more than %d bytes", maxSecretInput))
 	}
 	return b, nil
 }
@@ -285,19 +293,29 @@ func secretFailure(opts *SecretsOptions, err error, kr *secret.Keyring) error {
 	if kr != nil {
 		kids = kr.Kids()
 	}
-	line := secretLine(se, kids)
+	info := SecretErrorInfo{Kind: se.Kind, Kid: se.Kid, Scope: se.Scope, TokenScope: se.TokenScope,
+		Message: strings.TrimPrefix(secretLine(se, kids), string(se.Kind)+": ")}
+	return printFailure(opts, info, exitcode.KindFindings)
+}
+
+// invalidValue reports an input that is no value to work on: a usage
+// error, in the forms of a secret failure. msg must not quote the input.
+func invalidValue(opts *SecretsOptions, msg string) error {
+	return printFailure(opts, SecretErrorInfo{Kind: kindInvalidValue, Scope: opts.Scope, Message: msg}, exitcode.KindUsage)
+}
+
+// printFailure reports a failure as one line "<kind>: <message>" on
+// standard error, or with -o json/yaml as an error object on standard
+// output; either way the exit code is kind's.
+func printFailure(opts *SecretsOptions, info SecretErrorInfo, kind exitcode.Kind) error {
 	p := opts.Printer()
 	if p.Format == ui.FormatTable {
-		return exitcode.FindingsError(errors.New(line))
+		return exitcode.Wrap(kind, errors.New(string(info.Kind)+": "+info.Message))
 	}
-	report := SecretErrorReport{Error: SecretErrorInfo{
-		Kind: se.Kind, Kid: se.Kid, Scope: se.Scope, TokenScope: se.TokenScope,
-		Message: strings.TrimPrefix(line, string(se.Kind)+": "),
-	}}
-	if err := p.Print(report, func(*ui.Human) error { return nil }); err != nil {
+	if err := p.Print(SecretErrorReport{Error: info}, func(*ui.Human) error { return nil }); err != nil {
 		return err
 	}
-	return &exitcode.Silent{Code: exitcode.Findings}
+	return &exitcode.Silent{Code: kind.Code()}
 }
 
 // jsonProblem says what is wrong with a JSON value without quoting it: the

@@ -46,9 +46,10 @@ the keyring lacks, one that fails authentication, a scope violation, a
 corrupt value).
 
 With --execute it re-produces each such record
-  - with the same key bytes and headers, explicitly to the partition it was
-    read from (never by key hash: a copy on another partition would survive
-    and come back after the old key is gone);
+  - with the same key bytes, headers and timestamp, explicitly to the
+    partition it was read from (never by key hash: a copy on another
+    partition would survive and come back after the old key is gone); a
+    topic with message.timestamp.type=LogAppendTime restamps it anyway;
   - with every other byte of the value unchanged (member order, whitespace,
     number spellings): only the token values change;
   - in transactions of --batch-size records, under the transactional ID

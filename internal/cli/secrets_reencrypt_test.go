@@ -130,3 +130,28 @@ func TestKeysRemoveWithoutTopicsWarns(t *testing.T) {
 		t.Errorf("remove an unknown kid with a guard: exit %d %q", r.code, r.err)
 	}
 }
+
+// The guard's refusal says, per kind of token left under the key, what can
+// be done: only tokens that open can be swept; one in the wrong scope or
+// whose tag fails is left alone by the sweep, so suggesting it would send
+// the operator in a loop.
+func TestKeysRemoveGuardAdvisesPerStatus(t *testing.T) {
+	fx := newSecretsFixture(t) // primary "old"
+	fx.put(t, 0, "ok", `{"api_key":"`+fx.token(t, `"a"`, "api")+`"}`)
+	fx.put(t, 1, "scope", `{"api_key":"`+fx.token(t, `"b"`, "admin")+`"}`)
+	fx.promote(t, "new")
+
+	r := run(t, fx.env, "", "keys", "remove", "--kid", "old", "--topics", "cfg", "--field", "api_key:api")
+	if r.code != exitcode.Refused || !strings.Contains(r.err, "found 2 token(s)") ||
+		!strings.Contains(r.err, "1 that open") || !strings.Contains(r.err, "flecht secrets reencrypt") ||
+		!strings.Contains(r.err, "1 scope_violation") || !strings.Contains(r.err, "the sweep cannot move") {
+		t.Fatalf("exit %d:\n%s", r.code, r.err)
+	}
+
+	// Only unmovable tokens left: no sweep is suggested.
+	fx.put(t, 0, "ok", "")
+	r = run(t, fx.env, "", "keys", "remove", "--kid", "old", "--topics", "cfg", "--field", "api_key:api")
+	if r.code != exitcode.Refused || !strings.Contains(r.err, "1 scope_violation") || strings.Contains(r.err, "secrets reencrypt") {
+		t.Errorf("exit %d:\n%s", r.code, r.err)
+	}
+}

@@ -133,24 +133,36 @@ every value is listed with its topic, partition, offset, key and status:
   corrupt     a flenc: value that does not parse, a record that is not a
               JSON object, or a field path through a duplicated key
 
-Absent and null values are skipped: absence is not a leak. With a keyring
-(--keyring or ` + EnvKeyring + `) every token is also opened through its field's
-scope, and the outcome is listed (ok, unknown_kid, tag_mismatch,
-scope_violation). A summary counts the values per kid and status.
+Absent and null values are skipped: absence is not a leak. Every token's
+header is held against its field's scope ratchet, keyring or not: a token of
+another scope, or a scoped token in an unscoped field, is a scope_violation
+(the field refuses it whatever the key). With a keyring (--keyring or
+` + EnvKeyring + `) every token is also opened through its field's scope, and the
+outcome is listed (ok, unknown_kid, tag_mismatch, scope_violation). A
+summary counts the values per kid and status.
 
-A plaintext value is never printed: it shows as its length and the first 8
-hex digits of its SHA-256. A missing topic is an error, never a clean
-report. Exit 0 when clean, 4 when any value is plaintext, corrupt or (with
-a keyring) does not open, so CI can gate on it.
+A plaintext value is never printed: it shows as a length range (powers of
+two) and a fingerprint, the first 12 hex digits of an HMAC-SHA-256 of its
+JSON text. An unkeyed hash would let anyone with the report confirm a
+guessed PIN or password, so the HMAC key is derived from the keyring's
+primary key (HKDF, a fixed label) when a keyring is given: the same value
+then has the same fingerprint in every run with that keyring, to follow it
+across runs, until the primary changes. Without a keyring the key is random
+per run, and fingerprints compare within one report only ("fingerprints":
+"run" in -o json).
+
+A missing topic is an error, never a clean report. Exit 0 when clean, 4
+when any value is plaintext, corrupt, in the wrong scope or (with a
+keyring) does not open, so CI can gate on it.
 
 With -o json:
-  {"topics", "fields", "primary", "kids", "clean",
+  {"topics", "fields", "fingerprints", "primary", "kids", "clean",
    "partitions": [{"topic", "partition", "end_offset", "records"}],
    "summary": {"records", "values", "by_status", "by_kid": [{"kid", "status",
      "count"}], "by_decrypt", "plaintext", "corrupt", "undecryptable", "findings"},
    "entries": [{"topic", "partition", "offset", "key", "field", "field_scope",
      "status", "kid", "scope", "decrypt", "error": {"kind", "message"},
-     "plaintext": {"length", "sha256_prefix"}}]}`
+     "plaintext": {"length_range", "fingerprint"}}]}`
 
 // NewCmdSecretsScan builds `flecht secrets scan`.
 func NewCmdSecretsScan(f *Factory, runF func(*SecretsScanOptions) error) *cobra.Command {
@@ -271,8 +283,10 @@ func printScan(h *ui.Human, rep *reencrypt.ScanReport) error {
 	if s.Corrupt > 0 {
 		parts = append(parts, fmt.Sprintf("%d corrupt", s.Corrupt))
 	}
-	if s.Undecryptable > 0 {
+	if s.Undecryptable > 0 && withKeyring {
 		parts = append(parts, fmt.Sprintf("%d that do not open", s.Undecryptable))
+	} else if s.Undecryptable > 0 {
+		parts = append(parts, fmt.Sprintf("%d in the wrong scope", s.Undecryptable))
 	}
 	h.Printf("%s\n", h.Bad("findings: "+strings.Join(parts, ", ")))
 	if s.Plaintext > 0 {
@@ -284,7 +298,7 @@ func printScan(h *ui.Human, rep *reencrypt.ScanReport) error {
 func entryDetail(e reencrypt.ScanEntry) string {
 	switch {
 	case e.Plaintext != nil:
-		return fmt.Sprintf("%d bytes, sha256 %s…", e.Plaintext.Length, e.Plaintext.SHA256Prefix)
+		return fmt.Sprintf("%s chars, fingerprint %s", e.Plaintext.LengthRange, e.Plaintext.Fingerprint)
 	case e.Error != nil:
 		return e.Error.Message
 	}

@@ -125,7 +125,7 @@ func TestSecretsScanReportsAndGates(t *testing.T) {
 	}
 	table := run(t, fx.env, "", "secrets", "scan", "--topics", "cfg", "--field", "api_key:api", "--findings-only")
 	if table.code != exitcode.Findings || !strings.Contains(table.out, "plaintext") || strings.Contains(table.out, "encrypted  old") ||
-		!strings.Contains(table.out, "findings: 1 plaintext") || !strings.Contains(table.out, "sha256") {
+		!strings.Contains(table.out, "findings: 1 plaintext") || !strings.Contains(table.out, "fingerprint") {
 		t.Errorf("findings-only table (exit %d):\n%s", table.code, table.out)
 	}
 
@@ -178,5 +178,30 @@ func TestShellQuote(t *testing.T) {
 		if got := shellQuote(in); got != want {
 			t.Errorf("%q → %s, want %s", in, got, want)
 		}
+	}
+}
+
+// A token header is unauthenticated until it opens: its kid and scope are
+// data, and the scan table shows them escaped, one row per value.
+func TestSecretsScanTableEscapesHeaderText(t *testing.T) {
+	fx := newSecretsFixture(t)
+	forged := forgeToken(`{"alg":"dir","enc":"A256GCM","kid":"evil\nrow\u001b[2J","flenc_scope":"api"}`)
+	fx.put(t, 0, "a", `{"api_key":"`+forged+`"}`)
+	r := run(t, fx.env, "", "secrets", "scan", "--topics", "cfg", "--field", "api_key:api")
+	if strings.Contains(r.out, "\x1b") || !strings.Contains(r.out, `"evil\nrow\x1b[2J"`) || strings.Contains(r.out, "\nrow") {
+		t.Errorf("scan table:\n%s", r.out)
+	}
+}
+
+// A token in the wrong field is a finding without a keyring too: its
+// header says its scope, and the field's ratchet refuses it.
+func TestSecretsScanKeylessScopeViolation(t *testing.T) {
+	fx := newSecretsFixture(t)
+	fx.put(t, 0, "a", `{"api_key":"`+fx.token(t, `"x"`, "admin")+`"}`)
+	fx.put(t, 1, "b", `{"api_key":"`+fx.token(t, `"y"`, "")+`"}`) // the upgrade path: fine
+	env := map[string]string{"FLECHT_BROKERS": fx.env["FLECHT_BROKERS"]}
+	r := run(t, env, "", "secrets", "scan", "--topics", "cfg", "--field", "api_key:api")
+	if r.code != exitcode.Findings || !strings.Contains(r.out, "scope_violation") || !strings.Contains(r.out, "findings: 1 in the wrong scope") {
+		t.Errorf("exit %d:\n%s%s", r.code, r.out, r.err)
 	}
 }

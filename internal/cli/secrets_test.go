@@ -138,6 +138,8 @@ func TestSecretsFailureKinds(t *testing.T) {
 	}{
 		{"malformed token", kr, []string{"decrypt", "flenc:jwe:abc"}, secret.KindMalformed, ""},
 		{"other envelope is not plaintext", kr, []string{"decrypt", "--read-plaintext", "flenc:cbor:" + secretText}, secret.KindMalformed, ""},
+		{"a secret after a stray flenc:", kr, []string{"decrypt", "--read-plaintext", "flenc:" + secretText}, secret.KindMalformed, ""},
+		{"a secret as the header alg", kr, []string{"decrypt", forgeToken(`{"alg":"` + secretText + `","enc":"A256GCM","kid":"k1"}`)}, secret.KindHeaderRejected, ""},
 		{"header alg A256KW", kr, []string{"decrypt", forgeToken(`{"alg":"A256KW","enc":"A256GCM","kid":"k1"}`)}, secret.KindHeaderRejected, ""},
 		{"header zip", kr, []string{"decrypt", forgeToken(`{"alg":"dir","enc":"A256GCM","kid":"k1","zip":"DEF"}`)}, secret.KindHeaderRejected, ""},
 		{"header crit", kr, []string{"decrypt", forgeToken(`{"alg":"dir","enc":"A256GCM","kid":"k1","crit":["exp"]}`)}, secret.KindHeaderRejected, ""},
@@ -285,6 +287,25 @@ func TestSecretsUsageErrors(t *testing.T) {
 			t.Errorf("%q: the value is echoed in the error: %q", c.args, r.err)
 		}
 	}
+	// An invalid value is a usage error (exit 2) that names its kind, and
+	// with -o json an error object on standard output like any other
+	// failure; neither echoes the value.
+	for _, c := range []struct{ stdin, arg string }{
+		{"", "sk-live-NOTJSON"}, {"", "\"\xffNOTJSON\""}, {"sk-live-NOTJSON", "-"},
+	} {
+		r := run(t, env, c.stdin, "secrets", "encrypt", c.arg)
+		if r.code != exitcode.Usage || !strings.HasPrefix(r.err, "error: invalid_value: ") {
+			t.Errorf("%q: exit %d, stderr %q", c.arg, r.code, r.err)
+		}
+		j := run(t, env, c.stdin, "secrets", "encrypt", "-o", "json", c.arg)
+		var rep struct {
+			Error map[string]any `json:"error"`
+		}
+		if j.code != exitcode.Usage || j.err != "" || json.Unmarshal([]byte(j.out), &rep) != nil ||
+			rep.Error["kind"] != "invalid_value" || rep.Error["message"] == "" || strings.Contains(j.out, "NOTJSON") {
+			t.Errorf("%q -o json: exit %d, stdout %q, stderr %q", c.arg, j.code, j.out, j.err)
+		}
+	}
 	// A value that starts with "-" follows "--".
 	if tok := strings.TrimSpace(mustRun(t, env, "", "secrets", "encrypt", "--", "-42").out); !strings.HasPrefix(tok, secret.Prefix) {
 		t.Errorf("-- -42: %q", tok)
@@ -384,5 +405,15 @@ func TestSecretsAndKeysFlagsWireOptions(t *testing.T) {
 	}
 	if keys.Keyring != "/env/keyring.json" || keys.Kid != "old" {
 		t.Errorf("keys options %+v", keys)
+	}
+}
+
+// A kid is chosen by whoever wrote the token: the error line clips it.
+func TestSecretsErrorClipsForeignKid(t *testing.T) {
+	kr := newKeyring(t, "k1")
+	tok := forgeToken(`{"alg":"dir","enc":"A256GCM","kid":"` + strings.Repeat("k", 3000) + `"}`)
+	r := run(t, keysEnv(kr), "", "secrets", "decrypt", tok)
+	if r.code != exitcode.Findings || !strings.HasPrefix(r.err, "error: unknown_kid: ") || len(r.err) > 400 {
+		t.Errorf("exit %d, %d bytes: %.100q", r.code, len(r.err), r.err)
 	}
 }

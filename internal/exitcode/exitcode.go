@@ -28,7 +28,8 @@ const (
 	KindFindings
 )
 
-func (k Kind) code() int {
+// Code is the exit code of the kind.
+func (k Kind) Code() int {
 	switch k {
 	case KindUsage:
 		return Usage
@@ -85,7 +86,7 @@ func Code(err error) int {
 	}
 	var k *kindError
 	if errors.As(err, &k) {
-		return k.kind.code()
+		return k.kind.Code()
 	}
 	return Failure
 }

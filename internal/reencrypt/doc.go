@@ -9,15 +9,16 @@
 // view every reader of a config topic builds. Each declared secret field's
 // value is classified (encrypted, plaintext, corrupt; with a keyring also
 // opened). Absent and null values are skipped. A missing topic is an error.
-// No plaintext is ever reported, only its length and a short hash.
+// No plaintext is ever reported, only a length range and a fingerprint
+// keyed from the keyring (or, without one, from a random key of the run).
 //
 // # Sweep
 //
 // A sweep plans first (a pure function of the view, BuildPlan) and writes
 // only when executed. Each record whose values need the primary key, their
 // field's scope or (on request) encryption is re-produced with the same key
-// bytes and headers, explicitly to the partition it was read from, with
-// every other byte of the value unchanged (attr.ReplaceField), in
+// bytes, headers and timestamp, explicitly to the partition it was read
+// from, with every other byte of the value unchanged (attr.ReplaceField), in
 // transactions of a transactional producer whose ID is fixed per set of
 // topics.
 //

@@ -193,13 +193,27 @@ type Result struct {
 const PlaintextReminder = "every value that rested in plaintext must be treated as disclosed " +
 	"(old log segments and backups keep it): rotate those credentials at their source"
 
-// job is one record to re-produce.
+// job is one record to re-produce: the version it derives from with a new
+// value. Key, headers and timestamp are that version's, so a reader sees
+// only the secret change (and retention and compaction lag see the record's
+// own age).
 type job struct {
 	tp      TP
 	key     []byte
 	headers []kgo.RecordHeader
+	ts      time.Time
 	value   []byte // nil: a tombstone (restoring another writer's delete)
 	base    int64  // offset of the version it derives from
+}
+
+// newJob rewrites r with value.
+func newJob(r *Rec, value []byte) *job {
+	return &job{tp: r.TP(), key: r.Key, headers: r.Headers, ts: r.Timestamp, value: value, base: r.Offset}
+}
+
+// record is the job as the producer takes it.
+func (j *job) record() *kgo.Record {
+	return &kgo.Record{Topic: j.tp.Topic, Partition: j.tp.Partition, Key: j.key, Value: j.value, Headers: j.headers, Timestamp: j.ts}
 }
 
 // planRecord applies the sweep's rule to one live record, adds it to the
@@ -252,7 +266,7 @@ func planTransformed(r *Rec, t transformed, err error, c *Counts, res *Result) (
 		return nil, nil
 	}
 	c.Rewrite++
-	return &job{tp: r.TP(), key: r.Key, headers: r.Headers, value: t.Value, base: r.Offset}, nil
+	return newJob(r, t.Value), nil
 }
 
 func (res *Result) block(r *Rec, field string, e *ErrorInfo) {

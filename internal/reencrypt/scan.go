@@ -14,7 +14,8 @@ import (
 )
 
 // ScanEntry is one secret value in the compacted view. It never holds a
-// plaintext: a plaintext value is described by its length and a short hash.
+// plaintext: a plaintext value is described by a length range and a keyed
+// fingerprint.
 type ScanEntry struct {
 	Topic      string        `json:"topic"`
 	Partition  int32         `json:"partition"`
@@ -26,7 +27,7 @@ type ScanEntry struct {
 	Status     secret.Status `json:"status"`
 	Kid        string        `json:"kid,omitempty"`
 	Scope      string        `json:"scope,omitempty"`   // the token's flenc_scope
-	Decrypt    secret.Kind   `json:"decrypt,omitempty"` // with a keyring: ok, unknown_kid, tag_mismatch, scope_violation, …
+	Decrypt    secret.Kind   `json:"decrypt,omitempty"` // with a keyring: ok, unknown_kid, tag_mismatch, scope_violation, …; without: scope_violation by the header
 	Error      *ErrorInfo    `json:"error,omitempty"`
 	Plaintext  *PlainInfo    `json:"plaintext,omitempty"`
 }
@@ -51,10 +52,10 @@ type ScanSummary struct {
 	Values        int                   `json:"values"`  // secret values (absent and null ones skipped)
 	ByStatus      map[secret.Status]int `json:"by_status"`
 	ByKid         []KidCount            `json:"by_kid"`
-	ByDecrypt     map[secret.Kind]int   `json:"by_decrypt,omitempty"` // with a keyring
+	ByDecrypt     map[secret.Kind]int   `json:"by_decrypt,omitempty"`
 	Plaintext     int                   `json:"plaintext"`
 	Corrupt       int                   `json:"corrupt"`
-	Undecryptable int                   `json:"undecryptable"` // well-formed tokens the keyring cannot open
+	Undecryptable int                   `json:"undecryptable"` // well-formed tokens the field cannot open: by the keyring, or without one by the scope ratchet
 	Findings      int                   `json:"findings"`      // plaintext + corrupt + undecryptable
 }
 
@@ -68,14 +69,17 @@ type ScanPartition struct {
 
 // ScanReport is the result of a scan.
 type ScanReport struct {
-	Topics     []string        `json:"topics"`
-	Fields     []string        `json:"fields"`
-	Primary    string          `json:"primary,omitempty"` // with a keyring
-	Kids       []string        `json:"kids,omitempty"`    // with a keyring: the kids it holds
-	Partitions []ScanPartition `json:"partitions"`
-	Summary    ScanSummary     `json:"summary"`
-	Clean      bool            `json:"clean"`
-	Entries    []ScanEntry     `json:"entries"`
+	Topics []string `json:"topics"`
+	Fields []string `json:"fields"`
+	// Fingerprints says what keys the plaintext fingerprints: "keyring"
+	// (comparable across runs with the same primary key) or "run".
+	Fingerprints string          `json:"fingerprints"`
+	Primary      string          `json:"primary,omitempty"` // with a keyring
+	Kids         []string        `json:"kids,omitempty"`    // with a keyring: the kids it holds
+	Partitions   []ScanPartition `json:"partitions"`
+	Summary      ScanSummary     `json:"summary"`
+	Clean        bool            `json:"clean"`
+	Entries      []ScanEntry     `json:"entries"`
 }
 
 // TokensUnder counts the tokens whose header names kid.
@@ -146,12 +150,13 @@ func ScanView(v *View, bounds map[TP]kafkax.Bounds, o ScanOptions) *ScanReport {
 		Topics:  o.Topics,
 		Fields:  FieldSpecs(o.Fields),
 		Entries: []ScanEntry{},
-		Summary: ScanSummary{ByStatus: map[secret.Status]int{}, ByKid: []KidCount{}},
+		Summary: ScanSummary{ByStatus: map[secret.Status]int{}, ByKid: []KidCount{}, ByDecrypt: map[secret.Kind]int{}},
 	}
 	if o.Keyring != nil {
 		rep.Primary, rep.Kids = o.Keyring.Primary(), o.Keyring.Kids()
-		rep.Summary.ByDecrypt = map[secret.Kind]int{}
 	}
+	fp := NewFingerprinter(o.Keyring)
+	rep.Fingerprints = fp.Source
 	tps := make([]TP, 0, len(bounds))
 	for tp := range bounds {
 		tps = append(tps, tp)
@@ -162,7 +167,7 @@ func ScanView(v *View, bounds map[TP]kafkax.Bounds, o ScanOptions) *ScanReport {
 		rep.Partitions = append(rep.Partitions, ScanPartition{Topic: tp.Topic, Partition: tp.Partition, EndOffset: bounds[tp].End, Records: len(recs)})
 		rep.Summary.Records += len(recs)
 		per := make([][]ScanEntry, len(recs))
-		parallel(len(recs), func(i int) { per[i] = scanRecord(recs[i], o) })
+		parallel(len(recs), func(i int) { per[i] = scanRecord(recs[i], o, fp) })
 		for _, es := range per {
 			rep.Entries = append(rep.Entries, es...)
 		}
@@ -200,7 +205,7 @@ func ScanView(v *View, bounds map[TP]kafkax.Bounds, o ScanOptions) *ScanReport {
 	return rep
 }
 
-func scanRecord(r *Rec, o ScanOptions) []ScanEntry {
+func scanRecord(r *Rec, o ScanOptions, fp *Fingerprinter) []ScanEntry {
 	base := ScanEntry{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key)}
 	if !utf8.Valid(r.Key) {
 		base.KeyBase64 = base64.StdEncoding.EncodeToString(r.Key)
@@ -231,7 +236,7 @@ func scanRecord(r *Rec, o ScanOptions) []ScanEntry {
 			}
 		}
 		if v.Status == secret.StatusPlaintext {
-			e.Plaintext = Plain(s.Raw)
+			e.Plaintext = fp.Plain(s.Raw)
 		}
 		out = append(out, e)
 	}

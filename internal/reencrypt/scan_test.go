@@ -1,7 +1,10 @@
 package reencrypt
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
@@ -59,7 +62,8 @@ func TestScanViewReportsEveryValue(t *testing.T) {
 
 	rep := ScanView(v, bounds, ScanOptions{Topics: []string{"c"}, Fields: fields})
 	s := rep.Summary
-	if s.Records != 8 || s.Values != 10 || s.Plaintext != 1 || s.Corrupt != 5 || s.Undecryptable != 0 || rep.Clean {
+	// k7's token is in another scope: its header alone shows it.
+	if s.Records != 8 || s.Values != 10 || s.Plaintext != 1 || s.Corrupt != 5 || s.Undecryptable != 1 || s.Findings != 7 || rep.Clean {
 		t.Errorf("keyless summary %+v", s)
 	}
 	if rep.TokensUnder("old") != 1 || rep.TokensNotUnder("new") != 1 {
@@ -86,7 +90,7 @@ func TestScanViewReportsEveryValue(t *testing.T) {
 			plain = &rep.Entries[i]
 		}
 	}
-	if plain == nil || plain.Key != "k3" || plain.Plaintext == nil || plain.Plaintext.Length != len(`"sk-live-SECRET-123"`) {
+	if plain == nil || plain.Key != "k3" || plain.Plaintext == nil || plain.Plaintext.LengthRange != "17-32" || rep.Fingerprints != FingerprintKeyring {
 		t.Errorf("plaintext entry %+v", plain)
 	}
 	if leak := containsAny(jsonOf(t, rep), "SECRET", "sk-live"); leak != "" {
@@ -165,5 +169,62 @@ func TestJudgeWindowFindsShadowedEdits(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[deleted-before@9 edited-before@10]" {
 		t.Errorf("restore %v", got)
+	}
+}
+
+// A plaintext's fingerprint cannot be checked against a guess without the
+// keyring: no unsalted hash of the value, no exact length. With the same
+// keyring it is stable across runs (to follow a value), without one it
+// holds for one run only.
+func TestPlaintextFingerprintIsKeyed(t *testing.T) {
+	_, kr := rings(t)
+	_, other := rings(t)
+	fields := mustFields(t, "pin")
+	v := NewView()
+	v.Apply(rec("c", 0, 0, "k", `{"pin":"1234"}`))
+	bounds := map[TP]kafkax.Bounds{tp("c", 0): {End: 1}}
+	scan := func(ring *secret.Keyring) string {
+		rep := ScanView(v, bounds, ScanOptions{Topics: []string{"c"}, Fields: fields, Keyring: ring})
+		out := jsonOf(t, rep.Entries[0].Plaintext)
+		sum := sha256.Sum256([]byte(`"1234"`))
+		if strings.Contains(out, hex.EncodeToString(sum[:4])) || strings.Contains(out, `"length":6`) {
+			t.Errorf("the guessable fingerprint of 1234 is in %s", out)
+		}
+		return out
+	}
+	if a, b := scan(kr), scan(kr); a != b {
+		t.Errorf("one keyring, two fingerprints: %s %s", a, b)
+	}
+	if a, b := scan(kr), scan(other); a == b {
+		t.Errorf("two keyrings, one fingerprint: %s", a)
+	}
+	if a, b := scan(nil), scan(nil); a == b {
+		t.Errorf("keyless runs share a fingerprint: %s", a)
+	}
+}
+
+// Without a keyring the header still says a token's scope, and the field's
+// ratchet refuses the wrong ones whatever the key: a scope violation is a
+// finding either way. An unscoped token in a scoped field is the upgrade
+// path, not a finding.
+func TestKeylessScanAppliesTheRatchet(t *testing.T) {
+	_, kr := rings(t)
+	fields := mustFields(t, "a:api", "b", "c:api")
+	v := NewView()
+	v.Apply(rec("c", 0, 0, "k", fmt.Sprintf(`{"a":"%s","b":"%s","c":"%s"}`,
+		mustTok(t, kr, `"x"`, "admin"), mustTok(t, kr, `"x"`, "api"), mustTok(t, kr, `"x"`, ""))))
+	bounds := map[TP]kafkax.Bounds{tp("c", 0): {End: 1}}
+	for _, ring := range []*secret.Keyring{nil, kr} {
+		rep := ScanView(v, bounds, ScanOptions{Topics: []string{"c"}, Fields: fields, Keyring: ring})
+		got := map[string]bool{}
+		for _, e := range rep.Entries {
+			got[e.Field] = e.Finding()
+			if e.Finding() && (e.Decrypt != secret.KindScopeViolation || e.Error == nil || e.Error.Kind != secret.KindScopeViolation) {
+				t.Errorf("keyring %v, %s: %+v", ring != nil, e.Field, e)
+			}
+		}
+		if !got["a"] || !got["b"] || got["c"] || rep.Clean || rep.Summary.Findings != 2 || rep.Summary.ByDecrypt[secret.KindScopeViolation] != 2 {
+			t.Errorf("keyring %v: findings %v, summary %+v", ring != nil, got, rep.Summary)
+		}
 	}
 }

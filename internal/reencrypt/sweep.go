@@ -31,8 +31,8 @@ func Plan(ctx context.Context, reader *kgo.Client, o Options) (*Result, error) {
 
 // Execute sweeps the topics: every record whose secret values need the
 // primary key (or their scope, or encryption) is re-produced with the same
-// key bytes and headers to the partition it was read from, its other bytes
-// unchanged, in transactions of o.BatchSize records; other writers are
+// key bytes, headers and timestamp to the partition it was read from, its
+// other bytes unchanged, in transactions of o.BatchSize records; other writers are
 // detected by end offsets (see the package documentation) and their
 // partitions re-read and re-swept; finally a scan verifies the result.
 //
@@ -210,7 +210,7 @@ func (e *engine) txn(ctx context.Context) error {
 	}
 	recs := make([]*kgo.Record, len(batch))
 	for i, j := range batch {
-		recs[i] = &kgo.Record{Topic: j.tp.Topic, Partition: j.tp.Partition, Key: j.key, Value: j.value, Headers: j.headers}
+		recs[i] = j.record()
 	}
 	if err := e.prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		e.abandon(ctx)
@@ -282,7 +282,7 @@ func (e *engine) txn(ctx context.Context) error {
 			ps.rereads = 0 // progress: the bound is on re-reads in a row
 			ps.ours[r.Offset] = true
 			ps.rep.Written++
-			e.view.Apply(&Rec{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Headers: r.Headers})
+			e.view.Apply(FromKgo(r))
 		}
 		e.done += int64(len(recs))
 		if e.o.Written != nil {
@@ -481,7 +481,7 @@ func (e *engine) resweep(ctx context.Context, tp TP) error {
 		restored[string(f.Key)] = true
 		ps.rep.Restored++
 		e.view.Apply(f) // the other writer's version is the current one again
-		j := &job{tp: tp, key: f.Key, headers: f.Headers, value: f.Value, base: f.Offset}
+		j := newJob(f, f.Value)
 		if f.Value != nil {
 			if t, err := transform(f.Value, e.o.Fields, e.o.Keyring, e.o.EncryptPlaintext); err == nil && t.Changed {
 				j.value = t.Value

@@ -58,6 +58,9 @@ func produceTo(t *testing.T, ctx context.Context, cl *kgo.Client, recs ...*kgo.R
 	}
 }
 
+// seedEpoch is long before any test runs: a rewrite stamped "now" shows.
+var seedEpoch = time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
+
 type seeded struct {
 	c       *kafkax.Cluster
 	reader  *kgo.Client
@@ -68,6 +71,7 @@ type seeded struct {
 	oldKR   *secret.Keyring
 	before  *View
 	payload map[string]string // key → the api_key payload
+	stamps  map[string]time.Time
 }
 
 // seed writes n config records over 3 partitions: most tokens under the old
@@ -106,7 +110,8 @@ func seed(t *testing.T, n int) *seeded {
 			// An older version first: only the latest counts.
 			recs = append(recs, &kgo.Record{Topic: s.topic, Partition: p, Key: []byte(key), Value: []byte(`{"api_key":"stale-plain"}`)})
 		}
-		recs = append(recs, &kgo.Record{Topic: s.topic, Partition: p, Key: []byte(key), Value: []byte(value), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(key)}}})
+		recs = append(recs, &kgo.Record{Topic: s.topic, Partition: p, Key: []byte(key), Value: []byte(value), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(key)}},
+			Timestamp: seedEpoch.Add(time.Duration(i) * time.Second)})
 		if i%13 == 0 {
 			recs = append(recs, &kgo.Record{Topic: s.topic, Partition: p, Key: []byte(key)}) // deleted
 			delete(s.payload, key)
@@ -114,7 +119,23 @@ func seed(t *testing.T, n int) *seeded {
 	}
 	produceTo(t, ctx, s.writer, recs...)
 	s.before = s.view(t)
+	s.stamps = s.timestamps(t)
 	return s
+}
+
+// timestamps returns the timestamp of the latest record per partition and
+// key, read straight from the topic.
+func (s *seeded) timestamps(t *testing.T) map[string]time.Time {
+	t.Helper()
+	out := map[string]time.Time{}
+	_, err := kafkax.ReadFrom(tctx(t), s.reader, []string{s.topic}, kafkax.FromLogStart, nil, func(r *kgo.Record) error {
+		out[fmt.Sprintf("%d/%s", r.Partition, r.Key)] = r.Timestamp
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func (s *seeded) view(t *testing.T) *View {
@@ -158,6 +179,7 @@ func (s *seeded) checkSwept(t *testing.T, after *View, skip map[string]bool) {
 	if a, b := count(after), count(s.before); a != b {
 		t.Errorf("%d live records after the sweep, %d before", a, b)
 	}
+	stamps := s.timestamps(t)
 	for _, b := range s.before.Records() {
 		if skip[string(b.Key)] {
 			continue
@@ -169,6 +191,10 @@ func (s *seeded) checkSwept(t *testing.T, after *View, skip map[string]bool) {
 		}
 		if fmt.Sprint(a.Headers) != fmt.Sprint(b.Headers) {
 			t.Errorf("%s: headers %v, were %v", b.Key, a.Headers, b.Headers)
+		}
+		k := fmt.Sprintf("%d/%s", b.Partition, b.Key)
+		if !stamps[k].Equal(s.stamps[k]) {
+			t.Errorf("%s: timestamp %v, was %v", b.Key, stamps[k], s.stamps[k])
 		}
 		if !bytes.Equal(masked(t, a.Value, "api_key", "auth.password"), masked(t, b.Value, "api_key", "auth.password")) {
 			t.Errorf("%s: other bytes changed\nbefore %s\nafter  %s", b.Key, b.Value, a.Value)

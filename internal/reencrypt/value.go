@@ -2,12 +2,13 @@ package reencrypt
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -120,8 +121,9 @@ type Verdict struct {
 	Kid        string // the token's kid (from its header)
 	TokenScope string // the token's flenc_scope ("" unscoped)
 	// Decrypt is the outcome of opening the token with a keyring through
-	// the field's scope: "ok" or the failing kind; "" when no keyring was
-	// given or the value is not a token.
+	// the field's scope: "ok" or the failing kind; "" when the value is not
+	// a token. Without a keyring it is scope_violation when the header alone
+	// breaks the field's scope ratchet, else "".
 	Decrypt secret.Kind
 	Err     *secret.Error // why a value is corrupt or does not open
 }
@@ -147,7 +149,13 @@ func judge(s Slot, kr *secret.Keyring) (Verdict, []byte) {
 	}
 	if kr == nil || !isString || !secret.IsEncrypted(tok) {
 		c := secret.Classify(s.Raw)
-		return Verdict{Status: c.Status, Kid: c.Kid, TokenScope: c.Scope, Err: c.Err}, nil
+		v := Verdict{Status: c.Status, Kid: c.Kid, TokenScope: c.Scope, Err: c.Err}
+		if c.Status == secret.StatusEncrypted {
+			if e := secret.CheckScope(secret.TokenInfo{Kid: c.Kid, Scope: c.Scope}, s.Field.Scope); e != nil {
+				v.Decrypt, v.Err = secret.KindScopeViolation, e
+			}
+		}
+		return v, nil
 	}
 	// One parse for both the classification and the opening.
 	payload, info, err := kr.Open(tok, s.Field.Scope)
@@ -177,23 +185,68 @@ func (v Verdict) Finding() bool {
 		(v.Decrypt != "" && v.Decrypt != DecryptOK)
 }
 
-// PlainInfo describes a plaintext value without showing it: the length of
-// its JSON text and the first 8 hex digits of that text's SHA-256, enough
-// to tell two values apart or to see one return after a fix.
+// PlainInfo describes a plaintext value without showing it: enough to tell
+// two values apart, or to see one come back after a fix, and nothing a
+// guess can be checked against without the key.
 type PlainInfo struct {
-	Length       int    `json:"length"`
-	SHA256Prefix string `json:"sha256_prefix"`
+	// LengthRange is the length of the value's JSON text in powers of two
+	// ("1-8", "9-16", …): an exact length narrows a guess (a 4-digit PIN).
+	LengthRange string `json:"length_range"`
+	// Fingerprint is the first 12 hex digits of an HMAC-SHA-256 of the JSON
+	// text. An unkeyed hash of a PIN or a dictionary password is
+	// confirmed by hashing guesses; a keyed one is not.
+	Fingerprint string `json:"fingerprint"`
 }
 
-// Plain fingerprints a plaintext value.
-func Plain(raw []byte) *PlainInfo {
-	sum := sha256.Sum256(raw)
-	return &PlainInfo{Length: len(raw), SHA256Prefix: hex.EncodeToString(sum[:4])}
+// Fingerprint sources, as a report names them.
+const (
+	FingerprintKeyring = "keyring" // keyed from the keyring: stable across runs with the same primary key
+	FingerprintRun     = "run"     // a random key of this run: comparable within the run only
+)
+
+// fingerprintLabel binds the derived key to this one use (HKDF info).
+const fingerprintLabel = "flecht plaintext fingerprint v1"
+
+// Fingerprinter fingerprints plaintext values under one key.
+type Fingerprinter struct {
+	key    []byte
+	Source string // FingerprintKeyring or FingerprintRun
 }
 
-// ErrorInfo is a secret error as a report shows it. Quoted text from the
-// value itself (an unknown envelope, say, which may be a pasted secret
-// after a stray "flenc:") is cut out of the message.
+// NewFingerprinter keys fingerprints from the keyring's primary key (HKDF,
+// a fixed label), or with no keyring from a random key of this run.
+func NewFingerprinter(kr *secret.Keyring) *Fingerprinter {
+	if kr != nil {
+		if key, err := kr.DeriveKey(fingerprintLabel); err == nil {
+			return &Fingerprinter{key: key, Source: FingerprintKeyring}
+		}
+	}
+	key := make([]byte, 32)
+	rand.Read(key) // never fails (crypto/rand)
+	return &Fingerprinter{key: key, Source: FingerprintRun}
+}
+
+// Plain fingerprints a plaintext value's JSON text.
+func (f *Fingerprinter) Plain(raw []byte) *PlainInfo {
+	m := hmac.New(sha256.New, f.key)
+	m.Write(raw)
+	return &PlainInfo{LengthRange: lengthRange(len(raw)), Fingerprint: hex.EncodeToString(m.Sum(nil)[:6])}
+}
+
+// lengthRange buckets n into powers of two: 1-8, 9-16, 17-32, …
+func lengthRange(n int) string {
+	hi := 8
+	for hi < n {
+		hi *= 2
+	}
+	lo := hi/2 + 1
+	if hi == 8 {
+		lo = 1
+	}
+	return strconv.Itoa(lo) + "-" + strconv.Itoa(hi)
+}
+
+// ErrorInfo is a secret error as a report shows it.
 type ErrorInfo struct {
 	Kind       secret.Kind `json:"kind"`
 	Kid        string      `json:"kid,omitempty"`
@@ -201,16 +254,16 @@ type ErrorInfo struct {
 	Message    string      `json:"message"`
 }
 
-var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
-
-// SafeError renders e for a report without any text taken from the value.
+// SafeError renders e for a report. Its detail is safe as it stands: the
+// secret package names text taken from a value only under its echo rule
+// (secret.Echo), the one rule for errors, logs and reports alike.
 func SafeError(e *secret.Error) *ErrorInfo {
 	if e == nil {
 		return nil
 	}
 	msg := string(e.Kind)
 	if e.Detail != "" {
-		msg += ": " + quoted.ReplaceAllString(e.Detail, `"…"`)
+		msg += ": " + e.Detail
 	}
 	return &ErrorInfo{Kind: e.Kind, Kid: e.Kid, TokenScope: e.TokenScope, Message: msg}
 }

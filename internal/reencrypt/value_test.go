@@ -90,24 +90,42 @@ func TestJudge(t *testing.T) {
 }
 
 func TestPlainNeverShowsTheValue(t *testing.T) {
-	p := Plain([]byte(`"sk-live-123"`))
-	if p.Length != 13 || len(p.SHA256Prefix) != 8 || strings.Contains(fmt.Sprint(p), "sk-live") {
+	fp := NewFingerprinter(nil)
+	p := fp.Plain([]byte(`"sk-live-123"`))
+	if p.LengthRange != "9-16" || len(p.Fingerprint) != 12 || strings.Contains(fmt.Sprint(p), "sk-live") {
 		t.Errorf("%+v", p)
 	}
-	if Plain([]byte(`"a"`)).SHA256Prefix == Plain([]byte(`"b"`)).SHA256Prefix {
+	if fp.Plain([]byte(`"a"`)).Fingerprint == fp.Plain([]byte(`"b"`)).Fingerprint {
 		t.Error("two values, one fingerprint")
+	}
+	for n, want := range map[int]string{1: "1-8", 8: "1-8", 9: "9-16", 16: "9-16", 17: "17-32", 1000: "513-1024"} {
+		if got := lengthRange(n); got != want {
+			t.Errorf("lengthRange(%d) = %s, want %s", n, got, want)
+		}
 	}
 }
 
-func TestSafeErrorDropsQuotedText(t *testing.T) {
-	_, err := secret.Inspect("flenc:mysecretpassword")
-	var se *secret.Error
-	if !errors.As(err, &se) || !strings.Contains(se.Error(), "mysecret") {
-		t.Fatalf("premise: the token error quotes the value: %v", err)
+// A secret pasted after a stray "flenc:" is a corrupt value whose report
+// gives the envelope's length, never its text.
+func TestReportErrorsCarryNoValueText(t *testing.T) {
+	_, kr := rings(t)
+	f := mustFields(t, "api_key")
+	value := []byte(`{"api_key":"flenc:mysecretpassword"}`)
+	slots, err := Slots(value, f)
+	if err != nil || len(slots) != 1 {
+		t.Fatal(slots, err)
 	}
-	info := SafeError(se)
-	if strings.Contains(jsonOf(t, info), "mysecret") || info.Kind != secret.KindMalformed {
-		t.Errorf("safe error leaks: %+v", info)
+	for _, ring := range []*secret.Keyring{nil, kr} {
+		v := Judge(slots[0], ring)
+		info := SafeError(v.Err)
+		if v.Status != secret.StatusCorrupt || info == nil || strings.Contains(jsonOf(t, info), "mysecret") ||
+			!strings.Contains(info.Message, "(16 chars)") {
+			t.Errorf("keyring %v: %+v", ring != nil, info)
+		}
+	}
+	out, err := transform(value, f, kr, false)
+	if err != nil || len(out.Blocked) != 1 || strings.Contains(jsonOf(t, SafeError(out.Blocked[0].Err)), "mysecret") {
+		t.Errorf("blocked: %+v %v", out.Blocked, err)
 	}
 }
 

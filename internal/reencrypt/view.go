@@ -3,6 +3,7 @@ package reencrypt
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -20,6 +21,7 @@ type Rec struct {
 	Key       []byte // nil for a record without a key
 	Value     []byte // nil for a tombstone
 	Headers   []kgo.RecordHeader
+	Timestamp time.Time // kept by a rewrite, so only the secret changes
 }
 
 // TP is the record's partition.
@@ -27,7 +29,7 @@ func (r *Rec) TP() TP { return TP{Topic: r.Topic, Partition: r.Partition} }
 
 // FromKgo copies what the sweep needs out of a fetched record.
 func FromKgo(r *kgo.Record) *Rec {
-	return &Rec{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Headers: r.Headers}
+	return &Rec{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
 }
 
 // View is the compacted view of topics: per partition, the latest record of

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Kind tells secret failures apart. The strings are stable: the CLI prints
@@ -58,7 +61,7 @@ type Error struct {
 	Kid        string // the token's kid or the kid operated on, when known
 	Scope      string // the field's declared scope ("" when unscoped)
 	TokenScope string // the scope stamped in the token, when read
-	Detail     string // a short human explanation, safe to print
+	Detail     string // a short human explanation, safe to print (see Echo)
 	Err        error  // an underlying cause (never carrying secrets)
 }
 
@@ -67,13 +70,13 @@ func (e *Error) Error() string {
 	b.WriteString("secret: ")
 	b.WriteString(string(e.Kind))
 	if e.Kid != "" {
-		fmt.Fprintf(&b, " kid=%q", e.Kid)
+		fmt.Fprintf(&b, " kid=%q", Clip(e.Kid))
 	}
 	if e.Scope != "" {
 		fmt.Fprintf(&b, " scope=%q", e.Scope)
 	}
 	if e.TokenScope != "" {
-		fmt.Fprintf(&b, " token_scope=%q", e.TokenScope)
+		fmt.Fprintf(&b, " token_scope=%q", Clip(e.TokenScope))
 	}
 	if e.Detail != "" {
 		b.WriteString(": ")
@@ -127,4 +130,67 @@ func KindOf(err error) Kind {
 		return e.Kind
 	}
 	return ""
+}
+
+// The echo rule, the one rule for text taken from a value into a message.
+// Such text (an envelope name, a header's alg, enc or member name) may be a
+// secret pasted after a stray "flenc:", and messages reach logs, dead-letter
+// topics and CI output. It is named only when it is an identifier the
+// message expects, from a fixed list, and short and tame (safeIdent);
+// otherwise only its length is given.
+var safeIdent = regexp.MustCompile(`^[A-Za-z0-9._+#-]{1,20}$`)
+
+// Known identifiers, by what a message is about.
+var (
+	// knownEnvelopes are serialisations a future or foreign writer might
+	// put after "flenc:"; this reader knows only jwe.
+	knownEnvelopes = idents("jwe", "jws", "jwt", "cose", "cbor")
+	// knownAlgs are the JOSE "alg" values (RFC 7518 and the registry).
+	knownAlgs = idents("none", "dir", "HS256", "HS384", "HS512", "RS256", "RS384", "RS512",
+		"ES256", "ES384", "ES512", "ES256K", "PS256", "PS384", "PS512", "EdDSA", "Ed25519", "Ed448",
+		"RSA1_5", "RSA-OAEP", "RSA-OAEP-256", "RSA-OAEP-384", "RSA-OAEP-512",
+		"A128KW", "A192KW", "A256KW", "A128GCMKW", "A192GCMKW", "A256GCMKW",
+		"ECDH-ES", "ECDH-ES+A128KW", "ECDH-ES+A192KW", "ECDH-ES+A256KW",
+		"PBES2-HS256+A128KW", "PBES2-HS384+A192KW", "PBES2-HS512+A256KW")
+	// knownEncs are the JOSE "enc" values.
+	knownEncs = idents("A128CBC-HS256", "A192CBC-HS384", "A256CBC-HS512", "A128GCM", "A192GCM", "A256GCM")
+	// knownHeaders are the registered JOSE header parameter names.
+	knownHeaders = idents("alg", "enc", "zip", "jku", "jwk", "kid", "x5u", "x5c", "x5t", "x5t#S256",
+		"typ", "cty", "crit", "epk", "apu", "apv", "iv", "tag", "p2s", "p2c", "b64", "url", "nonce",
+		"ppt", "svt", "iss", "sub", "aud", scopeM)
+)
+
+func idents(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// Echo renders s for a message under the echo rule: quoted when known
+// holds it and it is a tame identifier, else "(N chars)".
+func Echo(s string, known map[string]bool) string {
+	if known[s] && safeIdent.MatchString(s) {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("(%d chars)", utf8.RuneCountInString(s))
+}
+
+// clipLimit is the longest kid `keys add` creates: a longer one was chosen
+// by whoever wrote the token.
+const clipLimit = MaxKidLen
+
+// Clip keeps a kid or scope from a token header short in messages, cut at
+// a rune boundary and marked with "…". The structured fields (Error.Kid,
+// the JSON "kid") keep it whole for machines.
+func Clip(s string) string {
+	if len(s) <= clipLimit {
+		return s
+	}
+	cut := clipLimit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

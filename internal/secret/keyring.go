@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/flecht-dev/flecht/internal/attr"
@@ -18,6 +21,10 @@ import (
 
 // KeySize is the only key length minted or accepted: AES-256.
 const KeySize = 32
+
+// MaxKidLen caps the kids AddKey creates, in bytes: room for any naming
+// scheme, short enough for a table and a metric label.
+const MaxKidLen = 128
 
 // Keyring holds named AES-256 keys and which one is primary (used to
 // encrypt). Its document form is an RFC 7517 JWK Set of oct keys plus a
@@ -228,6 +235,16 @@ func (kr *Keyring) Kids() []string {
 	return kids
 }
 
+// DeriveKey derives a 32-byte key for another purpose from the primary
+// key: HKDF-SHA-256 with label as info. The derived key is bound to this
+// keyring (and changes with its primary) but cannot seal or open a token.
+func (kr *Keyring) DeriveKey(label string) ([]byte, error) {
+	if kr == nil || kr.primary == "" {
+		return nil, &Error{Kind: KindNoKeyring, Detail: "no keyring to derive a key from"}
+	}
+	return hkdf.Key(sha256.New, kr.byKid[kr.primary].raw[:], nil, label, KeySize)
+}
+
 // Has reports whether kid is in the keyring.
 func (kr *Keyring) Has(kid string) bool {
 	if kr == nil {
@@ -257,10 +274,11 @@ func (kr *Keyring) Add(kid string) (*Keyring, error) {
 	return kr.AddKey(kid, raw)
 }
 
-// AddKey is Add with given key bytes (importing a key, test vectors).
+// AddKey is Add with given key bytes (importing a key, test vectors). The
+// kid must pass checkNewKid.
 func (kr *Keyring) AddKey(kid string, raw []byte) (*Keyring, error) {
-	if kid == "" || !utf8.ValidString(kid) {
-		return nil, &Error{Kind: KindKeyringInvalid, Detail: "a kid must be non-empty UTF-8 text"}
+	if err := checkNewKid(kid); err != nil {
+		return nil, err
 	}
 	if kr.Has(kid) {
 		return nil, &Error{Kind: KindKeyringConflict, Kid: kid, Detail: "kid already in the keyring"}
@@ -276,6 +294,27 @@ func (kr *Keyring) AddKey(kid string, raw []byte) (*Keyring, error) {
 		out.primary = kid
 	}
 	return out, nil
+}
+
+// checkNewKid is the rule for kids this package creates: printable text
+// that shows in one piece in a table, a log line and a metric label. No
+// control or other non-printable characters, no surrounding whitespace, at
+// most MaxKidLen bytes. Loading is as lenient as upstream (any non-empty
+// string), so a keyring written elsewhere still loads: only creation is
+// refused. The kid is not quoted back: it may hold what breaks a line.
+func checkNewKid(kid string) error {
+	bad := func(detail string) error { return &Error{Kind: KindKeyringInvalid, Detail: detail} }
+	switch {
+	case kid == "" || !utf8.ValidString(kid):
+		return bad("a kid must be non-empty UTF-8 text")
+	case len(kid) > MaxKidLen:
+		return bad(fmt.Sprintf("a kid is at most %d bytes; this one has %d", MaxKidLen, len(kid)))
+	case strings.TrimSpace(kid) != kid:
+		return bad("a kid must not start or end with whitespace")
+	case strings.IndexFunc(kid, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
+		return bad("a kid must be printable: no control, format or line-breaking characters")
+	}
+	return nil
 }
 
 // Promote returns a copy in which kid is primary.

@@ -4,17 +4,43 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 )
+
+// FileOption configures Load, Save, Create and Lock.
+type FileOption func(*fileConfig)
+
+type fileConfig struct{ log *slog.Logger }
+
+// FileLog sends the file operations' notes (leftovers removed, a stale lock
+// broken) to l instead of slog.Default().
+func FileLog(l *slog.Logger) FileOption { return func(c *fileConfig) { c.log = l } }
+
+func fileOpts(opts []FileOption) fileConfig {
+	c := fileConfig{log: slog.Default()}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
 
 // Load reads and validates a keyring file. A file that group or others may
 // read or write is loaded, with a warning to show the operator: refusing it
 // would turn a permissions slip into an outage, saying nothing would hide it.
-func Load(path string) (kr *Keyring, warnings []string, err error) {
+// Temporary files a killed writer left beside it are removed (see
+// removeStale).
+func Load(path string, opts ...FileOption) (kr *Keyring, warnings []string, err error) {
+	c := fileOpts(opts)
 	doc, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, err
+	}
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		removeStale(target, c.log)
 	}
 	kr, err = ParseKeyring(doc)
 	if err != nil {
@@ -41,7 +67,8 @@ var beforeRename func(tmp string) error
 // A reader sees the old file or the new one, never half of either, and a
 // failure leaves the old file and no temporary behind. A symlink at path (a
 // mounted secret) is followed, so the link keeps pointing at the keyring.
-func (kr *Keyring) Save(path string) (err error) {
+func (kr *Keyring) Save(path string, opts ...FileOption) (err error) {
+	c := fileOpts(opts)
 	doc, err := kr.JWKS()
 	if err != nil {
 		return err
@@ -52,30 +79,17 @@ func (kr *Keyring) Save(path string) (err error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	removeStale(target, c.log)
 	dir := filepath.Dir(target)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(target)+".tmp-*")
+	tmp, err := writeTemp(dir, tempPrefix(target, tmpTag)+"*", doc)
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
 	defer func() {
 		if err != nil {
-			f.Close()
 			os.Remove(tmp)
 		}
 	}()
-	if err = f.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err = f.Write(doc); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
 	if beforeRename != nil {
 		if err = beforeRename(tmp); err != nil {
 			return err
@@ -87,8 +101,70 @@ func (kr *Keyring) Save(path string) (err error) {
 	return syncDir(dir)
 }
 
-// syncDir makes the rename durable: without it a power cut can forget the
-// new directory entry.
+// Create writes the keyring to path only if path does not exist, without a
+// window in which another writer's file could be replaced: the complete
+// document is written and synced under a private name in the same
+// directory (mode 0600), and a hard link publishes it under path, which the
+// kernel refuses when path exists. Where hard links are not supported, it
+// falls back to a rename after checking again. An existing path is an
+// error that matches fs.ErrExist.
+func (kr *Keyring) Create(path string, opts ...FileOption) error {
+	c := fileOpts(opts)
+	doc, err := kr.JWKS()
+	if err != nil {
+		return err
+	}
+	exists := &fs.PathError{Op: "create", Path: path, Err: fs.ErrExist}
+	removeStale(path, c.log)
+	dir := filepath.Dir(path)
+	staged, err := writeTemp(dir, tempPrefix(path, initTag)+"*", doc)
+	if err != nil {
+		return err
+	}
+	// The staged name goes in every case: after a link, path holds the
+	// file; after a failure, nothing should.
+	defer os.Remove(staged)
+	if err := os.Link(staged, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return exists
+		}
+		if _, statErr := os.Lstat(path); statErr == nil {
+			return exists
+		}
+		if err := os.Rename(staged, path); err != nil {
+			return err
+		}
+	}
+	return syncDir(dir)
+}
+
+// writeTemp writes doc to a new file in dir (os.CreateTemp pattern) with
+// mode 0600 and syncs it. On failure nothing is left behind.
+func writeTemp(dir, pattern string, doc []byte) (name string, err error) {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err = f.Chmod(0o600); err != nil {
+		return "", err
+	}
+	if _, err = f.Write(doc); err != nil {
+		return "", err
+	}
+	if err = f.Sync(); err != nil {
+		return "", err
+	}
+	return f.Name(), f.Close()
+}
+
+// syncDir makes a rename or link durable: without it a power cut can forget
+// the new directory entry.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -96,4 +172,60 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// Siblings of a keyring file K: the temporaries ".K.tmp-*" (Save),
+// ".K.init-*" (Create) and "..K.init-*.tmp-*" (Create of earlier versions,
+// which saved under the init name); the lock ".K.lock" (Lock) and a broken
+// stale lock renamed aside, ".K.lock.stale-*".
+const (
+	tmpTag   = ".tmp-"
+	initTag  = ".init-"
+	lockTag  = ".lock"
+	staleTag = ".stale-"
+)
+
+func tempPrefix(target, tag string) string { return "." + filepath.Base(target) + tag }
+
+// staleAfter is how old a temporary sibling must be to be a leftover: a
+// write takes milliseconds, so one this old has no live writer.
+const staleAfter = time.Minute
+
+// removeStale removes the temporary siblings of the keyring at target that
+// a killed writer left behind: each holds a whole keyring, key bytes
+// included, and a key removed since would survive there. Only regular
+// files older than staleAfter go, so a write in progress is never touched.
+// Failures are logged, never returned: the keyring itself is fine.
+func removeStale(target string, log *slog.Logger) {
+	dir, base := filepath.Split(target)
+	if dir == "" {
+		dir = "."
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !isTempSibling(e.Name(), base) || !e.Type().IsRegular() {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || time.Since(fi.ModTime()) < staleAfter {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			log.Warn("could not remove a stale temporary keyring file", "path", p, "error", err)
+			continue
+		}
+		log.Debug("removed a stale temporary keyring file left by an interrupted write", "path", p,
+			"age", time.Since(fi.ModTime()).Round(time.Second))
+	}
+}
+
+func isTempSibling(name, base string) bool {
+	init := "." + base + initTag
+	return strings.HasPrefix(name, "."+base+tmpTag) || strings.HasPrefix(name, init) ||
+		strings.HasPrefix(name, "."+base+lockTag+staleTag) ||
+		(strings.HasPrefix(name, "."+init) && strings.Contains(name[len(init)+1:], tmpTag))
 }

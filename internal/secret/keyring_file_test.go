@@ -1,11 +1,15 @@
 package secret
 
 import (
+	"bytes"
 	"errors"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSaveLoadMode0600(t *testing.T) {
@@ -134,5 +138,159 @@ func TestSaveFollowsSymlink(t *testing.T) {
 	}
 	if kr, _, err := Load(real); err != nil || !kr.Equal(next) {
 		t.Errorf("target not updated: %v", err)
+	}
+}
+
+// A writer killed between creating its temporary file and renaming it
+// leaves that file behind, with key bytes in it, a removed key's included.
+// Save and Load remove such leftovers once they are older than any live
+// write could be, and say so in a debug log; a fresh one (a write that may
+// be in progress) and unrelated files are left alone.
+func TestStaleTemporariesAreRemoved(t *testing.T) {
+	var logged bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keyring.json")
+	kr := testKeyring(t, true)
+	if err := kr.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	plant := func(name string, age time.Duration) string {
+		p := filepath.Join(dir, name)
+		doc, _ := kr.JWKS()
+		if err := os.WriteFile(p, doc, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		then := time.Now().Add(-age)
+		os.Chtimes(p, then, then)
+		return p
+	}
+	for _, op := range []func() error{
+		func() error { _, _, err := Load(path); return err },
+		func() error { return kr.Save(path) },
+	} {
+		logged.Reset()
+		stale := []string{plant(".keyring.json.tmp-123", 2*time.Minute), plant(".keyring.json.init-456", time.Hour),
+			plant("..keyring.json.init-456.tmp-789", time.Hour)}
+		fresh := plant(".keyring.json.tmp-999", 0)
+		other := []string{plant(".other.json.tmp-1", time.Hour), plant("keyring.json.bak", time.Hour)}
+		if err := op(); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range stale {
+			if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("stale %s survived", filepath.Base(p))
+			}
+			if !strings.Contains(logged.String(), filepath.Base(p)) {
+				t.Errorf("removal of %s not logged: %s", filepath.Base(p), logged.String())
+			}
+		}
+		for _, p := range append(other, fresh) {
+			if _, err := os.Lstat(p); err != nil {
+				t.Errorf("%s was removed: %v", filepath.Base(p), err)
+			}
+		}
+		os.Remove(fresh)
+	}
+}
+
+// The race a stat cannot see: the file appears after the check. Publishing
+// by hard link refuses it instead of replacing it, and leaves nothing behind.
+func TestCreateNeverReplaces(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keyring.json")
+	kr := testKeyring(t, false)
+	if err := kr.Create(path); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("created: %v %v", fi, err)
+	}
+	if err := os.WriteFile(path, []byte("theirs"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	beforeRename = func(string) error { t.Error("Create went through Save's rename"); return nil }
+	t.Cleanup(func() { beforeRename = nil })
+	if err := kr.Create(path); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("Create over an existing file: %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "theirs" {
+		t.Error("the existing file was replaced")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("%d entries left, want only the existing file", len(entries))
+	}
+}
+
+// The keyring lock: a second holder waits until the first releases it; a
+// lock whose holder is gone (older than staleLock) is broken with a
+// warning; unlock removes only its own lock file.
+func TestLockWaitsAndBreaksStaleLocks(t *testing.T) {
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keyring.json")
+	if err := testKeyring(t, false).Save(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Lock(filepath.Join(dir, "missing.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("lock of a missing keyring: %v", err)
+	}
+	unlock, err := Lock(path, FileLog(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(dir, ".keyring.json.lock")
+	if _, err := os.Stat(lock); err != nil {
+		t.Fatalf("no lock file: %v", err)
+	}
+	got := make(chan time.Time, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		u, err := Lock(path, FileLog(log))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		got <- time.Now()
+		u()
+	}()
+	time.Sleep(100 * time.Millisecond)
+	released := time.Now()
+	unlock()
+	<-done
+	select {
+	case at := <-got:
+		if at.Before(released) {
+			t.Error("the second holder did not wait")
+		}
+	default: // Lock failed, reported above
+	}
+	if logged.Len() != 0 {
+		t.Errorf("a live lock was broken: %s", logged.String())
+	}
+
+	// A killed holder's lock, old enough: broken at once, with a warning.
+	os.WriteFile(lock, []byte("pid 1"), 0o600)
+	old := time.Now().Add(-time.Minute)
+	os.Chtimes(lock, old, old)
+	start := time.Now()
+	unlock, err = Lock(path, FileLog(log))
+	if err != nil || time.Since(start) > 2*time.Second || !strings.Contains(logged.String(), "stale keyring lock") {
+		t.Fatalf("stale lock: %v after %v, log %q", err, time.Since(start), logged.String())
+	}
+	// Someone broke this lock and took another: unlock leaves theirs.
+	os.Remove(lock)
+	os.WriteFile(lock, []byte("theirs"), 0o600)
+	unlock()
+	if b, _ := os.ReadFile(lock); string(b) != "theirs" {
+		t.Error("unlock removed another holder's lock")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("%d entries, want the keyring and the lock", len(entries))
 	}
 }

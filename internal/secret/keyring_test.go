@@ -188,3 +188,31 @@ func TestKeyringEqual(t *testing.T) {
 		t.Error("different keyrings equal")
 	}
 }
+
+// A new kid must display in one piece: no control or other non-printable
+// characters, no surrounding whitespace, at most MaxKidLen bytes. Loading
+// stays as lenient as upstream (any non-empty string), so a keyring written
+// elsewhere still loads, and such a keyring can still take new keys.
+func TestNewKidsMustBePrintable(t *testing.T) {
+	kr := testKeyring(t, false)
+	for _, kid := range []string{" ", "\t", " a", "a ", "a\nb", "a\x00b", "a\x1b[2Jb", "a\u202eb", "a\u0085b", strings.Repeat("k", MaxKidLen+1)} {
+		if _, err := kr.AddKey(kid, keyB); !errors.Is(err, ErrKeyringInvalid) {
+			t.Errorf("AddKey(%q): %v", kid, err)
+		}
+		if _, err := NewKeyring(kid); !errors.Is(err, ErrKeyringInvalid) {
+			t.Errorf("NewKeyring(%q): %v", kid, err)
+		}
+	}
+	for _, kid := range []string{"prod-2026-07", "a b", "Zürich/1", strings.Repeat("k", MaxKidLen)} {
+		if _, err := kr.AddKey(kid, keyB); err != nil {
+			t.Errorf("AddKey(%q): %v", kid, err)
+		}
+	}
+	loaded, err := ParseKeyring([]byte(doc(jwk(" odd\nkid ", kA), `" odd\nkid "`)))
+	if err != nil {
+		t.Fatalf("a keyring with an odd kid no longer loads: %v", err)
+	}
+	if next, err := loaded.Add("new"); err != nil || !next.Has(" odd\nkid ") {
+		t.Errorf("adding to it: %v", err)
+	}
+}

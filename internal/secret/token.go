@@ -69,8 +69,11 @@ func parseToken(tok string) (*token, error) {
 		return nil, malformed("not a %s: value", Scheme)
 	}
 	envelope, compact, ok := strings.Cut(tok[len(Scheme)+1:], ":")
+	if !ok && envelope == "jwe" {
+		return nil, malformed("no compact JWE after %q", Scheme+":jwe")
+	}
 	if !ok || envelope != "jwe" {
-		return nil, malformed("unknown %s envelope %q, this reader knows only jwe", Scheme, clip(envelope))
+		return nil, malformed("unknown %s envelope %s, this reader knows only jwe", Scheme, Echo(envelope, knownEnvelopes))
 	}
 	// SplitN bounds the work on a value made of dots.
 	segs := strings.SplitN(compact, ".", 6)
@@ -128,7 +131,7 @@ func acceptHeader(hdr []byte) (TokenInfo, error) {
 			if prev.Key == m.Key {
 				// RFC 7515 §5.2: duplicate header names are rejected, so
 				// that two parsers cannot read two different headers.
-				return TokenInfo{}, rejected("duplicate header member %q", clip(m.Key))
+				return TokenInfo{}, rejected("duplicate header member %s", Echo(m.Key, knownHeaders))
 			}
 		}
 		var dst *string
@@ -148,7 +151,7 @@ func acceptHeader(hdr []byte) (TokenInfo, error) {
 		case "crit":
 			return TokenInfo{}, rejected("critical extensions (crit) are not accepted")
 		default:
-			return TokenInfo{}, rejected("header member %q is outside the flenc profile", clip(m.Key))
+			return TokenInfo{}, rejected("header member %s is outside the flenc profile", Echo(m.Key, knownHeaders))
 		}
 		s, ok := jsonString(m.Value)
 		if !ok {
@@ -160,10 +163,10 @@ func acceptHeader(hdr []byte) (TokenInfo, error) {
 		*dst = s
 	}
 	if alg != algDir {
-		return TokenInfo{}, rejected("alg %q is not accepted, only %s", clip(alg), algDir)
+		return TokenInfo{}, rejected("alg %s is not accepted, only %s", Echo(alg, knownAlgs), algDir)
 	}
 	if enc != encGCM {
-		return TokenInfo{}, rejected("enc %q is not accepted, only %s", clip(enc), encGCM)
+		return TokenInfo{}, rejected("enc %s is not accepted, only %s", Echo(enc, knownEncs), encGCM)
 	}
 	if !kidSet || info.Kid == "" {
 		return TokenInfo{}, &Error{Kind: KindMalformed, Detail: "header has no kid"}
@@ -270,13 +273,39 @@ func (kr *Keyring) Open(tok, scope string) (payload []byte, info TokenInfo, err 
 	if err != nil {
 		return nil, t.TokenInfo, fail(KindTagMismatch, "authentication failed: wrong key bytes for this kid, or a tampered token")
 	}
-	switch {
-	case scope != "" && t.Scope != "" && t.Scope != scope:
-		return nil, t.TokenInfo, fail(KindScopeViolation, "token belongs to another scope")
-	case scope == "" && t.Scope != "":
-		return nil, t.TokenInfo, fail(KindScopeViolation, "scoped token in an unscoped field (a scope cannot be dropped)")
+	if why := ratchet(scope, t.Scope); why != "" {
+		return nil, t.TokenInfo, fail(KindScopeViolation, why)
 	}
 	return payload, t.TokenInfo, nil
+}
+
+// ratchet is the scope ratchet: why a field of scope field refuses a token
+// stamped with scope token, or "" when it accepts it. A scoped field accepts
+// its own scope and unscoped tokens (the upgrade path); an unscoped field
+// only unscoped tokens.
+func ratchet(field, token string) string {
+	switch {
+	case field != "" && token != "" && token != field:
+		return "token belongs to another scope"
+	case field == "" && token != "":
+		return "scoped token in an unscoped field (a scope cannot be dropped)"
+	}
+	return ""
+}
+
+// CheckScope applies the scope ratchet to what a token's header says, for a
+// field of scope fieldScope, without a key: a scan without a keyring still
+// sees a token in the wrong field. The header is unauthenticated, so passing
+// proves nothing; a refusal is one the field makes with any keyring (an
+// authentic token is refused by the ratchet, an inauthentic one earlier).
+// It returns the *Error itself (nil when the header passes), for reports
+// that keep it as one.
+func CheckScope(info TokenInfo, fieldScope string) *Error {
+	if why := ratchet(fieldScope, info.Scope); why != "" {
+		return &Error{Kind: KindScopeViolation, Kid: info.Kid, Scope: fieldScope, TokenScope: info.Scope,
+			Detail: why + " (by its header, unauthenticated without a keyring)"}
+	}
+	return nil
 }
 
 // Reencrypt decrypts with the kid the token names and seals the same payload
@@ -336,13 +365,4 @@ func writeASCIIString(b *strings.Builder, s string) {
 		}
 	}
 	b.WriteByte('"')
-}
-
-// clip keeps attacker-chosen text in messages short.
-func clip(s string) string {
-	const limit = 40
-	if len(s) <= limit {
-		return s
-	}
-	return s[:limit] + "…"
 }

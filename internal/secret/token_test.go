@@ -312,10 +312,26 @@ func TestErrorsCarryNoSecrets(t *testing.T) {
 	errs = append(errs, err)
 	_, err = kr.AddKey("a", keyB)
 	errs = append(errs, err)
+	// A secret pasted after a stray "flenc:", or smuggled into a header's
+	// alg, enc or member name: none of it may be echoed.
+	for _, tok := range []string{
+		"flenc:" + secretText,
+		"flenc:" + secretText + ":x",
+		handToken(t, keyA, `{"alg":"`+secretText+`","enc":"A256GCM","kid":"a"}`, []byte(`1`)),
+		handToken(t, keyA, `{"alg":"dir","enc":"`+secretText+`","kid":"a"}`, []byte(`1`)),
+		handToken(t, keyA, `{"alg":"dir","enc":"A256GCM","kid":"a","`+secretText+`":1}`, []byte(`1`)),
+		handToken(t, keyA, `{"alg":"dir","`+secretText+`":1,"enc":"A256GCM","kid":"a","`+secretText+`":1}`, []byte(`1`)),
+	} {
+		_, _, err := kr.Decrypt(tok, "s")
+		if err == nil {
+			t.Fatalf("%s: opened", tok)
+		}
+		errs = append(errs, err)
+	}
 	for _, err := range errs {
 		msg := err.Error()
 		j, _ := err.(*Error).MarshalJSON()
-		for _, leak := range []string{secretText, base64.RawURLEncoding.EncodeToString(keyA), base64.RawURLEncoding.EncodeToString(keyB), string(keyA)} {
+		for _, leak := range []string{secretText, secretText[:8], base64.RawURLEncoding.EncodeToString(keyA), base64.RawURLEncoding.EncodeToString(keyB), string(keyA)} {
 			if strings.Contains(msg, leak) || bytes.Contains(j, []byte(leak)) {
 				t.Errorf("error leaks secret material: %s", msg)
 			}
@@ -382,5 +398,46 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if len(rec.decrypted) != 400 {
 		t.Errorf("observer saw %d decrypts, want 400", len(rec.decrypted))
+	}
+}
+
+// A message names text taken from a value only when it is an identifier the
+// message expects (a registered alg, enc or header name): then it helps the
+// operator, and it cannot be a pasted secret.
+func TestErrorsNameOnlyKnownIdentifiers(t *testing.T) {
+	kr := testKeyring(t, false)
+	cases := []struct{ header, want string }{
+		{`{"alg":"A256KW","enc":"A256GCM","kid":"a"}`, `alg "A256KW" is not accepted`},
+		{`{"alg":"PBES2-HS512+A256KW","enc":"A256GCM","kid":"a"}`, `"PBES2-HS512+A256KW"`},
+		{`{"alg":"dir","enc":"A128CBC-HS256","kid":"a"}`, `enc "A128CBC-HS256" is not accepted`},
+		{`{"alg":"dir","enc":"A256GCM","kid":"a","jku":"x"}`, `header member "jku" is outside`},
+		{`{"alg":"hunter2","enc":"A256GCM","kid":"a"}`, `alg (7 chars) is not accepted`},
+		{`{"alg":"dir","enc":"A256GCM","kid":"a","hunter2":1}`, `header member (7 chars) is outside`},
+	}
+	for _, c := range cases {
+		_, _, err := kr.Decrypt(handToken(t, keyA, c.header, []byte(`1`)), "")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want it to contain %s", c.header, err, c.want)
+		}
+	}
+	_, _, err := kr.Decrypt("flenc:cbor:abc", "")
+	if err == nil || !strings.Contains(err.Error(), `envelope "cbor"`) {
+		t.Errorf("known envelope: %v", err)
+	}
+	_, _, err = kr.Decrypt("flenc:hunter2", "")
+	if err == nil || !strings.Contains(err.Error(), "envelope (7 chars)") {
+		t.Errorf("unknown envelope: %v", err)
+	}
+}
+
+// A kid chosen by whoever wrote the token is clipped in messages.
+func TestErrorClipsLongKids(t *testing.T) {
+	kid := strings.Repeat("k", 3000)
+	err := &Error{Kind: KindUnknownKid, Kid: kid, TokenScope: kid}
+	if n := len(err.Error()); n > 400 {
+		t.Errorf("message of %d bytes", n)
+	}
+	if !strings.Contains(err.Error(), "…") {
+		t.Errorf("clip not marked: %s", err.Error()[:80])
 	}
 }

@@ -3,7 +3,10 @@ package ui
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/lipgloss/table"
@@ -39,6 +42,10 @@ func (p *Printer) Human() *Human { return NewHuman(p.IO.Out, p.IO.ColorEnabled()
 type Human struct {
 	w io.Writer
 	r *lipgloss.Renderer
+	// styled holds what the style methods rendered with escape codes, so
+	// that a table cell keeps Human's own colours while escape codes that
+	// come with data are shown escaped.
+	styled map[string]bool
 }
 
 // NewHuman returns a human writer on w, with or without colour.
@@ -49,7 +56,7 @@ func NewHuman(w io.Writer, color bool) *Human {
 	} else {
 		r.SetColorProfile(termenv.Ascii)
 	}
-	return &Human{w: w, r: r}
+	return &Human{w: w, r: r, styled: map[string]bool{}}
 }
 
 // Writer is the underlying writer, for free-form text.
@@ -59,24 +66,88 @@ func (h *Human) Writer() io.Writer { return h.w }
 func (h *Human) Printf(format string, args ...any) { fmt.Fprintf(h.w, format, args...) }
 
 // Bold renders s in bold (plain without colour).
-func (h *Human) Bold(s string) string { return h.r.NewStyle().Bold(true).Render(s) }
+func (h *Human) Bold(s string) string { return h.style(h.r.NewStyle().Bold(true), s) }
 
 // Faint renders s dimmed.
-func (h *Human) Faint(s string) string { return h.r.NewStyle().Faint(true).Render(s) }
+func (h *Human) Faint(s string) string { return h.style(h.r.NewStyle().Faint(true), s) }
 
 // Good renders s as a success (green).
 func (h *Human) Good(s string) string {
-	return h.r.NewStyle().Foreground(lipgloss.Color("2")).Render(s)
+	return h.style(h.r.NewStyle().Foreground(lipgloss.Color("2")), s)
 }
 
 // Warn renders s as a warning (yellow).
 func (h *Human) Warn(s string) string {
-	return h.r.NewStyle().Foreground(lipgloss.Color("3")).Render(s)
+	return h.style(h.r.NewStyle().Foreground(lipgloss.Color("3")), s)
 }
 
 // Bad renders s as a problem (red, bold).
 func (h *Human) Bad(s string) string {
-	return h.r.NewStyle().Foreground(lipgloss.Color("1")).Bold(true).Render(s)
+	return h.style(h.r.NewStyle().Foreground(lipgloss.Color("1")).Bold(true), s)
+}
+
+// style renders s, made printable first, and remembers the result when it
+// carries escape codes (see cell).
+func (h *Human) style(st lipgloss.Style, s string) string {
+	out := st.Render(Printable(s))
+	if strings.IndexByte(out, '\x1b') >= 0 {
+		h.styled[out] = true
+	}
+	return out
+}
+
+// Printable returns s unchanged when every rune is printable (letters,
+// marks, numbers, punctuation, symbols, the ASCII space), else Go-quoted:
+// "a\nb", "\x1b[2J", "\u202e". Data shown this way cannot add a row to a
+// table, reorder text or drive the terminal.
+func Printable(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+// cell makes a table cell safe to print: text that is exactly what a style
+// method rendered keeps its escape codes; every other part goes through
+// Printable. This is the one place where every table's cells are escaped.
+func (h *Human) cell(s string) string {
+	if strings.IndexByte(s, '\x1b') < 0 {
+		return Printable(s)
+	}
+	var b strings.Builder
+	plain := 0 // start of the text not yet written
+	for i := 0; i < len(s); {
+		if s[i] != '\x1b' {
+			i++
+			continue
+		}
+		seg := h.styledAt(s[i:])
+		if seg == "" {
+			i++
+			continue
+		}
+		if plain < i {
+			b.WriteString(Printable(s[plain:i]))
+		}
+		b.WriteString(seg)
+		i += len(seg)
+		plain = i
+	}
+	if plain < len(s) {
+		b.WriteString(Printable(s[plain:]))
+	}
+	return b.String()
+}
+
+// styledAt returns the longest styled rendering s starts with, or "".
+func (h *Human) styledAt(s string) string {
+	best := ""
+	for seg := range h.styled {
+		if len(seg) > len(best) && strings.HasPrefix(s, seg) {
+			best = seg
+		}
+	}
+	return best
 }
 
 // Table writes rows under headers as aligned columns without borders, in
@@ -88,13 +159,20 @@ func (h *Human) Table(headers []string, rows [][]string) {
 	}
 	upper := make([]string, len(headers))
 	for i, s := range headers {
-		upper[i] = strings.ToUpper(s)
+		upper[i] = Printable(strings.ToUpper(s))
+	}
+	safe := make([][]string, len(rows))
+	for i, row := range rows {
+		safe[i] = make([]string, len(row))
+		for j, c := range row {
+			safe[i][j] = h.cell(c)
+		}
 	}
 	cell := h.r.NewStyle().PaddingRight(2)
 	head := cell.Bold(true)
 	t := table.New().
 		Headers(upper...).
-		Rows(rows...).
+		Rows(safe...).
 		BorderTop(false).BorderBottom(false).BorderLeft(false).BorderRight(false).
 		BorderHeader(false).BorderColumn(false).BorderRow(false).
 		StyleFunc(func(row, _ int) lipgloss.Style {
@@ -115,6 +193,6 @@ func (h *Human) KV(pairs ...[2]string) {
 		width = max(width, len(p[0]))
 	}
 	for _, p := range pairs {
-		fmt.Fprintf(h.w, "%s%s  %s\n", h.Bold(p[0]+":"), strings.Repeat(" ", width-len(p[0])), p[1])
+		fmt.Fprintf(h.w, "%s%s  %s\n", h.Bold(p[0]+":"), strings.Repeat(" ", width-len(p[0])), h.cell(p[1]))
 	}
 }

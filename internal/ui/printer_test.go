@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -67,5 +68,40 @@ func TestParseFormat(t *testing.T) {
 	}
 	if _, err := ParseFormat("xml"); err == nil || !strings.Contains(err.Error(), "table, json, yaml") {
 		t.Errorf("bad format error should list the choices: %v", err)
+	}
+}
+
+// Cells hold data (kids and scopes from unauthenticated token headers,
+// record keys): a newline would forge a row, an escape sequence would
+// drive the terminal. Such a cell is shown Go-quoted; the styles Human
+// itself applied keep their colour.
+func TestTableEscapesNonPrintableCells(t *testing.T) {
+	for _, color := range []bool{false, true} {
+		var out bytes.Buffer
+		h := NewHuman(&out, color)
+		bad := h.Bad("corrupt")
+		h.Table([]string{"kid", "status"}, [][]string{{"a\nb\x1b[2J\u202e", bad}, {"plain", h.Good("ok") + h.Faint(" (x)")}})
+		got := out.String()
+		if n := strings.Count(got, "\n"); n != 3 || strings.Contains(got, "\x1b[2J") || !strings.Contains(got, `"a\nb\x1b[2J\u202e"`) {
+			t.Errorf("colour %v: %q", color, got)
+		}
+		if color && (!strings.Contains(got, bad) || !strings.Contains(bad, "\x1b[")) {
+			t.Errorf("the style was escaped: %q", got)
+		}
+		h.KV([2]string{"kid", "x\ny"})
+		if strings.Contains(out.String(), "x\ny") {
+			t.Errorf("KV value not escaped: %q", out.String())
+		}
+	}
+	if Printable("prod-2026 Zürich") != "prod-2026 Zürich" || Printable("a\tb") != `"a\tb"` || Printable("\xff") != `"\xff"` {
+		t.Error("Printable")
+	}
+	// Data that copies a style's escape codes is escaped all the same.
+	var out bytes.Buffer
+	h := NewHuman(&out, true)
+	bad := h.Bad("corrupt")
+	h.Table([]string{"kid"}, [][]string{{"x" + bad[:4]}})
+	if strings.Contains(out.String(), "x"+bad[:4]) {
+		t.Errorf("forged escape kept: %q", out.String())
 	}
 }
