@@ -254,7 +254,7 @@ func (r *Runner) runCycle(ctx context.Context) error {
 	work := map[*lease.Lease][]owned{}
 	active := 0
 	for key, cfg := range r.configs.Snapshot() {
-		if suspended(cfg) {
+		if stage.Suspended(cfg) {
 			continue
 		}
 		active++
@@ -325,10 +325,4 @@ func (r *Runner) stateKey(key string, cfg attr.Config) (string, error) {
 		return key, nil
 	}
 	return r.template.Render(key, cfg.View())
-}
-
-func suspended(c attr.Config) bool {
-	v, _ := attr.At(c, []string{"suspended"})
-	b, _ := v.(bool)
-	return b
 }

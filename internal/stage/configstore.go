@@ -36,6 +36,14 @@ func NewConfigStore(topics []string, log *slog.Logger, obs *metrics.Observer) *C
 	return &ConfigStore{topics: topics, log: log, obs: obs, entries: map[string]attr.Config{}}
 }
 
+// Suspended reports whether a config says suspended: true: held in the
+// store but not polled or subscribed (SPEC §2).
+func Suspended(c attr.Config) bool {
+	v, _ := attr.At(c, []string{"suspended"})
+	b, _ := v.(bool)
+	return b
+}
+
 // Get returns the config under key.
 func (s *ConfigStore) Get(key string) (attr.Config, bool) {
 	s.mu.RLock()
