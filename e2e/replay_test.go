@@ -633,6 +633,18 @@ func TestReplayWarnsPartialHistory(t *testing.T) {
 	if !strings.Contains(human, "30 offsets of history are gone") || !strings.Contains(human, "partial") {
 		t.Errorf("human output:\n%s", human)
 	}
+
+	// Times before 1970 are the log start: Kafka would read -1 as
+	// "latest" and refuse other negative times.
+	for _, target := range [][]string{{"--to-datetime", "1969-12-31T23:59:59.999Z"}, {"--to-datetime", "1960-01-01T00:00:00Z"}, {"--by-duration", "100000d"}} {
+		plan, errOut, code := rpReplay(t, append([]string{app, "--input-topics", raw}, target...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d %s", target, code, errOut)
+		}
+		if plan.Offsets[0].Target != 30 || plan.Offsets[1].Target != 0 || plan.Records != 170 {
+			t.Errorf("%v: offsets %+v", target, plan.Offsets)
+		}
+	}
 }
 
 // A stage whose changelog does not exist, or whose group has no offsets,

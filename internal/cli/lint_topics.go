@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -12,10 +13,14 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/mqtt"
+	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -28,12 +33,12 @@ type LintTopicsOptions struct {
 	StageFile     string
 	ApplicationID string
 	Raw           []string
-	Config        []string
+	ConfigTopics  []string
 	Input         []string
 	MinRetention  string
 
-	// Describe reads existence, partition count and configs of topics.
-	Describe func(ctx context.Context, topics []string) (map[string]TopicFacts, error)
+	// Kafka connects to the cluster; the caller closes the client.
+	Kafka func(ctx context.Context) (*kgo.Client, error)
 }
 
 // TopicFacts is what lint topics reads of one topic.
@@ -108,6 +113,9 @@ type topicsSpec struct {
 	// MinRetention is the least retention.ms of a raw topic; 0 means
 	// only infinite (-1) passes.
 	MinRetention time.Duration
+	// DefaultRaw is an mqtt-relay stage's extract.output_topic: the raw
+	// topic of every config record that names none.
+	DefaultRaw string
 }
 
 const lintTopicsLong = `Check a pipeline's topics against the best practices ("Keep the Raw Topic
@@ -126,27 +134,27 @@ Retained, Not Compacted"):
                   invalid_messages: dlq.
 
 With -f stage.yaml the roles come from the stage file: a transformer's
-input_topics are its raw and input topics, config_topics its config topics,
-an extractor's extract.output_topic its raw topic. --raw, --config and
---input replace the list of their role. Exit 0 when clean, 4 with findings.`
+input_topics are its raw and input topics, config_topics its config topics.
+An extractor's (and an MQTT bridge's) raw topics are the output_topic of its
+active configs: lint reads its config topics to their end (the latest value
+per key; deleted and suspended configs left out) and says so in a note when
+it cannot. --raw, --config-topics and --input replace the list of their
+role. Names are checked before connecting (exit 2). Exit 0 when clean, 4 with
+findings.`
 
 // NewCmdLintTopics builds `flecht lint topics`.
 func NewCmdLintTopics(f *Factory, runF func(*LintTopicsOptions) error) *cobra.Command {
 	opts := &LintTopicsOptions{IO: f.IO, Printer: f.Printer}
-	opts.Describe = func(ctx context.Context, topics []string) (map[string]TopicFacts, error) {
+	opts.Kafka = func(ctx context.Context) (*kgo.Client, error) {
 		cl, _, err := f.Kafka(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer cl.Close()
-		return describeTopicFacts(ctx, kadm.NewClient(cl), topics)
+		return cl, err
 	}
 	cmd := &cobra.Command{
-		Use:   "topics (-f stage.yaml | --raw T,... --config T,... --input T,...)",
+		Use:   "topics (-f stage.yaml | --raw T,... --config-topics T,... --input T,...)",
 		Short: "Check that raw topics are retained, config topics and changelogs compacted, inputs co-partitioned",
 		Long:  lintTopicsLong,
 		Example: `  flecht lint topics -f examples/count.yaml
-  flecht lint topics --raw sensors.raw --min-retention 365d --config devices.config
+  flecht lint topics --raw sensors.raw --min-retention 365d --config-topics devices.config
   flecht lint topics --input a.raw,b.raw --application-id enrich -o json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -160,26 +168,60 @@ func NewCmdLintTopics(f *Factory, runF func(*LintTopicsOptions) error) *cobra.Co
 	fl.StringVarP(&opts.StageFile, "file", "f", "", "take the topics and their roles from this stage file")
 	fl.StringVar(&opts.ApplicationID, "application-id", "", "check the changelog APP-changelog of this application (implied by -f)")
 	fl.StringSliceVar(&opts.Raw, "raw", nil, "raw topics: must be retained, not compacted")
-	fl.StringSliceVar(&opts.Config, "config", nil, "config topics: must be compacted")
+	// Not --config: that is the global flag naming flecht's config file.
+	fl.StringSliceVar(&opts.ConfigTopics, "config-topics", nil, "config topics: must be compacted")
 	fl.StringSliceVar(&opts.Input, "input", nil, "a transformer's input topics: must have equal partition counts")
 	fl.StringVar(&opts.MinRetention, "min-retention", "", "the least retention.ms a raw topic may have (e.g. 365d); default: only infinite (-1)")
 	return cmd
 }
 
 func runLintTopics(ctx context.Context, opts *LintTopicsOptions) error {
+	spec, app, fromConfigs, err := lintTopicsSpec(opts)
+	if err != nil {
+		return err
+	}
+	cl, err := opts.Kafka(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var notes []string
+	if fromConfigs {
+		spec.Raw, notes = extractorRawTopics(ctx, cl, spec.Config, spec.DefaultRaw)
+	}
+	facts, err := describeTopicFacts(ctx, kadm.NewClient(cl), spec.topics())
+	if err != nil {
+		return err
+	}
+	rep := checkTopics(spec, facts)
+	rep.ApplicationID = app
+	rep.Notes = append(rep.Notes, notes...)
+	if err := opts.Printer().Print(rep, func(h *ui.Human) error { printLintTopics(h, rep); return nil }); err != nil {
+		return err
+	}
+	if rep.Findings > 0 {
+		return &exitcode.Silent{Code: exitcode.Findings}
+	}
+	return nil
+}
+
+// lintTopicsSpec turns the flags (and the stage file) into what to check,
+// every name validated. fromConfigs says the raw topics are to be learnt
+// from the config records (an extractor's, without --raw).
+func lintTopicsSpec(opts *LintTopicsOptions) (spec topicsSpec, app string, fromConfigs bool, err error) {
 	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
-	spec := topicsSpec{Raw: dedupeStrings(opts.Raw), Config: dedupeStrings(opts.Config), Input: dedupeStrings(opts.Input)}
-	app := strings.TrimSpace(opts.ApplicationID)
+	spec = topicsSpec{Raw: dedupeStrings(opts.Raw), Config: dedupeStrings(opts.ConfigTopics), Input: dedupeStrings(opts.Input)}
+	app = strings.TrimSpace(opts.ApplicationID)
 	if opts.StageFile != "" {
 		st, err := stagefile.Load(opts.StageFile)
 		if err != nil {
-			return exitcode.UsageError(err)
+			return spec, app, false, exitcode.UsageError(err)
 		}
 		if app != "" && app != st.ApplicationID {
-			return usage("--application-id %q differs from %s's application_id %q", app, opts.StageFile, st.ApplicationID)
+			return spec, app, false, usage("--application-id %q differs from %s's application_id %q", app, opts.StageFile, st.ApplicationID)
 		}
 		app = st.ApplicationID
-		if len(opts.Config) == 0 {
+		if len(opts.ConfigTopics) == 0 {
 			spec.Config = st.ConfigTopics
 		}
 		switch st.Kind {
@@ -198,8 +240,13 @@ func runLintTopics(ctx context.Context, opts *LintTopicsOptions) error {
 				}
 			}
 		case stagefile.KindExtractor, stagefile.KindMQTT:
-			if len(opts.Raw) == 0 && st.Extract != nil {
-				spec.Raw = builtinOutputTopics(st.Extract)
+			fromConfigs = len(opts.Raw) == 0
+			if st.Kind == stagefile.KindMQTT {
+				d, err := mqtt.ParseRelayDefaults(st.Extract)
+				if err != nil {
+					return spec, app, false, exitcode.UsageError(fmt.Errorf("%s: %w", opts.StageFile, err))
+				}
+				spec.DefaultRaw = d.OutputTopic
 			}
 			if st.Kind == stagefile.KindExtractor {
 				spec.TaskTopics = spec.Config
@@ -211,55 +258,77 @@ func runLintTopics(ctx context.Context, opts *LintTopicsOptions) error {
 		spec.TaskTopics = spec.Input
 	}
 	if len(spec.Raw)+len(spec.Config)+len(spec.Input)+len(spec.DLQ) == 0 && spec.Changelog == "" {
-		return usage("give -f stage.yaml, or topics with --raw, --config and --input")
+		return spec, app, false, usage("give -f stage.yaml, or topics with --raw, --config-topics and --input")
 	}
-	for _, t := range append(append(append([]string{}, spec.Raw...), spec.Config...), spec.Input...) {
-		if t == "" {
-			return usage("a topic list has an empty topic name")
-		}
+	if err := checkNames(app, spec.Raw, spec.Config, spec.Input); err != nil {
+		return spec, app, false, err
 	}
 	if opts.MinRetention != "" {
 		d, err := budget.ParseDuration(opts.MinRetention)
 		if err != nil || d <= 0 {
-			return usage("--min-retention %q: want a duration such as 30d or 8760h", opts.MinRetention)
+			return spec, app, false, usage("--min-retention %q: want a duration such as 30d or 8760h", opts.MinRetention)
 		}
 		spec.MinRetention = d
 	}
-
-	facts, err := opts.Describe(ctx, spec.topics())
-	if err != nil {
-		return err
-	}
-	rep := checkTopics(spec, facts)
-	rep.ApplicationID = app
-	if err := opts.Printer().Print(rep, func(h *ui.Human) error { printLintTopics(h, rep); return nil }); err != nil {
-		return err
-	}
-	if rep.Findings > 0 {
-		return &exitcode.Silent{Code: exitcode.Findings}
-	}
-	return nil
+	return spec, app, fromConfigs, nil
 }
 
-// builtinOutputTopics reads output_topic / output_topics from a builtin's
-// options (an extractor's raw topics).
-func builtinOutputTopics(b *stagefile.Builtin) []string {
-	var m map[string]any
-	if err := b.Options.Decode(&m); err != nil {
+// extractorRawTopics learns a built-in extractor's raw topics: http-poll
+// and mqtt-relay take output_topic from each config record (mqtt-relay
+// falls back to the stage's default), so it reads the config topics to
+// their end (latest value per key, tombstones remove) and collects the
+// output_topic of every active config. What it could not learn is said in
+// the notes: those raw topics go unchecked.
+func extractorRawTopics(ctx context.Context, cl *kgo.Client, configTopics []string, defaultRaw string) (topics, notes []string) {
+	where := strings.Join(configTopics, ", ")
+	configs := map[string]attr.Config{}
+	undecodable := 0
+	_, err := kafkax.ReadToEndFunc(ctx, cl, configTopics, func(r *kgo.Record) error {
+		key, kerr := attr.DecodeKey(r.Key)
+		cfg, tomb, verr := attr.Decode[attr.Config](r.Value)
+		switch {
+		case kerr != nil, verr != nil:
+			undecodable++
+		case tomb:
+			delete(configs, key)
+		default:
+			configs[key] = cfg
+		}
 		return nil
+	})
+	if err != nil {
+		return nil, []string{fmt.Sprintf("the raw topics were not checked: reading the config topics (%s) for the output_topic of each config failed: %v", where, err)}
 	}
-	var out []string
-	if s, ok := m["output_topic"].(string); ok && s != "" {
-		out = append(out, s)
+	if undecodable > 0 {
+		notes = append(notes, fmt.Sprintf("config records in %s that did not decode were skipped: %d", where, undecodable))
 	}
-	if l, ok := m["output_topics"].([]any); ok {
-		for _, v := range l {
-			if s, ok := v.(string); ok && s != "" {
-				out = append(out, s)
-			}
+	set := map[string]bool{}
+	if defaultRaw != "" {
+		set[defaultRaw] = true
+	}
+	for key, cfg := range configs {
+		if held, err := stage.Suspended(cfg); err != nil || held {
+			continue
+		}
+		v, _ := attr.At(cfg, []string{"output_topic"})
+		t, _ := v.(string)
+		switch {
+		case t == "":
+		case !stagefile.ValidTopicName(t):
+			notes = append(notes, fmt.Sprintf("config %q in %s names output_topic %q, which is not a valid topic name", key, where, t))
+		default:
+			set[t] = true
 		}
 	}
-	return out
+	for t := range set {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	sort.Strings(notes)
+	if len(topics) == 0 {
+		notes = append(notes, fmt.Sprintf("no active config in %s names an output_topic: no raw topic to check", where))
+	}
+	return topics, notes
 }
 
 func (s topicsSpec) topics() []string {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/replay"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
@@ -60,23 +60,30 @@ Without --execute it only prints the plan and changes nothing. The plan:
      (exit 3, naming each member's client id and host); --wait DURATION
      waits for the group to empty instead.
   2. the transactional IDs to fence: APP-<p> for every input partition
-     (APP-<t> per token of an extractor). Executing initialises each once,
-     which aborts a zombie's open transaction and fences it for good.
+     (APP-<t> per token of an extractor), and for every changelog
+     partition when the changelog has more (tasks of an older layout).
+     Executing initialises each once, which aborts a zombie's open
+     transaction and fences it for good.
   3. the topic to delete: exactly APP-changelog, never a name pattern.
      Executing waits until the broker no longer lists it.
   4. per input partition: the committed offset, the target, and the
-     records the rebuild will read (partitions without a commit included).
-     Intermediate topics (--intermediate-topics) go to their end.
+     offsets the rebuild will read, so at most that many records
+     (transaction markers and compaction gaps take offsets too);
+     partitions without a commit included. Intermediate topics
+     (--intermediate-topics) go to their end. An end is the last stable
+     offset: the records of a transaction still open are not skipped.
   5. preflight warnings: finite retention or a log start past the target
-     (the replay is partial: it says how many offsets are gone), a
-     compacted raw topic, a target beyond the end.
+     (the replay is partial: it says how many offsets are gone, or for a
+     time target how many may be), a compacted raw topic, a target beyond
+     the end (for a time target: no record at or after the time).
   6. the local state stores to remove (the numbered partition directories
      under --state-dir).
 
 Targets: --to-earliest (default), --to-datetime 2026-01-02T15:04:05Z,
 --by-duration 36h (or 7d), --to-offset N, or --from-file offsets.csv with
 topic,partition,offset lines (as kafka-consumer-groups --export writes them;
-every input partition must be listed).
+every input partition must be listed). A time before 1970 means the log
+start, as --to-earliest.
 
 Executing is idempotent: after a partial failure, run it again to finish.
 Watch the rebuild with 'flecht status APP': the lag falls to 0.`
@@ -122,10 +129,6 @@ func NewCmdReplay(f *Factory, runF func(*ReplayOptions) error) *cobra.Command {
 	return cmd
 }
 
-// applicationID is Kafka's rule for topic names, applied to the changelog
-// an application id names.
-var applicationID = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
-
 // replayRequest turns the flags (and the stage file) into a request.
 func replayRequest(opts *ReplayOptions) (replay.Request, time.Duration, error) {
 	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
@@ -159,16 +162,14 @@ func replayRequest(opts *ReplayOptions) (replay.Request, time.Duration, error) {
 	if req.ApplicationID == "" {
 		return req, 0, usage("give the application id (flecht replay APP) or -f stage.yaml")
 	}
-	if !applicationID.MatchString(stagefile.ChangelogTopic(req.ApplicationID)) {
-		return req, 0, usage("application id %q: use letters, digits, '.', '_' and '-' (it names topics and transactional IDs)", req.ApplicationID)
+	if err := checkNames(req.ApplicationID); err != nil {
+		return req, 0, err
 	}
 	if req.Kind == replay.KindTransformer && len(req.InputTopics) == 0 {
 		return req, 0, usage("give the input topics: --input-topics T,... or -f stage.yaml")
 	}
-	for _, t := range append(append([]string{}, req.InputTopics...), req.IntermediateTopics...) {
-		if t == "" {
-			return req, 0, usage("a topic list has an empty topic name")
-		}
+	if err := checkNames("", req.InputTopics, req.IntermediateTopics); err != nil {
+		return req, 0, err
 	}
 	intermediate := map[string]bool{}
 	for _, t := range req.IntermediateTopics {
@@ -336,9 +337,12 @@ func printReplay(opts *ReplayOptions, plan *replay.Plan) error {
 		} else if plan.Refused != "" {
 			mode = h.Bad("refused")
 		}
-		members := "none"
-		if len(plan.Members) > 0 {
-			members = replay.DescribeMembers(plan.Members)
+		group := fmt.Sprintf("%s; members: %s", plan.GroupState, describeMembersOrNone(plan.Members))
+		if plan.Executed {
+			group = fmt.Sprintf("%s before executing (members: %s)", plan.GroupState, describeMembersOrNone(plan.Members))
+			if plan.GroupStateAfter != "" {
+				group += ", " + plan.GroupStateAfter + " after"
+			}
 		}
 		deletes := "nothing"
 		if len(plan.DeleteTopics) > 0 {
@@ -350,11 +354,11 @@ func printReplay(opts *ReplayOptions, plan *replay.Plan) error {
 		}
 		h.KV(
 			[2]string{"replay", fmt.Sprintf("%s (%s) to %s: %s", plan.ApplicationID, plan.Kind, plan.Target, mode)},
-			[2]string{"group", fmt.Sprintf("%s; members: %s", plan.GroupState, members)},
+			[2]string{"group", group},
 			[2]string{"fence", describeFence(plan.Fence)},
 			[2]string{"delete", deletes},
 			[2]string{"local state", states},
-			[2]string{"records", ui.GroupDigits(plan.Records) + " to read"},
+			[2]string{"to read", ui.GroupDigits(plan.Records) + " offsets (at most as many records)"},
 		)
 		if len(plan.Offsets) > 0 {
 			h.Printf("\n")
@@ -371,7 +375,7 @@ func printReplay(opts *ReplayOptions, plan *replay.Plan) error {
 				rows[i] = []string{topic, strconv.Itoa(int(o.Partition)), cur, strconv.FormatInt(o.Target, 10),
 					ui.GroupDigits(o.Records), strconv.FormatInt(o.LogStart, 10), strconv.FormatInt(o.LogEnd, 10)}
 			}
-			h.Table([]string{"topic", "partition", "current", "target", "records", "log start", "log end"}, rows)
+			h.Table([]string{"topic", "partition", "current", "target", "to read (offsets)", "log start", "log end"}, rows)
 		}
 		if len(plan.Warnings) > 0 || len(plan.Notes) > 0 {
 			h.Printf("\n")
@@ -401,6 +405,13 @@ func printReplay(opts *ReplayOptions, plan *replay.Plan) error {
 		}
 		return nil
 	})
+}
+
+func describeMembersOrNone(ms []kafkax.GroupMember) string {
+	if len(ms) == 0 {
+		return "none"
+	}
+	return replay.DescribeMembers(ms)
 }
 
 func describeFence(ids []string) string {

@@ -41,6 +41,8 @@ func TestReplayUsageErrors(t *testing.T) {
 		{[]string{"replay"}, "give the application id"},
 		{[]string{"replay", "app"}, "give the input topics"},
 		{[]string{"replay", "a b", "--input-topics", "raw"}, "application id"},
+		{[]string{"replay", "app", "--input-topics", "bad topic"}, `topic "bad topic" is not a valid Kafka topic name`},
+		{[]string{"replay", "app", "--input-topics", "raw", "--intermediate-topics", ".."}, `topic ".." is not a valid Kafka topic name`},
 		{[]string{"replay", "app", "--input-topics", "raw", "--to-offset", "5", "--to-earliest"}, "give one target"},
 		{[]string{"replay", "app", "--input-topics", "raw", "--to-offset", "-5"}, "--to-offset"},
 		{[]string{"replay", "app", "--input-topics", "raw", "--to-datetime", "yesterday"}, "RFC 3339"},
@@ -110,7 +112,7 @@ func TestReplayCommand(t *testing.T) {
 
 	// The human form names every part.
 	r = run(t, e, "", "replay", "-f", stage, "--state-dir", stateDir)
-	for _, want := range []string{"dry run", "counter-0, counter-1", "counter-changelog", filepath.Join(stateDir, "1"), "20 to read", "--execute"} {
+	for _, want := range []string{"dry run", "Dead; members: none", "counter-0, counter-1", "counter-changelog", filepath.Join(stateDir, "1"), "20 offsets (at most as many records)", "TO READ (OFFSETS)", "--execute"} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("human output lacks %q:\n%s", want, r.out)
 		}
@@ -127,6 +129,19 @@ func TestReplayCommand(t *testing.T) {
 		t.Errorf("short file: exit %d %s", r.code, r.err)
 	}
 
+	// Before 1970 is the log start, never the broker's "latest" (-1) or
+	// an UNSUPPORTED_VERSION.
+	for _, target := range [][]string{{"--to-datetime", "1969-12-31T23:59:59.999Z"}, {"--by-duration", "100000d"}} {
+		r = run(t, e, "", append([]string{"replay", "-f", stage, "-o", "json"}, target...)...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d %s", target, r.code, r.err)
+		}
+		p := replayJSON(t, r.out)
+		if p.Offsets[0].Target != 0 || p.Offsets[1].Target != 0 || p.Records != 20 || !strings.Contains(strings.Join(p.Notes, "\n"), "before 1970") {
+			t.Errorf("%v: plan %+v", target, p)
+		}
+	}
+
 	// Execute.
 	r = run(t, e, "", "replay", "-f", stage, "--state-dir", stateDir, "--execute", "-o", "json")
 	if r.code != 0 {
@@ -136,6 +151,9 @@ func TestReplayCommand(t *testing.T) {
 	if !p.Executed || len(p.Steps) != 4 {
 		t.Fatalf("executed %+v", p)
 	}
+	if p.GroupState != "Dead" || p.GroupStateAfter != "Empty" {
+		t.Errorf("group state %q before, %q after executing", p.GroupState, p.GroupStateAfter)
+	}
 	fetched, err := adm.FetchOffsets(ctx, "counter")
 	if err != nil {
 		t.Fatal(err)
@@ -144,6 +162,12 @@ func TestReplayCommand(t *testing.T) {
 		if got, _ := fetched.Lookup(o.Topic, o.Partition); got.At != o.Target {
 			t.Errorf("%s/%d: committed %d, plan %d", o.Topic, o.Partition, got.At, o.Target)
 		}
+	}
+
+	// The human result labels the state from before executing.
+	r = run(t, e, "", "replay", "-f", stage, "--state-dir", stateDir, "--execute")
+	if r.code != 0 || !strings.Contains(r.out, "Empty before executing (members: none), Empty after") {
+		t.Errorf("human execute: exit %d\n%s%s", r.code, r.out, r.err)
 	}
 
 	// A live member refuses with exit 3 and names it; --wait gives up

@@ -27,6 +27,7 @@ type StatusOptions struct {
 	ApplicationID string
 	StageFile     string
 	InputTopics   []string
+	ClientIDs     []string
 	Interval      string
 	Watch         bool
 	// Frames bounds the refreshes of --watch (0: until interrupted).
@@ -40,15 +41,22 @@ type StatusOptions struct {
 
 const statusLong = `One view of a stage: its consumer group (state, members and the
 partitions assigned to each), per input partition the committed offset, the
-end offset and the lag, its changelog topic (partitions, records, bytes on
-disk), the throughput between two samples --interval apart, and the open
-transactions of its APP-* transactional IDs where the broker lists them.
+end offset and the lag, its changelog topic (partitions, the offsets it
+spans, bytes on disk), the throughput between two samples --interval apart,
+and the open transactions of its transactional IDs where the broker lists
+them: APP-<n> of its tasks or extractor tokens, and APP-<client_id> of the
+MQTT bridge instances --client-id names (with -f on an mqtt stage and no
+--client-id, every APP-* ID).
+
+Offsets are counted, not records: a span of offsets holds transaction
+markers and, in a compacted topic, gaps, so it has at most that many
+records.
 
 Without --input-topics or -f, the inputs are the topics the group has
 committed offsets for or has assigned. --interval 0 skips the second sample
 (and the throughput). --watch refreshes in place every --interval until
-Ctrl-C; with -o json it prints one report per refresh. During a replay it is
-the progress view: the lag falls to 0.`
+Ctrl-C; with -o json it prints one compact JSON report per line and refresh.
+During a replay it is the progress view: the lag falls to 0.`
 
 // NewCmdStatus builds `flecht status`.
 func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
@@ -78,6 +86,7 @@ func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVarP(&opts.StageFile, "file", "f", "", "take the application id and input topics from this stage file")
 	fl.StringSliceVar(&opts.InputTopics, "input-topics", nil, "input topics to show lag for, comma-separated")
+	fl.StringSliceVar(&opts.ClientIDs, "client-id", nil, "client ids of MQTT bridge instances: show the open transactions of APP-<client_id> too")
 	fl.StringVar(&opts.Interval, "interval", "5s", "time between the two samples the throughput is measured over (0: one sample)")
 	fl.BoolVarP(&opts.Watch, "watch", "w", false, "refresh every --interval until interrupted")
 	return cmd
@@ -94,7 +103,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 func runStatus(ctx context.Context, opts *StatusOptions) error {
 	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
-	req := status.Request{ApplicationID: strings.TrimSpace(opts.ApplicationID), InputTopics: dedupeStrings(opts.InputTopics)}
+	req := status.Request{ApplicationID: strings.TrimSpace(opts.ApplicationID), InputTopics: dedupeStrings(opts.InputTopics), ClientIDs: dedupeStrings(opts.ClientIDs)}
 	if opts.StageFile != "" {
 		st, err := stagefile.Load(opts.StageFile)
 		if err != nil {
@@ -104,12 +113,16 @@ func runStatus(ctx context.Context, opts *StatusOptions) error {
 			return usage("the application id %q differs from %s's application_id %q", req.ApplicationID, opts.StageFile, st.ApplicationID)
 		}
 		req.ApplicationID = st.ApplicationID
+		req.Kind = st.Kind
 		if len(req.InputTopics) == 0 {
 			req.InputTopics = st.InputTopics
 		}
 	}
 	if req.ApplicationID == "" {
 		return usage("give the application id (flecht status APP) or -f stage.yaml")
+	}
+	if err := checkNames(req.ApplicationID, req.InputTopics); err != nil {
+		return err
 	}
 	interval, err := budget.ParseDuration(opts.Interval)
 	if err != nil {
@@ -153,7 +166,7 @@ func runStatus(ctx context.Context, opts *StatusOptions) error {
 	for frame := 1; ; frame++ {
 		rep := status.Build(req.ApplicationID, last, cur)
 		if printer.Format != ui.FormatTable {
-			if err := printer.Print(rep, nil); err != nil {
+			if err := printer.PrintStream(rep); err != nil {
 				return err
 			}
 		} else {
@@ -230,7 +243,7 @@ func printStatus(h *ui.Human, r *status.Report) {
 		if cl.Bytes != nil {
 			bytes = budget.FormatBytes(*cl.Bytes)
 		}
-		pairs = append(pairs, [2]string{"changelog", fmt.Sprintf("%s: %d partitions, %s records, %s", cl.Topic, cl.Partitions, ui.GroupDigits(cl.Records), bytes)})
+		pairs = append(pairs, [2]string{"changelog", fmt.Sprintf("%s: %d partitions, %s offsets (at most as many records), %s", cl.Topic, cl.Partitions, ui.GroupDigits(cl.Records), bytes)})
 	}
 	h.KV(pairs...)
 
@@ -241,7 +254,7 @@ func printStatus(h *ui.Human, r *status.Report) {
 		for _, a := range m.Assigned {
 			parts = append(parts, a.Topic+" "+joinPartitions(a.Partitions))
 		}
-		rows = append(rows, []string{m.ClientID, strings.TrimPrefix(m.Host, "/"), strings.Join(parts, "; ")})
+		rows = append(rows, []string{m.ClientID, m.Host, strings.Join(parts, "; ")})
 	}
 	h.Table([]string{"client id", "host", "assigned"}, rows)
 

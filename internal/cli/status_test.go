@@ -26,6 +26,9 @@ func TestStatusUsageErrors(t *testing.T) {
 		{[]string{"status"}, "give the application id"},
 		{[]string{"status", "app", "--interval", "often"}, "--interval"},
 		{[]string{"status", "app", "--interval", "0", "--watch"}, "--watch needs"},
+		{[]string{"status", "bad app"}, `application id "bad app": use letters`},
+		{[]string{"status", "app", "--input-topics", "bad topic"}, `topic "bad topic" is not a valid Kafka topic name`},
+		{[]string{"status", "app", "--input-topics", ".."}, "not a valid Kafka topic name"},
 	} {
 		r := run(t, env, "", tc.args...)
 		if r.code != exitcode.Usage || !strings.Contains(r.err, tc.want) {
@@ -61,6 +64,24 @@ func TestStatusCommand(t *testing.T) {
 		t.Errorf("report %+v", rep)
 	}
 
+	// An MQTT bridge's IDs are APP-<client_id>: unknown without
+	// --client-id, so every APP-* ID counts, and the report says so.
+	mqtt := replayFile(t, "mqtt.yaml", "application_id: bridge\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\n")
+	for args, note := range map[string]bool{"": true, "pod-1": false} {
+		argv := []string{"status", "-f", mqtt, "--interval", "0", "-o", "json"}
+		if args != "" {
+			argv = append(argv, "--client-id", args)
+		}
+		r = run(t, e, "", argv...)
+		var rep status.Report
+		if err := json.Unmarshal([]byte(r.out), &rep); r.code != 0 || err != nil {
+			t.Fatalf("mqtt stage: exit %d %v %s", r.code, err, r.err)
+		}
+		if got := strings.Contains(strings.Join(rep.Notes, "\n"), "every bridge-* ID is listed"); got != note {
+			t.Errorf("--client-id %q: note %v, want %v: %q", args, got, note, rep.Notes)
+		}
+	}
+
 	r = run(t, e, "", "status", "app", "--input-topics", "raw", "--interval", "50ms")
 	for _, want := range []string{"stage:", "lag:", "6", "throughput:", "does not exist", "Members", "Inputs", "Open transactions"} {
 		if !strings.Contains(r.out, want) {
@@ -81,13 +102,7 @@ func TestStatusWatch(t *testing.T) {
 	for _, tty := range []bool{false, true} {
 		io, _, out, _ := ui.Test()
 		io.SetTTY(false, tty, false)
-		opts := &StatusOptions{
-			IO: io, Printer: func() *ui.Printer { return ui.NewPrinter(io, ui.FormatTable) },
-			ApplicationID: "app", InputTopics: []string{"raw"}, Interval: "10ms", Watch: true, Frames: 3,
-			Kafka: func(context.Context) (*kgo.Client, error) { return kgo.NewClient(kgo.SeedBrokers(env.KafkaAddr())) },
-			Sleep: sleepCtx,
-		}
-		if err := runStatus(ctx, opts); err != nil {
+		if err := runStatus(ctx, watchOptions(io, env.KafkaAddr(), ui.FormatTable)); err != nil {
 			t.Fatal(err)
 		}
 		frames := strings.Count(out.String(), "stage:")
@@ -98,5 +113,35 @@ func TestStatusWatch(t *testing.T) {
 		if !strings.Contains(out.String(), "throughput:") {
 			t.Errorf("later frames show throughput:\n%s", out.String())
 		}
+	}
+
+	// -o json: one compact document per line and refresh, for scripts.
+	io, _, out, _ := ui.Test()
+	if err := runStatus(ctx, watchOptions(io, env.KafkaAddr(), ui.FormatJSON)); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3 (one per frame):\n%s", len(lines), out.String())
+	}
+	for i, line := range lines {
+		var rep status.Report
+		if err := json.Unmarshal([]byte(line), &rep); err != nil || rep.ApplicationID != "app" {
+			t.Errorf("line %d is not a report: %v\n%s", i+1, err, line)
+		}
+		if (rep.Throughput != nil) != (i > 0) {
+			t.Errorf("line %d: throughput %+v (only after the first frame)", i+1, rep.Throughput)
+		}
+	}
+}
+
+// watchOptions are status --watch of app's input raw for three frames,
+// 10ms apart.
+func watchOptions(io *ui.IOStreams, addr string, format ui.Format) *StatusOptions {
+	return &StatusOptions{
+		IO: io, Printer: func() *ui.Printer { return ui.NewPrinter(io, format) },
+		ApplicationID: "app", InputTopics: []string{"raw"}, Interval: "10ms", Watch: true, Frames: 3,
+		Kafka: func(context.Context) (*kgo.Client, error) { return kgo.NewClient(kgo.SeedBrokers(addr)) },
+		Sleep: sleepCtx,
 	}
 }

@@ -63,7 +63,7 @@ func DescribeGroup(ctx context.Context, adm *kadm.Client, group string) (*Group,
 	if ok && g.Err == nil && g.State != GroupStateDead && g.State != "" {
 		out.State, out.Protocol = g.State, "classic"
 		for _, m := range g.Members {
-			gm := GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost}
+			gm := GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, Host: clientHost(m.ClientHost)}
 			if m.InstanceID != nil {
 				gm.InstanceID = *m.InstanceID
 			}
@@ -101,7 +101,7 @@ func DescribeGroup(ctx context.Context, adm *kadm.Client, group string) (*Group,
 	}
 	cgOut := &Group{Group: group, State: cg.State, Protocol: "consumer", Members: []GroupMember{}}
 	for _, m := range cg.Members {
-		gm := GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost}
+		gm := GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, Host: clientHost(m.ClientHost)}
 		if m.InstanceID != nil {
 			gm.InstanceID = *m.InstanceID
 		}
@@ -113,6 +113,10 @@ func DescribeGroup(ctx context.Context, adm *kadm.Client, group string) (*Group,
 	cgOut.sort()
 	return cgOut, nil
 }
+
+// clientHost drops the "/" that Java's InetAddress.toString puts before an
+// address without a host name, so every view shows the host the same way.
+func clientHost(h string) string { return strings.TrimPrefix(h, "/") }
 
 func (g *Group) sort() {
 	for i := range g.Members {

@@ -113,6 +113,12 @@ func Execute(ctx context.Context, cl *kgo.Client, plan *Plan, opts ExecOptions) 
 		done(fmt.Sprintf("removed %d local %s", len(plan.StateDirs), plural(len(plan.StateDirs), "store", "stores")))
 	}
 	plan.Executed = true
+	// What the replay left (an empty group holding the new offsets), so
+	// the printed result does not show the state from before as current.
+	// Every step is done: a failure to look is no failure of the replay.
+	if g, err := kafkax.DescribeGroup(ctx, adm, plan.ApplicationID); err == nil {
+		plan.GroupStateAfter = g.State
+	}
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/devenv"
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/replay"
@@ -102,6 +103,11 @@ func TestObserveExecute(t *testing.T) {
 	}
 	if !plan.Executed || len(plan.Steps) != 4 {
 		t.Fatalf("executed %v steps %+v", plan.Executed, plan.Steps)
+	}
+	// The state before is the plan's; the state after is what the
+	// commit left: an empty group holding offsets.
+	if plan.GroupState != "Empty" || plan.GroupStateAfter != "Empty" {
+		t.Errorf("group state %q, after %q", plan.GroupState, plan.GroupStateAfter)
 	}
 
 	// Offsets are exactly the plan's.
@@ -254,6 +260,24 @@ func TestObserveTargets(t *testing.T) {
 	if got := o.Requested[replay.TP{Topic: "raw", Partition: 1}]; got != 4 {
 		t.Errorf("datetime: offset %d, want 4", got)
 	}
+	// Before 1970: the log start, never the broker's reading of a
+	// negative time (-1 is "latest").
+	o, err = observe(replay.Target{Kind: replay.TargetDatetime, Time: time.Date(1969, 12, 31, 23, 59, 59, 999_000_000, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(2) {
+		if got := o.Requested[replay.TP{Topic: "raw", Partition: p}]; got != 0 {
+			t.Errorf("before the epoch: partition %d at %d, want 0", p, got)
+		}
+	}
+	o, err = observe(replay.Target{Kind: replay.TargetDuration, Duration: 100000 * 24 * time.Hour, Time: time.Now().Add(-100000 * 24 * time.Hour)})
+	if err != nil {
+		t.Fatalf("100000d: %v", err)
+	}
+	if got := o.Requested[replay.TP{Topic: "raw", Partition: 1}]; got != 0 {
+		t.Errorf("100000d: partition 1 at %d, want 0", got)
+	}
 	o, err = observe(replay.Target{Kind: replay.TargetOffset, Offset: 7})
 	if err != nil || o.Requested[replay.TP{Topic: "raw", Partition: 0}] != 7 {
 		t.Errorf("offset: %v %v", o, err)
@@ -277,5 +301,184 @@ func TestObserveTargets(t *testing.T) {
 	}
 	if _, err := replay.Observe(ctx, cl, replay.Request{ApplicationID: "app", InputTopics: []string{"nope"}}); !errors.As(err, new(*kafkax.MissingTopicsError)) {
 		t.Errorf("missing input: %v", err)
+	}
+}
+
+// openTransaction leaves a transaction open on the topic's partition 0
+// with n records, as a producer that crashed mid-batch does.
+func openTransaction(t *testing.T, env *devenv.Env, id, topic string, n int) {
+	t.Helper()
+	p := devenvtest.KafkaClient(t, env, kgo.TransactionalID(id), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := p.ProduceSync(ctxFor(t), &kgo.Record{Topic: topic, Value: []byte("{}")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The end a replay moves an intermediate topic to, and reads an input
+// up to, is the last stable offset: past it lie the records of a
+// transaction still open, which a committed offset beyond would skip once
+// that transaction commits.
+func TestObserveStopsAtLastStableOffset(t *testing.T) {
+	env := devenvtest.Start(t)
+	cl := devenvtest.KafkaClient(t, env, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	mustCreate(t, adm, "raw", 1, nil)
+	mustCreate(t, adm, "mid", 1, nil)
+	produce(t, cl, "raw", 10, 1)
+	produce(t, cl, "mid", 5, 1)
+	openTransaction(t, env, "upstream-0", "mid", 3)
+	openTransaction(t, env, "source-0", "raw", 2)
+
+	o, err := replay.Observe(ctxFor(t), cl, replay.Request{ApplicationID: "app", InputTopics: []string{"raw"}, IntermediateTopics: []string{"mid"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := replay.BuildPlan(o)
+	if len(plan.Offsets) != 2 {
+		t.Fatalf("offsets %+v", plan.Offsets)
+	}
+	if in := plan.Offsets[0]; in.LogEnd != 10 || in.Records != 10 {
+		t.Errorf("input %+v: the end is 10, not the high watermark 12", in)
+	}
+	if mid := plan.Offsets[1]; mid.Role != replay.RoleIntermediate || mid.Target != 5 {
+		t.Errorf("intermediate %+v: the target is 5, not the high watermark 8", mid)
+	}
+}
+
+// Only APP-changelog goes: topics whose names merely look like the
+// stage's internal topics stay.
+func TestExecuteLeavesLookalikes(t *testing.T) {
+	env := devenvtest.Start(t)
+	cl := devenvtest.KafkaClient(t, env)
+	adm := kadm.NewClient(cl)
+	ctx := ctxFor(t)
+	mustCreate(t, adm, "raw", 2, nil)
+	lookalikes := []string{"app-x-changelog", "app-repartition", "app-changelog-old", "xapp-changelog", "app-changelog.dlq", "app-1"}
+	for _, topic := range append([]string{"app-changelog"}, lookalikes...) {
+		mustCreate(t, adm, topic, 2, map[string]string{"cleanup.policy": "compact"})
+	}
+	o, err := replay.Observe(ctx, cl, replay.Request{ApplicationID: "app", InputTopics: []string{"raw"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := replay.BuildPlan(o)
+	if fmt.Sprint(plan.DeleteTopics) != "[app-changelog]" {
+		t.Fatalf("delete %v", plan.DeleteTopics)
+	}
+	if err := replay.Execute(ctx, cl, plan, replay.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := devenvtest.KafkaClient(t, env) // no metadata cached
+	listed, err := kadm.NewClient(fresh).ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if listed.Has("app-changelog") {
+		t.Error("app-changelog is still there")
+	}
+	for _, topic := range lookalikes {
+		if !listed.Has(topic) {
+			t.Errorf("%s was deleted", topic)
+		}
+	}
+}
+
+// A replay stopped part way (here: its context ends as the offsets step
+// starts, after fencing and deleting) is finished by running it again:
+// the second plan skips what is done and does the rest.
+func TestExecuteResumes(t *testing.T) {
+	env := devenvtest.Start(t)
+	cl := devenvtest.KafkaClient(t, env, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	mustCreate(t, adm, "raw", 2, map[string]string{"retention.ms": "-1"})
+	mustCreate(t, adm, "app-changelog", 2, map[string]string{"cleanup.policy": "compact"})
+	produce(t, cl, "raw", 5, 2)
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "raw", Partition: 0, At: 5, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: "raw", Partition: 1, At: 5, LeaderEpoch: -1})
+	if err := adm.CommitAllOffsets(ctxFor(t), "app", offs); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, d := range []string{"0", "1"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := replay.Request{ApplicationID: "app", InputTopics: []string{"raw"}, StateDir: dir}
+
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	o, err := replay.Observe(ctx, cl, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := replay.BuildPlan(o)
+	err = replay.Execute(ctx, cl, plan, replay.ExecOptions{StateDir: dir, OnStep: func(step string) {
+		if step == "offsets" {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) || plan.Executed {
+		t.Fatalf("interrupted execute: %v, executed %v", err, plan.Executed)
+	}
+	if got := stepNames(plan.Steps); got != "[fence delete_topics]" {
+		t.Fatalf("steps done %s", got)
+	}
+	if committed := committedAt(t, adm, "app", "raw"); committed != "[5 5]" {
+		t.Fatalf("offsets %s moved before their step", committed)
+	}
+
+	// Again, from a fresh observation: the changelog is gone, the rest
+	// is done now.
+	o, err = replay.Observe(ctxFor(t), cl, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan = replay.BuildPlan(o)
+	if len(plan.DeleteTopics) != 0 || len(plan.StateDirs) != 2 {
+		t.Fatalf("second plan %+v", plan)
+	}
+	if err := replay.Execute(ctxFor(t), cl, plan, replay.ExecOptions{StateDir: dir}); err != nil || !plan.Executed {
+		t.Fatalf("second execute: %v", err)
+	}
+	if got := stepNames(plan.Steps); got != "[fence offsets state_dirs]" {
+		t.Errorf("second steps %s", got)
+	}
+	if committed := committedAt(t, adm, "app", "raw"); committed != "[0 0]" {
+		t.Errorf("offsets %s after the second run", committed)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state dir still there: %v", err)
+	}
+}
+
+func stepNames(steps []replay.Step) string {
+	names := make([]string, len(steps))
+	for i, s := range steps {
+		names[i] = s.Step
+	}
+	return fmt.Sprint(names)
+}
+
+// committedAt lists the group's committed offsets on a topic's partitions
+// in order.
+func committedAt(t *testing.T, adm *kadm.Client, group, topic string) string {
+	t.Helper()
+	fetched, err := adm.FetchOffsets(ctxFor(t), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int64
+	for p := int32(0); ; p++ {
+		r, ok := fetched.Lookup(topic, p)
+		if !ok {
+			return fmt.Sprint(out)
+		}
+		out = append(out, r.At)
 	}
 }

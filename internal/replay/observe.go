@@ -70,12 +70,15 @@ func Observe(ctx context.Context, cl *kgo.Client, req Request) (*Observed, error
 		if err != nil {
 			return nil, fmt.Errorf("listing start offsets: %w", err)
 		}
-		ends, err := adm.ListEndOffsets(ctx, offsetTopics...)
+		// The last stable offset, not the high watermark: the records
+		// of a transaction still open lie between the two, and an
+		// offset past them would skip them once it commits.
+		ends, err := adm.ListCommittedOffsets(ctx, offsetTopics...)
 		if err == nil {
 			err = ends.Error()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("listing end offsets: %w", err)
+			return nil, fmt.Errorf("listing last stable offsets: %w", err)
 		}
 		for _, t := range offsetTopics {
 			top := o.Topics[t]
@@ -175,6 +178,15 @@ func (o *Observed) resolveTarget(ctx context.Context, adm *kadm.Client) error {
 			o.Requested[tp] = t.Offset
 		}
 	case TargetDatetime, TargetDuration:
+		if t.BeforeEpoch() {
+			// No record is older than the epoch, and the broker
+			// reads a negative time as "latest" or "earliest" or
+			// not at all: start at the log start.
+			for _, tp := range o.inputPartitions() {
+				o.Requested[tp] = 0
+			}
+			return nil
+		}
 		if len(o.InputTopics) == 0 {
 			return nil
 		}

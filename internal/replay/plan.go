@@ -103,7 +103,8 @@ type Topic struct {
 }
 
 // Partition is one partition's log bounds: the log start offset and the
-// end offset (high watermark).
+// end offset, the last stable offset (the high watermark unless a
+// transaction is open: its records lie past the last stable offset).
 type Partition struct {
 	Partition int32
 	Start     int64
@@ -116,9 +117,13 @@ type Plan struct {
 	ApplicationID string `json:"application_id"`
 	Kind          string `json:"kind"`
 	// Target describes the offset target: earliest, datetime …, offset N.
-	Target     string               `json:"target"`
+	Target string `json:"target"`
+	// GroupState and Members are as observed before executing.
 	GroupState string               `json:"group_state"`
 	Members    []kafkax.GroupMember `json:"members"`
+	// GroupStateAfter is the group's state as Execute left it (empty
+	// before executing, or when it could not be read).
+	GroupStateAfter string `json:"group_state_after,omitempty"`
 	// Refused says why the replay may not run (live members); empty
 	// when it may.
 	Refused string `json:"refused,omitempty"`
@@ -128,8 +133,8 @@ type Plan struct {
 	// changelog, when it exists.
 	DeleteTopics []string `json:"delete_topics"`
 	Offsets      []Offset `json:"offsets"`
-	// Records is the sum of the input partitions' records: how many
-	// offsets the rebuild reads.
+	// Records is the sum of the input partitions' Records: how many
+	// offsets the rebuild reads, so at most that many records.
 	Records   int64     `json:"records"`
 	StateDirs []string  `json:"state_dirs"`
 	Warnings  []Warning `json:"warnings"`
@@ -148,8 +153,9 @@ type Offset struct {
 	// Current is the committed offset, null when there is none.
 	Current *int64 `json:"current"`
 	Target  int64  `json:"target"`
-	// Records is end - target: the offsets the rebuild will read
-	// (transaction markers included).
+	// Records is end - target: the offsets the rebuild will read, so at
+	// most that many records (transaction markers and compaction gaps
+	// take offsets too).
 	Records int64 `json:"records"`
 	// Role is input, or intermediate (moved to its end).
 	Role     string `json:"role"`
@@ -164,9 +170,11 @@ type Warning struct {
 	Topic      string  `json:"topic,omitempty"`
 	Partitions []int32 `json:"partitions,omitempty"`
 	// Missing counts the offsets of history the replay cannot read
-	// (history_deleted).
-	Missing int64  `json:"missing,omitempty"`
-	Message string `json:"message"`
+	// (history_deleted). MissingUpperBound says it is at most that many:
+	// for a time target, what was deleted may have lain before the time.
+	Missing           int64  `json:"missing,omitempty"`
+	MissingUpperBound bool   `json:"missing_upper_bound,omitempty"`
+	Message           string `json:"message"`
 }
 
 // Step is one executed step.
@@ -231,7 +239,14 @@ func BuildPlan(o *Observed) *Plan {
 		warn(Warning{Kind: WarnUnequalPartitions, Message: fmt.Sprintf("%s have unequal partition counts (%s): the stage refuses to start until they match; fencing the %d IDs of the largest",
 			strings.Join(countTopics, ", "), kafkax.DescribeCounts(counts), tasks)})
 	}
-	for i := range tasks {
+	// A changelog with more partitions than the stage has tasks was
+	// written by tasks that no longer exist; their IDs may still hold a
+	// transaction open.
+	fence := tasks
+	if o.ChangelogExists {
+		fence = max(fence, o.ChangelogPartitions)
+	}
+	for i := range fence {
 		p.Fence = append(p.Fence, stagefile.TransactionalID(app, int32(i)))
 	}
 
@@ -240,8 +255,11 @@ func BuildPlan(o *Observed) *Plan {
 	if o.ChangelogExists {
 		p.DeleteTopics = append(p.DeleteTopics, changelog)
 		if tasks > 0 && o.ChangelogPartitions != tasks {
-			warn(Warning{Kind: WarnChangelogCount, Topic: changelog,
-				Message: fmt.Sprintf("%s has %d partitions but the stage has %d tasks: the restart recreates it with %d", changelog, o.ChangelogPartitions, tasks, tasks)})
+			msg := fmt.Sprintf("%s has %d partitions but the stage has %d tasks: the restart recreates it with %d", changelog, o.ChangelogPartitions, tasks, tasks)
+			if fence > tasks {
+				msg += fmt.Sprintf("; the IDs of the old tasks are fenced too (%d in all)", fence)
+			}
+			warn(Warning{Kind: WarnChangelogCount, Topic: changelog, Message: msg})
 		}
 	} else {
 		note("changelog %s does not exist: no state to delete (a stateless stage, one that never ran, or a replay already done)", changelog)
@@ -251,11 +269,14 @@ func BuildPlan(o *Observed) *Plan {
 	if kind == KindExtractor {
 		warn(Warning{Kind: WarnExtractor, Message: fmt.Sprintf("%s is an extractor: its cursors live in %s, so the replay makes it poll its external sources again from the start, the one input that may not give the past back", app, changelog)})
 	}
+	if o.Target.BeforeEpoch() {
+		note("the target time %s is before 1970, which no record timestamp precedes: every input partition starts at its log start, as with --to-earliest", o.Target.Time.UTC().Format(time.RFC3339Nano))
+	}
 	committedAny := false
 	for _, t := range o.InputTopics {
 		top := o.Topics[t]
-		var history, beyond []int32
-		var missing int64
+		h := history{}
+		var beyond []int32
 		for _, part := range top.Partitions {
 			tp := TP{Topic: t, Partition: part.Partition}
 			off := Offset{Topic: t, Partition: part.Partition, Role: RoleInput, LogStart: part.Start, LogEnd: part.End}
@@ -271,15 +292,15 @@ func BuildPlan(o *Observed) *Plan {
 			target := min(max(want, part.Start), part.End)
 			switch {
 			case want < part.Start:
-				history = append(history, part.Partition)
-				missing += part.Start - want
+				h.add(part.Partition, part.Start-want, false)
 			case o.Target.TimeBased() && want == part.Start && part.Start > 0:
 				// The broker answers a time before the oldest record
 				// still held with the log start: what came before it
 				// is gone and may have been in range.
-				history = append(history, part.Partition)
-				missing += part.Start
-			case want > part.End:
+				h.add(part.Partition, part.Start, true)
+			case want > part.End, o.Target.TimeBased() && want == part.End && part.End > part.Start:
+				// A time target at the end: no record at or after the
+				// time (below the end offset).
 				beyond = append(beyond, part.Partition)
 			}
 			off.Target = target
@@ -287,7 +308,7 @@ func BuildPlan(o *Observed) *Plan {
 			p.Records += off.Records
 			p.Offsets = append(p.Offsets, off)
 		}
-		topicWarnings(t, top, history, missing, beyond, o.Target, warn)
+		topicWarnings(t, top, h, beyond, o.Target, warn)
 	}
 	if len(o.InputTopics) > 0 && !committedAny {
 		note("group %q has no committed offsets on the input topics: the stage would start from the earliest offsets anyway; the plan commits the targets explicitly", app)
@@ -314,8 +335,22 @@ func BuildPlan(o *Observed) *Plan {
 	return p
 }
 
+// history is the part of one topic's history a replay cannot read.
+type history struct {
+	partitions []int32
+	missing    int64
+	// upperBound: some partition's count is only an upper bound.
+	upperBound bool
+}
+
+func (h *history) add(partition int32, missing int64, upperBound bool) {
+	h.partitions = append(h.partitions, partition)
+	h.missing += missing
+	h.upperBound = h.upperBound || upperBound
+}
+
 // topicWarnings adds the preflight warnings of one input (raw) topic.
-func topicWarnings(topic string, t Topic, history []int32, missing int64, beyond []int32, target Target, warn func(Warning)) {
+func topicWarnings(topic string, t Topic, h history, beyond []int32, target Target, warn func(Warning)) {
 	policy := t.Configs["cleanup.policy"]
 	if hasPolicy(policy, "compact") {
 		warn(Warning{Kind: WarnCompacted, Topic: topic, Message: fmt.Sprintf(
@@ -332,28 +367,45 @@ func topicWarnings(topic string, t Topic, history []int32, missing int64, beyond
 		warn(Warning{Kind: WarnFiniteRetention, Topic: topic, Message: fmt.Sprintf(
 			"%s has finite retention (%s): the replay reaches back only as far as the topic still holds; give raw topics retention.ms=-1 or as long as you may need to reprocess", topic, strings.Join(limits, ", "))})
 	}
-	if len(history) > 0 {
-		what := "the target"
-		if target.Kind == TargetEarliest || target.Kind == "" {
-			what = "offset 0"
-		}
-		warn(Warning{Kind: WarnHistoryDeleted, Topic: topic, Partitions: history, Missing: missing, Message: fmt.Sprintf(
-			"%s: %s offsets of history are gone (the log start is past %s on %s %s): the replay will be partial",
-			topic, groupDigits(missing), what, plural(len(history), "partition", "partitions"), joinInts(history))})
+	if len(h.partitions) > 0 {
+		warn(historyWarning(topic, h, target))
 	}
 	if len(beyond) > 0 {
+		what := "the target is beyond the end offset"
+		if target.TimeBased() {
+			what = "no record at or after the target time is below the end offset"
+		}
 		warn(Warning{Kind: WarnTargetBeyondEnd, Topic: topic, Partitions: beyond, Message: fmt.Sprintf(
-			"%s: the target is beyond the end offset on %s %s: set to the end instead (nothing to read there)",
-			topic, plural(len(beyond), "partition", "partitions"), joinInts(beyond))})
+			"%s: %s on %s %s: set to the end instead (nothing to read there)",
+			topic, what, plural(len(beyond), "partition", "partitions"), joinInts(beyond))})
 	}
+}
+
+// historyWarning says how much history is gone: exactly, when the log
+// start is past an offset target, or as an upper bound for a time target,
+// whose deleted records may all have been older than the time.
+func historyWarning(topic string, h history, target Target) Warning {
+	where := fmt.Sprintf("%s %s", plural(len(h.partitions), "partition", "partitions"), joinInts(h.partitions))
+	w := Warning{Kind: WarnHistoryDeleted, Topic: topic, Partitions: h.partitions, Missing: h.missing, MissingUpperBound: h.upperBound}
+	if h.upperBound {
+		w.Message = fmt.Sprintf("%s: up to %s offsets of history may be gone (the oldest record still held on %s is newer than the target time, and the deleted records before it may have been in range): the replay may be partial",
+			topic, groupDigits(h.missing), where)
+		return w
+	}
+	what := "the target"
+	if target.Kind == TargetEarliest || target.Kind == "" {
+		what = "offset 0"
+	}
+	w.Message = fmt.Sprintf("%s: %s offsets of history are gone (the log start is past %s on %s): the replay will be partial",
+		topic, groupDigits(h.missing), what, where)
+	return w
 }
 
 // DescribeMembers names members as "client-id on host", for refusals.
 func DescribeMembers(ms []kafkax.GroupMember) string {
 	parts := make([]string, len(ms))
 	for i, m := range ms {
-		host := strings.TrimPrefix(m.Host, "/")
-		parts[i] = fmt.Sprintf("%s on %s", m.ClientID, host)
+		parts[i] = fmt.Sprintf("%s on %s", m.ClientID, m.Host)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -107,7 +107,7 @@ func TestPlanHappyPath(t *testing.T) {
 func TestPlanRefusesLiveMembers(t *testing.T) {
 	o := observed([2]int64{0, 10})
 	o.Group.State = "Stable"
-	o.Group.Members = []kafkax.GroupMember{{MemberID: "m1", ClientID: "count-0", Host: "/10.0.0.7"}, {MemberID: "m2", ClientID: "count-1", Host: "/10.0.0.8"}}
+	o.Group.Members = []kafkax.GroupMember{{MemberID: "m1", ClientID: "count-0", Host: "10.0.0.7"}, {MemberID: "m2", ClientID: "count-1", Host: "10.0.0.8"}}
 	p := BuildPlan(o)
 	if p.Refused == "" {
 		t.Fatal("live members must refuse")
@@ -199,8 +199,81 @@ func TestPlanTimeTargetAtLogStart(t *testing.T) {
 	if got := kinds(p.Warnings); !reflect.DeepEqual(got, []string{WarnHistoryDeleted}) || p.Warnings[0].Missing != 40 || !reflect.DeepEqual(p.Warnings[0].Partitions, []int32{0}) {
 		t.Fatalf("warnings %+v", p.Warnings)
 	}
+	// Only an upper bound: the 40 deleted records may all have been
+	// older than the time.
+	if w := p.Warnings[0]; !w.MissingUpperBound || !strings.Contains(w.Message, "up to 40 offsets of history may be gone") || strings.Contains(w.Message, "are gone") {
+		t.Errorf("history warning %+v", w)
+	}
 	if p.Offsets[1].Target != 60 || p.Offsets[1].Records != 40 {
 		t.Errorf("%+v", p.Offsets[1])
+	}
+}
+
+// A time after the newest record resolves to the end: say so, and on
+// which partitions; an empty partition has nothing to say.
+func TestPlanTimeTargetBeyondEnd(t *testing.T) {
+	o := observed([2]int64{0, 100}, [2]int64{0, 50}, [2]int64{0, 0}, [2]int64{0, 80})
+	o.Target = Target{Kind: TargetDuration, Duration: time.Hour, Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	o.Requested[tp("raw", 0)] = 100 // no record at or after the time
+	o.Requested[tp("raw", 1)] = 30
+	o.Requested[tp("raw", 2)] = 0
+	o.Requested[tp("raw", 3)] = 80
+	p := BuildPlan(o)
+	if got := kinds(p.Warnings); !reflect.DeepEqual(got, []string{WarnTargetBeyondEnd}) {
+		t.Fatalf("warnings %+v", p.Warnings)
+	}
+	w := p.Warnings[0]
+	if !reflect.DeepEqual(w.Partitions, []int32{0, 3}) || !strings.Contains(w.Message, "no record at or after the target time") || !strings.Contains(w.Message, "partitions 0, 3") {
+		t.Errorf("beyond warning %+v", w)
+	}
+	if p.Offsets[0].Target != 100 || p.Offsets[0].Records != 0 || p.Offsets[1].Records != 20 {
+		t.Errorf("offsets %+v", p.Offsets)
+	}
+}
+
+// A time before 1970 starts at the log start, as --to-earliest does (the
+// observation asked for offset 0): the history before it is gone for
+// certain, and a note says why.
+func TestPlanTimeTargetBeforeEpoch(t *testing.T) {
+	o := observed([2]int64{30, 100}, [2]int64{0, 100})
+	o.Target = Target{Kind: TargetDatetime, Time: time.Date(1969, 12, 31, 23, 59, 59, 999_000_000, time.UTC)}
+	p := BuildPlan(o)
+	if got := kinds(p.Warnings); !reflect.DeepEqual(got, []string{WarnHistoryDeleted}) {
+		t.Fatalf("warnings %+v", p.Warnings)
+	}
+	if w := p.Warnings[0]; w.Missing != 30 || w.MissingUpperBound || !strings.Contains(w.Message, "30 offsets of history are gone") {
+		t.Errorf("history warning %+v", w)
+	}
+	if p.Offsets[0].Target != 30 || p.Offsets[1].Target != 0 || p.Records != 170 {
+		t.Errorf("offsets %+v", p.Offsets)
+	}
+	if notes := strings.Join(p.Notes, "\n"); !strings.Contains(notes, "1969-12-31T23:59:59.999Z is before 1970") {
+		t.Errorf("notes %q", notes)
+	}
+}
+
+// A changelog larger than the stage's task count was written by old
+// tasks: their IDs are fenced too, so none of them keeps a transaction
+// open.
+func TestPlanFencesOldTasks(t *testing.T) {
+	o := observed([2]int64{0, 10}, [2]int64{0, 10})
+	o.ChangelogPartitions = 4
+	p := BuildPlan(o)
+	if want := []string{"app-0", "app-1", "app-2", "app-3"}; !reflect.DeepEqual(p.Fence, want) {
+		t.Errorf("fence %v, want %v", p.Fence, want)
+	}
+	if got := kinds(p.Warnings); !reflect.DeepEqual(got, []string{WarnChangelogCount}) || !strings.Contains(p.Warnings[0].Message, "fenced too (4 in all)") {
+		t.Errorf("warnings %+v", p.Warnings)
+	}
+	// A smaller changelog: the tasks' IDs are all there is to fence.
+	o.ChangelogPartitions = 1
+	if p = BuildPlan(o); len(p.Fence) != 2 || strings.Contains(p.Warnings[0].Message, "fenced too") {
+		t.Errorf("fence %v warnings %+v", p.Fence, p.Warnings)
+	}
+	// A changelog that is gone fences by the tasks alone.
+	o.ChangelogPartitions, o.ChangelogExists = 4, false
+	if p = BuildPlan(o); len(p.Fence) != 2 {
+		t.Errorf("fence %v", p.Fence)
 	}
 }
 
@@ -293,9 +366,9 @@ func TestPlanExtractor(t *testing.T) {
 	}
 }
 
-func TestDescribeMembersStripsSlash(t *testing.T) {
-	got := DescribeMembers([]kafkax.GroupMember{{ClientID: "a", Host: "/127.0.0.1"}})
-	if got != "a on 127.0.0.1" {
+func TestDescribeMembers(t *testing.T) {
+	got := DescribeMembers([]kafkax.GroupMember{{ClientID: "a", Host: "127.0.0.1"}, {ClientID: "b", Host: "10.0.0.8"}})
+	if got != "a on 127.0.0.1, b on 10.0.0.8" {
 		t.Errorf("%q", got)
 	}
 }

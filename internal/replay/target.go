@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flecht-dev/flecht/internal/stagefile"
 )
 
 // Target kinds.
@@ -38,6 +39,11 @@ type Target struct {
 // TimeBased reports whether the target is resolved from record timestamps.
 func (t Target) TimeBased() bool { return t.Kind == TargetDatetime || t.Kind == TargetDuration }
 
+// BeforeEpoch reports whether a time target lies before 1970: record
+// timestamps cannot, and ListOffsets reads negative times as special
+// queries (-1 latest, -2 earliest) or refuses them.
+func (t Target) BeforeEpoch() bool { return t.TimeBased() && t.Time.UnixMilli() < 0 }
+
 // String describes the target for the plan.
 func (t Target) String() string {
 	switch t.Kind {
@@ -53,8 +59,6 @@ func (t Target) String() string {
 		return TargetEarliest
 	}
 }
-
-var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
 // ParseOffsetsCSV reads --from-file offsets: one "topic,partition,offset"
 // record per line, as `kafka-consumer-groups --reset-offsets --export`
@@ -93,7 +97,7 @@ func ParseOffsetsCSV(r io.Reader) (map[TP]int64, error) {
 				continue
 			}
 		}
-		if !topicName.MatchString(topic) {
+		if !stagefile.ValidTopicName(topic) {
 			return nil, fmt.Errorf("line %d: %q is not a Kafka topic name", line, topic)
 		}
 		p, err := strconv.ParseInt(ps, 10, 32)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flecht-dev/flecht/internal/stagefile"
 )
 
 func TestParseOffsetsCSV(t *testing.T) {
@@ -75,7 +77,7 @@ func FuzzParseOffsetsCSV(f *testing.F) {
 		}
 		tps := make([]TP, 0, len(got))
 		for tp, o := range got {
-			if !topicName.MatchString(tp.Topic) || tp.Partition < 0 || o < 0 {
+			if !stagefile.ValidTopicName(tp.Topic) || tp.Partition < 0 || o < 0 {
 				t.Fatalf("accepted an invalid row %v=%d from %q", tp, o, in)
 			}
 			tps = append(tps, tp)

@@ -191,6 +191,30 @@ func Load(path string) (*Stage, error) {
 // become topic names and transactional ids).
 var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
+// ValidTopicName reports whether Kafka accepts t as a topic name.
+func ValidTopicName(t string) bool { return topicName.MatchString(t) && t != "." && t != ".." }
+
+// ValidApplicationID reports whether id can name a stage: its changelog
+// topic must be a valid topic name.
+func ValidApplicationID(id string) bool { return ValidTopicName(ChangelogTopic(id)) }
+
+// CheckTopicName says why Kafka would refuse t as a topic name, or nil.
+func CheckTopicName(t string) error {
+	if ValidTopicName(t) {
+		return nil
+	}
+	return fmt.Errorf("%q is not a valid Kafka topic name: use letters, digits, '.', '_' and '-', at most 249 characters", t)
+}
+
+// CheckApplicationID says why id cannot name a stage, or nil.
+func CheckApplicationID(id string) error {
+	if ValidApplicationID(id) {
+		return nil
+	}
+	return fmt.Errorf("application id %q: use letters, digits, '.', '_' and '-', at most %d characters (it names topics and transactional IDs)",
+		id, 249-len(ChangelogTopic("")))
+}
+
 // Prometheus label names, minus the ones flecht's metrics add themselves.
 var (
 	labelName      = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
@@ -221,12 +245,12 @@ func (s *Stage) validate() error {
 	switch {
 	case s.ApplicationID == "":
 		bad("application_id is required")
-	case !topicName.MatchString(s.ApplicationID + "-changelog"):
+	case !ValidApplicationID(s.ApplicationID):
 		bad("application_id %q: use letters, digits, '.', '_' and '-' (it names topics and transactional ids)", s.ApplicationID)
 	}
 	for _, t := range append(append([]string{}, s.InputTopics...), s.ConfigTopics...) {
-		if !topicName.MatchString(t) {
-			bad("topic %q is not a valid Kafka topic name", t)
+		if err := CheckTopicName(t); err != nil {
+			bad("topic %v", err)
 		}
 	}
 	if dup := duplicate(s.InputTopics); dup != "" {

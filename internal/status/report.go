@@ -101,6 +101,9 @@ func Build(app string, prev, cur *Sample) *Report {
 	if !cur.Group.Exists() {
 		r.Notes = append(r.Notes, "group "+app+" does not exist: the stage has never committed, or its offsets expired")
 	}
+	if cur.Request.AnyClientID() {
+		r.Notes = append(r.Notes, "an MQTT bridge's transactional ID is "+app+"-<client_id>: every "+app+"-* ID is listed, another application's whose id begins with "+app+"- too; give --client-id to list only the bridge's")
+	}
 	if len(cur.Inputs) == 0 {
 		r.Notes = append(r.Notes, "no input topics: give --input-topics or -f stage.yaml (the group has no commits or assignments to learn them from)")
 	}

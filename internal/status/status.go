@@ -8,7 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,13 +31,49 @@ type Request struct {
 	// InputTopics to report lag for; empty means the topics the group has
 	// committed offsets for or has assigned.
 	InputTopics []string
+	// Kind is the stage's kind when a stage file said it (empty: not
+	// known).
+	Kind string
+	// ClientIDs name MQTT bridge instances: their transactional IDs are
+	// APP-<client_id> (SPEC §1).
+	ClientIDs []string
+}
+
+// OwnsTransactionalID reports whether a transactional ID is the stage's
+// (SPEC §1): APP-<n> of a task or an extractor token, APP-<client_id> of a
+// bridge instance named in ClientIDs, and, for an MQTT bridge whose client
+// ids were not given, any APP-<suffix>. A bare prefix match would claim the
+// IDs of another application whose id begins with APP- (a5-count-1 is task
+// 1 of a5-count, not a5's).
+func (r Request) OwnsTransactionalID(id string) bool {
+	rest, ok := strings.CutPrefix(id, r.ApplicationID+"-")
+	switch {
+	case !ok || rest == "":
+		return false
+	case isTaskNumber(rest), slices.Contains(r.ClientIDs, rest):
+		return true
+	}
+	return r.AnyClientID()
+}
+
+// AnyClientID reports whether every APP-<suffix> counts as the stage's: an
+// MQTT bridge's client ids are chosen per instance and were not given.
+func (r Request) AnyClientID() bool { return r.Kind == stagefile.KindMQTT && len(r.ClientIDs) == 0 }
+
+// isTaskNumber reports whether s is a partition or token number as
+// TransactionalID writes it: decimal, no sign, no leading zero.
+func isTaskNumber(s string) bool {
+	n, err := strconv.ParseInt(s, 10, 32)
+	return err == nil && n >= 0 && strconv.FormatInt(n, 10) == s
 }
 
 // Sample is one look at the stage.
 type Sample struct {
-	At     time.Time
-	Group  kafkax.Group
-	Inputs []string
+	// Request is what was asked for.
+	Request Request
+	At      time.Time
+	Group   kafkax.Group
+	Inputs  []string
 	// Partitions per input topic, sorted.
 	Partitions map[string][]int32
 	// Committed holds the group's commits on the inputs (absent: none).
@@ -69,7 +107,7 @@ type Transactions struct {
 	Pending   []PendingTransaction `json:"pending"`
 }
 
-// PendingTransaction is an open transaction of an <app>-* ID.
+// PendingTransaction is an open transaction of one of the stage's IDs.
 type PendingTransaction struct {
 	TransactionalID string    `json:"transactional_id"`
 	State           string    `json:"state"`
@@ -87,7 +125,7 @@ var pendingStates = map[string]bool{"Ongoing": true, "PrepareCommit": true, "Pre
 // Take samples the stage now.
 func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
 	adm := kadm.NewClient(cl)
-	s := &Sample{At: time.Now(), Partitions: map[string][]int32{}, Committed: map[TP]int64{}, Starts: map[TP]int64{}, Ends: map[TP]int64{}}
+	s := &Sample{Request: req, At: time.Now(), Partitions: map[string][]int32{}, Committed: map[TP]int64{}, Starts: map[TP]int64{}, Ends: map[TP]int64{}}
 	g, err := kafkax.DescribeGroup(ctx, adm, req.ApplicationID)
 	if err != nil {
 		return nil, err
@@ -135,7 +173,7 @@ func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Transaction = takeTransactions(ctx, adm, req.ApplicationID)
+	s.Transaction = takeTransactions(ctx, adm, req)
 	s.At = time.Now()
 	return s, nil
 }
@@ -228,7 +266,7 @@ func takeChangelog(ctx context.Context, adm *kadm.Client, topic string) (Changel
 	return c, nil
 }
 
-func takeTransactions(ctx context.Context, adm *kadm.Client, app string) Transactions {
+func takeTransactions(ctx context.Context, adm *kadm.Client, req Request) Transactions {
 	tx := Transactions{Pending: []PendingTransaction{}}
 	listed, err := adm.ListTransactions(ctx, nil, nil)
 	if err != nil {
@@ -238,7 +276,7 @@ func takeTransactions(ctx context.Context, adm *kadm.Client, app string) Transac
 	tx.Supported = true
 	var ids []string
 	for id, l := range listed {
-		if strings.HasPrefix(id, app+"-") && pendingStates[l.State] {
+		if req.OwnsTransactionalID(id) && pendingStates[l.State] {
 			ids = append(ids, id)
 		}
 	}

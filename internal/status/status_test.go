@@ -14,8 +14,9 @@ import (
 )
 
 // Take on the in-process broker: inputs learnt from the group's commits,
-// the changelog's span, and an open transaction of an app-* ID (but not
-// of another application whose name shares the prefix letters).
+// the changelog's span, and an open transaction of a task ID app-1 (but
+// not of application-0, nor of app-count-1: task 1 of another application
+// whose id begins with "app-").
 func TestTake(t *testing.T) {
 	env := devenvtest.Start(t)
 	cl := devenvtest.KafkaClient(t, env, kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -40,7 +41,7 @@ func TestTake(t *testing.T) {
 	if err := adm.CommitAllOffsets(ctx, "app", offs); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{"app-1", "application-0"} {
+	for _, id := range []string{"app-1", "application-0", "app-count-1"} {
 		p := devenvtest.KafkaClient(t, env, kgo.TransactionalID(id), kgo.DefaultProduceTopic("out"))
 		if err := p.BeginTransaction(); err != nil {
 			t.Fatal(err)
@@ -80,5 +81,44 @@ func TestTake(t *testing.T) {
 	r = status.Build("ghost", nil, s)
 	if r.GroupState != kafkax.GroupStateDead || r.Changelog.Exists || r.Lag != 10 || r.Inputs[0].Committed != nil {
 		t.Errorf("ghost %+v", r)
+	}
+}
+
+// Two applications sharing a prefix: a5's IDs are a5-<n>, never
+// a5-count-<n>; a bridge's are a5-<client_id>, all of a5-* only when its
+// client ids are unknown.
+func TestOwnsTransactionalID(t *testing.T) {
+	transformer := status.Request{ApplicationID: "a5"}
+	bridge := status.Request{ApplicationID: "a5", Kind: "mqtt", ClientIDs: []string{"pod-1"}}
+	anyBridge := status.Request{ApplicationID: "a5", Kind: "mqtt"}
+	for _, tc := range []struct {
+		id                   string
+		task, bridge, anyone bool
+	}{
+		{"a5-0", true, true, true},
+		{"a5-17", true, true, true},
+		{"a5-count-1", false, false, true},
+		{"a5-count", false, false, true},
+		{"a5-pod-1", false, true, true},
+		{"a5-007", false, false, true},
+		{"a5--1", false, false, true},
+		{"a5-", false, false, false},
+		{"a5", false, false, false},
+		{"a50-1", false, false, false},
+		{"b5-1", false, false, false},
+	} {
+		if got := transformer.OwnsTransactionalID(tc.id); got != tc.task {
+			t.Errorf("transformer a5 owns %s: %v", tc.id, got)
+		}
+		if got := bridge.OwnsTransactionalID(tc.id); got != tc.bridge {
+			t.Errorf("bridge a5 (pod-1) owns %s: %v", tc.id, got)
+		}
+		if got := anyBridge.OwnsTransactionalID(tc.id); got != tc.anyone {
+			t.Errorf("bridge a5 (any client) owns %s: %v", tc.id, got)
+		}
+	}
+	// A regexp's metacharacter in the id is a plain character.
+	if (status.Request{ApplicationID: "a.5"}).OwnsTransactionalID("ab5-1") {
+		t.Error("a.5 owns ab5-1")
 	}
 }

@@ -42,6 +42,13 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// writeJSONLine writes v as compact JSON on one line.
+func writeJSONLine(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
 // writeYAML writes v as YAML with the same field names and order as its JSON
 // form: it goes through JSON so that the json tags are the one schema.
 func writeYAML(w io.Writer, v any) error {

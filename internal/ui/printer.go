@@ -35,6 +35,24 @@ func (p *Printer) Print(v any, human func(h *Human) error) error {
 	}
 }
 
+// PrintStream writes one result of a stream (a --watch refresh) for
+// scripts: JSON as one compact line, so line-based tools read each refresh
+// as it comes, YAML as one "---" document. The table format has no stream
+// form; its caller draws frames itself.
+func (p *Printer) PrintStream(v any) error {
+	switch p.Format {
+	case FormatJSON:
+		return writeJSONLine(p.IO.Out, v)
+	case FormatYAML:
+		if _, err := io.WriteString(p.IO.Out, "---\n"); err != nil {
+			return err
+		}
+		return writeYAML(p.IO.Out, v)
+	default:
+		return fmt.Errorf("format %q has no stream form", p.Format)
+	}
+}
+
 // Human returns the writer for the human format on standard output.
 func (p *Printer) Human() *Human { return NewHuman(p.IO.Out, p.IO.ColorEnabled()) }
 

@@ -105,3 +105,30 @@ func TestTableEscapesNonPrintableCells(t *testing.T) {
 		t.Errorf("forged escape kept: %q", out.String())
 	}
 }
+
+// A stream (a --watch refresh) is one compact JSON document per line, or
+// one YAML document per "---".
+func TestPrintStream(t *testing.T) {
+	s, _, out, _ := Test()
+	p := NewPrinter(s, FormatJSON)
+	for i := range 2 {
+		if err := p.PrintStream(sample{Key: "k", Count: i, Multiline: "a\nb"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `{"key":"k","count":0,"flag":"","nested":null,"multiline":"a\nb"}` + "\n" + `{"key":"k","count":1,"flag":"","nested":null,"multiline":"a\nb"}` + "\n"
+	if out.String() != want {
+		t.Errorf("json stream:\n%s\nwant:\n%s", out, want)
+	}
+	s, _, out, _ = Test()
+	if err := NewPrinter(s, FormatYAML).PrintStream(sample{Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "---\nkey: k\n") {
+		t.Errorf("yaml stream:\n%s", out)
+	}
+	s, _, _, _ = Test()
+	if err := NewPrinter(s, FormatTable).PrintStream(sample{}); err == nil {
+		t.Error("a table has no stream form")
+	}
+}
