@@ -8,13 +8,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/flecht-dev/flecht/internal/profile"
 )
 
 // Which end of an overflowing queue a broker keeps.
@@ -176,23 +177,21 @@ func ranges(seen []bool, want bool) []Range {
 	return out
 }
 
-// ParseMQTTURL returns the dial address and whether to use TLS.
+// ParseMQTTURL returns the dial address and whether to use TLS. A password
+// in the URL is refused and errors never quote it (profile.ParseMQTTURL).
 func ParseMQTTURL(raw string) (addr string, useTLS bool, host string, err error) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "", false, "", fmt.Errorf("MQTT URL %q: use mqtt://host:port or mqtts://host:port", raw)
+	u, err := profile.ParseMQTTURL(raw)
+	if err != nil {
+		return "", false, "", err
 	}
-	port := ""
-	switch strings.ToLower(u.Scheme) {
-	case "mqtt", "tcp":
-		port = "1883"
-	case "mqtts", "ssl", "tls":
-		port, useTLS = "8883", true
+	useTLS = profile.MQTTURLSecure(u)
+	port := u.Port()
+	switch {
+	case port != "":
+	case useTLS:
+		port = "8883"
 	default:
-		return "", false, "", fmt.Errorf("MQTT URL %q: scheme %q is not supported (use mqtt:// or mqtts://)", raw, u.Scheme)
-	}
-	if u.Port() != "" {
-		port = u.Port()
+		port = "1883"
 	}
 	return net.JoinHostPort(u.Hostname(), port), useTLS, u.Hostname(), nil
 }
@@ -370,7 +369,7 @@ wait:
 	mu.Lock()
 	*res = *Analyze(o.Count, got)
 	mu.Unlock()
-	res.Broker, res.ClientID, res.Topic, res.QoS, res.PayloadSize = o.URL, clientID, topic, int(o.QoS), o.PayloadSize
+	res.Broker, res.ClientID, res.Topic, res.QoS, res.PayloadSize = profile.RedactURL(o.URL), clientID, topic, int(o.QoS), o.PayloadSize
 	res.SessionExpiryGrantedS = granted
 	res.SessionPresent = ca2.SessionPresent
 	if !ca2.SessionPresent {

@@ -348,6 +348,7 @@ func TestBudgetProbeCommand(t *testing.T) {
 		"--mqtt mqtt://127.0.0.1:1 --count 0":           "--count must be at least 1",
 		"--mqtt mqtt://127.0.0.1:1 --quiet soon":        "--quiet",
 		"--mqtt ws://127.0.0.1:1":                       "not supported",
+		"--mqtt mqtt://u:hunter2@127.0.0.1:1":           "must not hold a password",
 		"--mqtt mqtt://127.0.0.1:1 --password-env NOPE": "--password-env NOPE",
 		"--mqtt mqtt://127.0.0.1:1 --payload-size lots": "--payload-size \"lots\": want a size from 1B to 255.9 MiB",
 		"--mqtt mqtt://127.0.0.1:1 --payload-size 0":    "--payload-size",
@@ -356,6 +357,9 @@ func TestBudgetProbeCommand(t *testing.T) {
 		r := run(t, nil, "", append([]string{"budget", "probe"}, strings.Fields(args)...)...)
 		if r.code != exitcode.Usage || !strings.Contains(r.err, want) {
 			t.Errorf("%s: exit %d %q; want 2 and %q", args, r.code, r.err, want)
+		}
+		if strings.Contains(r.err, "hunter2") {
+			t.Errorf("%s: the error shows the password: %q", args, r.err)
 		}
 	}
 }

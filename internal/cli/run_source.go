@@ -71,7 +71,7 @@ func mqttEndpoint(flag string, getenv func(string) string, st *stagefile.Stage, 
 	}
 	u, err := mqtt.ParseURL(raw)
 	if err != nil {
-		return mqtt.Endpoint{}, err
+		return mqtt.Endpoint{}, exitcode.UsageError(err)
 	}
 	e := mqtt.Endpoint{URL: u}
 	switch {
@@ -91,10 +91,7 @@ func mqttEndpoint(flag string, getenv func(string) string, st *stagefile.Stage, 
 		e.Password = pw
 	}
 	if u.User != nil {
-		e.Username = u.User.Username()
-		if pw, ok := u.User.Password(); ok {
-			e.Password = pw
-		}
+		e.Username = u.User.Username() // a password there is refused
 	}
 	return e, nil
 }

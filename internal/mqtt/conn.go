@@ -14,6 +14,8 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 	pahosession "github.com/eclipse/paho.golang/paho/session"
 	"github.com/eclipse/paho.golang/paho/session/state"
+
+	"github.com/flecht-dev/flecht/internal/profile"
 )
 
 // Endpoint is where the MQTT broker is and how to log in.
@@ -24,30 +26,13 @@ type Endpoint struct {
 }
 
 // ParseURL accepts mqtt://, tcp:// (plain) and mqtts://, ssl://, tls://
-// (TLS with the system roots); the port defaults to 1883 or 8883.
+// (TLS with the system roots); the port defaults to 1883 or 8883. A password
+// in the URL is refused and errors never quote it (profile.ParseMQTTURL).
 func ParseURL(s string) (*url.URL, error) {
-	u, err := url.Parse(s)
-	if err != nil {
-		return nil, fmt.Errorf("mqtt url %q: %w", s, err)
-	}
-	switch u.Scheme {
-	case "mqtt", "tcp", "mqtts", "ssl", "tls":
-	default:
-		return nil, fmt.Errorf("mqtt url %q: scheme must be mqtt, tcp, mqtts, ssl or tls", s)
-	}
-	if u.Hostname() == "" {
-		return nil, fmt.Errorf("mqtt url %q: no host", s)
-	}
-	return u, nil
+	return profile.ParseMQTTURL(s)
 }
 
-func (e Endpoint) secure() bool {
-	switch e.URL.Scheme {
-	case "mqtts", "ssl", "tls":
-		return true
-	}
-	return false
-}
+func (e Endpoint) secure() bool { return profile.MQTTURLSecure(e.URL) }
 
 func (e Endpoint) hostPort() string {
 	port := e.URL.Port()

@@ -100,13 +100,8 @@ func (m *MQTT) validate(where string) error {
 	if m.URL == "" {
 		return fmt.Errorf("%s: mqtt.url is required", where)
 	}
-	u, err := url.Parse(m.URL)
-	if err != nil {
-		// url's error quotes the whole URL, password and all.
-		return fmt.Errorf("%s: mqtt.url is not a valid URL (want mqtt://host:port)", where)
-	}
-	if _, ok := u.User.Password(); ok {
-		return fmt.Errorf("%s: mqtt.url must not hold a password: set mqtt.username and mqtt.password_env or mqtt.password_file", where)
+	if _, err := ParseMQTTURL(m.URL); err != nil {
+		return fmt.Errorf("%s: mqtt.url: %w", where, err)
 	}
 	return m.Password.validate(where + " mqtt")
 }
