@@ -18,6 +18,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/profile"
+	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -135,4 +136,23 @@ func (f *Factory) Kafka(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, *ka
 		return nil, nil, err
 	}
 	return cl, c, nil
+}
+
+// KafkaClient is Kafka without the cluster, the shape commands take as
+// their Kafka seam.
+func (f *Factory) KafkaClient(ctx context.Context) (*kgo.Client, error) {
+	cl, _, err := f.Kafka(ctx)
+	return cl, err
+}
+
+// ScanTopics runs a secret scan on a fresh client: the seam of every
+// command that scans (secrets scan, keys rotate-plan, the keys remove
+// guard).
+func (f *Factory) ScanTopics(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error) {
+	cl, err := f.KafkaClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	return reencrypt.Scan(ctx, cl, o)
 }

@@ -239,14 +239,7 @@ type keysRemoveGuard struct {
 // scan before the removal. Without them the removal is unguarded, as
 // before, and says so.
 func guardKeysRemove(f *Factory, cmd *cobra.Command) *cobra.Command {
-	g := &keysRemoveGuard{Scan: func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error) {
-		cl, _, err := f.Kafka(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer cl.Close()
-		return reencrypt.Scan(ctx, cl, o)
-	}}
+	g := &keysRemoveGuard{Scan: f.ScanTopics}
 	g.Targets.addFlags(cmd)
 	cmd.Use = "remove --kid KID [--topics T,... --field NAME[:scope]... | -f stage.yaml]"
 	cmd.Long += `

@@ -72,14 +72,7 @@ type KeysRotatePlanOptions struct {
 // NewCmdKeysRotatePlan builds `flecht keys rotate-plan`.
 func NewCmdKeysRotatePlan(f *Factory, runF func(*KeysRotatePlanOptions) error) *cobra.Command {
 	opts := &KeysRotatePlanOptions{IO: f.IO, Printer: f.Printer}
-	opts.Scan = func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error) {
-		cl, _, err := f.Kafka(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer cl.Close()
-		return reencrypt.Scan(ctx, cl, o)
-	}
+	opts.Scan = f.ScanTopics
 	opts.Scrape = func(ctx context.Context, u string) KeysCheckReader {
 		return scrapeKeyring(ctx, &http.Client{Timeout: 10 * time.Second}, u)
 	}

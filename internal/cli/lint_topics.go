@@ -145,10 +145,7 @@ findings.`
 // NewCmdLintTopics builds `flecht lint topics`.
 func NewCmdLintTopics(f *Factory, runF func(*LintTopicsOptions) error) *cobra.Command {
 	opts := &LintTopicsOptions{IO: f.IO, Printer: f.Printer}
-	opts.Kafka = func(ctx context.Context) (*kgo.Client, error) {
-		cl, _, err := f.Kafka(ctx)
-		return cl, err
-	}
+	opts.Kafka = f.KafkaClient
 	cmd := &cobra.Command{
 		Use:   "topics (-f stage.yaml | --raw T,... --config-topics T,... --input T,...)",
 		Short: "Check that raw topics are retained, config topics and changelogs compacted, inputs co-partitioned",

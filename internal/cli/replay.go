@@ -91,10 +91,7 @@ Watch the rebuild with 'flecht status APP': the lag falls to 0.`
 // NewCmdReplay builds `flecht replay`.
 func NewCmdReplay(f *Factory, runF func(*ReplayOptions) error) *cobra.Command {
 	opts := &ReplayOptions{IO: f.IO, Printer: f.Printer, Now: time.Now, WaitPoll: time.Second}
-	opts.Kafka = func(ctx context.Context) (*kgo.Client, error) {
-		cl, _, err := f.Kafka(ctx)
-		return cl, err
-	}
+	opts.Kafka = f.KafkaClient
 	cmd := &cobra.Command{
 		Use:   "replay [APP] (--input-topics T,... | -f stage.yaml) [--execute]",
 		Short: "Reprocess a stage from its raw topics: fence, delete its state, reset its offsets",

@@ -167,14 +167,7 @@ With -o json:
 // NewCmdSecretsScan builds `flecht secrets scan`.
 func NewCmdSecretsScan(f *Factory, runF func(*SecretsScanOptions) error) *cobra.Command {
 	opts := &SecretsScanOptions{IO: f.IO, Printer: f.Printer}
-	opts.Scan = func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error) {
-		cl, _, err := f.Kafka(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer cl.Close()
-		return reencrypt.Scan(ctx, cl, o)
-	}
+	opts.Scan = f.ScanTopics
 	cmd := &cobra.Command{
 		Use:   "scan (--topics T,... --field NAME[:scope]... | -f stage.yaml) [--keyring FILE]",
 		Short: "Report every secret value in config topics: encrypted (by kid), plaintext, corrupt",

@@ -61,10 +61,7 @@ During a replay it is the progress view: the lag falls to 0.`
 // NewCmdStatus builds `flecht status`.
 func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
 	opts := &StatusOptions{IO: f.IO, Printer: f.Printer, Sleep: sleepCtx}
-	opts.Kafka = func(ctx context.Context) (*kgo.Client, error) {
-		cl, _, err := f.Kafka(ctx)
-		return cl, err
-	}
+	opts.Kafka = f.KafkaClient
 	cmd := &cobra.Command{
 		Use:   "status [APP] [--input-topics T,... | -f stage.yaml]",
 		Short: "Show a stage's group, lag, changelog, throughput and open transactions",
