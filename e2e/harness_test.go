@@ -21,8 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/logx/logxtest"
 )
 
 var (
@@ -280,4 +280,4 @@ func freePort(t *testing.T) int {
 }
 
 // syncBuffer is written by a process's output while the test reads it.
-type syncBuffer = devenvtest.Buffer
+type syncBuffer = logxtest.Buffer

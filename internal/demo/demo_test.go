@@ -14,12 +14,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/devenv"
-	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/logx/logxtest"
 )
 
 // syncBuffer is safe to read while the demo writes.
-type syncBuffer = devenvtest.Buffer
+type syncBuffer = logxtest.Buffer
 
 // jsonLines parses every complete line of out as a Sample.
 func jsonLines(t *testing.T, out string) []Sample {

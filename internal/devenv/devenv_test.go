@@ -20,6 +20,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/devenv"
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
+	"github.com/flecht-dev/flecht/internal/logx/logxtest"
 )
 
 func port(t *testing.T, addr string) int {
@@ -266,7 +267,7 @@ func TestLoggerQuiet(t *testing.T) {
 }
 
 type syncBuffer struct {
-	devenvtest.Buffer
+	logxtest.Buffer
 	closed atomic.Bool
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/devenv"
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/logx/logxtest"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/mqtt"
 	"github.com/flecht-dev/flecht/internal/stagefile"
@@ -120,7 +121,7 @@ func (f *bridgeFixture) startBridgeWith(clientID, mqttURL, extraYAML string, set
 }
 
 // logBuffer collects a bridge's log lines.
-type logBuffer struct{ devenvtest.Buffer }
+type logBuffer struct{ logxtest.Buffer }
 
 // lines are the log lines containing every one of parts.
 func (l *logBuffer) lines(parts ...string) []string {

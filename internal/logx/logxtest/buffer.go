@@ -1,5 +1,5 @@
-// Package logxtest captures a stage's log lines for tests in other
-// packages.
+// Package logxtest captures what code under test writes (a stage's log, a
+// live view) so that a test can read it meanwhile.
 package logxtest
 
 import (
@@ -9,7 +9,8 @@ import (
 	"sync"
 )
 
-// Buffer collects log lines; it is safe to read while a stage writes.
+// Buffer collects output; it is safe to read while the code under test
+// writes.
 type Buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -26,6 +27,7 @@ func (b *Buffer) Write(p []byte) (int, error) {
 	return b.b.Write(p)
 }
 
+// String is everything written so far.
 func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
