@@ -9,10 +9,8 @@ import (
 	"net"
 	"os"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,7 +44,7 @@ func BenchmarkMQTTBridge(b *testing.B) {
 		}
 		messages = n
 	}
-	b.Logf("machine: %s", benchMachine())
+	b.Logf("machine: %s", machine())
 	var bridge, fanout, limit, recordSize float64
 	var p50, p99 time.Duration
 	for range b.N {
@@ -125,7 +123,7 @@ func benchConnect(ctx context.Context, addr, id string, onMsg func(paho.PublishR
 
 // benchBridge starts Mosquitto and a bridge relaying bench/+ into a fresh
 // raw topic; it returns the bridge and the raw topic.
-func benchBridge(t *testing.T) (*srcProc, string) {
+func benchBridge(t *testing.T) (*proc, string) {
 	m := startMosquitto(t)
 	app, cfg, raw := bridgeTopics(t, 3)
 	putConfig(t, cfg, "bench", relayConfig("bench/+", raw, "{payload.id}"))
@@ -156,7 +154,7 @@ func benchBridgeThroughput(b *testing.B, n int) (rate, recordSize float64) {
 		start := time.Now()
 		pubErr := make(chan error, 1)
 		go func() { pubErr <- benchPublish(ctx, mq, "bridge", n) }()
-		srcWait(t, 10*time.Minute, fmt.Sprintf("%d messages committed", n), func() bool {
+		waitUntil(t, 10*time.Minute, fmt.Sprintf("%d messages committed", n), func() bool {
 			p.alive()
 			return p.metric("flechtwerk_messages_out_total") >= float64(n)
 		})
@@ -179,7 +177,7 @@ func benchBridgeThroughput(b *testing.B, n int) (rate, recordSize float64) {
 }
 
 // benchMosquittoAddr is the MQTT broker the bridge connected to.
-func benchMosquittoAddr(t *testing.T, p *srcProc) string {
+func benchMosquittoAddr(t *testing.T, p *proc) string {
 	m := regexp.MustCompile(`msg="MQTT connected" .*broker=([0-9.:]+)`).FindStringSubmatch(p.logs())
 	if m == nil {
 		t.Fatal("the bridge logged no MQTT broker")
@@ -298,28 +296,4 @@ func benchBridgeLatency(b *testing.B, rate int, d time.Duration) (p50, p99 time.
 		t.Logf("latency at %d msgs/s for %s: p50 %s, p99 %s, max %s; mean receive→ack %.1f ms", rate, d, p50, p99, lat[len(lat)-1], mean*1000)
 	})
 	return p50, p99
-}
-
-// benchMachine names the hardware the figures come from.
-func benchMachine() string {
-	model := "unknown CPU"
-	if info, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.SplitSeq(string(info), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	mem := "unknown RAM"
-	if info, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for line := range strings.SplitSeq(string(info), "\n") {
-			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-				if kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64); err == nil {
-					mem = fmt.Sprintf("%.1f GiB RAM", kb/(1<<20))
-				}
-			}
-		}
-	}
-	return fmt.Sprintf("%d CPUs (nproc), %s, %s", runtime.NumCPU(), model, mem)
 }

@@ -246,7 +246,7 @@ func TestHTTPPollSIGKILL(t *testing.T) {
 	for k := range 3 {
 		// Let this incarnation commit pages, then kill it mid-run.
 		var out float64
-		srcWait(t, 2*time.Minute, "pages committed", func() bool {
+		waitUntil(t, 2*time.Minute, "pages committed", func() bool {
 			p.alive()
 			out = p.metric("flechtwerk_messages_out_total")
 			return out >= 300
@@ -255,10 +255,10 @@ func TestHTTPPollSIGKILL(t *testing.T) {
 		t.Logf("kill %d after %.0f items from that incarnation (feeds at %d items)", k+1, out, api.size())
 		p = startSource(t, stage, "poller-0", args()...) // a fresh state dir: restored from the changelog
 	}
-	srcWait(t, time.Minute, "the feeds to finish growing", func() bool { return api.size() == items })
+	waitUntil(t, time.Minute, "the feeds to finish growing", func() bool { return api.size() == items })
 	api.grown()
 	var rep itemsReport
-	srcWait(t, 3*time.Minute, "every item", func() bool {
+	waitUntil(t, 3*time.Minute, "every item", func() bool {
 		p.alive()
 		_, last := checkCursors(t, app)
 		for _, f := range feeds {
@@ -317,29 +317,29 @@ func TestHTTPPollReplicasSplitAndHandOver(t *testing.T) {
 	b := startSource(t, stage, "replica-b", "--keyring", keyring, "--state-dir", t.TempDir())
 
 	var ta, tb float64
-	srcWait(t, 2*time.Minute, "the tokens split over both replicas", func() bool {
+	waitUntil(t, 2*time.Minute, "the tokens split over both replicas", func() bool {
 		a.alive()
 		b.alive()
 		ta, tb = a.metric("flechtwerk_tokens_assigned"), b.metric("flechtwerk_tokens_assigned")
 		return ta+tb == tokens && ta > 0 && tb > 0
 	})
 	// Both poll their own configs: each commits pages.
-	srcWait(t, 2*time.Minute, "both replicas committing pages", func() bool {
+	waitUntil(t, 2*time.Minute, "both replicas committing pages", func() bool {
 		return a.metric("flechtwerk_messages_out_total") >= 300 && b.metric("flechtwerk_messages_out_total") >= 300
 	})
 	t.Logf("tokens: replica-a %.0f, replica-b %.0f; token starts logged: a %d, b %d", ta, tb,
 		strings.Count(a.logs(), "msg=\"token started\""), strings.Count(b.logs(), "msg=\"token started\""))
 	outB := b.metric("flechtwerk_messages_out_total")
 	b.kill()
-	srcWait(t, 2*time.Minute, "replica-a holding every token", func() bool {
+	waitUntil(t, 2*time.Minute, "replica-a holding every token", func() bool {
 		a.alive()
 		return a.metric("flechtwerk_tokens_assigned") == tokens
 	})
 	t.Logf("replica-b killed after %.0f items; replica-a took its tokens over", outB)
-	srcWait(t, time.Minute, "the feeds to finish growing", func() bool { return api.size() == items })
+	waitUntil(t, time.Minute, "the feeds to finish growing", func() bool { return api.size() == items })
 	api.grown()
 	var rep itemsReport
-	srcWait(t, 3*time.Minute, "every item", func() bool {
+	waitUntil(t, 3*time.Minute, "every item", func() bool {
 		a.alive()
 		_, last := checkCursors(t, app)
 		for _, f := range feeds {

@@ -6,18 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,183 +27,13 @@ import (
 // broker restart, and readers of the raw topics. Names carry a "src" prefix
 // so they never collide with the other e2e files of this package.
 
-// srcProc is one `flecht run` process of a source stage.
-type srcProc struct {
-	t      *testing.T
-	name   string
-	cmd    *exec.Cmd
-	out    *syncBuffer
-	done   chan struct{}
-	code   int
-	url    string // its metrics URL, once logged
-	urlMu  sync.Mutex
-	killed time.Time
-}
-
-var srcMetricsURL = regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+/metrics)`)
-
 // startSource runs `flecht run -f stage` with metrics on a free loopback
 // port and the short group session timeout; extra flags follow.
-func startSource(t *testing.T, stage, clientID string, extra ...string) *srcProc {
+func startSource(t *testing.T, stage, clientID string, extra ...string) *proc {
 	t.Helper()
 	args := append([]string{"run", "-f", stage, "--client-id", clientID, "-b", brokers,
-		"--metrics-listen", "127.0.0.1:0", "--session-timeout", "6s"}, extra...)
-	cmd := exec.Command(flechtBin, args...)
-	cmd.Env = append(os.Environ(), "NO_COLOR=1", "HOME="+t.TempDir())
-	p := &srcProc{t: t, name: clientID, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting flecht run: %v", err)
-	}
-	go func() {
-		err := cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); ok {
-			p.code = ee.ExitCode()
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				p.code = 128 + int(ws.Signal())
-			}
-		} else if err != nil {
-			p.code = -1
-		}
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("output of %s (pid %d):\n%s", p.name, cmd.Process.Pid, srcTail(p.out.String(), 80))
-		}
-	})
-	return p
-}
-
-func srcTail(s string, lines int) string {
-	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(ls) > lines {
-		ls = append([]string{fmt.Sprintf("… %d lines before", len(ls)-lines)}, ls[len(ls)-lines:]...)
-	}
-	return strings.Join(ls, "\n")
-}
-
-func (p *srcProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// alive fails the test when the process has exited.
-func (p *srcProc) alive() {
-	p.t.Helper()
-	if p.exited() {
-		p.t.Fatalf("%s exited (%d):\n%s", p.name, p.code, srcTail(p.out.String(), 40))
-	}
-}
-
-// kill sends SIGKILL and waits until the process is gone.
-func (p *srcProc) kill() {
-	p.t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		p.t.Fatalf("SIGKILL %s: %v", p.name, err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.t.Fatalf("%s survived SIGKILL", p.name)
-	}
-	p.killed = time.Now()
-}
-
-// stop sends SIGTERM and requires a clean exit.
-func (p *srcProc) stop() {
-	p.t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		p.t.Fatalf("SIGTERM %s: %v", p.name, err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(60 * time.Second):
-		p.t.Fatalf("%s did not stop within 60s of SIGTERM", p.name)
-	}
-	if p.code != 0 {
-		p.t.Fatalf("%s exited %d after SIGTERM:\n%s", p.name, p.code, srcTail(p.out.String(), 30))
-	}
-}
-
-// dumpGoroutines makes the Go runtime print every goroutine (SIGQUIT) and
-// logs that: what a stuck process was waiting for.
-func (p *srcProc) dumpGoroutines() {
-	p.t.Helper()
-	if p.exited() {
-		return
-	}
-	before := len(p.out.String())
-	p.t.Logf("log of %s before the dump:\n%s", p.name, p.out.String())
-	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-	}
-	p.t.Logf("goroutines of %s:\n%s", p.name, p.out.String()[before:])
-}
-
-// logs is everything the process wrote so far.
-func (p *srcProc) logs() string { return p.out.String() }
-
-// metricsURL waits until the process has logged where it serves metrics.
-func (p *srcProc) metricsURL() string {
-	p.t.Helper()
-	p.urlMu.Lock()
-	defer p.urlMu.Unlock()
-	if p.url != "" {
-		return p.url
-	}
-	srcWait(p.t, 30*time.Second, p.name+" to serve metrics", func() bool {
-		p.alive()
-		if m := srcMetricsURL.FindStringSubmatch(p.out.String()); m != nil {
-			p.url = m[1]
-		}
-		return p.url != ""
-	})
-	return p.url
-}
-
-// scrape returns the process's metrics in the Prometheus text format.
-func (p *srcProc) scrape() string {
-	p.t.Helper()
-	resp, err := http.Get(p.metricsURL())
-	if err != nil {
-		p.t.Fatalf("scraping %s: %v", p.name, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		p.t.Fatalf("scraping %s: %v", p.name, err)
-	}
-	return string(body)
-}
-
-// metric is the sum of the series of name whose labels include each of
-// the given `k="v"` pairs (0 when there is none).
-func (p *srcProc) metric(name string, labels ...string) float64 {
-	p.t.Helper()
-	return metricValue(p.scrape(), name, labels...)
-}
-
-// srcWait polls cond every 20ms until it holds, failing after d.
-func srcWait(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		"--metrics-listen", "127.0.0.1:0", "--session-timeout", testSessionTimeout}, extra...)
+	return startProc(t, clientID, false, nil, args...)
 }
 
 // writeStage writes a stage file and returns its path.
@@ -279,9 +104,9 @@ func logged(logs, msg string, kv ...string) bool {
 
 // waitSubscribedLog waits until the bridge has logged its subscription to
 // filter (the broker acknowledged the SUBSCRIBE).
-func waitSubscribedLog(t *testing.T, p *srcProc, app, filter string) {
+func waitSubscribedLog(t *testing.T, p *proc, app, filter string) {
 	t.Helper()
-	srcWait(t, 60*time.Second, p.name+" to subscribe "+filter, func() bool {
+	waitUntil(t, 60*time.Second, p.name+" to subscribe "+filter, func() bool {
 		p.alive()
 		return logged(p.logs(), "subscribed", "filter=$share/"+app+"/"+filter)
 	})
@@ -502,13 +327,13 @@ func ackSeconds(body string) (mean float64, count float64) {
 
 // waitAllRelayed waits until every number in [0, total) is in the raw
 // topic; on timeout it reports what is missing and the bridge's counters.
-func waitAllRelayed(t *testing.T, p *srcProc, raw string, total int, d time.Duration) ([]relayedRec, relayReport) {
+func waitAllRelayed(t *testing.T, p *proc, raw string, total int, d time.Duration) ([]relayedRec, relayReport) {
 	t.Helper()
 	return waitRelayedExcept(t, p, raw, total, nil, d)
 }
 
 // waitRelayedExcept is waitAllRelayed for every number not in except.
-func waitRelayedExcept(t *testing.T, p *srcProc, raw string, total int, except func() map[int]bool, d time.Duration) ([]relayedRec, relayReport) {
+func waitRelayedExcept(t *testing.T, p *proc, raw string, total int, except func() map[int]bool, d time.Duration) ([]relayedRec, relayReport) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {

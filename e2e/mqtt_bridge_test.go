@@ -234,10 +234,10 @@ func TestMQTTBridgeSIGKILL(t *testing.T) {
 	}
 	var kills []kill
 	for _, at := range []int64{total * 15 / 100, total * 35 / 100, total * 55 / 100, total * 75 / 100} {
-		srcWait(t, 5*time.Minute, fmt.Sprintf("%d published", at), func() bool { return published.Load() >= at })
+		waitUntil(t, 5*time.Minute, fmt.Sprintf("%d published", at), func() bool { return published.Load() >= at })
 		// Kill only while this incarnation is relaying: a window in flight.
 		var out float64
-		srcWait(t, 2*time.Minute, p.name+" relaying", func() bool {
+		waitUntil(t, 2*time.Minute, p.name+" relaying", func() bool {
 			p.alive()
 			out = p.metric("flechtwerk_messages_out_total")
 			return out >= 2000
@@ -322,13 +322,13 @@ func TestMQTTBridgeBrokerRestart(t *testing.T) {
 	}()
 	var downs []time.Time
 	for i, at := range []int64{5_000, 12_000} {
-		srcWait(t, 5*time.Minute, fmt.Sprintf("%d published", at), func() bool { return published.Load() >= at })
-		srcWait(t, time.Minute, "the bridge relaying", func() bool {
+		waitUntil(t, 5*time.Minute, fmt.Sprintf("%d published", at), func() bool { return published.Load() >= at })
+		waitUntil(t, time.Minute, "the bridge relaying", func() bool {
 			p.alive()
 			return p.metric("flechtwerk_messages_out_total") > 0
 		})
 		downs = append(downs, m.Restart(t))
-		srcWait(t, time.Minute, "the bridge to reconnect", func() bool {
+		waitUntil(t, time.Minute, "the bridge to reconnect", func() bool {
 			p.alive()
 			return p.metric("flechtwerk_mqtt_connects_total") == float64(i+2)
 		})
@@ -398,7 +398,7 @@ func TestMQTTBridgeReconcileAndPoison(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srcWait(t, time.Minute, "the message after the poison", func() bool {
+	waitUntil(t, time.Minute, "the message after the poison", func() bool {
 		return countRelayed(readRelayed(t, rawC))[-1] == 1
 	})
 	if got := p.metric("flechtwerk_mqtt_messages_dropped_total", `reason="poison"`, `topic="other/#"`); got != 2 {
@@ -432,33 +432,33 @@ func TestMQTTBridgeReconcileAndPoison(t *testing.T) {
 			}
 		}()
 	}
-	srcWait(t, time.Minute, "a backlog of 3000 per config", func() bool { return counts[0].Load() >= 3000 && counts[1].Load() >= 3000 })
+	waitUntil(t, time.Minute, "a backlog of 3000 per config", func() bool { return counts[0].Load() >= 3000 && counts[1].Load() >= 3000 })
 	putConfig(t, cfg, "a", nil)
 	b := relayConfig(filters["b"], rawB, "{topic.1}")
 	b["suspended"] = true
 	putConfig(t, cfg, "b", b)
 	for _, k := range []string{"a", "b"} {
-		srcWait(t, time.Minute, "unsubscribing "+filters[k], func() bool {
+		waitUntil(t, time.Minute, "unsubscribing "+filters[k], func() bool {
 			p.alive()
 			return logged(p.logs(), "unsubscribed", "filter=$share/"+app+"/"+filters[k])
 		})
 	}
 	cAt := counts[2].Load()
-	srcWait(t, time.Minute, "1000 more for c", func() bool { return counts[2].Load() >= cAt+1000 })
+	waitUntil(t, time.Minute, "1000 more for c", func() bool { return counts[2].Load() >= cAt+1000 })
 	close(stopPub)
 	wg.Wait()
 	pubA, pubB, pubC := int(counts[0].Load()), int(counts[1].Load()), int(counts[2].Load())
 
 	// c flows on: every message exactly once.
 	var repC relayReport
-	srcWait(t, 3*time.Minute, "every message of c", func() bool {
+	waitUntil(t, 3*time.Minute, "every message of c", func() bool {
 		repC = compareRelayed(readRelayed(t, rawC), 0, pubC)
 		return repC.Missing == 0
 	})
 	// Everything that was in flight for a and b has been ACK-dropped once
 	// the bridge is idle (no buffered messages, counters still).
 	var dropA, dropB float64
-	srcWait(t, time.Minute, "a and b drained", func() bool {
+	waitUntil(t, time.Minute, "a and b drained", func() bool {
 		body := p.scrape()
 		a := metricValue(body, "flechtwerk_mqtt_messages_dropped_total", `reason="unsubscribed"`, `topic="`+filters["a"]+`"`)
 		bb := metricValue(body, "flechtwerk_mqtt_messages_dropped_total", `reason="unsubscribed"`, `topic="`+filters["b"]+`"`)
@@ -485,7 +485,7 @@ func TestMQTTBridgeReconcileAndPoison(t *testing.T) {
 	if err := pub.publish(ctx, "other/sentinel", -2, []byte(`{"n":-2,"id":"sentinel"}`)); err != nil {
 		t.Fatal(err)
 	}
-	srcWait(t, time.Minute, "the sentinel of c", func() bool { return countRelayed(readRelayed(t, rawC))[-2] == 1 })
+	waitUntil(t, time.Minute, "the sentinel of c", func() bool { return countRelayed(readRelayed(t, rawC))[-2] == 1 })
 	body = p.scrape()
 	for k, f := range map[string]string{"a": filters["a"], "b": filters["b"]} {
 		after := metricValue(body, "flechtwerk_mqtt_messages_dropped_total", `topic="`+f+`"`) + metricValue(body, "flechtwerk_mqtt_messages_in_total", `topic="`+f+`"`)
@@ -661,7 +661,7 @@ func sustainedRun(t *testing.T, window, rate int, d time.Duration) sustainedResu
 	// Wait until the bridge is idle: its output counter still for 2 s.
 	var last float64 = -1
 	stillSince := time.Now()
-	srcWait(t, 2*time.Minute, "the bridge idle", func() bool {
+	waitUntil(t, 2*time.Minute, "the bridge idle", func() bool {
 		out := p.metric("flechtwerk_messages_out_total")
 		if out != last {
 			last, stillSince = out, time.Now()

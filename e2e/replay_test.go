@@ -8,12 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,80 +36,16 @@ func rpStage(t testing.TB, app, raw, out string) string {
 	return path
 }
 
-// rpProc is one `flecht run` (or `flecht replay --wait`) subprocess.
-type rpProc struct {
-	t    testing.TB
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	errs *syncBuffer
-	done chan struct{}
-	code int
-}
-
-func rpStart(t testing.TB, args ...string) *rpProc {
+// rpStart runs a flecht command against the test cluster, its standard
+// output kept apart (replay's JSON is parsed).
+func rpStart(t testing.TB, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(flechtBin, args...)
-	cmd.Env = append(os.Environ(), "FLECHT_BROKERS="+brokers, "NO_COLOR=1", "HOME="+t.TempDir())
-	p := &rpProc{t: t, cmd: cmd, out: &syncBuffer{}, errs: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.errs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		err := cmd.Wait()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			p.code = ee.ExitCode()
-		} else if err != nil {
-			p.code = -1
-		}
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("stderr of %v:\n%s", args[:min(len(args), 3)], tail(p.errs.String(), 40))
-		}
-	})
-	return p
+	return startProc(t, strings.Join(args[:min(len(args), 2)], " "), true, []string{"FLECHT_BROKERS=" + brokers}, args...)
 }
 
 // rpRunStage starts `flecht run` for a stage file.
-func rpRunStage(t testing.TB, stage, clientID, stateDir string) *rpProc {
+func rpRunStage(t testing.TB, stage, clientID, stateDir string) *proc {
 	return rpStart(t, "run", "-f", stage, "--client-id", clientID, "--state-dir", stateDir)
-}
-
-func (p *rpProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM (the stage finishes its batch and leaves the group)
-// and requires exit 0.
-func (p *rpProc) stop() {
-	p.t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p.wait(60 * time.Second); code != 0 {
-		p.t.Fatalf("flecht exited %d after SIGTERM:\n%s", code, tail(p.errs.String(), 40))
-	}
-}
-
-func (p *rpProc) wait(d time.Duration) int {
-	p.t.Helper()
-	select {
-	case <-p.done:
-		return p.code
-	case <-time.After(d):
-		p.t.Fatalf("flecht did not exit within %s", d)
-		return -1
-	}
 }
 
 func rpClient(t testing.TB, opts ...kgo.Opt) *kgo.Client {

@@ -6,15 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -50,131 +45,13 @@ transform:
 	return path
 }
 
-// flechtProc is one `flecht run` process.
-type flechtProc struct {
-	t      *testing.T
-	name   string
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	done   chan struct{}
-	code   int // valid once done is closed
-}
-
 // startRun starts `flecht run` with the metrics server on a free loopback
 // port (read back from its log) and the short test session timeout.
-func startRun(t *testing.T, stage, clientID, stateDir string, extra ...string) *flechtProc {
+func startRun(t *testing.T, stage, clientID, stateDir string, extra ...string) *proc {
 	t.Helper()
 	args := append([]string{"run", "-f", stage, "--client-id", clientID, "--state-dir", stateDir,
 		"-b", brokers, "--metrics-listen", "127.0.0.1:0", "--session-timeout", testSessionTimeout}, extra...)
-	cmd := exec.Command(flechtBin, args...)
-	cmd.Env = append(os.Environ(), "NO_COLOR=1", "HOME="+t.TempDir())
-	p := &flechtProc{t: t, name: clientID, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting flecht run: %v", err)
-	}
-	go func() {
-		err := cmd.Wait()
-		p.code = 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			p.code = ee.ExitCode()
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				p.code = 128 + int(ws.Signal())
-			}
-		} else if err != nil {
-			p.code = -1
-		}
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			_ = cmd.Process.Signal(syscall.SIGCONT)
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("stderr of %s (pid %d):\n%s", p.name, cmd.Process.Pid, tail(p.stderr.String(), 60))
-		}
-	})
-	return p
-}
-
-func (p *flechtProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *flechtProc) signal(sig syscall.Signal) {
-	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("%s to %s: %v", sig, p.name, err)
-	}
-}
-
-// wait waits for the process to exit and returns its exit code.
-func (p *flechtProc) wait(d time.Duration) int {
-	p.t.Helper()
-	select {
-	case <-p.done:
-		return p.code
-	case <-time.After(d):
-		p.t.Fatalf("%s did not exit within %s", p.name, d)
-		return 0
-	}
-}
-
-// stop sends SIGTERM and requires a clean exit.
-func (p *flechtProc) stop() {
-	p.t.Helper()
-	p.signal(syscall.SIGTERM)
-	if code := p.wait(60 * time.Second); code != 0 {
-		p.t.Fatalf("%s exited %d after SIGTERM, want 0:\n%s", p.name, code, tail(p.stderr.String(), 30))
-	}
-}
-
-// kill sends SIGKILL and waits until the process is gone.
-func (p *flechtProc) kill() {
-	p.t.Helper()
-	p.signal(syscall.SIGKILL)
-	p.wait(10 * time.Second)
-}
-
-var metricsURL = regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+/metrics)`)
-
-// metricsAddr waits for the process to log where it serves metrics.
-func (p *flechtProc) metricsAddr() string {
-	p.t.Helper()
-	var url string
-	waitUntil(p.t, 30*time.Second, p.name+" to log its metrics address", func() bool {
-		if p.exited() {
-			p.t.Fatalf("%s exited (%d) before serving metrics:\n%s", p.name, p.code, tail(p.stderr.String(), 30))
-		}
-		m := metricsURL.FindStringSubmatch(p.stderr.String())
-		if m != nil {
-			url = m[1]
-		}
-		return m != nil
-	})
-	return url
-}
-
-// metric scrapes the process and returns the sum of the series named name
-// whose labels include every label given (0 when absent).
-func (p *flechtProc) metric(name string, labels ...string) (float64, error) {
-	resp, err := http.Get(p.metricsAddr())
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	return metricValue(string(body), name, labels...), nil
+	return startProc(t, clientID, false, nil, args...)
 }
 
 // metricValue sums the series of a metric in Prometheus text format whose
@@ -203,21 +80,8 @@ func metricValue(body, name string, labels ...string) float64 {
 	return sum
 }
 
-// mustMetric is metric that fails the test on a scrape error.
-func (p *flechtProc) mustMetric(name string, labels ...string) float64 {
-	p.t.Helper()
-	v, err := p.metric(name, labels...)
-	if err != nil {
-		p.t.Fatalf("scraping %s: %v", p.name, err)
-	}
-	return v
-}
-
-// logCount counts the process's log lines containing msg.
-func (p *flechtProc) logCount(msg string) int { return strings.Count(p.stderr.String(), msg) }
-
 // waitUntil polls cond every 20ms until it holds, failing after d.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -266,13 +130,13 @@ func committedAt(t *testing.T, adm *kadm.Client, group, topic string, p int32) i
 
 // waitCommitted waits until at least n inputs are committed and returns
 // the count seen.
-func waitCommitted(t *testing.T, adm *kadm.Client, group, topic string, n int64, d time.Duration, procs ...*flechtProc) int64 {
+func waitCommitted(t *testing.T, adm *kadm.Client, group, topic string, n int64, d time.Duration, procs ...*proc) int64 {
 	t.Helper()
 	var got int64
 	waitUntil(t, d, fmt.Sprintf("%d committed inputs of %s", n, group), func() bool {
 		for _, p := range procs {
 			if p.exited() {
-				t.Fatalf("%s exited (%d) while %d of %d inputs were committed:\n%s", p.name, p.code, got, n, tail(p.stderr.String(), 30))
+				t.Fatalf("%s exited (%d) while %d of %d inputs were committed:\n%s", p.name, p.code, got, n, tail(p.logs(), 30))
 			}
 		}
 		c, err := committed(testCtx(t, 10*time.Second), adm, group, topic)

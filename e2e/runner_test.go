@@ -75,7 +75,7 @@ func TestRunnerChaosKill(t *testing.T) {
 			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 		}
 		if p.exited() {
-			t.Fatalf("flecht exited (%d) before the kill:\n%s", p.code, tail(p.stderr.String(), 30))
+			t.Fatalf("flecht exited (%d) before the kill:\n%s", p.code, tail(p.logs(), 30))
 		}
 		p.kill()
 		c, err := committed(testCtx(t, 30*time.Second), adm, app, in)
@@ -168,7 +168,7 @@ func TestRunnerZombieFenced(t *testing.T) {
 	// producers fence A's transactional ids.
 	waitUntil(t, 2*time.Minute, "B to start all six tasks", func() bool {
 		if b.exited() {
-			t.Fatalf("B exited (%d):\n%s", b.code, tail(b.stderr.String(), 30))
+			t.Fatalf("B exited (%d):\n%s", b.code, tail(b.logs(), 30))
 		}
 		return b.logCount("task started") >= partitions
 	})
@@ -189,7 +189,7 @@ func TestRunnerZombieFenced(t *testing.T) {
 	thawed := time.Now()
 	a.signal(syscall.SIGCONT)
 	code := a.wait(90 * time.Second)
-	errText := a.stderr.String()
+	errText := a.logs()
 	if code == 0 {
 		t.Fatalf("A exited 0 after being fenced; stderr:\n%s", tail(errText, 30))
 	}
@@ -314,12 +314,12 @@ func TestRunnerRebalance(t *testing.T) {
 		if b.exited() || a.exited() {
 			t.Fatalf("an instance exited: A %v, B %v", a.exited(), b.exited())
 		}
-		v, err := b.metric("flechtwerk_transactions_committed_total")
+		v, err := b.tryMetric("flechtwerk_transactions_committed_total")
 		return err == nil && v > 0
 	})
 	var ta, tb float64
 	waitUntil(t, time.Minute, "the tasks to be split between A and B", func() bool {
-		ta, tb = a.mustMetric("flechtwerk_tasks_assigned"), b.mustMetric("flechtwerk_tasks_assigned")
+		ta, tb = a.metric("flechtwerk_tasks_assigned"), b.metric("flechtwerk_tasks_assigned")
 		return ta+tb == partitions && ta > 0 && tb > 0
 	})
 	c = waitCommitted(t, adm, app, in, c+5000, 2*time.Minute, a, b)
@@ -329,7 +329,7 @@ func TestRunnerRebalance(t *testing.T) {
 	// its partitions back, restoring their state from the changelog.
 	b.stop()
 	waitUntil(t, 2*time.Minute, "A to hold all tasks again", func() bool {
-		v, err := a.metric("flechtwerk_tasks_assigned")
+		v, err := a.tryMetric("flechtwerk_tasks_assigned")
 		return err == nil && v == partitions
 	})
 	c = waitCommitted(t, adm, app, in, c+5000, 2*time.Minute, a)
@@ -376,7 +376,7 @@ func TestRunnerRestoreAfterStateDirLoss(t *testing.T) {
 	}
 	p = startRun(t, stageFile, "restore-0", stateDir)
 	waitCommitted(t, adm, app, in, 2*half, 2*time.Minute, p)
-	restored := p.mustMetric("flechtwerk_state_restored_entries_total")
+	restored := p.metric("flechtwerk_state_restored_entries_total")
 	p.stop()
 	rep := checkExactlyOnce(t, out, want)
 	if restored == 0 {
@@ -420,16 +420,16 @@ func TestRunnerInvalidMessages(t *testing.T) {
 
 			if policy == "crash" {
 				code := p.wait(time.Minute)
-				if code == 0 || !strings.Contains(p.stderr.String(), "invalid message at "+in+"/0 offset 5") {
-					t.Fatalf("crash policy: exit %d, stderr:\n%s", code, tail(p.stderr.String(), 20))
+				if code == 0 || !strings.Contains(p.logs(), "invalid message at "+in+"/0 offset 5") {
+					t.Fatalf("crash policy: exit %d, stderr:\n%s", code, tail(p.logs(), 20))
 				}
 				if at := committedAt(t, adm, app, in, 0); at != 5 {
 					t.Fatalf("committed offset %d after the crash, want 5 (not past the invalid record)", at)
 				}
 				// The record comes again after a restart, and stops it again.
 				p = startRun(t, stageFile, "invalid-0", stateDir)
-				if code := p.wait(time.Minute); code == 0 || !strings.Contains(p.stderr.String(), "offset 5") {
-					t.Fatalf("restart: exit %d, stderr:\n%s", code, tail(p.stderr.String(), 20))
+				if code := p.wait(time.Minute); code == 0 || !strings.Contains(p.logs(), "offset 5") {
+					t.Fatalf("restart: exit %d, stderr:\n%s", code, tail(p.logs(), 20))
 				}
 				if at := committedAt(t, adm, app, in, 0); at != 5 {
 					t.Fatalf("committed offset %d after the second crash, want 5", at)
@@ -441,7 +441,7 @@ func TestRunnerInvalidMessages(t *testing.T) {
 			}
 
 			waitCommitted(t, adm, app, in, 9, time.Minute, p)
-			invalid := p.mustMetric("flechtwerk_messages_invalid_total", `outcome="`+policy+`"`, `topic="`+in+`"`)
+			invalid := p.metric("flechtwerk_messages_invalid_total", `outcome="`+policy+`"`, `topic="`+in+`"`)
 			p.stop()
 			if invalid != 1 {
 				t.Errorf("flechtwerk_messages_invalid_total{outcome=%q} = %v, want 1", policy, invalid)
