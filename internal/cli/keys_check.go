@@ -288,9 +288,7 @@ func (g *keysRemoveGuard) check(ctx context.Context, io *ui.IOStreams, kr *secre
 	if err != nil {
 		return err
 	}
-	p := ui.NewProgress(io, "scanning "+strings.Join(topics, ", "))
-	rep, err := g.Scan(ctx, reencrypt.ScanOptions{Topics: topics, Fields: fields, Keyring: kr, Planned: p.SetTotal, Read: p.Add})
-	p.Done()
+	rep, err := scanWithProgress(ctx, io, g.Scan, reencrypt.ScanOptions{Topics: topics, Fields: fields, Keyring: kr})
 	if err != nil {
 		return fmt.Errorf("scanning before the removal: %w", err)
 	}

@@ -185,9 +185,7 @@ func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
 		if err != nil {
 			return err
 		}
-		p := ui.NewProgress(opts.IO, "scanning "+strings.Join(topics, ", "))
-		rep, err := opts.Scan(ctx, reencrypt.ScanOptions{Topics: topics, Fields: fields, Keyring: kr, Planned: p.SetTotal, Read: p.Add})
-		p.Done()
+		rep, err := scanWithProgress(ctx, opts.IO, opts.Scan, reencrypt.ScanOptions{Topics: topics, Fields: fields, Keyring: kr})
 		if err != nil {
 			return err
 		}

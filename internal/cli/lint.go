@@ -312,15 +312,7 @@ func printLint(h *ui.Human, r *lint.Report) error {
 	for _, w := range r.Warnings {
 		h.Printf("%s %s\n", h.Warn("warning:"), w)
 	}
-	if r.Findings > 0 {
-		noun := "problems"
-		if r.Findings == 1 {
-			noun = "problem"
-		}
-		h.Printf("\n%s\n", h.Bad(fmt.Sprintf("%d %s found", r.Findings, noun)))
-	} else {
-		h.Printf("\n%s\n", h.Good("no problems found"))
-	}
+	printFindingsLine(h, r.Findings)
 	return nil
 }
 
@@ -337,4 +329,16 @@ func describeExample(e lint.Example) string {
 	}
 	fmt.Fprintf(&b, " → %q", e.StateKey)
 	return b.String()
+}
+
+// printFindingsLine closes a linter's table: how many problems it found.
+func printFindingsLine(h *ui.Human, n int) {
+	switch n {
+	case 0:
+		h.Printf("\n%s\n", h.Good("no problems found"))
+	case 1:
+		h.Printf("\n%s\n", h.Bad("1 problem found"))
+	default:
+		h.Printf("\n%s\n", h.Bad(fmt.Sprintf("%d problems found", n)))
+	}
 }

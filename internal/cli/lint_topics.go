@@ -555,13 +555,5 @@ func printLintTopics(h *ui.Human, r *LintTopicsReport) {
 	for _, n := range r.Notes {
 		h.Printf("%s %s\n", h.Faint("note:"), n)
 	}
-	if r.Findings > 0 {
-		noun := "problems"
-		if r.Findings == 1 {
-			noun = "problem"
-		}
-		h.Printf("\n%s\n", h.Bad(fmt.Sprintf("%d %s found", r.Findings, noun)))
-	} else {
-		h.Printf("\n%s\n", h.Good("no problems found"))
-	}
+	printFindingsLine(h, r.Findings)
 }

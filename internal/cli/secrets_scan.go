@@ -199,9 +199,7 @@ func runSecretsScan(ctx context.Context, opts *SecretsScanOptions) error {
 	if err != nil {
 		return err
 	}
-	p := ui.NewProgress(opts.IO, "scanning "+strings.Join(topics, ", "))
-	rep, err := opts.Scan(ctx, reencrypt.ScanOptions{Topics: topics, Fields: fields, Keyring: kr, Planned: p.SetTotal, Read: p.Add})
-	p.Done()
+	rep, err := scanWithProgress(ctx, opts.IO, opts.Scan, reencrypt.ScanOptions{Topics: topics, Fields: fields, Keyring: kr})
 	if err != nil {
 		return err
 	}
@@ -303,4 +301,14 @@ func displayKey(key, b64 string) string {
 		return "base64:" + b64
 	}
 	return strconv.Quote(key)[1 : len(strconv.Quote(key))-1]
+}
+
+// scanWithProgress runs a scan behind a progress bar (drawn on a terminal
+// only).
+func scanWithProgress(ctx context.Context, io *ui.IOStreams, scan func(context.Context, reencrypt.ScanOptions) (*reencrypt.ScanReport, error), o reencrypt.ScanOptions) (*reencrypt.ScanReport, error) {
+	p := ui.NewProgress(io, "scanning "+strings.Join(o.Topics, ", "))
+	o.Planned, o.Read = p.SetTotal, p.Add
+	rep, err := scan(ctx, o)
+	p.Done()
+	return rep, err
 }
