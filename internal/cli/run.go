@@ -154,7 +154,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if len(opts.Files) > 1 {
 		return runMany(ctx, opts)
 	}
-	st, err := loadRunnable(opts.Files[0])
+	st, err := loadRunnable(opts.Factory, opts.Files[0])
 	if err != nil {
 		return err
 	}
@@ -162,15 +162,15 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 }
 
 // loadRunnable loads a stage file and refuses, as a usage error, what
-// cannot run, before anything connects.
-func loadRunnable(path string) (*stagefile.Stage, error) {
+// cannot run, before anything connects; its warnings go to the stage's log.
+func loadRunnable(f *Factory, path string) (*stagefile.Stage, error) {
 	st, err := stagefile.Load(path)
 	if err != nil {
 		return nil, exitcode.UsageError(err)
 	}
 	switch st.Kind {
 	case stagefile.KindTransformer:
-		if err := checkStateKey(st, nil); err != nil {
+		if err := checkStateKey(st, runLogger(f).With("stage", st.ApplicationID)); err != nil {
 			return nil, exitcode.UsageError(err)
 		}
 	case stagefile.KindExtractor:
@@ -192,7 +192,6 @@ func runStage(ctx context.Context, opts *RunOptions, st *stagefile.Stage) error 
 func runTransformer(ctx context.Context, opts *RunOptions, st *stagefile.Stage) error {
 	f := opts.Factory
 	log := runLogger(f).With("stage", st.ApplicationID)
-	_ = checkStateKey(st, log) // refused at load; here only its warning
 	cluster, err := f.Cluster()
 	if err != nil {
 		return err
@@ -255,8 +254,7 @@ func configsOrNil(st *stagefile.Stage, r *stage.Runner) stage.Configs {
 // checkStateKey applies the static state-key check (the one behind
 // `flecht lint state-key`): a template that coarsens the message key is
 // refused; one it cannot prove refining runs, with a warning that says
-// what the runner guards and how to prove the rest. Without a logger it
-// only refuses (the load-time check).
+// what the runner guards and how to prove the rest.
 func checkStateKey(st *stagefile.Stage, log *slog.Logger) error {
 	v := lint.StaticCheck(st.Template, nil)
 	switch v.Verdict {
@@ -264,9 +262,6 @@ func checkStateKey(st *stagefile.Stage, log *slog.Logger) error {
 		return fmt.Errorf("state_key %q coarsens the message key: %s%s; each task would keep a partial shard of one entry (the silent split). Refine the key instead, e.g. \"{key}/%s\", or repartition first (builtin rekey)",
 			st.StateKey, v.Reason, collisionText(v.Collision), strings.TrimPrefix(st.StateKey, "{key}"))
 	case lint.Unknown:
-		if log == nil {
-			return nil
-		}
 		guard := "nothing at run time can detect a split"
 		if sep, ok := st.Template.KeySeparator(); ok {
 			guard = fmt.Sprintf("a record whose key contains %q is an invalid message (invalid_messages: %s)", string(sep), st.InvalidMessages)

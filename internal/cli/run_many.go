@@ -17,7 +17,7 @@ func runMany(ctx context.Context, opts *RunOptions) error {
 	if opts.MetricsListen != "" {
 		return exitcode.UsageError(errors.New("--metrics-listen takes one stage; give each stage file its own metrics.listen"))
 	}
-	stages, err := loadStages(opts.Files)
+	stages, err := loadStages(opts.Factory, opts.Files)
 	if err != nil {
 		return err
 	}
@@ -56,12 +56,12 @@ func runMany(ctx context.Context, opts *RunOptions) error {
 // and a state directory. And one process holds one MQTT connection (SPEC
 // §5), with --client-id as its client id: two mqtt stages would share that
 // id, and the broker would hand the session back and forth between them.
-func loadStages(paths []string) ([]*stagefile.Stage, error) {
+func loadStages(f *Factory, paths []string) ([]*stagefile.Stage, error) {
 	var stages []*stagefile.Stage
 	byApp := map[string]string{}
 	mqttPath := ""
 	for _, path := range paths {
-		st, err := loadRunnable(path)
+		st, err := loadRunnable(f, path)
 		if err != nil {
 			return nil, err
 		}
