@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,7 +83,13 @@ func upstreamCommand(t testing.TB, dirs []string, argv ...string) *exec.Cmd {
 // the Python process itself.
 func startUpstream(t testing.TB, name string, dirs []string, script string, args ...string) *proc {
 	t.Helper()
-	cmd := upstreamCommand(t, dirs, append([]string{upstreamPython, upstreamDir("py", script)}, args...)...)
+	return startInRoot(t, name, dirs, append([]string{upstreamPython, upstreamDir("py", script)}, args...)...)
+}
+
+// startInRoot starts argv in the root (see upstreamCommand).
+func startInRoot(t testing.TB, name string, dirs []string, argv ...string) *proc {
+	t.Helper()
+	cmd := upstreamCommand(t, dirs, argv...)
 	p := &proc{t: t, name: name, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
 	p.errs = p.out
 	cmd.Stdout, cmd.Stderr = p.out, p.out
@@ -154,5 +159,3 @@ func upstreamTempDir(t testing.TB) string {
 	}
 	return dir
 }
-
-func portURL(port int) string { return fmt.Sprintf("http://127.0.0.1:%d/metrics", port) }

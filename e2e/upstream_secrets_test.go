@@ -240,8 +240,8 @@ func TestUpstreamTokens(t *testing.T) {
 		}
 		up := flechtctl(t, dir, 0, append(append([]string{"encrypt", "-k", path(tc.sealWith)}, scope...), tc.value)...)
 		fl := flechtOK(t, 0, append(append([]string{"secrets", "encrypt", "--keyring", path(tc.sealWith)}, scope...), tc.value)...)
-		for sealer, tok := range map[string]string{"flechtctl": up, "flecht": fl} {
-			tok = strings.TrimSpace(tok)
+		for _, by := range [][2]string{{"flechtctl", up}, {"flecht", fl}} {
+			sealer, tok := by[0], strings.TrimSpace(by[1])
 			if h := tokenHeader(t, tok); h["kid"] != tc.wantKid || h["alg"] != "dir" || h["enc"] != "A256GCM" || (h["flenc_scope"] != nil) != (tc.sealScope != "") {
 				t.Fatalf("%s: %s sealed a token with header %v", tc.name, sealer, h)
 			}

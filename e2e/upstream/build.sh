@@ -106,10 +106,12 @@ if ! base_current; then
 	fi
 	echo "$base_pin" >"$root.tmp/.flecht-base"
 	mv "$root.tmp" "$root"
+	debootstrapped=1
 	log "base system ready after $((SECONDS - started))s"
 fi
 
-log "installing the pinned packages into $root/opt/fw"
+log "installing the pinned packages into $root/opt/fw (log: $buildlog)"
+[ -n "${debootstrapped:-}" ] || : >"$buildlog" # a fresh log unless debootstrap just wrote one
 rm -f "$root/.flecht-venv"
 rm -rf "$root/opt/fw"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
