@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,6 +30,7 @@ type keyringStep struct {
 	tool string   // "flechtctl" or "flecht"
 	args []string // the verb; KEYRING stands for the file
 	want keyringView
+	code int // the exit code; a refusal (flechtctl 1, flecht 3) must leave the file as it was
 }
 
 func TestUpstreamKeyrings(t *testing.T) {
@@ -39,27 +41,30 @@ func TestUpstreamKeyrings(t *testing.T) {
 		steps []keyringStep
 	}{
 		{"written by flechtctl", []keyringStep{
-			{"flechtctl", []string{"keyring", "new", "KEYRING", "--kid", "up-a"}, view("up-a", "up-a")},
-			{"flechtctl", []string{"keyring", "add", "KEYRING", "--kid", "up-b"}, view("up-a", "up-a", "up-b")},
-			{"flechtctl", []string{"keyring", "primary", "KEYRING", "up-b"}, view("up-b", "up-a", "up-b")},
-			{"flechtctl", []string{"keyring", "add", "KEYRING", "--kid", "up-c", "--primary"}, view("up-c", "up-a", "up-b", "up-c")},
-			{"flechtctl", []string{"keyring", "remove", "KEYRING", "up-a"}, view("up-c", "up-b", "up-c")},
+			{"flechtctl", []string{"keyring", "new", "KEYRING", "--kid", "up-a"}, view("up-a", "up-a"), 0},
+			{"flechtctl", []string{"keyring", "add", "KEYRING", "--kid", "up-b"}, view("up-a", "up-a", "up-b"), 0},
+			{"flechtctl", []string{"keyring", "primary", "KEYRING", "up-b"}, view("up-b", "up-a", "up-b"), 0},
+			{"flechtctl", []string{"keyring", "add", "KEYRING", "--kid", "up-c", "--primary"}, view("up-c", "up-a", "up-b", "up-c"), 0},
+			{"flechtctl", []string{"keyring", "remove", "KEYRING", "up-a"}, view("up-c", "up-b", "up-c"), 0},
 		}},
 		{"written by flecht", []keyringStep{
-			{"flecht", []string{"keys", "init", "--kid", "fl-a"}, view("fl-a", "fl-a")},
-			{"flecht", []string{"keys", "add", "--kid", "fl-b"}, view("fl-a", "fl-a", "fl-b")},
-			{"flecht", []string{"keys", "promote", "--kid", "fl-b"}, view("fl-b", "fl-a", "fl-b")},
-			{"flecht", []string{"keys", "add", "--kid", "fl-c"}, view("fl-b", "fl-a", "fl-b", "fl-c")},
-			{"flecht", []string{"keys", "promote", "--kid", "fl-c"}, view("fl-c", "fl-a", "fl-b", "fl-c")},
-			{"flecht", []string{"keys", "remove", "--kid", "fl-a"}, view("fl-c", "fl-b", "fl-c")},
+			{"flecht", []string{"keys", "init", "--kid", "fl-a"}, view("fl-a", "fl-a"), 0},
+			{"flecht", []string{"keys", "add", "--kid", "fl-b"}, view("fl-a", "fl-a", "fl-b"), 0},
+			{"flecht", []string{"keys", "promote", "--kid", "fl-b"}, view("fl-b", "fl-a", "fl-b"), 0},
+			{"flecht", []string{"keys", "add", "--kid", "fl-c"}, view("fl-b", "fl-a", "fl-b", "fl-c"), 0},
+			{"flecht", []string{"keys", "promote", "--kid", "fl-c"}, view("fl-c", "fl-a", "fl-b", "fl-c"), 0},
+			{"flecht", []string{"keys", "remove", "--kid", "fl-a"}, view("fl-c", "fl-b", "fl-c"), 0},
 		}},
 		{"edited by both in turn", []keyringStep{
-			{"flechtctl", []string{"keyring", "new", "KEYRING", "--kid", "mix-a"}, view("mix-a", "mix-a")},
-			{"flecht", []string{"keys", "add", "--kid", "mix-b"}, view("mix-a", "mix-a", "mix-b")},
-			{"flechtctl", []string{"keyring", "primary", "KEYRING", "mix-b"}, view("mix-b", "mix-a", "mix-b")},
-			{"flecht", []string{"keys", "remove", "--kid", "mix-a"}, view("mix-b", "mix-b")},
-			{"flechtctl", []string{"keyring", "add", "KEYRING", "--kid", "mix-c"}, view("mix-b", "mix-b", "mix-c")},
-			{"flecht", []string{"keys", "promote", "--kid", "mix-c"}, view("mix-c", "mix-b", "mix-c")},
+			{"flechtctl", []string{"keyring", "new", "KEYRING", "--kid", "mix-a"}, view("mix-a", "mix-a"), 0},
+			{"flecht", []string{"keys", "add", "--kid", "mix-b"}, view("mix-a", "mix-a", "mix-b"), 0},
+			{"flechtctl", []string{"keyring", "primary", "KEYRING", "mix-b"}, view("mix-b", "mix-a", "mix-b"), 0},
+			{"flecht", []string{"keys", "remove", "--kid", "mix-a"}, view("mix-b", "mix-b"), 0},
+			{"flechtctl", []string{"keyring", "add", "KEYRING", "--kid", "mix-c"}, view("mix-b", "mix-b", "mix-c"), 0},
+			{"flecht", []string{"keys", "promote", "--kid", "mix-c"}, view("mix-c", "mix-b", "mix-c"), 0},
+			// Both refuse to remove the primary, and the file stays as it was.
+			{"flechtctl", []string{"keyring", "remove", "KEYRING", "mix-c"}, view("mix-c", "mix-b", "mix-c"), 1},
+			{"flecht", []string{"keys", "remove", "--kid", "mix-c"}, view("mix-c", "mix-b", "mix-c"), 3},
 		}},
 	}
 	for _, tc := range cases {
@@ -73,10 +78,14 @@ func TestUpstreamKeyrings(t *testing.T) {
 						args[j] = keyring
 					}
 				}
+				before, _ := os.ReadFile(keyring)
 				if step.tool == "flecht" {
-					flechtOK(t, 0, append(args, "--keyring", keyring)...)
+					flechtOK(t, step.code, append(args, "--keyring", keyring)...)
 				} else {
-					flechtctl(t, dir, 0, args...)
+					flechtctl(t, dir, step.code, args...)
+				}
+				if after, _ := os.ReadFile(keyring); step.code != 0 && !bytes.Equal(before, after) {
+					t.Fatalf("step %d: %s refused (exit %d) but changed the file", i+1, step.tool, step.code)
 				}
 				what := step.tool + " " + strings.Join(step.args, " ")
 				if got := flechtKeyringView(t, keyring); !equalView(got, step.want) {
