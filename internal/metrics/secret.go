@@ -32,7 +32,9 @@ func (o *Observer) signed() *signedMetrics {
 }
 
 // Verified implements secret.Observer.
-func (o *Observer) Verified(scope, kid string) { o.signed().verifications.WithLabelValues(scope, kid).Inc() }
+func (o *Observer) Verified(scope, kid string) {
+	o.signed().verifications.WithLabelValues(scope, kid).Inc()
+}
 
 // UnsignedRead implements secret.Observer.
 func (o *Observer) UnsignedRead(scope string) { o.signed().unsignedReads.WithLabelValues(scope).Inc() }
