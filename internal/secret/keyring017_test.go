@@ -5,6 +5,7 @@ import (
 	"crypto/ecdh"
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -524,3 +525,32 @@ func mustRead(t *testing.T, path string) []byte {
 }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// The written header is upstream's: p2c 210000, a 16-byte p2s, cty
+// jwk-set+json; two writes never share a salt.
+func TestProtectedHeaderAsUpstreamWrites(t *testing.T) {
+	kr := mustParse(t, fullDoc())
+	var salts []string
+	for range 2 {
+		d, err := kr.SealProtected([]byte("fourteen bytes!"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hdr, _ := b64url.DecodeString(strings.SplitN(string(d), ".", 2)[0])
+		var h struct {
+			Alg, Cty, Enc, P2s string
+			P2c                int
+		}
+		if err := json.Unmarshal(hdr, &h); err != nil {
+			t.Fatal(err)
+		}
+		p2s, _ := b64url.DecodeString(h.P2s)
+		if h.Alg != ProtectedAlg || h.Cty != "jwk-set+json" || h.Enc != "A256GCM" || h.P2c != 210000 || len(p2s) != 16 {
+			t.Errorf("header %s", hdr)
+		}
+		salts = append(salts, h.P2s)
+	}
+	if salts[0] == salts[1] {
+		t.Error("two writes share a salt")
+	}
+}

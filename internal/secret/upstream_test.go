@@ -273,7 +273,8 @@ func TestUpstreamOpensFlechtValues(t *testing.T) {
 	}
 	items = append(items, item{Name: "full keyring", Op: "keyring", Doc: docOf(full)},
 		item{Name: "seal-only keyring", Op: "keyring", Doc: docOf(sealOnly)},
-		item{Name: "protected keyring", Op: "protected", Doc: docOf(protected), Payload: password})
+		item{Name: "protected keyring", Op: "protected", Doc: docOf(protected), Payload: password},
+		item{Name: "protected keyring through flechtctl keyring show --password-file", Op: "protected_cli", Doc: docOf(protected), Payload: password})
 	seal := func(name string, kr *Keyring, payload, scope string) string {
 		tok, err := kr.Encrypt([]byte(payload), scope)
 		if err != nil {
@@ -347,6 +348,19 @@ for it in data["items"]:
             k = tokens.decrypt_keyring(it["doc"], it["payload"])
             r["ok"] = k == kr
             r["detail"] = "opened to another keyring"
+        elif op == "protected_cli":
+            import contextlib, io, os, tempfile
+            from flechtctl.cli import main
+            with tempfile.TemporaryDirectory() as d:
+                path, pw = os.path.join(d, "k.json"), os.path.join(d, "pw")
+                open(path, "w").write(it["doc"])
+                open(pw, "w").write(it["payload"] + "\n")
+                buf = io.StringIO()
+                with contextlib.redirect_stdout(buf):
+                    code = main(["keyring", "show", path, "--password-file", pw])
+            shown = buf.getvalue()
+            r["ok"] = code == 0 and all(k in shown for k in ("k-oct", "k-rec", "k-sig", "k-db"))
+            r["detail"] = "exit %d: %s" % (code, shown)
         elif op == "decrypt":
             got = tokens.decrypt_bytes(kr, it["token"], scope=it.get("scope", ""))
             r["ok"] = got == it["payload"].encode()
