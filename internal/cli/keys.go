@@ -57,6 +57,15 @@ from reading the keyring to writing it, so two of them at once cannot lose
 a change; a lock older than 10 seconds was left by a killed command and is
 broken with a warning.
 
+Keyrings written by Flechtwerk/flechtctl 0.17 load too: X25519 recipient
+and Ed25519 signing keys beside oct ones, per-key scope bindings
+(flenc_scopes), per-scope sealing and signing keys (flenc_primaries,
+flenc_signing). remove refuses (exit 3) a key that the primary, a
+flenc_primaries entry or a flenc_signing entry names: move that role first.
+A password-protected keyring (an encrypted JWK Set, as 'flechtctl keyring
+protect' writes) opens with --password-file FILE or ` + EnvKeyringPasswordFile + `
+(or a prompt on a terminal), and an edit writes it back protected.
+
 The keyring file comes from --keyring or ` + EnvKeyring + `.`
 
 // KeysOptions are the inputs of `flecht keys init|add|promote|remove|list`.

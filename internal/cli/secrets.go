@@ -33,7 +33,11 @@ An input that is no value to seal (a JSON_VALUE that is not JSON, standard
 input over 16 MiB) is a usage error: exit 2, kind invalid_value, in the
 same two forms. No message quotes the input.
 
-The keyring file comes from --keyring or ` + EnvKeyring + ` (see 'flecht keys').
+The keyring file comes from --keyring or ` + EnvKeyring + ` (see 'flecht keys'); a
+password-protected one opens with --password-file or ` + EnvKeyringPasswordFile + `.
+Tokens of both Flechtwerk 0.17 generations open: dir + A256GCM under an oct
+key, ECDH-ES+A256KW + A256GCM to an X25519 key; the kind of the key the
+token's kid names decides which header is accepted.
 No output and no error message ever holds key bytes or a plaintext.
 
 'secrets scan' and 'secrets reencrypt' work on the secret fields stored in
