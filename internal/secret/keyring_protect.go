@@ -238,6 +238,9 @@ func acceptProtectedHeader(hdr []byte) (p2s []byte, p2c int, err error) {
 		return nil, 0, invalid("enc %s is not accepted, only %s", Echo(enc, knownEncs), encGCM)
 	case cty != ProtectedCty:
 		return nil, 0, invalid("cty must be %s", ProtectedCty)
+	case p2c == hugeCount:
+		return nil, 0, invalid("p2c of more than 9 digits is outside the accepted %d to %d iterations; refused before any key derivation",
+			MinProtectedIterations, MaxProtectedIterations)
 	case p2c < 0:
 		return nil, 0, invalid("header has no p2c")
 	case p2c < MinProtectedIterations || p2c > MaxProtectedIterations:
@@ -249,15 +252,19 @@ func acceptProtectedHeader(hdr []byte) (p2s []byte, p2c int, err error) {
 	return p2s, p2c, nil
 }
 
+// hugeCount stands for a p2c of more than 9 digits: out of bounds, and not
+// worth printing.
+const hugeCount = -2
+
 // jsonSmallInt decodes a JSON integer literal (no fraction, exponent or
-// sign); one of more than 9 digits reads as out of bounds.
+// sign); one of more than 9 digits reads as hugeCount.
 func jsonSmallInt(raw json.RawMessage) (int, error) {
 	s := string(raw)
 	if s == "" || strings.Trim(s, "0123456789") != "" {
 		return 0, fmt.Errorf("not an integer")
 	}
 	if len(s) > 9 {
-		return MaxProtectedIterations + 1, nil // a huge count: reported as out of bounds
+		return hugeCount, nil
 	}
 	n := 0
 	for _, c := range s {
