@@ -269,7 +269,8 @@ nothing checks the topics, and a warning says so.`
 		if kid == "" || path == "" {
 			return inner(c, args) // reports the usage error
 		}
-		kr, _, err := secret.Load(path)
+		pwFlag, _ := c.Flags().GetString("password-file")
+		kr, _, err := secret.Load(path, keyringPassword(passwordFilePath(pwFlag, f.Getenv), f.IO))
 		if err != nil || !kr.Has(kid) || kr.Primary() == kid {
 			return inner(c, args) // reports the missing file, kid or the primary
 		}

@@ -59,14 +59,15 @@ type RotateScan struct {
 
 // KeysRotatePlanOptions are the inputs of `flecht keys rotate-plan`.
 type KeysRotatePlanOptions struct {
-	IO      *ui.IOStreams
-	Printer func() *ui.Printer
-	Keyring string
-	Kid     string
-	URLs    []string
-	Targets secretTargets
-	Scan    func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error)
-	Scrape  func(ctx context.Context, url string) KeysCheckReader
+	IO           *ui.IOStreams
+	Printer      func() *ui.Printer
+	Keyring      string
+	PasswordFile string // a protected keyring's password: --password-file, else FLECHT_KEYRING_PASSWORD_FILE
+	Kid          string
+	URLs         []string
+	Targets      secretTargets
+	Scan         func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error)
+	Scrape       func(ctx context.Context, url string) KeysCheckReader
 }
 
 // NewCmdKeysRotatePlan builds `flecht keys rotate-plan`.
@@ -101,6 +102,7 @@ changed. Exit 0 whatever the progress; 1 when a check itself fails.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Keyring = keyringPath(opts.Keyring, f.Getenv)
+			opts.PasswordFile = passwordFilePath(opts.PasswordFile, f.Getenv)
 			if opts.Keyring == "" {
 				return exitcode.UsageError(errNoKeyringPath)
 			}
@@ -114,6 +116,7 @@ changed. Exit 0 whatever the progress; 1 when a check itself fails.`,
 		},
 	}
 	addKeyringFlag(cmd, &opts.Keyring)
+	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	cmd.Flags().StringVar(&opts.Kid, "kid", "", "the new key (being rotated to)")
 	cmd.Flags().StringSliceVar(&opts.URLs, "metrics-url", nil, "a reader's Prometheus endpoint (repeatable)")
 	opts.Targets.addFlags(cmd)
@@ -121,7 +124,7 @@ changed. Exit 0 whatever the progress; 1 when a check itself fails.`,
 }
 
 func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
-	kr, err := loadKeyringForKeys(&KeysOptions{IO: opts.IO, Keyring: opts.Keyring})
+	kr, err := loadKeyringForKeys(&KeysOptions{IO: opts.IO, Keyring: opts.Keyring, PasswordFile: opts.PasswordFile})
 	if err != nil {
 		return err
 	}

@@ -99,6 +99,9 @@ type RunOptions struct {
 	MQTTURL string
 	// Keyring opens flenc:jwe: secrets in config records (--keyring).
 	Keyring string
+	// PasswordFile opens a password-protected keyring (--password-file,
+	// else FLECHT_KEYRING_PASSWORD_FILE).
+	PasswordFile string
 }
 
 // NewCmdRun builds `flecht run`.
@@ -140,6 +143,7 @@ func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
 	cmd.Flags().StringVar(&opts.ClientID, "client-id", "", "this instance's identity, unique and stable (env FLECHT_CLIENT_ID; default the hostname)")
 	cmd.Flags().StringVar(&opts.StateDir, "state-dir", "", "where task state lives (default ${XDG_STATE_HOME:-~/.local/state}/flecht/<application_id>)")
 	cmd.Flags().StringVar(&opts.Keyring, "keyring", "", "keyring file for encrypted config fields (env FLECHT_KEYRING)")
+	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	cmd.Flags().StringVar(&opts.MQTTURL, "mqtt-url", "", "MQTT broker of an mqtt stage (env FLECHT_MQTT_URL; default: stage file, profile, mqtt://127.0.0.1:1883); no password in it: use the stage file's mqtt.password_env or password_file")
 	cmd.Flags().StringVar(&opts.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on this address (overrides metrics.listen)")
 	cmd.Flags().DurationVar(&opts.SessionTimeout, "session-timeout", 0, "consumer group session timeout (default 10s)")

@@ -23,6 +23,7 @@ type SecretsReencryptOptions struct {
 	Logger           func() *slog.Logger
 	Targets          secretTargets
 	Keyring          string // --keyring, else FLECHT_KEYRING
+	PasswordFile     string // a protected keyring's password: --password-file, else FLECHT_KEYRING_PASSWORD_FILE
 	Execute          bool
 	EncryptPlaintext bool
 	BatchSize        int
@@ -116,6 +117,7 @@ func NewCmdSecretsReencrypt(f *Factory, runF func(*SecretsReencryptOptions) erro
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Keyring = keyringPath(opts.Keyring, f.Getenv)
+			opts.PasswordFile = passwordFilePath(opts.PasswordFile, f.Getenv)
 			if runF != nil {
 				return runF(opts)
 			}
@@ -124,6 +126,7 @@ func NewCmdSecretsReencrypt(f *Factory, runF func(*SecretsReencryptOptions) erro
 	}
 	opts.Targets.addFlags(cmd)
 	addKeyringFlag(cmd, &opts.Keyring)
+	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	fl := cmd.Flags()
 	fl.BoolVar(&opts.Execute, "execute", false, "write: re-produce the records (without it, only the plan is printed)")
 	fl.BoolVar(&opts.EncryptPlaintext, "encrypt-plaintext", false, "also encrypt plaintext values (migration); rotate them at their source afterwards")
@@ -145,7 +148,7 @@ func runSecretsReencrypt(ctx context.Context, opts *SecretsReencryptOptions) err
 	if opts.BatchSize < 1 || opts.MaxRounds < 1 || opts.SettleTimeout <= 0 {
 		return exitcode.UsageError(errors.New("--batch-size, --max-rounds and --settle-timeout must be positive"))
 	}
-	kr, err := loadOptionalKeyring(opts.IO, opts.Keyring)
+	kr, err := loadOptionalKeyring(opts.IO, opts.Keyring, opts.PasswordFile)
 	if err != nil {
 		return err
 	}

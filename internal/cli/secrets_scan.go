@@ -92,11 +92,11 @@ func shellQuote(s string) string {
 
 // loadOptionalKeyring loads the keyring when a path is given (flag or
 // environment); "" gives nil.
-func loadOptionalKeyring(io *ui.IOStreams, path string) (*secret.Keyring, error) {
+func loadOptionalKeyring(io *ui.IOStreams, path, passwordFile string) (*secret.Keyring, error) {
 	if path == "" {
 		return nil, nil
 	}
-	kr, err := loadKeyringFile(io.ErrOut, path)
+	kr, err := loadKeyringFile(io.ErrOut, path, keyringPassword(passwordFile, io))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("keyring %s does not exist", path)
 	}
@@ -113,6 +113,7 @@ type SecretsScanOptions struct {
 	Printer      func() *ui.Printer
 	Targets      secretTargets
 	Keyring      string // optional: --keyring, else FLECHT_KEYRING
+	PasswordFile string // a protected keyring's password: --password-file, else FLECHT_KEYRING_PASSWORD_FILE
 	FindingsOnly bool
 	// Scan reads the topics (a Kafka client from the factory).
 	Scan func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error)
@@ -178,6 +179,7 @@ func NewCmdSecretsScan(f *Factory, runF func(*SecretsScanOptions) error) *cobra.
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Keyring = keyringPath(opts.Keyring, f.Getenv)
+			opts.PasswordFile = passwordFilePath(opts.PasswordFile, f.Getenv)
 			if runF != nil {
 				return runF(opts)
 			}
@@ -186,6 +188,7 @@ func NewCmdSecretsScan(f *Factory, runF func(*SecretsScanOptions) error) *cobra.
 	}
 	opts.Targets.addFlags(cmd)
 	addKeyringFlag(cmd, &opts.Keyring)
+	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	cmd.Flags().BoolVar(&opts.FindingsOnly, "findings-only", false, "list only plaintext, corrupt and undecryptable values (the summary still counts all)")
 	return cmd
 }
@@ -195,7 +198,7 @@ func runSecretsScan(ctx context.Context, opts *SecretsScanOptions) error {
 	if err != nil {
 		return err
 	}
-	kr, err := loadOptionalKeyring(opts.IO, opts.Keyring)
+	kr, err := loadOptionalKeyring(opts.IO, opts.Keyring, opts.PasswordFile)
 	if err != nil {
 		return err
 	}

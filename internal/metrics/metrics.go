@@ -106,6 +106,7 @@ func New(labels map[string]string) *Observer {
 	o.KeysLoaded = o.gaugeVec("keyring_keys_loaded", "One series per key in the installed keyring.", "kid")
 	o.PlaintextReads = o.counterVec("secret_plaintext_reads_total", "Secret reads that took the legacy plaintext branch.", "scope")
 	o.SecretDecrypts = o.counterVec("secret_decrypts_total", "Successful secret decryptions.", "scope", "kid")
+	registerSignedFamilies(o)
 	return o
 }
 

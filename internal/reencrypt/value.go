@@ -361,12 +361,18 @@ func transform(value []byte, fields []Field, kr *secret.Keyring, encryptPlaintex
 	edits := map[*Field]*edit{}
 	for _, s := range slots {
 		v, payload := judge(s, kr)
-		act := decide(v, s.Field.Scope, kr.Primary(), encryptPlaintext)
+		// The target is the scope's sealing key (flenc_primaries, else the
+		// primary), the key Encrypt seals under.
+		target, terr := kr.SealingKid(s.Field.Scope)
+		if terr != nil {
+			target = kr.Primary()
+		}
+		act := decide(v, s.Field.Scope, target, encryptPlaintext)
 		kid := v.Kid
 		if kid == "" && v.Err != nil {
 			kid = v.Err.Kid
 		}
-		out.NonPrimary = out.NonPrimary || (kid != "" && kid != kr.Primary())
+		out.NonPrimary = out.NonPrimary || (kid != "" && kid != target)
 		out.ScopeUpgrade = out.ScopeUpgrade || (v.Status == secret.StatusEncrypted && s.Field.Scope != "" && v.TokenScope == "")
 		out.Plaintext = out.Plaintext || v.Status == secret.StatusPlaintext
 		var repl []byte
