@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -121,7 +122,7 @@ func (c *Cluster) Opts() []kgo.Opt {
 		kgo.MetadataMinAge(time.Second),
 	}
 	if c.TLS != nil {
-		opts = append(opts, kgo.DialTLSConfig(c.TLS.Clone()))
+		opts = append(opts, kgo.Dialer(c.dialTLS(dial)))
 	}
 	if c.SASL != nil {
 		opts = append(opts, kgo.SASL(c.SASL), kgo.WithHooks(c.loginWatch()))
@@ -130,6 +131,27 @@ func (c *Cluster) Opts() []kgo.Opt {
 		opts = append(opts, kgo.WithLogger(slogLogger{c.Log}))
 	}
 	return opts
+}
+
+// dialTLS dials as kgo.DialTLSConfig does (the server name from the
+// address unless the profile sets one), keeping a refusal of the client
+// certificate readable when the first request fails (RefusalAware).
+func (c *Cluster) dialTLS(timeout time.Duration) func(ctx context.Context, network, host string) (net.Conn, error) {
+	return func(ctx context.Context, network, host string) (net.Conn, error) {
+		cfg := c.TLS.Clone()
+		if cfg.ServerName == "" {
+			server, _, err := net.SplitHostPort(host)
+			if err != nil {
+				return nil, fmt.Errorf("unable to split host:port for dialing: %w", err)
+			}
+			cfg.ServerName = server
+		}
+		conn, err := (&tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: cfg}).DialContext(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		return tlsclient.RefusalAware(conn.(*tls.Conn)), nil
+	}
 }
 
 // Client returns a new franz-go client; extra options are applied last.

@@ -50,6 +50,12 @@ func serve(t *testing.T, cfg *tls.Config) string {
 // client certificate arrives only with that first read. It returns the
 // explained error.
 func exchange(t *testing.T, addr string, files tlsclient.Files, tweak func(*tls.Config)) error {
+	return exchangeAfter(t, addr, files, tweak, 0)
+}
+
+// exchangeAfter is exchange with a pause after each write, in which a
+// refusing server has reset the connection.
+func exchangeAfter(t *testing.T, addr string, files tlsclient.Files, tweak func(*tls.Config), pause time.Duration) error {
 	t.Helper()
 	cfg, err := tlsclient.Config(files, "127.0.0.1")
 	if err != nil {
@@ -60,14 +66,19 @@ func exchange(t *testing.T, addr string, files tlsclient.Files, tweak func(*tls.
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
+	tc, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return tlsclient.ExplainHandshake(err, withFiles(files))
 	}
-	defer conn.Close()
+	defer tc.Close()
+	conn := tlsclient.RefusalAware(tc.(*tls.Conn))
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := conn.Write([]byte("x")); err != nil {
-		return tlsclient.Explain(err, withFiles(files))
+	// A request in two writes, as paho writes a packet's parts.
+	for _, part := range []string{"x", "y"} {
+		if _, err := conn.Write([]byte(part)); err != nil {
+			return tlsclient.Explain(err, withFiles(files))
+		}
+		time.Sleep(pause)
 	}
 	buf := make([]byte, 2)
 	if _, err := io.ReadFull(conn, buf); err != nil {
@@ -151,6 +162,20 @@ func TestHandshakeOutcomesExplained(t *testing.T) {
 }
 
 func maxTLS12(c *tls.Config) { c.MaxVersion = tls.VersionTLS12 }
+
+// A server that refused the client certificate has reset the connection
+// by the time the client writes the rest of its first request: the write
+// fails, and the refusal is still what the error says.
+func TestRefusalSurvivesAFailedFirstWrite(t *testing.T) {
+	pki := tlstest.New(t)
+	mutual := serve(t, pki.ServerConfig(pki.Server, true))
+	for range 5 {
+		err := exchangeAfter(t, mutual, tlsclient.Files{CAFile: pki.CAFile}, nil, 200*time.Millisecond)
+		if te, ok := errors.AsType[*tlsclient.Error](err); !ok || te.Problem != tlsclient.ClientCertRequired || !strings.Contains(err.Error(), "certificate required") {
+			t.Fatalf("want ClientCertRequired, got %T %v", err, err)
+		}
+	}
+}
 
 // A listener that does not speak TLS: one that answers in plain text, and
 // one that hangs up on the ClientHello.
