@@ -12,15 +12,15 @@ func TestMQTTTLSBlockValidated(t *testing.T) {
 	base := "profiles:\n  p:\n    mqtt:\n"
 	for body, want := range map[string]string{
 		"      url: mqtts://m:8883\n      tls: {ca_file: /ca.pem, cert_file: /c.pem, key_file: /c.key}\n": "",
-		"      url: mqtts://m:8883\n      tls: {enabled: true, ca_file: /ca.pem}\n":                          "",
-		"      url: mqtt://m:1883\n      tls: {enabled: false}\n":                                           "",
-		"      url: mqtts://m\n      tls: {cert_file: /c.pem}\n":                                            "mqtt.tls.cert_file and mqtt.tls.key_file go together",
-		"      url: mqtts://m\n      tls: {key_file: /c.key}\n":                                             "mqtt.tls.cert_file and mqtt.tls.key_file go together",
-		"      url: mqtt://m\n      tls: {ca_file: /ca.pem}\n":                                              "names certificate files but mqtt.url is plain MQTT: write mqtts://",
-		"      url: mqtt://m\n      tls: {enabled: true}\n":                                                 "enabled is true but mqtt.url is plain MQTT",
-		"      url: mqtts://m\n      tls: {enabled: false}\n":                                               "enabled is false but mqtt.url is mqtts://",
-		"      url: mqtts://m\n      tls: {insecure_skip_verify: true}\n":                                   "trust a private CA with ca_file instead",
-		"      url: mqtts://m\n      tls: {server_name: x}\n":                                               "field server_name not found",
+		"      url: mqtts://m:8883\n      tls: {enabled: true, ca_file: /ca.pem}\n":                       "",
+		"      url: mqtt://m:1883\n      tls: {enabled: false}\n":                                         "",
+		"      url: mqtts://m\n      tls: {cert_file: /c.pem}\n":                                          "mqtt.tls.cert_file and mqtt.tls.key_file go together",
+		"      url: mqtts://m\n      tls: {key_file: /c.key}\n":                                           "mqtt.tls.cert_file and mqtt.tls.key_file go together",
+		"      url: mqtt://m\n      tls: {ca_file: /ca.pem}\n":                                            "names certificate files but mqtt.url is plain MQTT: write mqtts://",
+		"      url: mqtt://m\n      tls: {enabled: true}\n":                                               "enabled is true but mqtt.url is plain MQTT",
+		"      url: mqtts://m\n      tls: {enabled: false}\n":                                             "enabled is false but mqtt.url is mqtts://",
+		"      url: mqtts://m\n      tls: {insecure_skip_verify: true}\n":                                 "trust a private CA with ca_file instead",
+		"      url: mqtts://m\n      tls: {server_name: x}\n":                                             "field server_name not found",
 	} {
 		_, err := Parse([]byte(base + body))
 		if want == "" {
