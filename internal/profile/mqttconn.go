@@ -150,7 +150,7 @@ func (c *MQTTConn) check(urlName, caName string, certLayer *MQTTLayer) error {
 	}
 	if c.URL == "" {
 		if len(tlsNames) > 0 {
-			return fmt.Errorf("%s set but no MQTT broker URL: give an mqtts:// URL", strings.Join(tlsNames, " and "))
+			return fmt.Errorf("%s set but no MQTT broker URL: give an mqtts:// URL", joinList(tlsNames, "and"))
 		}
 		return nil
 	}
@@ -168,8 +168,12 @@ func (c *MQTTConn) check(urlName, caName string, certLayer *MQTTLayer) error {
 		if urlName != "" {
 			from = urlName
 		}
+		them := "them"
+		if len(tlsNames) == 1 {
+			them = "it"
+		}
 		return fmt.Errorf("%s set, but the MQTT URL (%s) is plain MQTT: write mqtts://host:port to connect with TLS, or unset %s",
-			strings.Join(tlsNames, " and "), from, strings.Join(tlsNames, " and "))
+			joinList(tlsNames, "and"), from, them)
 	}
 	return nil
 }
@@ -219,19 +223,19 @@ func (c *MQTTConn) Peer() tlsclient.Peer {
 	return tlsclient.Peer{
 		Name:      "the MQTT broker",
 		Files:     c.Files(),
-		CAHint:    "the CA file (" + orList(ca) + ")",
-		CertHint:  "a client certificate and key (" + orList(cert) + ")",
+		CAHint:    "the CA file (" + joinList(ca, "or") + ")",
+		CertHint:  "a client certificate and key (" + joinList(cert, "or") + ")",
 		PlainHint: "For a plain listener write mqtt:// instead of mqtts://.",
 	}
 }
 
-// orList joins "a, b or c".
-func orList(items []string) string {
+// joinList joins "a, b or c" (conj "or") or "a, b and c".
+func joinList(items []string, conj string) string {
 	switch len(items) {
 	case 0:
 		return ""
 	case 1:
 		return items[0]
 	}
-	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
+	return strings.Join(items[:len(items)-1], ", ") + " " + conj + " " + items[len(items)-1]
 }
