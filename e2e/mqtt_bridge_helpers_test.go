@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -213,6 +214,7 @@ type mqttPub struct {
 	t       *testing.T
 	addr    string
 	id      string
+	tls     *tls.Config // nil: plain MQTT
 	mu      sync.Mutex
 	c       *paho.Client
 	retried map[int]bool
@@ -234,7 +236,13 @@ func newMQTTPub(t *testing.T, addr, id string) *mqttPub {
 }
 
 func (p *mqttPub) connect(ctx context.Context) error {
-	conn, err := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", p.addr)
+	var conn net.Conn
+	var err error
+	if p.tls != nil {
+		conn, err = (&tls.Dialer{NetDialer: &net.Dialer{Timeout: 2 * time.Second}, Config: p.tls}).DialContext(ctx, "tcp", p.addr)
+	} else {
+		conn, err = (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", p.addr)
+	}
 	if err != nil {
 		return err
 	}

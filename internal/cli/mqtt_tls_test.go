@@ -190,7 +190,7 @@ func TestBudgetProbeOverTLS(t *testing.T) {
 	}
 	r = run(t, nil, "", "budget", "probe", "--mqtt", url, "--mqtt-ca-file", pki.CAFile, "--count", "5", "--quiet", "300ms")
 	if r.code != exitcode.Failure || !strings.Contains(r.err, "requires a client certificate (mutual TLS) and none was given") ||
-		!strings.Contains(r.err, "--mqtt-cert-file and --mqtt-key-file") || strings.Contains(r.err, "cannot reach") {
+		!strings.Contains(r.err, "--mqtt-cert-file/--mqtt-key-file") || strings.Contains(r.err, "cannot reach") {
 		t.Errorf("no client certificate: exit %d %q", r.code, r.err)
 	}
 	r = run(t, nil, "", "budget", "probe", "--mqtt", url, "--count", "5", "--quiet", "300ms")

@@ -116,7 +116,7 @@ func TestBridgeTLSRefusalsExplained(t *testing.T) {
 		{"expired broker certificate", pki.ServerConfig(pki.ExpiredServer, false), tlsURL, caOnly,
 			[]string{"certificate has expired or is not yet valid", "renew it"}},
 		{"client certificate required", pki.ServerConfig(pki.Server, true), tlsURL, caOnly,
-			[]string{"requires a client certificate (mutual TLS) and none was given", "set a client certificate and key (--mqtt-cert-file and --mqtt-key-file)"}},
+			[]string{"requires a client certificate (mutual TLS) and none was given", "set a client certificate and key (--mqtt-cert-file/--mqtt-key-file)"}},
 		{"client certificate of another CA", pki.ServerConfig(pki.Server, true), tlsURL, tlsclient.Files{CAFile: pki.CAFile, CertFile: pki.OtherClient.CertFile, KeyFile: pki.OtherClient.KeyFile},
 			[]string{"did not take " + pki.OtherClient.CertFile}},
 		{"client certificate refused", pki.ServerConfigUnlisted(pki.Server), tlsURL, tlsclient.Files{CAFile: pki.CAFile, CertFile: pki.OtherClient.CertFile, KeyFile: pki.OtherClient.KeyFile},

@@ -30,22 +30,23 @@ type MQTTLayer struct {
 	URL, CAFile, CertFile, KeyFile string
 }
 
-// MQTTNames name one source's MQTT settings: "--mqtt-ca-file".
-type MQTTNames struct{ URL, CAFile, CertFile, KeyFile string }
+// MQTTNames name one source's MQTT settings: "--mqtt-ca-file"; Pair
+// names cert_file and key_file at once.
+type MQTTNames struct{ URL, CAFile, CertFile, KeyFile, Pair string }
 
 // MQTTFlags is the layer of a command's --mqtt-url (urlFlag names it:
 // `budget probe` calls it --mqtt), --mqtt-ca-file, --mqtt-cert-file and
 // --mqtt-key-file.
 func MQTTFlags(urlFlag, rawURL, caFile, certFile, keyFile string) MQTTLayer {
 	return MQTTLayer{Source: SourceFlag,
-		Names: MQTTNames{urlFlag, "--mqtt-ca-file", "--mqtt-cert-file", "--mqtt-key-file"},
+		Names: MQTTNames{urlFlag, "--mqtt-ca-file", "--mqtt-cert-file", "--mqtt-key-file", "--mqtt-cert-file/--mqtt-key-file"},
 		URL:   rawURL, CAFile: caFile, CertFile: certFile, KeyFile: keyFile}
 }
 
 // MQTTEnv is the layer of the FLECHT_MQTT_* environment variables.
 func MQTTEnv(getenv func(string) string) MQTTLayer {
 	return MQTTLayer{Source: SourceEnv,
-		Names: MQTTNames{EnvMQTTURL, EnvMQTTCAFile, EnvMQTTCertFile, EnvMQTTKeyFile},
+		Names: MQTTNames{EnvMQTTURL, EnvMQTTCAFile, EnvMQTTCertFile, EnvMQTTKeyFile, EnvMQTTCertFile + "/" + EnvMQTTKeyFile},
 		URL:   getenv(EnvMQTTURL), CAFile: getenv(EnvMQTTCAFile), CertFile: getenv(EnvMQTTCertFile), KeyFile: getenv(EnvMQTTKeyFile)}
 }
 
@@ -53,7 +54,7 @@ func MQTTEnv(getenv func(string) string) MQTTLayer {
 func MQTTStageFile(rawURL, caFile, certFile, keyFile string) MQTTLayer {
 	n := func(k string) string { return "mqtt." + k + " in the stage file" }
 	return MQTTLayer{Source: SourceStageFile,
-		Names: MQTTNames{n("url"), n("ca_file"), n("cert_file"), n("key_file")},
+		Names: MQTTNames{n("url"), n("ca_file"), n("cert_file"), n("key_file"), n("cert_file/key_file")},
 		URL:   rawURL, CAFile: caFile, CertFile: certFile, KeyFile: keyFile}
 }
 
@@ -65,7 +66,7 @@ func (r *Resolved) MQTTProfile() MQTTLayer {
 		in = fmt.Sprintf("of profile %q", r.ProfileName)
 	}
 	n := func(k string) string { return k + " " + in }
-	l := MQTTLayer{Source: SourceProfile, Names: MQTTNames{n("mqtt.url"), n("mqtt.tls.ca_file"), n("mqtt.tls.cert_file"), n("mqtt.tls.key_file")}}
+	l := MQTTLayer{Source: SourceProfile, Names: MQTTNames{n("mqtt.url"), n("mqtt.tls.ca_file"), n("mqtt.tls.cert_file"), n("mqtt.tls.key_file"), n("mqtt.tls.cert_file/key_file")}}
 	if m := r.MQTT; m != nil {
 		l.URL = m.URL
 		if m.TLS != nil {
@@ -146,7 +147,7 @@ func (c *MQTTConn) check(urlName, caName string, certLayer *MQTTLayer) error {
 		tlsNames = append(tlsNames, caName)
 	}
 	if certLayer != nil {
-		tlsNames = append(tlsNames, certLayer.Names.CertFile, certLayer.Names.KeyFile)
+		tlsNames = append(tlsNames, certLayer.Names.Pair)
 	}
 	if c.URL == "" {
 		if len(tlsNames) > 0 {
@@ -218,7 +219,7 @@ func (c *MQTTConn) Peer() tlsclient.Peer {
 	var ca, cert []string
 	for _, l := range c.layers {
 		ca = append(ca, l.Names.CAFile)
-		cert = append(cert, l.Names.CertFile+" and "+l.Names.KeyFile)
+		cert = append(cert, l.Names.Pair)
 	}
 	return tlsclient.Peer{
 		Name:      "the MQTT broker",

@@ -92,7 +92,7 @@ func TestResolveMQTTRefusesWhatCannotWork(t *testing.T) {
 			"--mqtt-ca-file set, but the MQTT URL (--mqtt-url) is plain MQTT: write mqtts://host:port to connect with TLS, or unset it"},
 		{"profile TLS under a plain env URL", layers("", "", env(map[string]string{EnvMQTTURL: "mqtt://m:1883"}), none,
 			&Resolved{ProfileName: "prod", MQTT: &MQTT{URL: "mqtts://p:8883", TLS: &MQTTTLS{CertFile: "/c.pem", KeyFile: "/c.key"}}}), "",
-			`mqtt.tls.cert_file of profile "prod" and mqtt.tls.key_file of profile "prod" set, but the MQTT URL (FLECHT_MQTT_URL) is plain MQTT: write mqtts://host:port to connect with TLS, or unset them`},
+			`mqtt.tls.cert_file/key_file of profile "prod" set, but the MQTT URL (FLECHT_MQTT_URL) is plain MQTT: write mqtts://host:port to connect with TLS, or unset it`},
 		{"CA with the plain default", layers("", "/ca.pem", noEnv, none, &Resolved{}), "mqtt://127.0.0.1:1883",
 			"the MQTT URL (the default broker) is plain MQTT"},
 		{"CA with no URL at all", layers("", "", env(map[string]string{EnvMQTTCAFile: "/ca.pem"}), none, &Resolved{}), "",
@@ -135,7 +135,7 @@ func TestMQTTConnTLSConfig(t *testing.T) {
 	// The hints name every place of the layers consulted.
 	p := ResolveMQTT("", MQTTFlags("--mqtt-url", "mqtts://m", "", "", ""), MQTTEnv(env(nil)), (&Resolved{ProfileName: "prod"}).MQTTProfile()).Peer()
 	if p.CAHint != `the CA file (--mqtt-ca-file, FLECHT_MQTT_CA_FILE or mqtt.tls.ca_file of profile "prod")` ||
-		!strings.Contains(p.CertHint, "--mqtt-cert-file and --mqtt-key-file, FLECHT_MQTT_CERT_FILE and FLECHT_MQTT_KEY_FILE or ") {
+		p.CertHint != `a client certificate and key (--mqtt-cert-file/--mqtt-key-file, FLECHT_MQTT_CERT_FILE/FLECHT_MQTT_KEY_FILE or mqtt.tls.cert_file/key_file of profile "prod")` {
 		t.Errorf("hints %q / %q", p.CAHint, p.CertHint)
 	}
 }
