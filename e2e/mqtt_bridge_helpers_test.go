@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/tlsclient"
 )
 
 // Helpers for the source-stage proofs (the MQTT bridge and http-poll):
@@ -240,6 +241,9 @@ func (p *mqttPub) connect(ctx context.Context) error {
 	var err error
 	if p.tls != nil {
 		conn, err = (&tls.Dialer{NetDialer: &net.Dialer{Timeout: 2 * time.Second}, Config: p.tls}).DialContext(ctx, "tcp", p.addr)
+		if err == nil {
+			conn = tlsclient.NewConn(conn.(*tls.Conn)) // paho needs a packet's writes kept together
+		}
 	} else {
 		conn, err = (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", p.addr)
 	}

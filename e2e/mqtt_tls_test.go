@@ -213,4 +213,9 @@ func TestMQTTBridgeMutualTLS(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "requires a client certificate") || !strings.Contains(errOut, "--mqtt-cert-file") {
 		t.Errorf("budget probe without a client certificate: exit %d %q", code, errOut)
 	}
+	// Plain MQTT to Mosquitto's TLS listener: it resets the connection.
+	_, errOut, code = runFlecht(t, "", "budget", "probe", "--mqtt", "mqtt://"+m.Addr, "--count", "5")
+	if code != 1 || !strings.Contains(errOut, "if this port is a TLS listener, write mqtts://") {
+		t.Errorf("budget probe with mqtt:// to a TLS listener: exit %d %q", code, errOut)
+	}
 }

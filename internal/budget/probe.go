@@ -272,7 +272,7 @@ func Probe(ctx context.Context, o ProbeOptions) (*ProbeResult, error) {
 		if err != nil {
 			return nil, tlsclient.ExplainHandshake(err, peer)
 		}
-		return tlsclient.RefusalAware(conn.(*tls.Conn)), nil
+		return tlsclient.NewConn(conn.(*tls.Conn)), nil
 	}
 	connect := func(ctx context.Context, id string, clean bool, expiry uint32, onMsg func(*paho.Publish)) (*paho.Client, *paho.Connack, error) {
 		conn, err := dial(ctx)
@@ -305,6 +305,8 @@ func Probe(ctx context.Context, o ProbeOptions) (*ProbeResult, error) {
 			}
 			if useTLS {
 				err = tlsclient.Explain(err, peer)
+			} else {
+				err = profile.ExplainPlainMQTT(err)
 			}
 			return nil, nil, fmt.Errorf("connecting to the MQTT broker at %s: %w", addr, err)
 		}

@@ -169,7 +169,7 @@ func tlsMQTTClient(t *testing.T, addr string, cfg *tls.Config) *paho.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := paho.NewClient(paho.ClientConfig{ClientID: "tls-pub", Conn: conn})
+	c := paho.NewClient(paho.ClientConfig{ClientID: "tls-pub", Conn: tlsclient.NewConn(conn)})
 	if _, err := c.Connect(context.Background(), &paho.Connect{ClientID: "tls-pub", KeepAlive: 30, CleanStart: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -196,6 +196,11 @@ func TestBudgetProbeOverTLS(t *testing.T) {
 	r = run(t, nil, "", "budget", "probe", "--mqtt", url, "--count", "5", "--quiet", "300ms")
 	if r.code != exitcode.Failure || !strings.Contains(r.err, "certificate signed by unknown authority") || !strings.Contains(r.err, "--mqtt-ca-file") {
 		t.Errorf("system roots: exit %d %q", r.code, r.err)
+	}
+	// A plain URL for the TLS listener.
+	r = run(t, nil, "", "budget", "probe", "--mqtt", "mqtt://"+broker.MQTTAddr(), "--count", "5", "--quiet", "300ms")
+	if r.code != exitcode.Failure || !strings.Contains(r.err, "if this port is a TLS listener, write mqtts:// instead of mqtt://") {
+		t.Errorf("mqtt:// to a TLS listener: exit %d %q", r.code, r.err)
 	}
 	// All of it from the profile, the CA overridden by the environment.
 	env := writeProfiles(t, fmt.Sprintf("current_profile: p\nprofiles:\n  p:\n    mqtt:\n      url: %s\n      tls: {ca_file: %s, cert_file: %s, key_file: %s}\n",

@@ -135,7 +135,7 @@ func (c *Cluster) Opts() []kgo.Opt {
 
 // dialTLS dials as kgo.DialTLSConfig does (the server name from the
 // address unless the profile sets one), keeping a refusal of the client
-// certificate readable when the first request fails (RefusalAware).
+// certificate readable when the first request fails (tlsclient.Conn).
 func (c *Cluster) dialTLS(timeout time.Duration) func(ctx context.Context, network, host string) (net.Conn, error) {
 	return func(ctx context.Context, network, host string) (net.Conn, error) {
 		cfg := c.TLS.Clone()
@@ -150,7 +150,7 @@ func (c *Cluster) dialTLS(timeout time.Duration) func(ctx context.Context, netwo
 		if err != nil {
 			return nil, err
 		}
-		return tlsclient.RefusalAware(conn.(*tls.Conn)), nil
+		return tlsclient.NewConn(conn.(*tls.Conn)), nil
 	}
 }
 

@@ -3,15 +3,11 @@ package mqtt
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"slices"
-	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/eclipse/paho.golang/packets"
@@ -87,7 +83,7 @@ func (e Endpoint) dial(ctx context.Context) (net.Conn, error) {
 	if err != nil {
 		return nil, tlsclient.ExplainHandshake(err, e.peer())
 	}
-	return tlsclient.RefusalAware(conn.(*tls.Conn)), nil
+	return tlsclient.NewConn(conn.(*tls.Conn)), nil
 }
 
 func (e Endpoint) peer() tlsclient.Peer {
@@ -101,15 +97,12 @@ func (e Endpoint) peer() tlsclient.Peer {
 // explain makes a failed CONNECT say what to change. Under TLS 1.3 a
 // broker refuses a client certificate after the handshake, so its alert
 // arrives with the read of the CONNACK. A plain client that met a TLS
-// listener sees the connection closed or garbage.
+// listener sees the connection closed.
 func (e Endpoint) explain(err error) error {
 	if e.secure() {
 		return tlsclient.Explain(err, e.peer())
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(err.Error(), "unexpected packet") {
-		return fmt.Errorf("%w (if this port is a TLS listener, write mqtts:// instead of mqtt://)", err)
-	}
-	return err
+	return profile.ExplainPlainMQTT(err)
 }
 
 // session is one live MQTT connection of the persistent session. Each

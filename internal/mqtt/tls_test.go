@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/eclipse/paho.golang/paho"
@@ -41,7 +43,7 @@ func tlsPublisher(t *testing.T, addr string, pki *tlstest.PKI) *paho.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := paho.NewClient(paho.ClientConfig{ClientID: "tls-pub", Conn: conn})
+	c := paho.NewClient(paho.ClientConfig{ClientID: "tls-pub", Conn: tlsclient.NewConn(conn)})
 	if _, err := c.Connect(context.Background(), &paho.Connect{ClientID: "tls-pub", KeepAlive: 30, CleanStart: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +158,68 @@ func TestBridgeTLSRefusalsExplained(t *testing.T) {
 }
 
 func tlsURL(env *devenv.Env) string { return "mqtts://" + env.MQTTAddr() }
+
+// paho writes each packet in several Writes and from several goroutines
+// (callers, its pinger, its ack timer): over TLS the connection must keep
+// a packet's writes together, or the broker reads a malformed packet and
+// drops the client. Eight goroutines publish at once on one connection;
+// every message must arrive and the connection stay up.
+func TestConcurrentPacketsStayWholeOverTLS(t *testing.T) {
+	const writers, each = 8, 250
+	pki := tlstest.New(t)
+	menv := startMQTTBroker(t, devenv.Options{MQTTTLS: pki.ServerConfig(pki.Server, false)})
+	var got atomic.Int64
+	sub := tlsClient(t, menv.MQTTAddr(), pki, "sub", func(*paho.Publish) { got.Add(1) })
+	if _, err := sub.Subscribe(context.Background(), &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "load/#", QoS: 0}}}); err != nil {
+		t.Fatal(err)
+	}
+	pub := tlsClient(t, menv.MQTTAddr(), pki, "pub", nil)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				payload := strings.Repeat("x", 1+(w*each+i)%700)
+				if _, err := pub.Publish(context.Background(), &paho.Publish{Topic: "load/" + strconv.Itoa(w), QoS: 0, Payload: []byte(payload)}); err != nil {
+					t.Errorf("writer %d, message %d: %v", w, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	eventually(t, "every message", func() bool { return got.Load() == writers*each }, func() string { return strconv.FormatInt(got.Load(), 10) + " arrived" })
+	select {
+	case <-pub.Done():
+		t.Fatal("the broker dropped the publisher")
+	default:
+	}
+}
+
+// tlsClient connects a paho client over tlsclient.Conn, as the bridge and
+// the probe do.
+func tlsClient(t *testing.T, addr string, pki *tlstest.PKI, id string, onMsg func(*paho.Publish)) *paho.Client {
+	t.Helper()
+	cfg, err := tlsclient.Config(tlsclient.Files{CAFile: pki.CAFile}, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := paho.ClientConfig{ClientID: id, Conn: tlsclient.NewConn(conn)}
+	if onMsg != nil {
+		cc.OnPublishReceived = []func(paho.PublishReceived) (bool, error){
+			func(pr paho.PublishReceived) (bool, error) { onMsg(pr.Packet); return true, nil },
+		}
+	}
+	c := paho.NewClient(cc)
+	if _, err := c.Connect(context.Background(), &paho.Connect{ClientID: id, KeepAlive: 30, CleanStart: true}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{}) })
+	return c
+}
 
 // The TLS files are read before anything connects, and a broken one is
 // named.

@@ -230,6 +230,15 @@ func (c *MQTTConn) Peer() tlsclient.Peer {
 	}
 }
 
+// ExplainPlainMQTT adds a hint to an error of a plain mqtt:// connection
+// that was closed before the broker answered, as a TLS listener does.
+func ExplainPlainMQTT(err error) error {
+	if err != nil && tlsclient.ClosedEarly(err) {
+		return fmt.Errorf("%w (if this port is a TLS listener, write mqtts:// instead of mqtt://)", err)
+	}
+	return err
+}
+
 // joinList joins "a, b or c" (conj "or") or "a, b and c".
 func joinList(items []string, conj string) string {
 	switch len(items) {

@@ -97,10 +97,17 @@ func ExplainHandshake(err error, p Peer) error {
 	if _, ok := errors.AsType[*Error](err); ok || err == nil {
 		return err
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+	if ClosedEarly(err) {
 		return notTLS(err, p)
 	}
 	return err
+}
+
+// ClosedEarly reports whether err is a connection closed or reset before
+// the server answered: what a TLS server does to a client speaking
+// plaintext to it, and what a plaintext server does to a TLS handshake.
+func ClosedEarly(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 func notTLS(err error, p Peer) error {

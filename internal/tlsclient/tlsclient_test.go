@@ -71,7 +71,7 @@ func exchangeAfter(t *testing.T, addr string, files tlsclient.Files, tweak func(
 		return tlsclient.ExplainHandshake(err, withFiles(files))
 	}
 	defer tc.Close()
-	conn := tlsclient.RefusalAware(tc.(*tls.Conn))
+	conn := tlsclient.NewConn(tc.(*tls.Conn))
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	// A request in two writes, as paho writes a packet's parts.
 	for _, part := range []string{"x", "y"} {
