@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/flecht-dev/flecht/internal/profile"
+	"github.com/flecht-dev/flecht/internal/tlsclient"
 )
 
 // Which end of an overflowing queue a broker keeps.
@@ -51,6 +53,9 @@ type ProbeOptions struct {
 	Settle time.Duration
 	// TLS configures mqtts:// (nil: system roots, server name from the URL).
 	TLS *tls.Config
+	// TLSPeer says where the TLS settings are made, for the errors of a
+	// failed handshake.
+	TLSPeer tlsclient.Peer
 	// Step is called as the probe moves on (for a progress line); may be nil.
 	Step func(step string)
 }
@@ -246,6 +251,10 @@ func Probe(ctx context.Context, o ProbeOptions) (*ProbeResult, error) {
 	clientID, topic := "flecht-probe-"+id, "flecht/probe/"+id
 	expiry := uint32(o.SessionExpiry / time.Second)
 
+	peer := o.TLSPeer
+	if peer.Name == "" {
+		peer.Name = "the MQTT broker"
+	}
 	dial := func(ctx context.Context) (net.Conn, error) {
 		d := &net.Dialer{Timeout: 10 * time.Second}
 		if !useTLS {
@@ -253,12 +262,23 @@ func Probe(ctx context.Context, o ProbeOptions) (*ProbeResult, error) {
 		}
 		cfg := o.TLS
 		if cfg == nil {
-			cfg = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+			cfg = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
-		return (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, "tcp", addr)
+		if cfg.ServerName == "" {
+			cfg = cfg.Clone()
+			cfg.ServerName = host
+		}
+		conn, err := (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, tlsclient.ExplainHandshake(err, peer)
+		}
+		return tlsclient.NewConn(conn.(*tls.Conn)), nil
 	}
 	connect := func(ctx context.Context, id string, clean bool, expiry uint32, onMsg func(*paho.Publish)) (*paho.Client, *paho.Connack, error) {
 		conn, err := dial(ctx)
+		if _, ok := errors.AsType[*tlsclient.Error](err); ok {
+			return nil, nil, fmt.Errorf("MQTT broker at %s: %w", addr, err)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("cannot reach the MQTT broker at %s: %w", addr, err)
 		}
@@ -282,6 +302,11 @@ func Probe(ctx context.Context, o ProbeOptions) (*ProbeResult, error) {
 		if err != nil {
 			if ca != nil {
 				return nil, nil, fmt.Errorf("MQTT broker at %s refused the connection: reason %d %s", addr, ca.ReasonCode, reasonString(ca))
+			}
+			if useTLS {
+				err = tlsclient.Explain(err, peer)
+			} else {
+				err = profile.ExplainPlainMQTT(err)
 			}
 			return nil, nil, fmt.Errorf("connecting to the MQTT broker at %s: %w", addr, err)
 		}

@@ -90,11 +90,16 @@ func (f *bridgeFixture) startBridge(clientID string) (*metrics.Observer, context
 // startBridgeWith starts a bridge against mqttURL with extra stage-file
 // lines; setup (if given) runs on the bridge before Run.
 func (f *bridgeFixture) startBridgeWith(clientID, mqttURL, extraYAML string, setup func(*mqtt.Bridge)) *runningBridge {
+	u, _ := mqtt.ParseURL(mqttURL)
+	return f.startBridgeAt(clientID, mqtt.Endpoint{URL: u}, extraYAML, setup)
+}
+
+// startBridgeAt is startBridgeWith for any endpoint (TLS, say).
+func (f *bridgeFixture) startBridgeAt(clientID string, endpoint mqtt.Endpoint, extraYAML string, setup func(*mqtt.Bridge)) *runningBridge {
 	st, err := stagefile.Parse([]byte("application_id: bridge\nkind: mqtt\nconfig_topics: [mqtt.config]\nextract: " + f.extract + "\npoll_interval: 200ms\n" + extraYAML))
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	u, _ := mqtt.ParseURL(mqttURL)
 	obs := metrics.New(nil)
 	logs := &logBuffer{}
 	var out io.Writer = logs
@@ -102,7 +107,7 @@ func (f *bridgeFixture) startBridgeWith(clientID, mqttURL, extraYAML string, set
 		out = io.MultiWriter(logs, os.Stderr)
 	}
 	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	b, err := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: &kafkax.Cluster{Brokers: []string{f.env.KafkaAddr()}}, ClientID: clientID, Endpoint: mqtt.Endpoint{URL: u}, Metrics: obs, Log: log})
+	b, err := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: &kafkax.Cluster{Brokers: []string{f.env.KafkaAddr()}}, ClientID: clientID, Endpoint: endpoint, Metrics: obs, Log: log})
 	if err != nil {
 		f.t.Fatal(err)
 	}

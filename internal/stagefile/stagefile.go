@@ -18,6 +18,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/statekey"
 )
 
@@ -59,13 +60,21 @@ type Stage struct {
 	Path         string             `yaml:"-" json:"-"`
 }
 
-// MQTT configures the bridge's connection (kind: mqtt).
+// MQTT configures the bridge's connection (kind: mqtt). An mqtts:// URL
+// connects with TLS, verifying the broker against the system roots or the
+// private CA in ca_file; cert_file and key_file, both or neither, are the
+// client certificate of mutual TLS.
 type MQTT struct {
-	URL           string   `yaml:"url,omitempty" json:"url,omitempty"`
-	Username      string   `yaml:"username,omitempty" json:"username,omitempty"`
-	PasswordEnv   string   `yaml:"password_env,omitempty" json:"password_env,omitempty"`
-	PasswordFile  string   `yaml:"password_file,omitempty" json:"password_file,omitempty"`
-	SessionExpiry Duration `yaml:"session_expiry,omitempty" json:"session_expiry,omitempty"`
+	URL          string `yaml:"url,omitempty" json:"url,omitempty"`
+	Username     string `yaml:"username,omitempty" json:"username,omitempty"`
+	PasswordEnv  string `yaml:"password_env,omitempty" json:"password_env,omitempty"`
+	PasswordFile string `yaml:"password_file,omitempty" json:"password_file,omitempty"`
+	CAFile       string `yaml:"ca_file,omitempty" json:"ca_file,omitempty"`
+	CertFile     string `yaml:"cert_file,omitempty" json:"cert_file,omitempty"`
+	KeyFile      string `yaml:"key_file,omitempty" json:"key_file,omitempty"`
+	// InsecureSkipVerify is read only to be refused with advice.
+	InsecureSkipVerify bool     `yaml:"insecure_skip_verify,omitempty" json:"-"`
+	SessionExpiry      Duration `yaml:"session_expiry,omitempty" json:"session_expiry,omitempty"`
 	// ReceiveMaximum is nil when unset (the broker's own window applies).
 	ReceiveMaximum *int `yaml:"receive_maximum,omitempty" json:"receive_maximum,omitempty"`
 }
@@ -76,6 +85,29 @@ func (m *MQTT) ReceiveMax() int {
 		return 0
 	}
 	return *m.ReceiveMaximum
+}
+
+// checkConnection refuses what the mqtt: block cannot connect with on its
+// own; how it combines with flags, environment and profile is checked
+// when `flecht run` resolves the connection.
+func (m *MQTT) checkConnection() error {
+	if m.InsecureSkipVerify {
+		return fmt.Errorf("insecure_skip_verify: %s", profile.ErrNoInsecureMQTT)
+	}
+	if (m.CertFile == "") != (m.KeyFile == "") {
+		return errors.New("cert_file and key_file go together: give both for mutual TLS, or neither")
+	}
+	if m.URL == "" {
+		return nil
+	}
+	u, err := profile.ParseMQTTURL(m.URL)
+	if err != nil {
+		return fmt.Errorf("url: %w", err)
+	}
+	if !profile.MQTTURLSecure(u) && (m.CAFile != "" || m.CertFile != "" || m.KeyFile != "") {
+		return errors.New("ca_file, cert_file and key_file need a TLS URL, but url is plain MQTT: write mqtts://host:port to connect with TLS, or remove the files")
+	}
+	return nil
 }
 
 // DefaultSessionExpiry is what an MQTT stage asks for unless told.
@@ -321,6 +353,9 @@ func (s *Stage) validate() error {
 			}
 			if r := s.MQTT.ReceiveMaximum; r != nil && (*r < 1 || *r > 65535) {
 				bad("mqtt: receive_maximum %d: use 1 to 65535 (MQTT 5's range), or leave it out for the broker's own window", *r)
+			}
+			if err := s.MQTT.checkConnection(); err != nil {
+				bad("mqtt: %v", err)
 			}
 		} else if s.MQTT != nil {
 			bad("mqtt: belongs to an mqtt stage")

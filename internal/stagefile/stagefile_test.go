@@ -59,6 +59,33 @@ func TestReceiveMaximum(t *testing.T) {
 	}
 }
 
+func TestMQTTTLS(t *testing.T) {
+	s, err := Parse([]byte(mqttBase + "mqtt: {url: \"mqtts://m:8883\", ca_file: /ca.pem, cert_file: /c.pem, key_file: /c.key}\n"))
+	if err != nil || s.MQTT.CAFile != "/ca.pem" || s.MQTT.CertFile != "/c.pem" || s.MQTT.KeyFile != "/c.key" {
+		t.Fatalf("%+v %v", s, err)
+	}
+	// Files without a URL are fine here: the URL may come from --mqtt-url.
+	if _, err := Parse([]byte(mqttBase + "mqtt: {ca_file: /ca.pem}\n")); err != nil {
+		t.Error(err)
+	}
+	for in, want := range map[string]string{
+		"mqtt: {url: \"mqtts://m\", cert_file: /c.pem}\n":          "cert_file and key_file go together",
+		"mqtt: {key_file: /c.key}\n":                               "cert_file and key_file go together",
+		"mqtt: {url: \"mqtt://m:1883\", ca_file: /ca.pem}\n":       "need a TLS URL, but url is plain MQTT: write mqtts://",
+		"mqtt: {url: \"mqtts://m\", insecure_skip_verify: true}\n": "mqtt: insecure_skip_verify: not verifying the MQTT broker is not offered",
+		"mqtt: {url: \"mqtts://bridge:hunter2@m\"}\n":              "mqtt: url: the MQTT URL must not hold a password",
+		"mqtt: {url: \"ftp://m\"}\n":                               `scheme "ftp" is not supported`,
+	} {
+		_, err := Parse([]byte(mqttBase + in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: want error containing %q, got %v", in, want, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%q: the error shows the password: %v", in, err)
+		}
+	}
+}
+
 func TestErrorsNameTheField(t *testing.T) {
 	base := "application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count}\n"
 	cases := map[string]string{
@@ -119,6 +146,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count, x: [1]}\n"))
 	f.Add([]byte("application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count, nested: {a: [1, x]}, every: 1h, fields: &f [a], more: *f}\n"))
 	f.Add([]byte("application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\nmqtt: {session_expiry: 2h}\n"))
+	f.Add([]byte("application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\nmqtt: {url: \"mqtts://m:8883\", ca_file: /ca.pem, cert_file: /c.pem, key_file: /c.key}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data)
 		if err == nil && s.Template == nil {
