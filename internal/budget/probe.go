@@ -49,7 +49,8 @@ type ProbeOptions struct {
 	// to outlive the publishing.
 	SessionExpiry time.Duration
 	// Settle is the pause after going offline, so the broker has taken the
-	// disconnect before the first message arrives.
+	// disconnect before the first message arrives, and again after
+	// publishing, so it has queued the last one before the reconnect.
 	Settle time.Duration
 	// TLS configures mqtts:// (nil: system roots, server name from the URL).
 	TLS *tls.Config
@@ -353,6 +354,17 @@ func Probe(ctx context.Context, o ProbeOptions) (*ProbeResult, error) {
 	step(fmt.Sprintf("publishing %s messages to the offline session", FormatCount(int64(o.Count))))
 	if err := publishNumbered(ctx, connect, clientID+"-pub", topic, o.Count, o.QoS, o.PayloadSize); err != nil {
 		return nil, err
+	}
+
+	// Settle again before reconnecting: a broker may acknowledge a publish
+	// before it has queued it for the offline session (mochi-mqtt does, the
+	// embedded broker of flecht dev), and a reconnect that overtakes the
+	// last enqueue loses it to the session takeover: the count would show
+	// a drop that the broker's queue never made.
+	select {
+	case <-time.After(o.Settle):
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 
 	step("reconnecting and counting")
