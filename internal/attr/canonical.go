@@ -13,9 +13,12 @@ import (
 
 // Marshal writes a JSON-native value in the canonical wire form the Python
 // library writes (json.dumps with sort_keys, compact separators,
-// ensure_ascii=False, allow_nan=False): equal records give equal bytes in both
-// languages. Unlike encoding/json it does not escape <, >, & or U+2028, and
-// json.Number is written verbatim so big integers and 1.50 survive.
+// ensure_ascii=False, allow_nan=False) for the value Python's json.loads makes
+// of the same input: equal records give equal bytes in both languages. Unlike
+// encoding/json it does not escape <, >, & or U+2028. A json.Number is
+// written as Python writes the int or float it stands for (number.go):
+// integers exactly at any size, everything else in repr form, so 1e2 is
+// written 100.0 and 1.50 is written 1.5.
 //
 // v may be any value ANY accepts; it is normalized first.
 func Marshal(v any) ([]byte, error) {
@@ -44,7 +47,11 @@ func writeCanonical(buf *bytes.Buffer, v any) error {
 	case string:
 		writeString(buf, x)
 	case json.Number:
-		buf.WriteString(string(x))
+		n, err := canonicalNumber(string(x))
+		if err != nil {
+			return err
+		}
+		buf.WriteString(n)
 	case []any:
 		buf.WriteByte('[')
 		for i, e := range x {

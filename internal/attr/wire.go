@@ -60,7 +60,10 @@ func DecodeObject(value []byte) (obj map[string]any, tombstone bool, err error) 
 // decodeJSONValue parses exactly one JSON value into JSON-native form with
 // numbers kept as json.Number. It is strict where encoding/json is lenient:
 // invalid UTF-8 and lone surrogate escapes are errors instead of silently
-// becoming U+FFFD, and trailing data is an error.
+// becoming U+FFFD, and trailing data is an error. It also refuses what
+// decodes but can never be written back in the canonical form (a lone
+// surrogate, a number beyond float64, an integer over 4300 digits; see
+// number.go): Python decodes those and then fails when it writes them.
 func decodeJSONValue(b []byte) (any, error) {
 	if s, ok := simpleString(b); ok {
 		return s, nil // the common encrypted payload, without a Decoder
@@ -79,6 +82,9 @@ func decodeJSONValue(b []byte) (any, error) {
 	}
 	if off := loneSurrogate(b); off >= 0 {
 		return nil, &DecodeError{Part: "value", Reason: fmt.Sprintf("lone UTF-16 surrogate escape at offset %d", off)}
+	}
+	if off, err := numberProblem(b); off >= 0 {
+		return nil, &DecodeError{Part: "value", Reason: fmt.Sprintf("number at offset %d cannot be written back", off), Err: err}
 	}
 	return v, nil
 }
