@@ -57,6 +57,17 @@ func DecodeObject(value []byte) (obj map[string]any, tombstone bool, err error) 
 	return m, false, nil
 }
 
+// IsStoreTombstone reports whether a value deletes its key from a store
+// view: a config topic's table or a changelog's state. Besides a real
+// tombstone (null) that is an empty value and exactly {} (an empty record's
+// bytes), as in the Python library, because the tools operators edit config
+// topics with often cannot produce a null. Only a null lets compaction
+// remove the key from the topic, so flecht itself writes null to delete.
+// A data topic's record is a tombstone only when null (DecodeObject).
+func IsStoreTombstone(value []byte) bool {
+	return len(value) == 0 || string(value) == "{}"
+}
+
 // decodeJSONValue parses exactly one JSON value into JSON-native form with
 // numbers kept as json.Number. It is strict where encoding/json is lenient:
 // invalid UTF-8 and lone surrogate escapes are errors instead of silently

@@ -39,6 +39,7 @@ type Observer struct {
 	PollCycle          prometheus.Histogram
 	ConfigMessagesIn   *prometheus.CounterVec // topic
 	ConfigEntries      prometheus.Gauge
+	ConfigStoreBytes   prometheus.Gauge
 	ConfigRestored     prometheus.Counter
 	ActiveConfigs      prometheus.Gauge
 	TasksAssigned      prometheus.Gauge
@@ -89,6 +90,7 @@ func New(labels map[string]string) *Observer {
 	o.PollCycle = o.histogram("poll_cycle_seconds", "Wall time of one extractor poll cycle.", durationBuckets)
 	o.ConfigMessagesIn = o.counterVec("config_messages_in_total", "Records consumed from config topics.", "topic")
 	o.ConfigEntries = o.gauge("config_store_entries", "Config entries held (latest per wire key).")
+	o.ConfigStoreBytes = o.gauge("config_store_bytes", "Wire size of the config store: UTF-8 keys plus canonical config bytes.")
 	o.ConfigRestored = o.counter("config_store_restored_entries_total", "Config entries surviving the startup bootstrap.")
 	o.ActiveConfigs = o.gauge("active_configs", "Active (not suspended) configs being polled.")
 	o.TasksAssigned = o.gauge("tasks_assigned", "Tasks (input partitions) owned and initialized.")
