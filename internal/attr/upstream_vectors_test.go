@@ -52,7 +52,7 @@ func TestCanonicalBytesMatchUpstream(t *testing.T) {
 	vs := loadUpstreamVectors(t)
 	counts := map[string]int{}
 	for _, v := range vs.Vectors {
-		in := []byte{}
+		var in []byte
 		if v.Input != nil {
 			in = []byte(*v.Input)
 		} else {

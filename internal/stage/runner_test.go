@@ -272,6 +272,8 @@ func TestInvalidMessagePolicies(t *testing.T) {
 		{Key: []byte("k1"), Value: []byte(`not json`)},
 		{Key: []byte("k1"), Value: []byte(`{"ok":2}`)},
 	}
+	// The outcome label is upstream's value for what the policy did.
+	outcome := map[string]string{"crash": "raised", "skip": "skipped", "dlq": "dead_lettered"}
 	for _, policy := range []string{"crash", "skip", "dlq"} {
 		t.Run(policy, func(t *testing.T) {
 			f := newFixture(t)
@@ -280,6 +282,12 @@ func TestInvalidMessagePolicies(t *testing.T) {
 			st := stageFile(t, countStage+"invalid_messages: "+policy+"\n")
 			f.produce("raw", bad...)
 			r := f.start(st, t.TempDir(), "c")
+			defer func() {
+				counted := metrics.Value(r.obs.MessagesInvalid.WithLabelValues(outcome[policy], "raw"))
+				if counted != 1 || metrics.Value(r.obs.MessagesInvalid) != 1 {
+					t.Errorf("messages_invalid_total{outcome=%q} = %v (all outcomes %v), want 1", outcome[policy], counted, metrics.Value(r.obs.MessagesInvalid))
+				}
+			}()
 			if policy == "crash" {
 				select {
 				case err := <-r.done:
