@@ -38,20 +38,31 @@ var (
 // canonicalNumber is the spelling Python writes for the value of the
 // number literal s (valid JSON number grammar).
 func canonicalNumber(s string) (string, error) {
+	var buf bytes.Buffer
+	err := writeNumber(&buf, s)
+	return buf.String(), err
+}
+
+// writeNumber writes canonicalNumber(s) to buf.
+func writeNumber(buf *bytes.Buffer, s string) error {
 	if isIntegerLiteral(s) {
 		if err := checkIntDigits(s); err != nil {
-			return "", err
+			return err
 		}
 		if s == "-0" {
-			return "0", nil
+			s = "0"
 		}
-		return s, nil
+		buf.WriteString(s)
+		return nil
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsInf(f, 0) {
-		return "", errFloatRange
+		return errFloatRange
 	}
-	return pyFloat(f)
+	var tmp [32]byte
+	b, err := appendPyFloat(tmp[:0], f)
+	buf.Write(b)
+	return err
 }
 
 // checkNumber reports whether the literal s has a canonical spelling,
