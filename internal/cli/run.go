@@ -217,7 +217,7 @@ func runTransformer(ctx context.Context, opts *RunOptions, st *stagefile.Stage) 
 			listen = st.Metrics.Listen
 		}
 	}
-	obs := metrics.New(labels)
+	obs := metrics.New(labels, metrics.MaxPollRecords(st.MaxPollRecords))
 	if _, err := loadRunKeyring(opts, obs, log); err != nil {
 		return err
 	}

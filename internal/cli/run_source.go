@@ -151,7 +151,7 @@ func serveMetrics(st *stagefile.Stage, flagListen string, log *slog.Logger) (*me
 			listen = st.Metrics.Listen
 		}
 	}
-	obs := metrics.New(labels)
+	obs := metrics.New(labels, metrics.MaxPollRecords(st.MaxPollRecords))
 	if listen == "" {
 		return obs, func() {}, nil
 	}

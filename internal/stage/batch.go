@@ -129,7 +129,7 @@ func (r *Runner) processTask(ctx context.Context, t *lease.Lease, recs []*kgo.Re
 // processRecord runs the transformer on one record and produces what it
 // emits; its new state stays in states until the batch ends.
 func (r *Runner) processRecord(ctx context.Context, t *lease.Lease, rec *kgo.Record, states map[string]*stateEntry, em *emitter, produce func(*kgo.Record)) error {
-	r.obs.MessageIn(rec.Topic, len(rec.Value))
+	r.obs.MessageIn(rec.Topic, len(rec.Key)+len(rec.Value))
 	d, reason := r.decode(rec)
 	if reason != "" {
 		return r.invalid(ctx, rec, reason, produce)
@@ -157,7 +157,7 @@ func (r *Runner) processRecord(ctx context.Context, t *lease.Lease, rec *kgo.Rec
 		if err != nil {
 			return fmt.Errorf("output of %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
-		r.obs.MessageOut(out.Topic, len(out.Value))
+		r.obs.MessageOut(out.Topic, len(out.Key)+len(out.Value))
 		produce(out)
 	}
 	if em.state == nil {
