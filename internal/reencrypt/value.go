@@ -195,4 +195,3 @@ func SafeError(e *secret.Error) *ErrorInfo {
 	}
 	return &ErrorInfo{Kind: e.Kind, Kid: e.Kid, TokenScope: e.TokenScope, Message: msg}
 }
-
