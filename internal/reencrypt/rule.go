@@ -186,13 +186,15 @@ func transform(value []byte, fields []Field, r rule) (transformed, error) {
 			}
 			out.Blocked = append(out.Blocked, blockedSlot{Label: s.Label(), Err: e})
 		}
+		// A signature by an old signer stays unless this value is signed
+		// again (--resign), whatever else happens to it.
+		if oldSigner && !(act == ActResign || act == ActEncrypt && r.resign && j.Status == secret.StatusSigned) {
+			out.Counts.OldSignerLeft++
+		}
 		var repl []byte
 		switch act {
 		case ActNone:
 			out.Counts.Unchanged++
-			if oldSigner {
-				out.Counts.OldSignerLeft++
-			}
 			continue
 		case ActPlaintext:
 			out.Counts.PlaintextLeft++
