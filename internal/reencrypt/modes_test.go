@@ -667,3 +667,24 @@ func FuzzJudge(f *testing.F) {
 		}
 	})
 }
+
+// A rotation counts only the scopes its key serves: an unbound key the
+// scopes flenc_primaries leaves to the primary, a bound one its binding, an
+// Ed25519 key the signatures of its binding (inside tokens too).
+func TestRotationCountsTheKeysScopes(t *testing.T) {
+	r := newRing17(t)
+	v, bounds, fields := ring17View(t, r)
+	rep := ScanView(v, bounds, ScanOptions{Topics: []string{"c"}, Fields: fields, Keyring: r.cur})
+	for kid, want := range map[string]string{
+		"o2":  "1 map[o1:1] 0 map[]",      // legacy only: pay is pinned to x2
+		"x2":  "3 map[x1:2 x9:1] 0 map[]", // pay's api_key and webhook tokens
+		"s2":  "0 map[] 2 map[s1:2]",      // a's endpoint and the signature inside its webhook
+		"new": "2 map[o1:1 o2:1] 0 map[]", // a key not in the keyring yet: as an unbound one
+		"x1":  "3 map[x2:2 x9:1] 0 map[]", // back to x1: b's tokens and the stranger's
+	} {
+		got := rep.Rotation(r.cur, kid)
+		if s := fmt.Sprintf("%d %v %d %v", got.OldTokens, got.ByOldKid, got.OldSigned, got.ByOldSigner); s != want {
+			t.Errorf("rotation to %s: %s, want %s", kid, s, want)
+		}
+	}
+}
