@@ -3,6 +3,7 @@ package reencrypt
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -686,5 +687,57 @@ func TestRotationCountsTheKeysScopes(t *testing.T) {
 		if s := fmt.Sprintf("%d %v %d %v", got.OldTokens, got.ByOldKid, got.OldSigned, got.ByOldSigner); s != want {
 			t.Errorf("rotation to %s: %s, want %s", kid, s, want)
 		}
+	}
+}
+
+// Values the real flechtwerk 0.17.0 wrote (the pinned vectors of
+// internal/secret): its ENCRYPTED(SIGNED) token is judged encrypted with
+// the signature inside verified, its signed value as signed, and a sweep
+// to another sealing key keeps the signed value inside byte for byte.
+func TestUpstreamValuesJudgedAndSwept(t *testing.T) {
+	raw, err := os.ReadFile("../secret/testdata/upstream/vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vec struct {
+		Keyrings  map[string]json.RawMessage `json:"keyrings"`
+		EncSigned struct {
+			Token, Signed, Scope, Keyring string
+		} `json:"enc_signed"`
+		Signed []struct {
+			Token, Scope, Keyring, Kid string
+		} `json:"signed"`
+	}
+	if err := json.Unmarshal(raw, &vec); err != nil {
+		t.Fatal(err)
+	}
+	kr, err := secret.ParseKeyring(vec.Keyrings[vec.EncSigned.Keyring])
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := mustFields(t, "w:"+vec.EncSigned.Scope+":encrypted-signed")[0]
+	v := Judge(Slot{Field: &es, Index: -1, Raw: []byte(q(vec.EncSigned.Token))}, kr)
+	if v.Status != secret.StatusEncrypted || v.Kid != "r" || v.Verify != VerifyOK || v.Signer != "s" || v.Finding() {
+		t.Errorf("upstream ENCRYPTED(SIGNED): %+v", v)
+	}
+	sf := mustFields(t, "e:"+vec.Signed[0].Scope+":signed")[0]
+	if v := Judge(Slot{Field: &sf, Index: -1, Raw: []byte(q(vec.Signed[0].Token))}, kr); v.Status != secret.StatusSigned || v.Kid != vec.Signed[0].Kid || v.Verify != VerifyOK {
+		t.Errorf("upstream signed value: %+v", v)
+	}
+	// A new X25519 sealing key for the scope: the sweep re-seals under it.
+	rotated, err := kr.Generate("r2", secret.TypeX25519, []string{vec.EncSigned.Scope})
+	if err == nil {
+		rotated, err = rotated.SetPrimaryFor(vec.EncSigned.Scope, "r2")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := []Field{es}
+	out, err := transformWith(record(member("w", q(vec.EncSigned.Token))), fields, rotated, false)
+	if err != nil || out.Counts.Rotate != 1 {
+		t.Fatalf("%+v %v", out.Counts, err)
+	}
+	if p, kid := opened(t, rotated, out.Value, "w", vec.EncSigned.Scope); kid != "r2" || p != q(vec.EncSigned.Signed) {
+		t.Errorf("swept: %s under %s, want upstream's signed value byte for byte", p, kid)
 	}
 }
