@@ -399,6 +399,8 @@ func targetRows(targets []reencrypt.ScopeTarget) [][]string {
 
 func entryDetail(e reencrypt.ScanEntry) string {
 	switch {
+	case e.Plaintext != nil && e.Problem == secret.KindUnsigned:
+		return fmt.Sprintf("unsigned in a signed field: %s chars, fingerprint %s", e.Plaintext.LengthRange, e.Plaintext.Fingerprint)
 	case e.Plaintext != nil:
 		return fmt.Sprintf("%s chars, fingerprint %s", e.Plaintext.LengthRange, e.Plaintext.Fingerprint)
 	case e.Error != nil:

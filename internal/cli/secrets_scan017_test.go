@@ -104,7 +104,7 @@ func TestSecretsScan017(t *testing.T) {
 		t.Errorf("targets %+v", rep.Targets)
 	}
 	table := run(t, fx.env, "", args...)
-	for _, want := range []string{"signed", "verified", "unsigned", "x1 (old)", "s1 (old)", "sealing kid", "x2", "findings: 1 unsigned", "the sweep never signs"} {
+	for _, want := range []string{"signed", "verified", "unsigned", "x1 (old)", "s1 (old)", "sealing kid", "x2", "findings: 1 unsigned", "the sweep never signs", "unsigned in a signed field: 17-32 chars"} {
 		if !strings.Contains(table.out, want) {
 			t.Errorf("table lacks %q:\n%s", want, table.out)
 		}
