@@ -1,6 +1,7 @@
 package secret
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -108,7 +109,15 @@ func (c Encrypted[T]) Decode(w any) (T, error) {
 			return zero, &Error{Kind: KindMalformed, Kid: kid, Scope: c.scope, Detail: "decrypted payload is not JSON"}
 		}
 		v, err := c.inner.Decode(inner)
+		var se *Error
+		if errors.As(err, &se) {
+			// A secret codec inside (SIGNED): its kind (unsigned,
+			// bad_signature, …) is the reason, and an *Error never
+			// carries the value.
+			return zero, se
+		}
 		if err != nil {
+			// Another codec's message may quote the value; keep its shape.
 			return zero, &Error{Kind: KindMalformed, Kid: kid, Scope: c.scope, Detail: "decrypted payload does not fit " + c.inner.String()}
 		}
 		c.resolveObserver().Decrypted(c.scope, kid)

@@ -434,6 +434,17 @@ func TestSignedCodec(t *testing.T) {
 	if v, err := es.Decode(tok); err != nil || v != "pw" {
 		t.Errorf("ENCRYPTED(SIGNED): %q %v", v, err)
 	}
+	// A token of an unsigned value: the inner SIGNED's kind is the
+	// reason, as upstream raises UnsignedSecretError, not "malformed".
+	unsigned, _ := ENCRYPTED(attr.STR, Scope("api"), WithKeyring(kr)).Encode("pw")
+	if _, err := es.Decode(unsigned); !errors.Is(err, ErrUnsigned) {
+		t.Errorf("ENCRYPTED(SIGNED) of an unsigned value: %v", err)
+	}
+	// Another inner codec's failure stays malformed, without the value.
+	notInt, _ := ENCRYPTED(attr.STR, Scope("api"), WithKeyring(kr)).Encode("SECRET-x")
+	if _, err := ENCRYPTED(attr.INT, Scope("api"), WithKeyring(kr)).Decode(notInt); !errors.Is(err, ErrMalformed) || strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("ENCRYPTED(INT) of a string: %v", err)
+	}
 	if c.String() != `SIGNED(INT, scope="api")` {
 		t.Errorf("String = %s", c.String())
 	}

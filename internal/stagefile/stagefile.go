@@ -48,8 +48,10 @@ type Stage struct {
 	StateKey        string   `yaml:"state_key,omitempty" json:"state_key,omitempty"`
 	MaxPollRecords  int      `yaml:"max_poll_records,omitempty" json:"max_poll_records,omitempty"`
 	InvalidMessages string   `yaml:"invalid_messages,omitempty" json:"invalid_messages,omitempty"`
-	// SecretFields declares the config fields that hold flenc tokens, as
-	// NAME[:scope] with NAME a dotted path and a trailing [] for a list.
+	// SecretFields declares the config fields that hold secret values, as
+	// NAME[:scope[:mode]] with NAME a dotted path, a trailing [] for a
+	// list, and mode encrypted (default), signed or encrypted-signed
+	// (ParseSecretField).
 	SecretFields []string           `yaml:"secret_fields,omitempty" json:"secret_fields,omitempty"`
 	PollInterval Duration           `yaml:"poll_interval,omitempty" json:"poll_interval,omitempty"`
 	MQTT         *MQTT              `yaml:"mqtt,omitempty" json:"mqtt,omitempty"`
@@ -400,17 +402,59 @@ func TransactionalID(applicationID string, n int32) string {
 // DLQTopic names the dead-letter topic of a source topic (SPEC §1).
 func DLQTopic(topic string) string { return topic + ".dlq" }
 
+// SecretMode is how a secret field is stored, after the upstream codec
+// that reads it.
+type SecretMode string
+
+const (
+	// ModeEncrypted: ENCRYPTED(inner, scope=S), a flenc:jwe: token (the
+	// default).
+	ModeEncrypted SecretMode = "encrypted"
+	// ModeSigned: SIGNED(inner, scope=S), a flsig:jws: signed value in
+	// the clear. S is required.
+	ModeSigned SecretMode = "signed"
+	// ModeEncryptedSigned: ENCRYPTED(SIGNED(inner, scope=S), scope=S), a
+	// flenc:jwe: token whose payload is a flsig:jws: signed value, upstream's
+	// recommended composition. S is required.
+	ModeEncryptedSigned SecretMode = "encrypted-signed"
+)
+
+// SecretModes lists the modes in the order help text names them.
+var SecretModes = []SecretMode{ModeEncrypted, ModeSigned, ModeEncryptedSigned}
+
+func secretMode(s string) (SecretMode, bool) {
+	for _, m := range SecretModes {
+		if string(m) == s {
+			return m, true
+		}
+	}
+	return "", false
+}
+
 // SecretField is one declared secret field.
 type SecretField struct {
 	Path  []string // dotted path into the value
 	List  bool     // the field holds a list of tokens
 	Scope string
+	Mode  SecretMode // never empty after ParseSecretField
 }
 
-// ParseSecretField parses NAME[:scope], NAME a dotted path, NAME[] a list.
+// ParseSecretField parses NAME[:scope[:mode]], NAME a dotted path, NAME[] a
+// list, mode one of encrypted (the default), signed or encrypted-signed.
+//
+// A scope may hold colons, so the mode is read only from a third segment
+// or later, and only when that last segment is a mode word: "k:a:b" is
+// scope "a:b", "k:a:signed" is scope "a" signed, and a scope that itself
+// ends in a mode word is written with its mode ("k:a:signed:encrypted").
+// "k:signed" stays scope "signed", as before modes existed.
 func ParseSecretField(s string) (SecretField, error) {
 	name, scope, _ := strings.Cut(s, ":")
-	f := SecretField{Scope: scope}
+	f := SecretField{Scope: scope, Mode: ModeEncrypted}
+	if i := strings.LastIndexByte(scope, ':'); i >= 0 {
+		if m, ok := secretMode(scope[i+1:]); ok {
+			f.Scope, f.Mode = scope[:i], m
+		}
+	}
 	if n, ok := strings.CutSuffix(name, "[]"); ok {
 		name, f.List = n, true
 	}
@@ -423,7 +467,36 @@ func ParseSecretField(s string) (SecretField, error) {
 			return f, fmt.Errorf("%q: empty segment in dotted path", s)
 		}
 	}
+	if f.Mode != ModeEncrypted && f.Scope == "" {
+		return f, fmt.Errorf("%q: a %s field needs a scope (NAME:SCOPE:%s): a signature always names the scope it vouches for", s, f.Mode, f.Mode)
+	}
 	return f, nil
+}
+
+// Spec renders the field back in the syntax ParseSecretField reads, as
+// short as it parses back the same: the mode only when it is not
+// encrypted, or when the scope would otherwise be misread.
+func (f SecretField) Spec() string {
+	n := strings.Join(f.Path, ".")
+	if f.List {
+		n += "[]"
+	}
+	mode := f.Mode
+	if mode == ModeEncrypted || mode == "" {
+		mode = ""
+		if i := strings.LastIndexByte(f.Scope, ':'); i >= 0 {
+			if _, ok := secretMode(f.Scope[i+1:]); ok {
+				mode = ModeEncrypted
+			}
+		}
+		if mode == "" {
+			if f.Scope == "" {
+				return n
+			}
+			return n + ":" + f.Scope
+		}
+	}
+	return n + ":" + f.Scope + ":" + string(mode)
 }
 
 func duplicate(ss []string) string {

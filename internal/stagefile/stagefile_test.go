@@ -137,9 +137,62 @@ func TestBuiltinOptionsAreStrict(t *testing.T) {
 
 func TestSecretField(t *testing.T) {
 	f, err := ParseSecretField("auth.headers[]:api")
-	if err != nil || !f.List || f.Scope != "api" || strings.Join(f.Path, "/") != "auth/headers" {
+	if err != nil || !f.List || f.Scope != "api" || f.Mode != ModeEncrypted || strings.Join(f.Path, "/") != "auth/headers" {
 		t.Fatalf("%+v %v", f, err)
 	}
+}
+
+// The mode is a third segment, read only when it is a mode word, so every
+// spec written before modes existed keeps its meaning.
+func TestSecretFieldModes(t *testing.T) {
+	for spec, want := range map[string]struct {
+		scope string
+		mode  SecretMode
+		back  string
+	}{
+		"k":                           {"", ModeEncrypted, "k"},
+		"k:api":                       {"api", ModeEncrypted, "k:api"},
+		"k:api:encrypted":             {"api", ModeEncrypted, "k:api"},
+		"k::encrypted":                {"", ModeEncrypted, "k"},
+		"k:api:signed":                {"api", ModeSigned, "k:api:signed"},
+		"k:api:encrypted-signed":      {"api", ModeEncryptedSigned, "k:api:encrypted-signed"},
+		"k:signed":                    {"signed", ModeEncrypted, "k:signed"}, // a scope named signed, as before
+		"k:a:b":                       {"a:b", ModeEncrypted, "k:a:b"},       // a scope with a colon, as before
+		"k:a:b:signed":                {"a:b", ModeSigned, "k:a:b:signed"},
+		"k:a:signed:encrypted":        {"a:signed", ModeEncrypted, "k:a:signed:encrypted"},
+		"k:x:encrypted-signed:signed": {"x:encrypted-signed", ModeSigned, "k:x:encrypted-signed:signed"},
+		"k:api:Signed":                {"api:Signed", ModeEncrypted, "k:api:Signed"}, // mode words are exact
+	} {
+		f, err := ParseSecretField(spec)
+		if err != nil || f.Scope != want.scope || f.Mode != want.mode || f.Spec() != want.back {
+			t.Errorf("%q: %+v (spec %q) %v, want scope %q mode %s spec %q", spec, f, f.Spec(), err, want.scope, want.mode, want.back)
+		}
+	}
+	for _, spec := range []string{"k::signed", "k::encrypted-signed", ":api:signed"} {
+		if f, err := ParseSecretField(spec); err == nil {
+			t.Errorf("%q accepted as %+v", spec, f)
+		}
+	}
+	if _, err := ParseSecretField("k::signed"); err == nil || !strings.Contains(err.Error(), "needs a scope") {
+		t.Errorf("unscoped signed field: %v", err)
+	}
+}
+
+// FuzzSecretField: whatever parses renders back (Spec) into the same field.
+func FuzzSecretField(f *testing.F) {
+	for _, s := range []string{"k", "k:a", "k:a:signed", "k:a:b:encrypted-signed", "k:a:signed:encrypted", "t[]:s:signed", "k::x", "a.b:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := ParseSecretField(s)
+		if err != nil {
+			return
+		}
+		b, err := ParseSecretField(a.Spec())
+		if err != nil || strings.Join(a.Path, "\x00") != strings.Join(b.Path, "\x00") || a.List != b.List || a.Scope != b.Scope || a.Mode != b.Mode {
+			t.Fatalf("%q → %+v → %q → %+v (%v)", s, a, a.Spec(), b, err)
+		}
+	})
 }
 
 func FuzzParse(f *testing.F) {
