@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -228,28 +231,48 @@ func ParseKeysLoaded(r io.Reader) (kids []string, found bool, err error) {
 }
 
 // keysRemoveGuard makes `keys remove` refuse while a scan of the given
-// topics still finds tokens under the key.
+// topics still finds values that need the key: tokens sealed with it (of
+// both generations) and values it signed.
 type keysRemoveGuard struct {
 	Targets secretTargets
-	// Scan reads the topics (a Kafka client from the factory).
-	Scan func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error)
+	// Read reads the topics' compacted view (a Kafka client from the
+	// factory); the scan judges it with reencrypt.ScanView, so the guard
+	// counts whatever the scanner reports.
+	Read func(ctx context.Context, topics []string, planned, read func(int64)) (*reencrypt.View, map[reencrypt.TP]kafkax.Bounds, error)
+}
+
+// readView is the guard's default Read: the secret scan's own read.
+func (f *Factory) readView(ctx context.Context, topics []string, planned, read func(int64)) (*reencrypt.View, map[reencrypt.TP]kafkax.Bounds, error) {
+	cl, err := f.KafkaClient(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer cl.Close()
+	v, res, err := reencrypt.ReadView(ctx, cl, topics, planned, read)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, res.Bounds, nil
 }
 
 // guardKeysRemove adds --topics/--field/-f to `keys remove` and runs the
 // scan before the removal. Without them the removal is unguarded, as
-// before, and says so.
-func guardKeysRemove(f *Factory, cmd *cobra.Command) *cobra.Command {
-	g := &keysRemoveGuard{Scan: f.ScanTopics}
+// before, and says so. opts are the remove verb's: a password asked here
+// is not asked again.
+func guardKeysRemove(f *Factory, cmd *cobra.Command, opts *KeysOptions) *cobra.Command {
+	g := &keysRemoveGuard{Read: f.readView}
 	g.Targets.addFlags(cmd)
 	cmd.Use = "remove --kid KID [--topics T,... --field NAME[:scope]... | -f stage.yaml]"
 	cmd.Long += `
 
 With --topics and --field (or -f stage.yaml) the config topics are scanned
 first (with the keyring, so each token is known to open or not), and the
-removal is refused (exit 3) while any token there still names KID. The
-refusal counts them by outcome and says what to do about each: the sweep
-command for the tokens that open; for those it cannot move (scope_violation,
-tag_mismatch, corrupt) how to find them and what to fix. Without --topics
+removal is refused (exit 3) while any value there still needs KID: a token
+sealed with it (either generation), or a value it signed (flsig:jws:, bare
+or inside a token). The refusal counts them by outcome and says what to do
+about each: the sweep command for the tokens that open; for those it cannot
+move (scope_violation, tag_mismatch, corrupt) how to find them and what to
+fix; for signed values, where they are (no sweep re-signs). Without --topics
 nothing checks the topics, and a warning says so.`
 	cmd.Example = `  flecht keys remove --keyring keyring.json --kid prod-2026-01 --topics configs --field api_key:api_key
   flecht keys remove --keyring keyring.json --kid prod-2026-01 -f extractor.yaml`
@@ -260,21 +283,25 @@ nothing checks the topics, and a warning says so.`
 			if err := inner(c, args); err != nil {
 				return err
 			}
-			fmt.Fprintf(f.IO.ErrOut, "warning: no topics were scanned, so nothing checked that no stored token still names %q; "+
+			fmt.Fprintf(f.IO.ErrOut, "warning: no topics were scanned, so nothing checked that no stored value still needs %q; "+
 				"give --topics and --field (or -f stage.yaml) to have remove refuse while any does\n", kid)
 			return nil
 		}
 		flagPath, _ := c.Flags().GetString("keyring")
-		path := keyringPath(flagPath, f.Getenv)
-		if kid == "" || path == "" {
+		pwFlag, _ := c.Flags().GetString("password-file")
+		look := &KeysOptions{IO: f.IO, Keyring: keyringPath(flagPath, f.Getenv), PasswordFile: passwordFilePath(pwFlag, f.Getenv), Prompt: terminalPrompt(f.IO)}
+		if kid == "" || look.Keyring == "" {
 			return inner(c, args) // reports the usage error
 		}
-		pwFlag, _ := c.Flags().GetString("password-file")
-		kr, _, err := secret.Load(path, keyringPassword(passwordFilePath(pwFlag, f.Getenv), f.IO))
-		if err != nil || !kr.Has(kid) || kr.Primary() == kid {
-			return inner(c, args) // reports the missing file, kid or the primary
+		if err := look.askPasswordFirst(); err != nil {
+			return err
 		}
-		if err := g.check(c.Context(), f.IO, kr, kid, path); err != nil {
+		opts.password = look.password
+		kr, _, err := secret.Load(look.Keyring, look.passwordOption())
+		if err != nil || !kr.Has(kid) || roleRefusal(kr, kid, look.Keyring) != nil {
+			return inner(c, args) // reports the missing file, kid or the roles
+		}
+		if err := g.check(c.Context(), f.IO, kr, kid, look.Keyring); err != nil {
 			return err
 		}
 		return inner(c, args)
@@ -283,27 +310,136 @@ nothing checks the topics, and a warning says so.`
 }
 
 // check scans the topics with the keyring, so that each token left under
-// kid is known to open or not, and refuses the removal while any is left.
+// kid is known to open or not, and refuses the removal while any value
+// needs kid.
 func (g *keysRemoveGuard) check(ctx context.Context, io *ui.IOStreams, kr *secret.Keyring, kid, keyring string) error {
 	topics, fields, err := g.Targets.resolve()
 	if err != nil {
 		return err
 	}
-	rep, err := scanWithProgress(ctx, io, g.Scan, reencrypt.ScanOptions{Topics: topics, Fields: fields, Keyring: kr})
+	var view *reencrypt.View
+	scan := func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error) {
+		v, bounds, err := g.Read(ctx, o.Topics, o.Planned, o.Read)
+		if err != nil {
+			return nil, err
+		}
+		view = v
+		return reencrypt.ScanView(v, bounds, o), nil
+	}
+	rep, err := scanWithProgress(ctx, io, scan, reencrypt.ScanOptions{Topics: topics, Fields: fields, Keyring: kr})
 	if err != nil {
 		return fmt.Errorf("scanning before the removal: %w", err)
 	}
 	n := rep.TokensUnder(kid)
-	if n == 0 {
+	signed := signedValuesUnder(view, rep, fields, kr, kid)
+	if n == 0 && len(signed) == 0 {
 		return nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "refusing to remove key %q: the scan of %s found %d token(s) sealed with it, which could no longer be opened:",
-		kid, strings.Join(topics, ", "), n)
+	var found []string
+	if n > 0 {
+		found = append(found, fmt.Sprintf("%d token(s) sealed with it", n))
+	}
+	if len(signed) > 0 {
+		found = append(found, fmt.Sprintf("%d value(s) signed by it", len(signed)))
+	}
+	fmt.Fprintf(&b, "refusing to remove key %q: the scan of %s found %s, which could no longer be opened or verified:",
+		kid, strings.Join(topics, ", "), strings.Join(found, " and "))
 	for _, g := range tokensUnderByOutcome(rep, kid) {
 		fmt.Fprintf(&b, "\n  %d %s: %s", g.n, g.outcome, removalAdvice(g.outcome, kid, topics, fields, keyring))
 	}
+	if len(signed) > 0 {
+		fmt.Fprintf(&b, "\n  %d signed: %s", len(signed), signedAdvice(signed))
+	}
 	return exitcode.RefusedError(errors.New(b.String()))
+}
+
+// signedValue is where a value signed by the key being removed is stored.
+type signedValue struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       string
+	Field     string
+	Scope     string // the value's stamped scope
+	InToken   bool   // the signed value is the plaintext of a token
+}
+
+// signedValuesUnder finds the values of the view that kid signed: a
+// flsig:jws: value whose header names kid, and, when kid is an Ed25519
+// key, one sealed inside a token the keyring opens (ENCRYPTED(SIGNED(…))).
+// A value the scan already attributed to kid (a scanner that reports signed
+// values) is not counted twice.
+func signedValuesUnder(view *reencrypt.View, rep *reencrypt.ScanReport, fields []reencrypt.Field, kr *secret.Keyring, kid string) []signedValue {
+	if view == nil || kr.Type(kid) != secret.TypeEd25519 {
+		return nil
+	}
+	type slotID struct {
+		topic     string
+		partition int32
+		offset    int64
+		field     string
+	}
+	attributed := map[slotID]bool{}
+	for _, e := range rep.Entries {
+		if e.Kid == kid && e.Status != secret.StatusEncrypted && e.Status != secret.StatusCorrupt && e.Status != secret.StatusPlaintext {
+			attributed[slotID{e.Topic, e.Partition, e.Offset, e.Field}] = true
+		}
+	}
+	var out []signedValue
+	for _, p := range rep.Partitions {
+		for _, r := range view.Partition(reencrypt.TP{Topic: p.Topic, Partition: p.Partition}) {
+			slots, err := reencrypt.Slots(r.Value, fields)
+			if err != nil {
+				continue
+			}
+			for _, s := range slots {
+				var v string
+				if s.Raw == nil || json.Unmarshal(s.Raw, &v) != nil {
+					continue
+				}
+				inToken := false
+				if secret.IsEncrypted(v) {
+					payload, _, err := kr.Open(v, s.Field.Scope)
+					if err != nil || json.Unmarshal(payload, &v) != nil {
+						continue
+					}
+					inToken = true
+				}
+				if !secret.IsSigned(v) || attributed[slotID{r.Topic, r.Partition, r.Offset, s.Label()}] {
+					continue
+				}
+				if h, err := secret.InspectHeader(v); err == nil && h.Kid == kid {
+					out = append(out, signedValue{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+						Key: string(r.Key), Field: s.Label(), Scope: h.Scope, InToken: inToken})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// signedAdvice says what to do about values signed by the key: no sweep
+// re-signs, so it names where they are.
+func signedAdvice(vals []signedValue) string {
+	var b strings.Builder
+	b.WriteString("values signed by this key stop verifying once it is gone, and no sweep re-signs them; " +
+		"re-write each with a value signed by its scope's signing key ('flecht secrets sign --scope S VALUE', " +
+		"sealed again with 'flecht secrets encrypt' where it sits inside a token), then remove the key:")
+	const show = 10
+	for i, v := range vals {
+		if i == show {
+			fmt.Fprintf(&b, "\n      … and %d more", len(vals)-show)
+			break
+		}
+		where := ""
+		if v.InToken {
+			where = ", inside a token"
+		}
+		fmt.Fprintf(&b, "\n      %s/%d@%d key %s field %s (scope %q%s)", v.Topic, v.Partition, v.Offset,
+			strconv.Quote(v.Key), v.Field, secret.Clip(v.Scope), where)
+	}
+	return b.String()
 }
 
 // outcomeOpen names the tokens that open: the only ones a sweep moves.
@@ -315,9 +451,10 @@ type outcomeCount struct {
 	n       int
 }
 
-// tokensUnderByOutcome groups the tokens under kid by what the scan says of
-// them: outcomeOpen (the sweep moves them), a decrypt failure kind, or
-// "corrupt"; in that order, failures by name.
+// tokensUnderByOutcome groups the values under kid by what the scan says of
+// them: outcomeOpen (the sweep moves them), a decrypt failure kind,
+// "corrupt", or any other status the scanner reports (such as signed
+// values); in that order, the rest by name.
 func tokensUnderByOutcome(rep *reencrypt.ScanReport, kid string) []outcomeCount {
 	counts := map[string]int{}
 	for _, e := range rep.Entries {
@@ -327,6 +464,8 @@ func tokensUnderByOutcome(rep *reencrypt.ScanReport, kid string) []outcomeCount 
 		switch {
 		case e.Status == secret.StatusCorrupt:
 			counts["corrupt"]++
+		case e.Status != secret.StatusEncrypted:
+			counts[string(e.Status)]++
 		case e.Decrypt == reencrypt.DecryptOK:
 			counts[outcomeOpen]++
 		default:
@@ -356,7 +495,7 @@ func removalAdvice(outcome, kid string, topics []string, fields []reencrypt.Fiel
 	scan := "flecht secrets scan " + targetFlags(topics, fields) + " --keyring " + shellQuote(keyring) + " --findings-only"
 	switch outcome {
 	case outcomeOpen:
-		return "sweep them to the primary first:\n      flecht secrets reencrypt " + targetFlags(topics, fields) + " --keyring " + shellQuote(keyring) + " --execute"
+		return "sweep them to their scope's sealing key first:\n      flecht secrets reencrypt " + targetFlags(topics, fields) + " --keyring " + shellQuote(keyring) + " --execute"
 	case string(secret.KindScopeViolation):
 		return "in a field of another scope, which refuses them; the sweep cannot move them. Find them (" + scan +
 			") and re-write each record with a token of its field's scope, or delete it"
@@ -365,6 +504,9 @@ func removalAdvice(outcome, kid string, topics []string, fields []reencrypt.Fiel
 			"Find them (%s), then recover the keyring that sealed them or re-write each record", kid, scan)
 	case string(secret.KindUnknownKid):
 		return "the keyring lacks their key; the sweep cannot open them. Add the key from the keyring that sealed them, or re-write each record"
+	case "signed":
+		return "values it signed stop verifying once it is gone, and no sweep re-signs them. Find them (" + scan +
+			") and re-write each with a value signed by its scope's signing key ('flecht secrets sign --scope S VALUE')"
 	default:
 		return "they cannot be read; the sweep cannot move them. Find them (" + scan + ") and re-write or delete each record"
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
+	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -34,10 +36,16 @@ type RotateStep struct {
 
 // RotatePlan is what `flecht keys rotate-plan` prints.
 type RotatePlan struct {
-	Keyring string       `json:"keyring"`
-	Kid     string       `json:"kid"`      // the key being rotated to
-	Primary string       `json:"primary"`  // the keyring's primary now
-	OldKids []string     `json:"old_kids"` // the keyring's other keys
+	Keyring string `json:"keyring"`
+	Kid     string `json:"kid"`             // the key being rotated to
+	Scope   string `json:"scope,omitempty"` // the scope whose sealing key rotates ("" for the primary)
+	Primary string `json:"primary"`         // the keyring's primary now
+	// Sealing is the key that seals the rotated values now: the primary,
+	// or with a scope its flenc_primaries entry (else the primary).
+	Sealing string `json:"sealing"`
+	// OldKids are the sealing keys the rotation retires: every oct or
+	// x25519 key but NEW that no other role names.
+	OldKids []string     `json:"old_kids"`
 	Steps   []RotateStep `json:"steps"`
 	Next    int          `json:"next"` // the first step not done; 0 when all are
 	// Readers is the keys check of step 1, when --metrics-url was given.
@@ -50,7 +58,7 @@ type RotatePlan struct {
 type RotateScan struct {
 	Topics        []string       `json:"topics"`
 	Values        int            `json:"values"`
-	OldTokens     int            `json:"old_tokens"` // tokens under any kid but the new one
+	OldTokens     int            `json:"old_tokens"` // tokens of the rotated fields under any kid but the new one
 	ByOldKid      map[string]int `json:"by_old_kid"`
 	Plaintext     int            `json:"plaintext"`
 	Corrupt       int            `json:"corrupt"`
@@ -64,6 +72,7 @@ type KeysRotatePlanOptions struct {
 	Keyring      string
 	PasswordFile string // a protected keyring's password: --password-file, else FLECHT_KEYRING_PASSWORD_FILE
 	Kid          string
+	Scope        string // rotate the sealing key of this scope only
 	URLs         []string
 	Targets      secretTargets
 	Scan         func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error)
@@ -78,18 +87,29 @@ func NewCmdKeysRotatePlan(f *Factory, runF func(*KeysRotatePlanOptions) error) *
 		return scrapeKeyring(ctx, &http.Client{Timeout: 10 * time.Second}, u)
 	}
 	cmd := &cobra.Command{
-		Use:   "rotate-plan --kid NEW [--metrics-url URL...] [--topics T,... --field NAME[:scope]... | -f stage.yaml]",
+		Use:   "rotate-plan --kid NEW [--scope S] [--metrics-url URL...] [--topics T,... --field NAME[:scope]... | -f stage.yaml]",
 		Short: "Show the five rotation steps to key NEW, each with its live status",
 		Long: `Show the reader-first rotation to key NEW as five steps, each checked now:
 
   1. add NEW to every reader's keyring   the keyring holds NEW, and every
                                           --metrics-url reports it loaded
-  2. promote NEW to primary (writers)    the keyring's primary is NEW
-  3. re-encrypt the stored tokens        the scan finds no token under
-                                          another kid
+  2. promote NEW (writers)               the keyring's primary is NEW (with
+                                          --scope S: scope S's sealing key)
+  3. re-encrypt the stored tokens        the scan finds no token of the
+                                          rotated fields under another kid
   4. verify by a scan                    nothing under an old kid,
                                           plaintext, corrupt or unopenable
-  5. retire the old keys                 the keyring holds no other key
+  5. retire the old keys                 no oct or x25519 key is left that
+                                          no role but the rotated one names
+
+NEW is an oct or x25519 key (any kind works as a sealing key's successor:
+a rotation may move from oct to x25519 and back). Without --scope the
+rotation is the primary's: the rotated fields are those whose scope has no
+sealing key of its own. With --scope S it is scope S's alone
+(flenc_primaries[S]): the rotated fields are those of scope S, and the
+other scopes' keys are left alone. An ed25519 signing key rotates by
+'keys add' (readers first), then 'keys signing --kid NEW --scope S', then
+re-signing the stored values; this plan does not cover it.
 
 Each step says done, pending or unknown (not checkable without
 --metrics-url, or without --topics and --field / -f stage.yaml), with the
@@ -109,6 +129,9 @@ changed. Exit 0 whatever the progress; 1 when a check itself fails.`,
 			if opts.Kid == "" {
 				return exitcode.UsageError(errors.New("--kid NEW is required: the key being rotated to"))
 			}
+			if opts.Scope != "" && strings.TrimSpace(opts.Scope) == "" {
+				return exitcode.UsageError(errors.New("--scope must name a scope"))
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -118,6 +141,7 @@ changed. Exit 0 whatever the progress; 1 when a check itself fails.`,
 	addKeyringFlag(cmd, &opts.Keyring)
 	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	cmd.Flags().StringVar(&opts.Kid, "kid", "", "the new key (being rotated to)")
+	cmd.Flags().StringVar(&opts.Scope, "scope", "", "rotate the sealing key of scope S only (flenc_primaries[S])")
 	cmd.Flags().StringSliceVar(&opts.URLs, "metrics-url", nil, "a reader's Prometheus endpoint (repeatable)")
 	opts.Targets.addFlags(cmd)
 	return cmd
@@ -128,14 +152,22 @@ func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
 	if err != nil {
 		return err
 	}
-	newKid := opts.Kid
-	plan := &RotatePlan{Keyring: opts.Keyring, Kid: newKid, Primary: kr.Primary(), OldKids: []string{}}
-	for _, k := range kr.Kids() {
-		if k != newKid {
-			plan.OldKids = append(plan.OldKids, k)
-		}
+	newKid, scope := opts.Kid, opts.Scope
+	if kr.Type(newKid) == secret.TypeEd25519 {
+		return exitcode.UsageError(fmt.Errorf("key %q is an ed25519 signing key: rotate-plan follows sealing keys. A signing key rotates by "+
+			"'flecht keys add --type ed25519 --scope S' (then roll it out to every reader), 'flecht keys signing --kid NEW --scope S', "+
+			"and re-signing the stored values", newKid))
 	}
+	sealing := kr.Primary()
+	if k, ok := kr.PrimaryFor()[scope]; ok && scope != "" {
+		sealing = k
+	}
+	plan := &RotatePlan{Keyring: opts.Keyring, Kid: newKid, Scope: scope, Primary: kr.Primary(), Sealing: sealing, OldKids: retiredKids(kr, newKid, scope)}
 	kf := "--keyring " + shellQuote(opts.Keyring)
+	scopeFlag := ""
+	if scope != "" {
+		scopeFlag = " --scope " + shellQuote(scope)
+	}
 	urlFlags := ""
 	for _, u := range dedupeStrings(opts.URLs) {
 		urlFlags += " --metrics-url " + shellQuote(u)
@@ -149,7 +181,7 @@ func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
 	switch {
 	case !kr.Has(newKid):
 		s1.Status, s1.Detail = stepPending, fmt.Sprintf("the keyring does not hold %q yet", newKid)
-		s1.Command = "flecht keys add " + kf + " --kid " + shellQuote(newKid) + ", roll the file out to every reader, then " + s1.Command
+		s1.Command = "flecht keys add " + kf + " --kid " + shellQuote(newKid) + scopeFlag + ", roll the file out to every reader, then " + s1.Command
 	case len(opts.URLs) == 0:
 		s1.Status, s1.Detail = stepUnknown, "the keyring holds it; give every reader's --metrics-url to check that they have loaded it"
 	default:
@@ -169,11 +201,16 @@ func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
 	}
 
 	// 2. Writers seal with it.
-	s2 := RotateStep{Step: 2, Title: "promote it to primary, then roll the keyring out to the writers", Command: "flecht keys promote " + kf + " --kid " + shellQuote(newKid)}
-	if kr.Primary() == newKid {
-		s2.Status, s2.Detail = stepDone, fmt.Sprintf("%q is the primary", newKid)
+	s2 := RotateStep{Step: 2, Title: "promote it to primary, then roll the keyring out to the writers", Command: "flecht keys promote " + kf + scopeFlag + " --kid " + shellQuote(newKid)}
+	role := "the primary"
+	if scope != "" {
+		s2.Title = fmt.Sprintf("make it the sealing key of scope %q, then roll the keyring out to the writers", scope)
+		role = fmt.Sprintf("the sealing key of scope %q", scope)
+	}
+	if sealing == newKid && (scope == "" || kr.PrimaryFor()[scope] == newKid) {
+		s2.Status, s2.Detail = stepDone, fmt.Sprintf("%q is %s", newKid, role)
 	} else {
-		s2.Status, s2.Detail = stepPending, fmt.Sprintf("the primary is %q", kr.Primary())
+		s2.Status, s2.Detail = stepPending, fmt.Sprintf("%s is %q", role, sealing)
 	}
 
 	// 3 and 4 need the topics.
@@ -196,7 +233,7 @@ func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
 		sc := &RotateScan{Topics: topics, Values: rep.Summary.Values, ByOldKid: map[string]int{},
 			Plaintext: rep.Summary.Plaintext, Corrupt: rep.Summary.Corrupt, Undecryptable: rep.Summary.Undecryptable}
 		for _, e := range rep.Entries {
-			if e.Kid != "" && e.Kid != newKid {
+			if e.Kid != "" && e.Kid != newKid && e.Status != secret.StatusPlaintext && rotated(kr, scope, e.FieldScope) {
 				sc.OldTokens++
 				sc.ByOldKid[e.Kid]++
 			}
@@ -207,7 +244,7 @@ func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
 		switch {
 		case sc.OldTokens == 0:
 			s3.Status, s3.Detail = stepDone, fmt.Sprintf("no token under another kid (%d values scanned)", sc.Values)
-		case kr.Primary() != newKid:
+		case s2.Status != stepDone:
 			s3.Status, s3.Detail = stepPending, fmt.Sprintf("%d tokens under old kids (%s); sweep after step 2", sc.OldTokens, kidCounts(sc.ByOldKid))
 		default:
 			s3.Status, s3.Detail = stepPending, fmt.Sprintf("%d tokens under old kids (%s)", sc.OldTokens, kidCounts(sc.ByOldKid))
@@ -223,7 +260,7 @@ func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
 	// 5. Retire the old keys.
 	s5 := RotateStep{Step: 5, Title: "remove the old keys from the keyring (keep them in offline escrow), roll it out"}
 	if len(plan.OldKids) == 0 {
-		s5.Status, s5.Detail = stepDone, fmt.Sprintf("the keyring holds only %q", newKid)
+		s5.Status, s5.Detail = stepDone, "no sealing key is left that only the rotated role named"
 	} else {
 		s5.Status, s5.Detail = stepPending, "the keyring still holds "+quoteList(plan.OldKids)
 		guard := "--topics T --field NAME[:scope]"
@@ -245,7 +282,11 @@ func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
 		}
 	}
 	return opts.Printer().Print(plan, func(h *ui.Human) error {
-		h.Printf("rotation to key %q (keyring %s, primary %q)\n\n", plan.Kid, plan.Keyring, plan.Primary)
+		if plan.Scope != "" {
+			h.Printf("rotation of scope %q to key %q (keyring %s, its sealing key %q)\n\n", plan.Scope, plan.Kid, plan.Keyring, plan.Sealing)
+		} else {
+			h.Printf("rotation to key %q (keyring %s, primary %q)\n\n", plan.Kid, plan.Keyring, plan.Primary)
+		}
 		for _, s := range plan.Steps {
 			status := s.Status
 			switch s.Status {
@@ -269,6 +310,37 @@ func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
 		}
 		return nil
 	})
+}
+
+// rotated reports whether a field of fieldScope is sealed by the rotated
+// role: with a scope, the fields of that scope; without, the fields whose
+// scope has no sealing key of its own.
+func rotated(kr *secret.Keyring, scope, fieldScope string) bool {
+	if scope != "" {
+		return fieldScope == scope
+	}
+	_, own := kr.PrimaryFor()[fieldScope]
+	return fieldScope == "" || !own
+}
+
+// retiredKids are the keys a rotation to newKid retires: the oct and
+// x25519 keys but newKid that no role names once the rotated role moves
+// (the primary, or with a scope that scope's sealing key). Signing keys
+// are never among them.
+func retiredKids(kr *secret.Keyring, newKid, scope string) []string {
+	out := []string{}
+	for _, e := range kr.Entries() {
+		if e.Kid == newKid || e.Type == secret.TypeEd25519 || len(e.SigningFor) > 0 {
+			continue
+		}
+		others := slices.DeleteFunc(slices.Clone(e.PrimaryFor), func(s string) bool { return s == scope })
+		if len(others) > 0 || (e.Primary && scope != "") {
+			continue
+		}
+		out = append(out, e.Kid)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func kidCounts(m map[string]int) string {
