@@ -417,13 +417,15 @@ func roleRefusal(kr *secret.Keyring, kid, keyring string) error {
 	}
 	sealing := func(o secret.Entry) bool { return o.Type != secret.TypeEd25519 }
 	covers := func(o secret.Entry, s string) bool { return len(o.Scopes) == 0 || slices.Contains(o.Scopes, s) }
+	// pick names the first candidate; the others go on a line of their
+	// own, so the command line copies as it is.
 	pick := func(c []string) string {
 		if len(c) == 0 {
 			return "NEW"
 		}
 		s := shellQuote(c[0])
 		if len(c) > 1 {
-			s += fmt.Sprintf("    (or %s)", quoteList(c[1:]))
+			s += fmt.Sprintf("\n      (or another of %s)", quoteList(c[1:]))
 		}
 		return s
 	}
@@ -440,7 +442,10 @@ func roleRefusal(kr *secret.Keyring, kid, keyring string) error {
 	}
 	primary, _ := kr.Entry(kr.Primary())
 	for _, s := range e.PrimaryFor {
-		c := candidates(func(o secret.Entry) bool { return sealing(o) && covers(o, s) })
+		// Keys bound to the scope first: the natural successor of its
+		// sealing key; then unbound ones.
+		c := append(candidates(func(o secret.Entry) bool { return sealing(o) && len(o.Scopes) > 0 && covers(o, s) }),
+			candidates(func(o secret.Entry) bool { return sealing(o) && len(o.Scopes) == 0 })...)
 		fmt.Fprintf(&b, "\n  - the sealing key of scope %q (flenc_primaries):\n", s)
 		if len(c) == 0 {
 			b.WriteString(cmd("add", "--kid NEW --scope "+shellQuote(s)) + "\n")

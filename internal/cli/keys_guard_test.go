@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/secret"
+)
+
+// save writes the fixture's keyring after an edit.
+func (fx *secretsFixture) save(t *testing.T, kr *secret.Keyring, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.kr = kr
+	if err := kr.Save(fx.keyring); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (fx *secretsFixture) sign(t *testing.T, payload, scope string) string {
+	t.Helper()
+	tok, err := fx.kr.Sign([]byte(payload), scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// The remove guard refuses while a value the key signed is stored, bare or
+// sealed inside a token, and names where each is: no sweep re-signs.
+func TestKeysRemoveGuardCountsSignedValues(t *testing.T) {
+	fx := newSecretsFixture(t) // oct old (primary), new
+	kr, err := fx.kr.Generate("sig", secret.TypeEd25519, []string{"api"})
+	if err == nil {
+		kr, err = kr.SetSigningFor("api", "sig")
+	}
+	fx.save(t, kr, err)
+	bare := fx.sign(t, `"https://hooks.example/1"`, "api")
+	inner, _ := json.Marshal(fx.sign(t, `"sk-live-1"`, "api"))
+	fx.put(t, 0, "bare", `{"endpoint":`+strconv.Quote(bare)+`}`)
+	fx.put(t, 1, "sealed", `{"api_key":"`+fx.token(t, string(inner), "api")+`"}`)
+	// The signing role moves to a new key; the old signer still verifies
+	// what is stored.
+	kr, err = fx.kr.Generate("sig2", secret.TypeEd25519, []string{"api"})
+	if err == nil {
+		kr, err = kr.SetSigningFor("api", "sig2")
+	}
+	fx.save(t, kr, err)
+	target := []string{"--topics", "cfg", "--field", "endpoint:api", "--field", "api_key:api"}
+
+	r := run(t, fx.env, "", append([]string{"keys", "remove", "--kid", "sig"}, target...)...)
+	if r.code != exitcode.Refused || !strings.Contains(r.err, `found 2 value(s) signed by it`) ||
+		!strings.Contains(r.err, `cfg/0@0 key "bare" field endpoint (scope "api")`) ||
+		!strings.Contains(r.err, `cfg/1@0 key "sealed" field api_key (scope "api", inside a token)`) ||
+		!strings.Contains(r.err, "flecht secrets sign --scope S") || strings.Contains(r.err, "token(s) sealed") {
+		t.Fatalf("guarded remove of a signer: exit %d\n%s", r.code, r.err)
+	}
+	if !fx.kr.Has("sig") {
+		t.Fatal("refused, yet removed")
+	}
+	// A sealing key's removal is not held up by what its tokens carry, nor
+	// is a signer's by tokens under other kids.
+	fx.promote(t, "new")
+	r = run(t, fx.env, "", append([]string{"keys", "remove", "--kid", "old"}, target...)...)
+	if r.code != exitcode.Refused || !strings.Contains(r.err, "found 1 token(s) sealed with it") || strings.Contains(r.err, "signed by it") {
+		t.Errorf("guarded remove of the sealing key: exit %d\n%s", r.code, r.err)
+	}
+
+	// Re-signed and re-sealed with the current keys, the signer goes.
+	fx.put(t, 0, "bare", `{"endpoint":`+strconv.Quote(fx.sign(t, `"https://hooks.example/1"`, "api"))+`}`)
+	inner, _ = json.Marshal(fx.sign(t, `"sk-live-1"`, "api"))
+	fx.put(t, 1, "sealed", `{"api_key":"`+fx.token(t, string(inner), "api")+`"}`)
+	r = run(t, fx.env, "", append([]string{"keys", "remove", "--kid", "sig", "-o", "json"}, target...)...)
+	if r.code != 0 || !strings.Contains(r.out, `"action": "removed"`) {
+		t.Fatalf("remove after re-signing: exit %d %q\n%s", r.code, r.err, r.out)
+	}
+}
+
+// rotate-plan --scope follows one scope's rotation: its sealing key, its
+// fields' tokens; the other scopes' tokens and keys are left out.
+func TestKeysRotatePlanPerScope(t *testing.T) {
+	fx := newSecretsFixture(t) // oct old (primary), new
+	kr, err := fx.kr.Generate("rx", secret.TypeX25519, []string{"api"})
+	if err == nil {
+		kr, err = kr.Remove("new")
+	}
+	fx.save(t, kr, err)
+	for i := range 4 {
+		fx.put(t, int32(i%3), fmt.Sprint("c", i), fmt.Sprintf(`{"api_key":"%s","db":"%s"}`,
+			fx.token(t, `"a"`, "api"), fx.token(t, `"d"`, "db")))
+	}
+	target := []string{"--topics", "cfg", "--field", "api_key:api", "--field", "db:db"}
+	plan := func() (RotatePlan, string) {
+		t.Helper()
+		r := run(t, fx.env, "", append([]string{"keys", "rotate-plan", "--kid", "rx", "--scope", "api", "-o", "json"}, target...)...)
+		if r.code != 0 {
+			t.Fatalf("exit %d %s", r.code, r.err)
+		}
+		var p RotatePlan
+		if err := json.Unmarshal([]byte(r.out), &p); err != nil {
+			t.Fatal(err)
+		}
+		var s []string
+		for _, st := range p.Steps {
+			s = append(s, st.Status)
+		}
+		return p, strings.Join(s, " ")
+	}
+	p, s := plan()
+	if s != "unknown pending pending pending done" || p.Scope != "api" || p.Sealing != "old" || p.Scan.OldTokens != 4 ||
+		!strings.Contains(p.Steps[1].Command, "flecht keys promote --keyring "+fx.keyring+" --scope api --kid rx") ||
+		!strings.Contains(p.Steps[1].Detail, `the sealing key of scope "api" is "old"`) {
+		t.Fatalf("before: %s %+v %+v", s, p.Steps[1], p.Scan)
+	}
+	// "old" stays: it is the primary, which this rotation leaves alone.
+	if len(p.OldKids) != 0 {
+		t.Errorf("old kids %q", p.OldKids)
+	}
+	mustRun(t, fx.env, "", "keys", "promote", "--kid", "rx", "--scope", "api")
+	if p, s = plan(); s != "unknown done pending pending done" || p.Sealing != "rx" {
+		t.Fatalf("promoted: %s", s)
+	}
+	// The sweep moves the api tokens to rx. (Its own verification and
+	// exit code are the sweep's tests' concern; today it still expects
+	// every token under the primary, see the report.)
+	run(t, fx.env, "", append([]string{"secrets", "reencrypt", "--execute"}, target...)...)
+	if p, s = plan(); s != "unknown done done done done" || p.Next != 1 {
+		t.Fatalf("swept: %s %+v", s, p.Steps)
+	}
+	// The tokens of scope db stayed under the primary.
+	r := mustRun(t, fx.env, "", append([]string{"secrets", "scan", "-o", "json"}, target...)...)
+	if !strings.Contains(r.out, `"kid": "old"`) || !strings.Contains(r.out, `"kid": "rx"`) {
+		t.Errorf("scan after a per-scope sweep:\n%s", r.out)
+	}
+	// A signing key has its own runbook.
+	mustRun(t, fx.env, "", "keys", "add", "--kid", "sg", "--type", "ed25519", "--scope", "api")
+	if r := run(t, fx.env, "", "keys", "rotate-plan", "--kid", "sg"); r.code != exitcode.Usage || !strings.Contains(r.err, "keys signing --kid NEW --scope S") {
+		t.Errorf("rotate-plan of a signer: exit %d %q", r.code, r.err)
+	}
+}
