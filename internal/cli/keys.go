@@ -149,8 +149,6 @@ type keyRoles struct {
 	SigningFor []string
 }
 
-func (r keyRoles) any() bool { return r.Primary || len(r.PrimaryFor) > 0 || len(r.SigningFor) > 0 }
-
 // KeyringReport is what every keys verb that reads or edits the keyring
 // prints: the keyring as it is after the verb and what the verb changed.
 // Key bytes never appear.
