@@ -157,11 +157,11 @@ type KeyringReport struct {
 	Protected bool   `json:"protected"` // the file is password-protected
 	// Action is what the verb did: created, added, imported, promoted,
 	// assigned (signing), cleared, removed, protected, unprotected, copied
-	// (unprotect --out), exported (export --out), unchanged; empty for list.
+	// (unprotect --out), unchanged; empty for list.
 	Action  string          `json:"action,omitempty"`
 	Kid     string          `json:"kid,omitempty"`   // the key the action was about
 	Scope   string          `json:"scope,omitempty"` // the scope whose role changed (promote, signing)
-	File    string          `json:"file,omitempty"`  // the file written besides the keyring (--out)
+	File    string          `json:"file,omitempty"`  // the plain copy unprotect --out wrote
 	Changes []KeyringChange `json:"changes,omitempty"`
 	Primary string          `json:"primary"`
 	// PrimaryFor and SigningFor are the per-scope roles: flenc_primaries
@@ -595,8 +595,6 @@ func actionLine(rep KeyringReport) string {
 		return fmt.Sprintf("wrote %s plain in place", rep.Keyring)
 	case keysCopied:
 		return fmt.Sprintf("wrote a plain copy of %s to %s (mode 0600); the keyring itself is unchanged", rep.Keyring, rep.File)
-	case keysExported:
-		return fmt.Sprintf("wrote the public half of key %q to %s", rep.Kid, rep.File)
 	case keysUnchanged:
 		return fmt.Sprintf("%s already is as asked; nothing changed", rep.Keyring)
 	}

@@ -133,8 +133,15 @@ func TestKeysRotatePlanPerScope(t *testing.T) {
 	if p, s = plan(); s != "unknown done done done done" || p.Next != 1 {
 		t.Fatalf("swept: %s %+v", s, p.Steps)
 	}
+	// Step 1 reads the readers' gauge, whatever the key's kind.
+	r := run(t, fx.env, "", append([]string{"keys", "rotate-plan", "--kid", "rx", "--scope", "api", "-o", "json",
+		"--metrics-url", reader(t, "old", "rx", "sg-elsewhere")}, target...)...)
+	var withReaders RotatePlan
+	if err := json.Unmarshal([]byte(r.out), &withReaders); err != nil || withReaders.Steps[0].Status != "done" || withReaders.Next != 0 {
+		t.Errorf("with a reader holding the x25519 key: %v %+v", err, withReaders.Steps)
+	}
 	// The tokens of scope db stayed under the primary.
-	r := mustRun(t, fx.env, "", append([]string{"secrets", "scan", "-o", "json"}, target...)...)
+	r = mustRun(t, fx.env, "", append([]string{"secrets", "scan", "-o", "json"}, target...)...)
 	if !strings.Contains(r.out, `"kid": "old"`) || !strings.Contains(r.out, `"kid": "rx"`) {
 		t.Errorf("scan after a per-scope sweep:\n%s", r.out)
 	}
