@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -30,6 +33,28 @@ func passwordFilePath(flag string, getenv func(string) string) string {
 	return getenv(EnvKeyringPasswordFile)
 }
 
+// promptFunc reads one password from the terminal after showing label.
+type promptFunc func(label string) ([]byte, error)
+
+// terminalPrompt reads passwords from standard input without echo, or is
+// nil when standard input is not a terminal: commands never block on a
+// pipe waiting for a password.
+func terminalPrompt(streams *ui.IOStreams) promptFunc {
+	in, ok := streams.In.(*os.File)
+	if !streams.IsStdinTTY() || !ok {
+		return nil
+	}
+	return func(label string) ([]byte, error) {
+		fmt.Fprint(streams.ErrOut, label)
+		pw, err := term.ReadPassword(int(in.Fd()))
+		fmt.Fprintln(streams.ErrOut)
+		if err != nil {
+			return nil, fmt.Errorf("reading the keyring password: %w", err)
+		}
+		return pw, nil
+	}
+}
+
 // keyringPassword is the load option that opens a protected keyring: the
 // password file when one is named, else a prompt when standard input is a
 // terminal, else a keyring_password error saying what to give. It is asked
@@ -40,17 +65,49 @@ func keyringPassword(passwordFile string, streams *ui.IOStreams) secret.FileOpti
 		return secret.WithPassword(secret.PasswordFile(passwordFile))
 	}
 	return secret.WithPassword(func() ([]byte, error) {
-		in, ok := streams.In.(*os.File)
-		if !streams.IsStdinTTY() || !ok {
+		prompt := terminalPrompt(streams)
+		if prompt == nil {
 			return nil, &secret.Error{Kind: secret.KindKeyringPassword,
 				Detail: "the keyring is password-protected: give --password-file FILE or set " + EnvKeyringPasswordFile}
 		}
-		fmt.Fprint(streams.ErrOut, "Keyring password: ")
-		pw, err := term.ReadPassword(int(in.Fd()))
-		fmt.Fprintln(streams.ErrOut)
+		return prompt("Keyring password: ")
+	})
+}
+
+// newKeyringPassword is the password a keyring is newly protected with
+// (keys protect, init --protect, import --protect): the password file when
+// one is named, else asked twice on a terminal, else a usage error saying
+// what to give. A password under secret.MinPasswordBytes is refused before
+// it is asked again. The password is never echoed.
+func newKeyringPassword(passwordFile string, prompt promptFunc) ([]byte, error) {
+	tooShort := fmt.Errorf("a keyring password must be at least %d bytes", secret.MinPasswordBytes)
+	if passwordFile != "" {
+		pw, err := secret.PasswordFile(passwordFile)()
 		if err != nil {
-			return nil, fmt.Errorf("reading the keyring password: %w", err)
+			return nil, err
+		}
+		if len(pw) < secret.MinPasswordBytes {
+			return nil, exitcode.UsageError(fmt.Errorf("%w; the password file %s holds %d", tooShort, passwordFile, len(pw)))
 		}
 		return pw, nil
-	})
+	}
+	if prompt == nil {
+		return nil, exitcode.UsageError(errors.New("protecting a keyring needs a password: give --password-file FILE or set " +
+			EnvKeyringPasswordFile + " (or run on a terminal to be asked)"))
+	}
+	pw, err := prompt("New keyring password: ")
+	if err != nil {
+		return nil, err
+	}
+	if len(pw) < secret.MinPasswordBytes {
+		return nil, exitcode.UsageError(tooShort)
+	}
+	again, err := prompt("Repeat the password: ")
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(pw, again) {
+		return nil, exitcode.UsageError(errors.New("the two passwords differ; nothing was changed"))
+	}
+	return pw, nil
 }

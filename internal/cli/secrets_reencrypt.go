@@ -57,7 +57,10 @@ binding violation, a signature that does not verify, a corrupt value, a
 scope no key of the keyring may seal).
 
 What each mode allows:
-  encrypted          tokens are re-sealed with their payload; values in the
+  encrypted          tokens are re-sealed with their payload (a signed value
+                     inside byte for byte, or signed again with --resign;
+                     its reader does not verify it, so a signature there
+                     that fails never holds the token up); values in the
                      clear are sealed with --encrypt-plaintext
   signed             values are never wrapped in a token (a SIGNED reader
                      refuses one); an unsigned value is left and reported
@@ -68,9 +71,9 @@ What each mode allows:
 The sweep never signs an unsigned value: a signature vouches for who wrote
 a value, and the sweep did not write it; have its writer sign it ('flecht
 secrets sign'). With --resign it signs again, with the scope's signing key
-(flenc_signing), every signature that VERIFIES under another signer: the
-step that retires an old Ed25519 key; the value it vouched for is kept byte
-for byte.
+(flenc_signing), every signature that VERIFIES under another signer, bare
+or inside a token of any encrypted field: the step that retires an old
+Ed25519 key; the value it vouched for is kept byte for byte.
 
 With --execute it re-produces each such record
   - with the same key bytes, headers and timestamp, explicitly to the

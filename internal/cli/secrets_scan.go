@@ -149,8 +149,9 @@ Every value is listed with its topic, partition, offset, key and status:
 
 and, when something is wrong with it for its field, a problem: plaintext (in
 the clear where the field encrypts: a signed value in the clear counts, its
-payload is readable), unsigned (not signed where the field signs: a token in
-a signed field counts), or the kind that kept it from opening or verifying.
+payload is readable and an ENCRYPTED reader refuses it; its status stays
+signed), unsigned (not signed where the field signs: a token in a signed
+field counts), or the kind that kept it from opening or verifying.
 
 Absent and null values are skipped: absence is not a leak. Keyring or not,
 every token's header is held against its field's scope ratchet and every
@@ -159,8 +160,11 @@ match exactly): a mismatch is a scope_violation. With a keyring (--keyring or
 ` + EnvKeyring + `) every token is also opened through its field's scope (decrypt:
 ok, unknown_kid, seal_only, tag_mismatch, scope_violation, key_binding) and
 every signature verified (verify: verified, bad_signature, unknown_signer,
-scope_violation, key_binding), in an encrypted-signed field the one inside
-the token too (unsigned when it opens to a value that is not signed). The
+scope_violation, key_binding), the one inside a token too: in an
+encrypted-signed field (unsigned when it opens to a value that is not
+signed), and in an encrypted field, where it is no finding either way (its
+reader takes the string as it is) but its signer is named, since a key is
+needed by every signature it made. The
 report then names each scope's target: the kid that seals its values
 (flenc_primaries[scope], else primary) and the one that signs them
 (flenc_signing[scope]); a token under another kid is stale (the sweep moves

@@ -227,6 +227,11 @@ func TestRotatePlan017(t *testing.T) {
 	if p.Scan.OldSigned != 2 || p.Scan.ByOldSigner["s1"] != 2 || p.Scan.OldTokens != 0 || !strings.Contains(p.Steps[2].Command, "--resign") {
 		t.Errorf("rotation to s2: %+v, step 3 %+v", p.Scan, p.Steps[2])
 	}
+	// s2 already signs pay (step 2 done); s1, which no role names any
+	// more, is the old signer to retire, and no sealing key is.
+	if p.Role != "signing" || p.Steps[1].Status != "done" || p.Steps[2].Status != "pending" || len(p.OldKids) != 1 || p.OldKids[0] != "s1" {
+		t.Errorf("rotation to s2: role %s, steps %+v, old kids %q", p.Role, p.Steps, p.OldKids)
+	}
 	p = plan("x2")
 	// api_key and webhook under x1; legacy is not pay's, and is at its target.
 	if p.Scan.OldTokens != 2 || p.Scan.ByOldKid["x1"] != 2 || p.Scan.OldSigned != 0 {

@@ -17,9 +17,11 @@
 // view every reader of a config topic builds. Each declared field's value
 // is judged (Judge): its status on the wire (encrypted, signed, plaintext,
 // corrupt), its header's kid, scope and alg, and with a keyring the outcome
-// of opening the token and verifying the signature (in an encrypted-signed
-// field the one inside the token), and what is wrong with it for its field
-// (a finding). With a keyring each scope's target is named (ScopeTarget:
+// of opening the token and verifying the signature (also the one inside a
+// token, in an encrypted field as in an encrypted-signed one: a key is
+// needed by every signature it made, whatever mode the field is declared
+// with), and what is wrong with it for its field (a finding; a signature
+// is one only where the field signs). With a keyring each scope's target is named (ScopeTarget:
 // its sealing and signing kid). Absent and null values are skipped. A
 // missing topic is an error. No plaintext is ever reported, only a length
 // range and a fingerprint keyed from the keyring (or, without one, from a

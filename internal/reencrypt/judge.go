@@ -29,16 +29,21 @@ type Verdict struct {
 	// scope_violation when the header alone breaks the field's scope
 	// ratchet, else "".
 	Decrypt secret.Kind
-	// Verify is the verdict on the value's signature in a signed or
-	// encrypted-signed field: "verified" or the failing kind
-	// (bad_signature, unknown_signer, scope_violation, key_binding), or
-	// unsigned when a token of an encrypted-signed field opens to a value
-	// that is not signed. Without a keyring it is scope_violation when a
-	// signed value's stamped scope is not the field's, else "".
+	// Verify is the verdict on the value's signature, judged through the
+	// field's scope: "verified" or the failing kind (bad_signature,
+	// unknown_signer, scope_violation, key_binding), or unsigned when a
+	// token of an encrypted-signed field opens to a value that is not
+	// signed. It covers a signed value in a signed or encrypted-signed
+	// field, and the signed value inside a token of any encrypted field
+	// (in an encrypted one a failure is no finding: its reader does not
+	// verify). Without a keyring it is scope_violation when a signed
+	// value's stamped scope is not the field's, else "".
 	Verify secret.Kind
 	// Signer is the kid of the signature: a flsig value's own kid, or
-	// that of the signed value inside a token of an encrypted-signed field
-	// (known only once the token opens).
+	// that of the signed value inside a token of an encrypted or
+	// encrypted-signed field (known only once the token opens). Whatever
+	// the field's mode, every signature found names its signer: a key is
+	// needed by every stored signature it made.
 	Signer string
 	// Problem is what is wrong with the value for its field, "" when
 	// nothing is: plaintext (not encrypted where the field encrypts),
@@ -115,8 +120,13 @@ func judgeSigned(j judged, tok string, f *Field, kr *secret.Keyring) judged {
 		j = problem(j, &secret.Error{Kind: secret.KindPlaintext, Kid: j.Kid, Scope: f.Scope, TokenScope: j.TokenScope,
 			Detail: "a signed value that is not encrypted in an encrypted-signed field: its payload is readable"})
 	default:
+		// Upstream's ENCRYPTED reader refuses it (PlaintextSecretError),
+		// so it is a finding of that kind; its status stays signed and its
+		// signer is recorded. It is not verified: a signature is only read
+		// where the field signs, and the sweep cannot re-sign it here.
 		return problem(j, &secret.Error{Kind: secret.KindPlaintext, Kid: j.Kid, Scope: f.Scope, TokenScope: j.TokenScope,
-			Detail: "a signed value in the clear in an encrypted field: its payload is readable"})
+			Detail: "a signed value in the clear in an encrypted field: its payload is readable, and an ENCRYPTED reader refuses it " +
+				"(declare the field NAME:scope:signed if its stage reads it SIGNED)"})
 	}
 	if kr == nil {
 		if j.TokenScope != f.Scope {
@@ -136,8 +146,11 @@ func judgeSigned(j judged, tok string, f *Field, kr *secret.Keyring) judged {
 	return j
 }
 
-// judgeToken judges a flenc token, and in an encrypted-signed field the
-// signed value it opens to.
+// judgeToken judges a flenc token, and the signed value it opens to: in an
+// encrypted-signed field one must be there and verify; in an encrypted
+// field one that is there is verified all the same, without a finding
+// either way (its reader takes the string as it is), so that the signer
+// it needs is known and --resign can move it.
 func judgeToken(j judged, tok string, f *Field, kr *secret.Keyring) judged {
 	if f.Mode == ModeSigned {
 		return problem(j, &secret.Error{Kind: secret.KindUnsigned, Kid: j.Kid, Scope: f.Scope, TokenScope: j.TokenScope,
@@ -165,12 +178,12 @@ func judgeToken(j judged, tok string, f *Field, kr *secret.Keyring) judged {
 		}
 	}
 	j.Decrypt, j.payload = DecryptOK, payload
-	if f.Mode != ModeEncryptedSigned {
-		return j
-	}
 	inner, err := attr.ParseJSON(payload)
 	sig, _ := inner.(string)
 	if err != nil || !secret.IsSigned(sig) {
+		if f.Mode != ModeEncryptedSigned {
+			return j
+		}
 		j.Verify = secret.KindUnsigned
 		return problem(j, &secret.Error{Kind: secret.KindUnsigned, Kid: j.Kid, Scope: f.Scope, TokenScope: j.TokenScope,
 			Detail: "the token opens to a value that is not signed"})
@@ -184,9 +197,12 @@ func judgeToken(j judged, tok string, f *Field, kr *secret.Keyring) judged {
 		if j.Signer == "" {
 			j.Signer = e.Kid
 		}
+		j.Verify, j.verifyErr = e.Kind, e
+		if f.Mode != ModeEncryptedSigned {
+			return j
+		}
 		inside := *e
 		inside.Detail = "the signed value inside the token: " + e.Detail
-		j.Verify = e.Kind
 		return problem(j, &inside)
 	}
 	j.Verify, j.signed = VerifyOK, signed

@@ -154,7 +154,18 @@ func TestJudgeEveryOutcomeByMode(t *testing.T) {
 		{"ecdh outside its key's binding", encCfg, q(mustTok(t, wide, `"v"`, "cfg")), r.cur, secret.StatusEncrypted, "x1", "ECDH-ES+A256KW", secret.KindKeyBinding, "", "", secret.KindKeyBinding},
 		{"ecdh tampered", enc, q(tamper(ecdhOld)), r.cur, secret.StatusEncrypted, "x1", "ECDH-ES+A256KW", secret.KindTagMismatch, "", "", secret.KindTagMismatch},
 		{"ecdh of another scope", mustFields(t, "e:other")[0], q(ecdhOld), r.cur, secret.StatusEncrypted, "x1", "ECDH-ES+A256KW", secret.KindScopeViolation, "", "", secret.KindScopeViolation},
+		// A signed value in the clear: signed (never the plaintext status),
+		// its signer named; a finding, as upstream's ENCRYPTED reader
+		// refuses it as plaintext.
 		{"a signed value in an encrypted field", enc, q(mustSign(t, r.cur, `"v"`, "pay")), r.cur, secret.StatusSigned, "s2", "Ed25519", "", "", "s2", secret.KindPlaintext},
+		// Inside a token the reader takes it as a string: no finding
+		// whatever the signature says, but its signer is named and checked.
+		{"sealed and signed in an encrypted field", enc, q(sealSigned(t, r.old, `"v"`, "pay")), r.cur, secret.StatusEncrypted, "x1", "ECDH-ES+A256KW", DecryptOK, VerifyOK, "s1", ""},
+		{"a bad signature inside a token of an encrypted field", enc, q(mustTok(t, r.cur, string(jsonString(tamper(mustSign(t, r.cur, `"v"`, "pay")))), "pay")), r.cur,
+			secret.StatusEncrypted, "x2", "ECDH-ES+A256KW", DecryptOK, secret.KindBadSignature, "s2", ""},
+		{"a stranger's signature inside a token of an encrypted field", enc, q(mustTok(t, r.cur, string(jsonString(mustSign(t, r.stranger, `"v"`, "pay"))), "pay")), r.cur,
+			secret.StatusEncrypted, "x2", "ECDH-ES+A256KW", DecryptOK, secret.KindUnknownSigner, "s9", ""},
+		{"keyless sealed and signed in an encrypted field", enc, q(sealSigned(t, r.cur, `"v"`, "pay")), nil, secret.StatusEncrypted, "x2", "ECDH-ES+A256KW", "", "", "", ""},
 		{"plaintext in an encrypted field", enc, `"sk-live-1"`, r.cur, secret.StatusPlaintext, "", "", "", "", "", secret.KindPlaintext},
 		{"a corrupt signed value", enc, q("flsig:jws:e30.e30.AAAA"), r.cur, secret.StatusCorrupt, "", "", "", "", "", secret.KindHeaderRejected},
 		{"a signed value cut short", signed, q("flsig:jws:abc"), r.cur, secret.StatusCorrupt, "", "", "", "", "", secret.KindMalformed},
@@ -682,10 +693,84 @@ func TestRotationCountsTheKeysScopes(t *testing.T) {
 		"s2":  "0 map[] 2 map[s1:2]",      // a's endpoint and the signature inside its webhook
 		"new": "2 map[o1:1 o2:1] 0 map[]", // a key not in the keyring yet: as an unbound one
 		"x1":  "3 map[x2:2 x9:1] 0 map[]", // back to x1: b's tokens and the stranger's
+		"s1":  "0 map[] 2 map[s2:2]",      // back to s1 (bound to pay and cfg): b's signatures in pay
 	} {
-		got := rep.Rotation(r.cur, kid)
+		got := rep.Rotation(r.cur, kid, "")
 		if s := fmt.Sprintf("%d %v %d %v", got.OldTokens, got.ByOldKid, got.OldSigned, got.ByOldSigner); s != want {
 			t.Errorf("rotation to %s: %s, want %s", kid, s, want)
+		}
+	}
+	// A scope names the rotated role outright: only its values count, for
+	// a sealing key and for a signer alike.
+	for _, c := range []struct{ kid, scope, want string }{
+		{"x2", "pay", "3 map[x1:2 x9:1] 0 map[]"},
+		{"o2", "pay", "5 map[x1:2 x2:2 x9:1] 0 map[]"}, // o2 made pay's sealing key: x2 is old too
+		{"o2", "cfg", "0 map[] 0 map[]"},               // no field of scope cfg
+		{"s1", "pay", "0 map[] 2 map[s2:2]"},
+		{"s1", "cfg", "0 map[] 0 map[]"},
+	} {
+		got := rep.Rotation(r.cur, c.kid, c.scope)
+		if s := fmt.Sprintf("%d %v %d %v", got.OldTokens, got.ByOldKid, got.OldSigned, got.ByOldSigner); s != c.want {
+			t.Errorf("rotation of scope %s to %s: %s, want %s", c.scope, c.kid, s, c.want)
+		}
+	}
+}
+
+// A signed value inside a token of an encrypted field: --resign signs it
+// again with the scope's signing kid (re-sealed under the scope's sealing
+// kid), without --resign the token moves with the signed value byte for
+// byte; a signature inside that does not verify never holds up the
+// token's rotation (an encrypted field's reader does not verify it); a
+// signed value in the clear there is left.
+func TestTransformSignaturesInsideEncryptedFields(t *testing.T) {
+	r := newRing17(t)
+	fields := mustFields(t, "k:pay", "bad:pay", "odd:pay")
+	inner := mustSign(t, r.old, `"secret"`, "pay")
+	bare := mustSign(t, r.old, `"o"`, "pay")
+	value := record(
+		member("k", q(mustTok(t, r.old, string(jsonString(inner)), "pay"))),
+		member("bad", q(mustTok(t, r.old, string(jsonString(tamper(mustSign(t, r.old, `"b"`, "pay")))), "pay"))),
+		member("odd", q(bare)),
+	)
+	out, err := transformWith(value, fields, r.cur, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (ValueCounts{Rotate: 2, PlaintextLeft: 1, OldSignerLeft: 1}); out.Counts != want || len(out.Blocked) != 0 || !out.OldSigner {
+		t.Errorf("without --resign: %+v, want %+v (blocked %+v)", out.Counts, want, out.Blocked)
+	}
+	if p, kid := payloadAt(t, r.cur, out.Value, "k", "pay"); kid != "x2" || p != string(jsonString(inner)) {
+		t.Errorf("k: %s under %s, want the signed value byte for byte under x2", p, kid)
+	}
+	if _, kid := payloadAt(t, r.cur, out.Value, "bad", "pay"); kid != "x2" {
+		t.Errorf("bad: under %s, want x2", kid)
+	}
+
+	out, err = transform(value, fields, rule{kr: r.cur, targets: targetsFor(r.cur, fields), resign: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (ValueCounts{Rotate: 2, Resign: 1, PlaintextLeft: 1}); out.Counts != want || len(out.Blocked) != 0 {
+		t.Errorf("with --resign: %+v, want %+v (blocked %+v)", out.Counts, want, out.Blocked)
+	}
+	p, kid := payloadAt(t, r.cur, out.Value, "k", "pay")
+	var sig string
+	if err := json.Unmarshal([]byte(p), &sig); err != nil {
+		t.Fatalf("k opens to %s", p)
+	}
+	if payload, info, err := r.cur.Verify(sig, "pay"); kid != "x2" || err != nil || info.Kid != "s2" || string(payload) != `"secret"` {
+		t.Errorf("k: sealed by %s, inside %s by %s (%v)", kid, payload, info.Kid, err)
+	}
+	if got := stringAt(t, out.Value, "odd"); got != bare {
+		t.Errorf("the signed value in the clear was rewritten: %s", got)
+	}
+	// Judged again: the signer is s2 now, and nothing is a finding but the
+	// value in the clear.
+	for _, f := range fields {
+		raw, _ := attr.LookupField(out.Value, f.Path)
+		v := Judge(Slot{Field: &f, Index: -1, Raw: raw}, r.cur)
+		if f.Name() == "k" && (v.Signer != "s2" || v.Verify != VerifyOK) || v.Finding() != (f.Name() == "odd") {
+			t.Errorf("%s after --resign: %+v", f.Name(), v)
 		}
 	}
 }

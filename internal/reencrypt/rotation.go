@@ -24,8 +24,11 @@ type Rotation struct {
 // yet) becomes the primary and seals every scope that flenc_primaries does
 // not give to another key. Tokens in the other scopes belong to their own
 // rotations. A corrupt value that names an old kid counts: it would stop
-// that kid's removal too.
-func (r *ScanReport) Rotation(kr *secret.Keyring, newKid string) Rotation {
+// that kid's removal too. A non-empty scope names the rotated role
+// outright (`rotate-plan --scope`: the key becomes flenc_primaries[scope],
+// or for an Ed25519 key flenc_signing[scope]): then only that scope's
+// values count.
+func (r *ScanReport) Rotation(kr *secret.Keyring, newKid, scope string) Rotation {
 	rot := Rotation{ByOldKid: map[string]int{}, ByOldSigner: map[string]int{}}
 	var binding []string
 	typ := secret.KeyType("")
@@ -35,10 +38,13 @@ func (r *ScanReport) Rotation(kr *secret.Keyring, newKid string) Rotation {
 			binding = e.Scopes
 		}
 	}
+	rotatedScope := scope
 	seals := func(scope string) bool {
 		switch {
 		case typ == secret.TypeEd25519:
 			return false
+		case rotatedScope != "":
+			return scope == rotatedScope
 		case len(binding) > 0:
 			return slices.Contains(binding, scope)
 		}
@@ -48,7 +54,9 @@ func (r *ScanReport) Rotation(kr *secret.Keyring, newKid string) Rotation {
 		}
 		return !ok || pinned == newKid
 	}
-	signs := func(scope string) bool { return typ == secret.TypeEd25519 && slices.Contains(binding, scope) }
+	signs := func(scope string) bool {
+		return typ == secret.TypeEd25519 && slices.Contains(binding, scope) && (rotatedScope == "" || scope == rotatedScope)
+	}
 	for _, e := range r.Entries {
 		token := e.FieldMode != ModeSigned && e.Kid != "" &&
 			(e.Status == secret.StatusEncrypted || (e.Status == secret.StatusCorrupt && e.Alg != "Ed25519"))

@@ -42,7 +42,9 @@ type rule struct {
 // byte; a signed value in the clear is sealed on request only when its
 // signature verifies; an unsigned plaintext there would need a signature,
 // which the sweep never makes: a signature vouches for who wrote the value,
-// and the sweep did not write it.
+// and the sweep did not write it. A verified signature inside a token of
+// an encrypted field is re-signed with --resign like one of an
+// encrypted-signed field: its signer is as needed there.
 func decide(v Verdict, f *Field, t *ScopeTarget, r rule) Action {
 	staleSigner := r.resign && v.Verify == VerifyOK && t.Signing != "" && v.Signer != t.Signing
 	switch v.Status {
@@ -87,9 +89,12 @@ func decide(v Verdict, f *Field, t *ScopeTarget, r rule) Action {
 		switch {
 		case f.Mode == ModeSigned:
 			return ActUnsigned
-		case v.Decrypt != DecryptOK, v.Verify != "" && v.Verify != VerifyOK && v.Verify != secret.KindUnsigned, t.sealErr != nil:
+		case v.Decrypt != DecryptOK, f.Mode == ModeEncryptedSigned && v.Verify != "" && v.Verify != VerifyOK && v.Verify != secret.KindUnsigned, t.sealErr != nil:
 			// An encrypted value that is unsigned inside is a migration's
-			// state, swept like any token; a signature that fails is not.
+			// state, swept like any token; a signature that fails is not,
+			// where the field reads it. An encrypted field's reader takes
+			// the signed value as a string: its token moves whatever the
+			// signature inside says.
 			return ActBlocked
 		case staleSigner:
 			return ActResign

@@ -30,8 +30,8 @@ type ScanEntry struct {
 	Scope      string        `json:"scope,omitempty"`   // the stamped flenc_scope
 	Alg        string        `json:"alg,omitempty"`     // dir, ECDH-ES+A256KW or Ed25519
 	Decrypt    secret.Kind   `json:"decrypt,omitempty"` // with a keyring: ok, unknown_kid, seal_only, tag_mismatch, scope_violation, key_binding, …; without: scope_violation by the header
-	Verify     secret.Kind   `json:"verify,omitempty"`  // signed and encrypted-signed fields: verified, bad_signature, unknown_signer, scope_violation, key_binding, unsigned
-	Signer     string        `json:"signer,omitempty"`  // the signature's kid (inside the token for an encrypted-signed field)
+	Verify     secret.Kind   `json:"verify,omitempty"`  // a signature's verdict through the field's scope: verified, bad_signature, unknown_signer, scope_violation, key_binding, unsigned
+	Signer     string        `json:"signer,omitempty"`  // the signature's kid (inside the token for an encrypted or encrypted-signed field)
 	// With a keyring, where the value belongs now: its scope's sealing
 	// kid (a token) and signing kid (a signature).
 	TargetKid    string      `json:"target_kid,omitempty"`
@@ -162,25 +162,35 @@ const (
 	UseSigner  = "signer"
 )
 
+// Use says how the entry depends on kid, as KidUse counts it: As and
+// Outcome, ok false when it does not. A value sealed and signed by the
+// same kid is one use, its sealing.
+func (e ScanEntry) Use(kid string) (use KidUse, ok bool) {
+	switch {
+	case e.Status == secret.StatusPlaintext:
+	case e.Status == secret.StatusCorrupt && e.Kid == kid:
+		// What a corrupt value was meant to be is its field's word.
+		as := UseSealing
+		if e.FieldMode == ModeSigned {
+			as = UseSigner
+		}
+		return KidUse{As: as, Outcome: "corrupt", Count: 1}, true
+	case e.Status == secret.StatusEncrypted && e.Kid == kid:
+		return KidUse{As: UseSealing, Outcome: string(e.Decrypt), Count: 1}, true
+	case e.Signer == kid:
+		return KidUse{As: UseSigner, Outcome: string(e.Verify), Count: 1}, true
+	}
+	return KidUse{}, false
+}
+
 // UsesOf groups the values that depend on kid (TokensUnder) by how and
 // with what outcome, sealing before signer, then by outcome: what the
 // guard of `keys remove` explains a refusal with.
 func (r *ScanReport) UsesOf(kid string) []KidUse {
 	counts := map[[2]string]int{}
 	for _, e := range r.Entries {
-		switch {
-		case e.Status == secret.StatusPlaintext:
-		case e.Status == secret.StatusCorrupt && e.Kid == kid:
-			// What a corrupt value was meant to be is its field's word.
-			as := UseSealing
-			if e.FieldMode == ModeSigned {
-				as = UseSigner
-			}
-			counts[[2]string{as, "corrupt"}]++
-		case e.Status == secret.StatusEncrypted && e.Kid == kid:
-			counts[[2]string{UseSealing, string(e.Decrypt)}]++
-		case e.Signer == kid:
-			counts[[2]string{UseSigner, string(e.Verify)}]++
+		if u, ok := e.Use(kid); ok {
+			counts[[2]string{u.As, u.Outcome}]++
 		}
 	}
 	out := make([]KidUse, 0, len(counts))
