@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -99,6 +100,9 @@ type RunOptions struct {
 	MQTTURL string
 	// Keyring opens flenc:jwe: secrets in config records (--keyring).
 	Keyring string
+	// CPUProfile, when set, receives a pprof CPU profile of the whole run
+	// (--cpuprofile), written when the process stops.
+	CPUProfile string
 }
 
 // NewCmdRun builds `flecht run`.
@@ -144,12 +148,20 @@ func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
 	cmd.Flags().StringVar(&opts.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on this address (overrides metrics.listen)")
 	cmd.Flags().DurationVar(&opts.SessionTimeout, "session-timeout", 0, "consumer group session timeout (default 10s)")
 	_ = cmd.Flags().MarkHidden("session-timeout")
+	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the run to this file when it stops (for performance work)")
 	return cmd
 }
 
 func runRun(ctx context.Context, opts *RunOptions) error {
 	if opts.SessionTimeout < 0 {
 		return exitcode.UsageError(errors.New("--session-timeout must be positive"))
+	}
+	if opts.CPUProfile != "" {
+		stop, err := startCPUProfile(opts.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	if len(opts.Files) > 1 {
 		return runMany(ctx, opts)
@@ -159,6 +171,22 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		return err
 	}
 	return runStage(ctx, opts, st)
+}
+
+// startCPUProfile starts a CPU profile into path; stop ends and writes it.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // loadRunnable loads a stage file and refuses, as a usage error, what
