@@ -35,6 +35,7 @@ import (
 //	FLECHT_BENCH_ROUNDS=n             runs of each contender, alternating (2)
 //	FLECHT_BENCH_RESTORE_ENTRIES=n    state entries of BenchmarkRunnerRestore (300000)
 //	FLECHT_BENCH_CPUPROFILE=dir       flecht writes a CPU profile per run there
+//	FLECHT_BENCH_LOG=1                show the end of each run's output
 
 const (
 	benchPartitions = 6
@@ -287,6 +288,9 @@ func runContender(ctx context.Context, b *testing.B, cl *kgo.Client, c contender
 	}
 	run.rss = vmHWM(b, cmd.Process.Pid)
 	stopContender(b, cmd, done, w)
+	if os.Getenv("FLECHT_BENCH_LOG") != "" {
+		b.Logf("%s output:\n%s", c.name, tail(w.String(), 60))
+	}
 
 	// Sanity, not timed: every input produced one committed output.
 	res, err := kafkax.ReadToEndFunc(ctx, cl, []string{out}, func(*kgo.Record) error { return nil })

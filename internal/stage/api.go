@@ -78,6 +78,20 @@ type Transformer interface {
 	Transform(ctx context.Context, in *Incoming, state attr.State, out Emit) error
 }
 
+// RawTransformer is a Transformer with a faster path for records it can
+// handle from their value's bytes alone (count stamps one member on a
+// canonical JSON object), skipping the decode into Value and the encoding
+// of its outputs. The runner calls TransformRaw first, with in.Value empty
+// and in.Raw the value's bytes (nil for a tombstone), not yet checked to be
+// valid JSON. When it answers handled=false it must have emitted nothing;
+// the runner then decodes the record as usual (an invalid one follows
+// invalid_messages) and calls Transform. The runner takes this path only
+// when the state key does not read the value.
+type RawTransformer interface {
+	Transformer
+	TransformRaw(ctx context.Context, in *Incoming, state attr.State, out Emit) (handled bool, err error)
+}
+
 // InvalidRecordError rejects one input record as invalid. The runner
 // routes it through the invalid_messages policy (SPEC §7) exactly like a
 // record that does not decode: crash stops the stage, skip and dlq drop

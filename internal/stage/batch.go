@@ -39,6 +39,11 @@ func (e *emitter) State(s attr.State) { e.state = &s }
 // transaction until it is sealed.
 func (r *Runner) processRecord(ctx context.Context, t *task, rec *kgo.Record) error {
 	r.obs.MessageIn(rec.Topic, len(rec.Value))
+	if r.raw != nil {
+		if handled, err := r.processRaw(ctx, t, rec); handled || err != nil {
+			return err
+		}
+	}
 	d, reason := r.decode(rec)
 	if reason != "" {
 		return r.invalid(ctx, rec, reason, t.produce)
@@ -54,14 +59,61 @@ func (r *Runner) processRecord(ctx context.Context, t *task, rec *kgo.Record) er
 	em.messages, em.state = em.messages[:0], nil
 	start := time.Now()
 	if err := r.tf.Transform(ctx, d.in, entry.current, em); err != nil {
-		var rejected *InvalidRecordError
-		if !errors.As(err, &rejected) {
-			return fmt.Errorf("transform %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
-		}
-		// Whatever the call emitted before rejecting is dropped.
-		return r.invalid(ctx, rec, rejected.Reason, t.produce)
+		return r.transformError(ctx, t, rec, err)
 	}
+	return r.emitted(ctx, t, rec, entry, d.keyless, start)
+}
+
+// processRaw tries the transformer's raw path (RawTransformer): no decode
+// of the value, and outputs as the transformer wrote them. handled is
+// false when the record needs the usual path: a key that does not decode,
+// a state key it cannot have, a value the transformer will not take raw.
+func (r *Runner) processRaw(ctx context.Context, t *task, rec *kgo.Record) (handled bool, err error) {
+	key, err := attr.DecodeKey(rec.Key)
+	if err != nil {
+		return false, nil // the usual path names it
+	}
+	d := decoded{in: &Incoming{
+		Key: key, Tombstone: rec.Value == nil, Topic: rec.Topic, Partition: rec.Partition,
+		Offset: rec.Offset, Timestamp: rec.Timestamp, Headers: rec.Headers, Raw: rec.Value,
+	}, stateKey: key}
+	if reason := r.stateKey(&d); reason != "" || d.keyless {
+		return false, nil
+	}
+	entry, err := r.loadState(t, d.stateKey)
+	if err != nil {
+		return true, err
+	}
+	em := &t.em
+	em.messages, em.state = em.messages[:0], nil
+	start := time.Now()
+	handled, err = r.raw.TransformRaw(ctx, d.in, entry.current, em)
+	switch {
+	case err != nil:
+		return true, r.transformError(ctx, t, rec, err)
+	case !handled && (len(em.messages) > 0 || em.state != nil):
+		return true, fmt.Errorf("transform %s/%d@%d: the raw path emitted, then declined the record", rec.Topic, rec.Partition, rec.Offset)
+	case !handled:
+		return false, nil
+	}
+	return true, r.emitted(ctx, t, rec, entry, false, start)
+}
+
+// transformError routes a Transform error: a rejected record follows the
+// invalid_messages policy, anything else stops the stage.
+func (r *Runner) transformError(ctx context.Context, t *task, rec *kgo.Record, err error) error {
+	var rejected *InvalidRecordError
+	if !errors.As(err, &rejected) {
+		return fmt.Errorf("transform %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+	}
+	// Whatever the call emitted before rejecting is dropped.
+	return r.invalid(ctx, rec, rejected.Reason, t.produce)
+}
+
+// emitted produces what one Transform call emitted and keeps its state.
+func (r *Runner) emitted(ctx context.Context, t *task, rec *kgo.Record, entry *stateEntry, keyless bool, start time.Time) error {
 	r.obs.MessageProcessing.Observe(time.Since(start).Seconds())
+	em := &t.em
 	for _, m := range em.messages {
 		out, err := m.Record(ctx, r.counts)
 		if err != nil {
@@ -76,7 +128,7 @@ func (r *Runner) processRecord(ctx context.Context, t *task, rec *kgo.Record) er
 	switch {
 	case !r.stateful:
 		return fmt.Errorf("transform %s/%d@%d emitted state, but the transformer is declared stateless", rec.Topic, rec.Partition, rec.Offset)
-	case d.keyless:
+	case keyless:
 		return fmt.Errorf("transform %s/%d@%d emitted state for a tombstone, which has no state key: state_key %q reads the value and a tombstone has none; emit no state for such a tombstone",
 			rec.Topic, rec.Partition, rec.Offset, r.template.String())
 	}

@@ -64,6 +64,7 @@ type Runner struct {
 	configs    *ConfigStore
 
 	tf       Transformer
+	raw      RawTransformer // tf's raw path, when it has one the state key allows
 	stateful bool
 	admin    *kgo.Client
 	consumer *kgo.Client
@@ -129,6 +130,24 @@ func NewRunner(o Options) *Runner {
 	}
 }
 
+// taskCompression is zstd (SPEC §1) at its fastest level for the task
+// producers: a task writes every input again, so encoding is per-record
+// CPU, and the fastest level also keeps each encoder's tables small.
+func taskCompression() kgo.Opt {
+	const zstdFastest = 1 // klauspost/compress/zstd.SpeedFastest
+	return kgo.ProducerBatchCompression(kgo.ZstdCompression().WithLevel(zstdFastest))
+}
+
+// Fetch sizes of the input consumer, in compressed bytes per fetch request
+// and per partition in it. Records of a well-compressed topic take ten
+// times that once decompressed, and a fetch is held until its last record
+// is processed: these keep a fetch's memory to a few MiB, while a fetch
+// round trip still brings thousands of records.
+const (
+	fetchMaxBytes          = 512 << 10
+	fetchMaxPartitionBytes = 64 << 10
+)
+
 // DefaultStateDir is ${XDG_STATE_HOME:-~/.local/state}/flecht/<application_id>.
 func DefaultStateDir(applicationID string) string {
 	base := os.Getenv("XDG_STATE_HOME")
@@ -153,6 +172,9 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	r.stateful = true
 	if s, ok := tf.(Stateless); ok && s.Stateless() {
 		r.stateful = false
+	}
+	if raw, ok := tf.(RawTransformer); ok && !r.template.UsesValue() {
+		r.raw = raw
 	}
 	if !r.template.IsDefault() && !r.stateful {
 		r.log.Warn("state_key is set but the transformer keeps no state; it has no effect")
@@ -186,6 +208,7 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 			kgo.MaxVersions(taskProducerVersions()),
 			kgo.ProducerLinger(time.Millisecond),
 			kgo.RecordRetries(10),
+			taskCompression(),
 		},
 	}
 	if r.stateful {
@@ -201,6 +224,11 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// Fetched records keep their whole decompressed batch alive until
+		// the last of them is committed: small fetches bound that memory,
+		// and on a local network they cost little.
+		kgo.FetchMaxBytes(fetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(fetchMaxPartitionBytes),
 		kgo.SessionTimeout(r.session),
 		kgo.HeartbeatInterval(min(3*time.Second, r.session/3)),
 		kgo.RebalanceTimeout(r.txnTimeout),

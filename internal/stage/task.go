@@ -90,11 +90,16 @@ type commitResult struct {
 	err error
 }
 
+// taskQueue is how many polls' records may wait for a task: enough to
+// keep it busy while the poll loop fetches, little enough that a task that
+// falls behind holds the fetching back instead of filling memory.
+const taskQueue = 2
+
 // newTask starts the worker of a started lease.
 func (r *Runner) newTask(l *lease.Lease) *task {
 	t := &task{
 		r: r, lease: l, n: l.N,
-		in:     make(chan taskMsg, 4),
+		in:     make(chan taskMsg, taskQueue),
 		done:   make(chan struct{}),
 		open:   newTxn(),
 		result: make(chan commitResult, 1),

@@ -49,23 +49,23 @@ const MaxCommitInterval = 30 * time.Second
 // DefaultMaxTransactionRecords caps the input records of one task's
 // transaction: what an abort throws away and what waits in memory while
 // the previous transaction commits.
-const DefaultMaxTransactionRecords = 10_000
+const DefaultMaxTransactionRecords = 5_000
 
 // Stage is a parsed, validated stage file.
 type Stage struct {
-	ApplicationID   string   `yaml:"application_id" json:"application_id"`
-	Kind            string   `yaml:"kind" json:"kind"`
-	InputTopics     []string `yaml:"input_topics,omitempty" json:"input_topics,omitempty"`
-	ConfigTopics    []string `yaml:"config_topics,omitempty" json:"config_topics,omitempty"`
-	StateKey        string   `yaml:"state_key,omitempty" json:"state_key,omitempty"`
-	MaxPollRecords  int      `yaml:"max_poll_records,omitempty" json:"max_poll_records,omitempty"`
+	ApplicationID  string   `yaml:"application_id" json:"application_id"`
+	Kind           string   `yaml:"kind" json:"kind"`
+	InputTopics    []string `yaml:"input_topics,omitempty" json:"input_topics,omitempty"`
+	ConfigTopics   []string `yaml:"config_topics,omitempty" json:"config_topics,omitempty"`
+	StateKey       string   `yaml:"state_key,omitempty" json:"state_key,omitempty"`
+	MaxPollRecords int      `yaml:"max_poll_records,omitempty" json:"max_poll_records,omitempty"`
 	// CommitInterval is how long a transformer task's transaction stays
 	// open collecting records (several polls) before it commits.
 	CommitInterval Duration `yaml:"commit_interval,omitempty" json:"commit_interval,omitempty"`
 	// MaxTransactionRecords caps the input records of one task's
 	// transaction: it commits early when the cap is reached.
-	MaxTransactionRecords int `yaml:"max_transaction_records,omitempty" json:"max_transaction_records,omitempty"`
-	InvalidMessages string   `yaml:"invalid_messages,omitempty" json:"invalid_messages,omitempty"`
+	MaxTransactionRecords int    `yaml:"max_transaction_records,omitempty" json:"max_transaction_records,omitempty"`
+	InvalidMessages       string `yaml:"invalid_messages,omitempty" json:"invalid_messages,omitempty"`
 	// SecretFields declares the config fields that hold flenc tokens, as
 	// NAME[:scope] with NAME a dotted path and a trailing [] for a list.
 	SecretFields []string           `yaml:"secret_fields,omitempty" json:"secret_fields,omitempty"`
