@@ -84,7 +84,9 @@ func Start(ctx context.Context, s *Spec, n int32) (*Lease, error) {
 		kgo.TransactionalID(l.TxnID),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 	}, s.ProducerOpts...)
+	newClientMu.Lock()
 	prod, err := s.Cluster.Client(opts...)
+	newClientMu.Unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +116,11 @@ func Start(ctx context.Context, s *Spec, n int32) (*Lease, error) {
 	log.Debug(s.What+" restored", "n", n, "changelog_records", restored, "took", time.Since(start))
 	return l, nil
 }
+
+// newClientMu serialises building producers: franz-go dedupes the codec
+// list of a ProducerBatchCompression option in place, so clients built at
+// once from one shared option (Spec.ProducerOpts) would race on it.
+var newClientMu sync.Mutex
 
 // Set holds the leases a member owns and the partition numbers assigned to
 // it but not started yet. Starting is left to the caller's loop, never done
