@@ -223,13 +223,13 @@ func streamsContender(jar string) contender {
 
 // benchRun is one timed run of a contender.
 type benchRun struct {
-	name            string
-	records         int
-	elapsed         time.Duration
-	rss             float64 // bytes, VmHWM
-	cpu, brokerCPU  time.Duration
-	brokerMeasured  bool
-	loadBefore      string
+	name           string
+	records        int
+	elapsed        time.Duration
+	rss            float64 // bytes, VmHWM
+	cpu, brokerCPU time.Duration
+	brokerMeasured bool
+	loadBefore     string
 }
 
 func (r benchRun) rate() float64   { return float64(r.records) / r.elapsed.Seconds() }
