@@ -28,9 +28,12 @@ A transformer reads its input topics in consumer group <application_id>,
 one task per input partition number. Each task has a transactional producer
 with the static ID <application_id>-<partition> (starting it fences any
 previous owner) and a Pebble store restored from partition p of the
-compacted changelog <application_id>-changelog. Every batch commits, per
-task, one Kafka transaction holding the outputs, the final changed state per
-key and the input offsets: exactly once across crashes and rebalances.
+compacted changelog <application_id>-changelog. Each task's Kafka
+transaction holds what arrives within commit_interval (default 100ms, several
+polls of max_poll_records; at most max_transaction_records input records):
+the outputs, the final changed state per key and the input offsets, exactly
+once across crashes and rebalances. While one transaction commits, the task
+already transforms the next records.
 
 The state key defaults to the message key. state_key may refine it with a
 template such as "{key}/{value.device}", never coarsen it: every record
@@ -79,7 +82,7 @@ Startup checks everything before it joins the group: the stage file, the
 topics and their partition counts, the changelog. A wrong stage file
 (unknown field or builtin, a bad option, a state_key that coarsens) exits 2
 before any connection. SIGTERM or Ctrl-C stops cleanly and exits 0: a
-transformer finishes the batch in hand; an extractor aborts the page in hand
+transformer commits the transactions it has open; an extractor aborts the page in hand
 (its cursor stays at the last committed page, which is polled again after
 the restart); the MQTT bridge commits and ACKs what it holds.
 
