@@ -197,7 +197,7 @@ func flechtContender(b *testing.B, round int) contender {
 }
 
 var (
-	flechtStarted  = regexp.MustCompile(`msg="tasks started" tasks=(\d+) restored=(\d+) took=(\S+)`)
+	flechtStarted  = regexp.MustCompile(`msg="tasks started" .*tasks=(\d+) restored=(\d+) took=(\S+)`)
 	streamsRunning = regexp.MustCompile(`RESTORED records=(\d+) restore_ms=(\d+)`)
 )
 

@@ -360,13 +360,18 @@ func (r *Runner) generation() groupGeneration {
 	return groupGeneration{MemberID: member, Generation: generation}
 }
 
-// fail records a task's failure; the poll loop returns it.
+// fail records a task's failure; the poll loop returns it. Every class
+// ends the run today (see failureClass for what a retriable one could do).
 func (r *Runner) fail(err error) {
 	r.failMu.Lock()
-	if r.failure == nil {
+	first := r.failure == nil
+	if first {
 		r.failure = err
 	}
 	r.failMu.Unlock()
+	if first {
+		r.log.Debug("task failed; stopping", "class", classify(err), "error", err)
+	}
 	r.wakeUp()
 }
 
