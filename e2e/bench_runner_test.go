@@ -36,6 +36,7 @@ import (
 //	FLECHT_BENCH_RESTORE_ENTRIES=n    state entries of BenchmarkRunnerRestore (300000)
 //	FLECHT_BENCH_CPUPROFILE=dir       flecht writes a CPU profile per run there
 //	FLECHT_BENCH_LOG=1                show the end of each run's output
+//	FLECHT_BENCH_FLECHT=path          time another flecht binary (an older build, say)
 
 const (
 	benchPartitions = 6
@@ -72,7 +73,9 @@ func BenchmarkRunnerCount(b *testing.B) {
 		var flecht, streams []benchRun
 		for r := range rounds {
 			flecht = append(flecht, runContender(ctx, b, cl, flechtContender(b, r), in, records))
+			flecht[r].name += fmt.Sprintf(" (round %d)", r+1)
 			streams = append(streams, runContender(ctx, b, cl, streamsContender(jar), in, records))
+			streams[r].name += fmt.Sprintf(" (round %d)", r+1)
 		}
 		after := producerPerfLimit(b, records, benchPartitions, benchRecordSize)
 		limit := max(before, after)
@@ -128,7 +131,9 @@ func BenchmarkRunnerRestore(b *testing.B) {
 		var flecht, streams []restoreRun
 		for r := range rounds {
 			flecht = append(flecht, restoreContender(ctx, b, cl, flechtContender(b, r), in, entries))
+			flecht[r].name += fmt.Sprintf(" (round %d)", r+1)
 			streams = append(streams, restoreContender(ctx, b, cl, streamsContender(jar), in, entries))
+			streams[r].name += fmt.Sprintf(" (round %d)", r+1)
 		}
 		for _, r := range append(slices.Clone(flecht), streams...) {
 			b.Logf("%s", r)
@@ -173,7 +178,11 @@ func flechtContender(b *testing.B, round int) contender {
 				args = append(args, "--cpuprofile", path)
 				b.Logf("CPU profile of %s: %s", app, path)
 			}
-			cmd := exec.Command(flechtBin, args...)
+			bin := flechtBin
+			if other := os.Getenv("FLECHT_BENCH_FLECHT"); other != "" {
+				bin = other
+			}
+			cmd := exec.Command(bin, args...)
 			cmd.Env = append(os.Environ(), "NO_COLOR=1", "HOME="+b.TempDir())
 			cmd.Stdout, cmd.Stderr = w, w
 			return cmd
