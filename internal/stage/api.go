@@ -1,7 +1,7 @@
 // Package stage runs stages. A transformer is per-record logic behind the
 // runner in this package, which owns everything exactly-once needs: tasks
 // per input partition with fenced transactional producers, state restored
-// from the changelog, batches committed as one transaction per task
+// from the changelog, and per task one transaction per commit interval
 // carrying outputs, state and input offsets (SPEC §3).
 package stage
 
@@ -71,7 +71,8 @@ type Configs interface {
 // Transformer is per-record logic. It must not keep per-key state in
 // memory: state lives in the State it is given and emits, so it survives
 // crashes, rebalances and replays. An error crashes the stage; nothing of
-// the batch commits and the restart processes the record again. A record
+// the task's open transaction commits and the restart processes the record
+// again. A record
 // the transformer cannot use (bad data, not a bug) is rejected with
 // Invalid instead: it then follows the stage's invalid_messages policy.
 type Transformer interface {

@@ -56,6 +56,11 @@ func TestTransactionSpansSeveralPolls(t *testing.T) {
 	if txns := metrics.Value(r.obs.TxnCommitted); txns != 1 {
 		t.Errorf("%v transactions, want the 5 polls in 1", txns)
 	}
+	// Each poll is observed once, when the transaction holding it
+	// committed: after the interval, not before.
+	if n := metrics.Value(r.obs.BatchProcessing); n != metrics.Value(r.obs.BatchSize) {
+		t.Errorf("batch_processing_seconds observed %v polls of %v", n, metrics.Value(r.obs.BatchSize))
+	}
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,8 @@ type Options struct {
 	StateDir string
 	Metrics  *metrics.Observer
 	Log      *slog.Logger
-	// TransactionTimeout bounds a batch's transaction (default 60s).
+	// TransactionTimeout bounds a task's transaction (default 60s): its
+	// commit_interval plus the commit.
 	TransactionTimeout time.Duration
 	// SessionTimeout is the group session timeout (default 10s): how long a
 	// vanished instance keeps its partitions.
