@@ -7,7 +7,7 @@ FUZZTIME  ?= 100000x
 BENCHTIME ?= 2s
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build test e2e bench bench-e2e lint fuzz demo clean
+.PHONY: build test e2e upstream bench bench-e2e lint fuzz demo clean
 
 build:
 	$(GO) build -buildvcs=true -o $(BIN) ./cmd/flecht
@@ -16,11 +16,21 @@ build:
 test:
 	$(GO) test -race -count=1 ./...
 
-# Tests against a real Apache Kafka 4.x broker and a real Mosquitto.
+# Tests against a real Apache Kafka 4.x broker and a real Mosquitto, and
+# (the TestUpstream* tests) beside the real Python library: flechtwerk and
+# flechtctl 0.17.0 in the root `make upstream` builds. A missing root fails
+# those tests; FLECHT_E2E_SKIP_UPSTREAM=1 opts out of them explicitly.
 # FLECHT_E2E_BROKERS=host:port uses an existing cluster instead.
 E2EFLAGS ?= -timeout 60m
 e2e:
-	$(call with_broker,$(GO) test -tags e2e -count=1 $(E2EFLAGS) ./e2e/)
+	$(call with_broker,FLECHT_UPSTREAM_ROOT=$(UPSTREAM_ROOT) $(GO) test -tags e2e -count=1 $(E2EFLAGS) ./e2e/)
+
+# The root of the upstream interop tier: Debian 13 by debootstrap with a
+# venv of the pinned upstream packages (e2e/upstream/requirements.txt).
+# Needs root; idempotent (it rebuilds only what the pinned set changed).
+UPSTREAM_ROOT ?= $(CURDIR)/e2e/.run/upstream/root
+upstream:
+	e2e/upstream/build.sh $(UPSTREAM_ROOT)
 
 # with_broker runs $(1) against a broker it starts on FLECHT_E2E_KAFKA_PORT
 # (default 39092), unless FLECHT_E2E_BROKERS names a cluster, which it never

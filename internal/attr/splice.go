@@ -222,8 +222,28 @@ func literal(raw []byte, i int, lit string) (int, bool) {
 	return 0, false
 }
 
-// number checks JSON's number grammar; Marshal writes numbers verbatim.
+// number checks JSON's number grammar and that the literal is spelt as
+// Marshal writes it (Python's spelling: canonicalNumber); an integer is,
+// unless it is -0 or too long, so only a fraction or an exponent costs a
+// conversion.
 func number(raw []byte, i int) (int, bool) {
+	start := i
+	end, ok := numberGrammar(raw, i)
+	if !ok {
+		return 0, false
+	}
+	lit := string(raw[start:end])
+	if isIntegerLiteral(lit) {
+		return end, lit != "-0" && checkIntDigits(lit) == nil
+	}
+	if c, err := canonicalNumber(lit); err != nil || c != lit {
+		return 0, false
+	}
+	return end, true
+}
+
+// numberGrammar checks JSON's number grammar.
+func numberGrammar(raw []byte, i int) (int, bool) {
 	digits := func(i int) int {
 		for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
 			i++

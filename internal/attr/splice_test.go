@@ -38,8 +38,15 @@ func TestSetCanonicalMember(t *testing.T) {
 		{`{"seq":{"x":[1,2]}}`, `{"seq":7}`},
 		{`{"s":"\"\\\n\r\t\b\f\u0001\u001f","n":null}`, ""}, // keys out of order
 		{`{"n":null,"s":"\"\\\n\r\t\b\f\u0001\u001f"}`, `{"n":null,"s":"\"\\\n\r\t\b\f\u0001\u001f","seq":7}`},
-		{`{"a":[],"b":{},"c":[{"x":-0.5e+10,"y":true}],"é":"ü 😀"}`, `{"a":[],"b":{},"c":[{"x":-0.5e+10,"y":true}],"seq":7,"é":"ü 😀"}`},
-		{`{"big":12345678901234567890123,"f":1.50}`, `{"big":12345678901234567890123,"f":1.50,"seq":7}`},
+		{`{"a":[],"b":{},"c":[{"x":-5000000000.0,"y":true}],"é":"ü 😀"}`, `{"a":[],"b":{},"c":[{"x":-5000000000.0,"y":true}],"seq":7,"é":"ü 😀"}`},
+		{`{"big":12345678901234567890123,"f":1.5,"g":1e+16,"h":1.5e-05}`, `{"big":12345678901234567890123,"f":1.5,"g":1e+16,"h":1.5e-05,"seq":7}`},
+		// Numbers Python spells otherwise are not canonical: the caller
+		// decodes them, and Marshal writes Python's spelling.
+		{`{"x":-0.5e+10}`, ""},
+		{`{"f":1.50}`, ""},
+		{`{"n":-0}`, ""},
+		{`{"n":1e2}`, ""},
+		{`{"n":2.5E-3}`, ""},
 	} {
 		out, ok := SetCanonicalMember([]byte(tc.raw), "seq", []byte("7"))
 		if tc.want == "" {

@@ -57,6 +57,15 @@ from reading the keyring to writing it, so two of them at once cannot lose
 a change; a lock older than 10 seconds was left by a killed command and is
 broken with a warning.
 
+Keyrings written by Flechtwerk/flechtctl 0.17 load too: X25519 recipient
+and Ed25519 signing keys beside oct ones, per-key scope bindings
+(flenc_scopes), per-scope sealing and signing keys (flenc_primaries,
+flenc_signing). remove refuses (exit 3) a key that the primary, a
+flenc_primaries entry or a flenc_signing entry names: move that role first.
+A password-protected keyring (an encrypted JWK Set, as 'flechtctl keyring
+protect' writes) opens with --password-file FILE or ` + EnvKeyringPasswordFile + `
+(or a prompt on a terminal), and an edit writes it back protected.
+
 The keyring file comes from --keyring or ` + EnvKeyring + `.`
 
 // KeysOptions are the inputs of `flecht keys init|add|promote|remove|list`.
@@ -65,7 +74,10 @@ type KeysOptions struct {
 	Printer func() *ui.Printer
 	Logger  func() *slog.Logger // notes of the file operations (-v shows the debug ones)
 	Keyring string              // the keyring file: --keyring, else FLECHT_KEYRING
-	Kid     string              // the key operated on (not for list)
+	// PasswordFile opens a password-protected keyring: --password-file,
+	// else FLECHT_KEYRING_PASSWORD_FILE (else a prompt on a terminal).
+	PasswordFile string
+	Kid          string // the key operated on (not for list)
 }
 
 // KeyringReport is what every keys command prints: the keyring as it is
@@ -116,6 +128,7 @@ func keysCommand(f *Factory, cmd *cobra.Command, needsKid bool, runF, run func(*
 	cmd.Args = usageArgs(cobra.NoArgs)
 	cmd.RunE = func(*cobra.Command, []string) error {
 		opts.Keyring = keyringPath(opts.Keyring, f.Getenv)
+		opts.PasswordFile = passwordFilePath(opts.PasswordFile, f.Getenv)
 		if opts.Keyring == "" {
 			return exitcode.UsageError(errNoKeyringPath)
 		}
@@ -128,6 +141,7 @@ func keysCommand(f *Factory, cmd *cobra.Command, needsKid bool, runF, run func(*
 		return run(opts)
 	}
 	addKeyringFlag(cmd, &opts.Keyring)
+	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	if needsKid {
 		cmd.Flags().StringVar(&opts.Kid, "kid", "", "key id (the JWK kid)")
 	}
@@ -337,7 +351,7 @@ func printKeyring(opts *KeysOptions, action string, kr *secret.Keyring) error {
 // loadKeyringForKeys loads the keyring a keys command changes or lists,
 // warning on standard error when the file is readable beyond its owner.
 func loadKeyringForKeys(opts *KeysOptions) (*secret.Keyring, error) {
-	kr, err := loadKeyringFile(opts.IO.ErrOut, opts.Keyring, opts.fileLog())
+	kr, err := loadKeyringFile(opts.IO.ErrOut, opts.Keyring, opts.fileLog(), keyringPassword(opts.PasswordFile, opts.IO))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errNoKeyringFile(opts.Keyring)
 	}

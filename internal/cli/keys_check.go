@@ -269,7 +269,8 @@ nothing checks the topics, and a warning says so.`
 		if kid == "" || path == "" {
 			return inner(c, args) // reports the usage error
 		}
-		kr, _, err := secret.Load(path)
+		pwFlag, _ := c.Flags().GetString("password-file")
+		kr, _, err := secret.Load(path, keyringPassword(passwordFilePath(pwFlag, f.Getenv), f.IO))
 		if err != nil || !kr.Has(kid) || kr.Primary() == kid {
 			return inner(c, args) // reports the missing file, kid or the primary
 		}
@@ -297,51 +298,69 @@ func (g *keysRemoveGuard) check(ctx context.Context, io *ui.IOStreams, kr *secre
 		return nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "refusing to remove key %q: the scan of %s found %d token(s) sealed with it, which could no longer be opened:",
-		kid, strings.Join(topics, ", "), n)
+	if kr.Type(kid) == secret.TypeEd25519 {
+		fmt.Fprintf(&b, "refusing to remove key %q: the scan of %s found %d value(s) signed with it, which could no longer be verified:",
+			kid, strings.Join(topics, ", "), n)
+	} else {
+		fmt.Fprintf(&b, "refusing to remove key %q: the scan of %s found %d token(s) sealed with it, which could no longer be opened:",
+			kid, strings.Join(topics, ", "), n)
+	}
 	for _, g := range tokensUnderByOutcome(rep, kid) {
 		fmt.Fprintf(&b, "\n  %d %s: %s", g.n, g.outcome, removalAdvice(g.outcome, kid, topics, fields, keyring))
 	}
 	return exitcode.RefusedError(errors.New(b.String()))
 }
 
-// outcomeOpen names the tokens that open: the only ones a sweep moves.
-const outcomeOpen = "that open"
+// outcomeOpen names the tokens that open: the only ones a sweep moves;
+// outcomeVerified the signatures that verify, which --resign moves.
+const (
+	outcomeOpen     = "that open"
+	outcomeVerified = "signatures that verify"
+)
 
-// outcomeCount is how many tokens under a kid have one scan outcome.
+// outcomeCount is how many values under a kid have one scan outcome.
 type outcomeCount struct {
 	outcome string
 	n       int
 }
 
-// tokensUnderByOutcome groups the tokens under kid by what the scan says of
-// them: outcomeOpen (the sweep moves them), a decrypt failure kind, or
-// "corrupt"; in that order, failures by name.
+// tokensUnderByOutcome groups the values that depend on kid by what the
+// scan says of them (reencrypt.ScanReport.UsesOf): outcomeOpen (the sweep
+// moves them), outcomeVerified (--resign moves them), a failing kind
+// ("signature KIND" for a signer's), or "corrupt"; in that order, failures
+// by name.
 func tokensUnderByOutcome(rep *reencrypt.ScanReport, kid string) []outcomeCount {
 	counts := map[string]int{}
-	for _, e := range rep.Entries {
-		if e.Kid != kid || e.Status == secret.StatusPlaintext {
-			continue
-		}
+	for _, u := range rep.UsesOf(kid) {
 		switch {
-		case e.Status == secret.StatusCorrupt:
-			counts["corrupt"]++
-		case e.Decrypt == reencrypt.DecryptOK:
-			counts[outcomeOpen]++
+		case u.As == reencrypt.UseSealing && u.Outcome == string(reencrypt.DecryptOK):
+			counts[outcomeOpen] += u.Count
+		case u.As == reencrypt.UseSigner && u.Outcome == string(reencrypt.VerifyOK):
+			counts[outcomeVerified] += u.Count
+		case u.As == reencrypt.UseSigner && u.Outcome == "":
+			counts["signed values in an encrypted field"] += u.Count
+		case u.As == reencrypt.UseSigner && u.Outcome != "corrupt":
+			counts["signature "+u.Outcome] += u.Count
 		default:
-			counts[string(e.Decrypt)]++
+			counts[u.Outcome] += u.Count
 		}
+	}
+	rank := func(o string) int {
+		switch o {
+		case outcomeOpen:
+			return 0
+		case outcomeVerified:
+			return 1
+		}
+		return 2
 	}
 	out := make([]outcomeCount, 0, len(counts))
 	for o, n := range counts {
 		out = append(out, outcomeCount{o, n})
 	}
 	slices.SortFunc(out, func(a, b outcomeCount) int {
-		if (a.outcome == outcomeOpen) != (b.outcome == outcomeOpen) {
-			if a.outcome == outcomeOpen {
-				return -1
-			}
-			return 1
+		if c := rank(a.outcome) - rank(b.outcome); c != 0 {
+			return c
 		}
 		return strings.Compare(a.outcome, b.outcome)
 	})
@@ -355,7 +374,9 @@ func removalAdvice(outcome, kid string, topics []string, fields []reencrypt.Fiel
 	scan := "flecht secrets scan " + targetFlags(topics, fields) + " --keyring " + shellQuote(keyring) + " --findings-only"
 	switch outcome {
 	case outcomeOpen:
-		return "sweep them to the primary first:\n      flecht secrets reencrypt " + targetFlags(topics, fields) + " --keyring " + shellQuote(keyring) + " --execute"
+		return "sweep them to their scope's sealing key first:\n      flecht secrets reencrypt " + targetFlags(topics, fields) + " --keyring " + shellQuote(keyring) + " --execute"
+	case outcomeVerified:
+		return "sign them again with their scope's signing key first (flenc_signing):\n      flecht secrets reencrypt " + targetFlags(topics, fields) + " --keyring " + shellQuote(keyring) + " --resign --execute"
 	case string(secret.KindScopeViolation):
 		return "in a field of another scope, which refuses them; the sweep cannot move them. Find them (" + scan +
 			") and re-write each record with a token of its field's scope, or delete it"

@@ -50,23 +50,28 @@ type RotatePlan struct {
 type RotateScan struct {
 	Topics        []string       `json:"topics"`
 	Values        int            `json:"values"`
-	OldTokens     int            `json:"old_tokens"` // tokens under any kid but the new one
+	OldTokens     int            `json:"old_tokens"` // tokens of either generation under another kid, in the scopes the new key seals
 	ByOldKid      map[string]int `json:"by_old_kid"`
+	OldSigned     int            `json:"old_signed"` // signatures by another signer, in the scopes the new key signs
+	ByOldSigner   map[string]int `json:"by_old_signer"`
 	Plaintext     int            `json:"plaintext"`
+	Unsigned      int            `json:"unsigned"`
 	Corrupt       int            `json:"corrupt"`
 	Undecryptable int            `json:"undecryptable"`
+	Unverified    int            `json:"unverified"`
 }
 
 // KeysRotatePlanOptions are the inputs of `flecht keys rotate-plan`.
 type KeysRotatePlanOptions struct {
-	IO      *ui.IOStreams
-	Printer func() *ui.Printer
-	Keyring string
-	Kid     string
-	URLs    []string
-	Targets secretTargets
-	Scan    func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error)
-	Scrape  func(ctx context.Context, url string) KeysCheckReader
+	IO           *ui.IOStreams
+	Printer      func() *ui.Printer
+	Keyring      string
+	PasswordFile string // a protected keyring's password: --password-file, else FLECHT_KEYRING_PASSWORD_FILE
+	Kid          string
+	URLs         []string
+	Targets      secretTargets
+	Scan         func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error)
+	Scrape       func(ctx context.Context, url string) KeysCheckReader
 }
 
 // NewCmdKeysRotatePlan builds `flecht keys rotate-plan`.
@@ -101,6 +106,7 @@ changed. Exit 0 whatever the progress; 1 when a check itself fails.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Keyring = keyringPath(opts.Keyring, f.Getenv)
+			opts.PasswordFile = passwordFilePath(opts.PasswordFile, f.Getenv)
 			if opts.Keyring == "" {
 				return exitcode.UsageError(errNoKeyringPath)
 			}
@@ -114,6 +120,7 @@ changed. Exit 0 whatever the progress; 1 when a check itself fails.`,
 		},
 	}
 	addKeyringFlag(cmd, &opts.Keyring)
+	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	cmd.Flags().StringVar(&opts.Kid, "kid", "", "the new key (being rotated to)")
 	cmd.Flags().StringSliceVar(&opts.URLs, "metrics-url", nil, "a reader's Prometheus endpoint (repeatable)")
 	opts.Targets.addFlags(cmd)
@@ -121,7 +128,7 @@ changed. Exit 0 whatever the progress; 1 when a check itself fails.`,
 }
 
 func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
-	kr, err := loadKeyringForKeys(&KeysOptions{IO: opts.IO, Keyring: opts.Keyring})
+	kr, err := loadKeyringForKeys(&KeysOptions{IO: opts.IO, Keyring: opts.Keyring, PasswordFile: opts.PasswordFile})
 	if err != nil {
 		return err
 	}
@@ -190,30 +197,38 @@ func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
 			return err
 		}
 		tf := targetFlags(topics, fields)
-		sc := &RotateScan{Topics: topics, Values: rep.Summary.Values, ByOldKid: map[string]int{},
-			Plaintext: rep.Summary.Plaintext, Corrupt: rep.Summary.Corrupt, Undecryptable: rep.Summary.Undecryptable}
-		for _, e := range rep.Entries {
-			if e.Kid != "" && e.Kid != newKid {
-				sc.OldTokens++
-				sc.ByOldKid[e.Kid]++
-			}
-		}
+		rot := rep.Rotation(kr, newKid)
+		sum := rep.Summary
+		sc := &RotateScan{Topics: topics, Values: sum.Values, OldTokens: rot.OldTokens, ByOldKid: rot.ByOldKid,
+			OldSigned: rot.OldSigned, ByOldSigner: rot.ByOldSigner, Plaintext: sum.Plaintext, Unsigned: sum.Unsigned,
+			Corrupt: sum.Corrupt, Undecryptable: sum.Undecryptable, Unverified: sum.Unverified}
 		plan.Scan = sc
 		s3.Command = "flecht secrets reencrypt " + tf + " " + kf + " --execute"
-		s4.Command = "flecht secrets scan " + tf + " " + kf
-		switch {
-		case sc.OldTokens == 0:
-			s3.Status, s3.Detail = stepDone, fmt.Sprintf("no token under another kid (%d values scanned)", sc.Values)
-		case kr.Primary() != newKid:
-			s3.Status, s3.Detail = stepPending, fmt.Sprintf("%d tokens under old kids (%s); sweep after step 2", sc.OldTokens, kidCounts(sc.ByOldKid))
-		default:
-			s3.Status, s3.Detail = stepPending, fmt.Sprintf("%d tokens under old kids (%s)", sc.OldTokens, kidCounts(sc.ByOldKid))
+		if sc.OldSigned > 0 {
+			s3.Command = "flecht secrets reencrypt " + tf + " " + kf + " --resign --execute"
 		}
-		if sc.OldTokens == 0 && rep.Clean {
+		s4.Command = "flecht secrets scan " + tf + " " + kf
+		var old []string
+		if sc.OldTokens > 0 {
+			old = append(old, fmt.Sprintf("%d tokens under old kids (%s)", sc.OldTokens, kidCounts(sc.ByOldKid)))
+		}
+		if sc.OldSigned > 0 {
+			old = append(old, fmt.Sprintf("%d signatures by old signers (%s)", sc.OldSigned, kidCounts(sc.ByOldSigner)))
+		}
+		switch {
+		case len(old) == 0:
+			s3.Status, s3.Detail = stepDone, fmt.Sprintf("nothing under another kid (%d values scanned)", sc.Values)
+		case kr.Primary() != newKid:
+			s3.Status, s3.Detail = stepPending, strings.Join(old, ", ")+"; sweep after step 2"
+		default:
+			s3.Status, s3.Detail = stepPending, strings.Join(old, ", ")
+		}
+		if len(old) == 0 && rep.Clean {
 			s4.Status, s4.Detail = stepDone, "clean"
 		} else {
 			s4.Status = stepPending
-			s4.Detail = fmt.Sprintf("%d tokens under old kids, %d plaintext, %d corrupt, %d that do not open", sc.OldTokens, sc.Plaintext, sc.Corrupt, sc.Undecryptable)
+			s4.Detail = fmt.Sprintf("%d tokens under old kids, %d signatures by old signers, %d plaintext, %d unsigned, %d corrupt, %d that do not open, %d whose signature does not verify",
+				sc.OldTokens, sc.OldSigned, sc.Plaintext, sc.Unsigned, sc.Corrupt, sc.Undecryptable, sc.Unverified)
 		}
 	}
 

@@ -69,7 +69,11 @@ Source stages bring data in (kind: extractor, kind: mqtt):
   mqtt-relay   (mqtt) the MQTT 5 bridge: shared subscriptions from the config
                records, each message ACKed to the MQTT broker only after the
                Kafka transaction carrying it committed (producer
-               <application_id>-<client_id>); --mqtt-url or FLECHT_MQTT_URL
+               <application_id>-<client_id>); --mqtt-url or FLECHT_MQTT_URL.
+               mqtts:// verifies the broker against the system roots or
+               --mqtt-ca-file; --mqtt-cert-file and --mqtt-key-file give a
+               client certificate (each also FLECHT_MQTT_CA_FILE, …, the
+               stage file's mqtt.ca_file, … or the profile's mqtt.tls)
 
 Several -f files run several stages in one process, each with its own
 group, producers, changelog, metrics (its own metrics.listen) and state
@@ -101,11 +105,17 @@ type RunOptions struct {
 	SessionTimeout time.Duration
 	// MQTTURL is the MQTT broker of an mqtt stage (--mqtt-url).
 	MQTTURL string
+	// MQTTCAFile, MQTTCertFile and MQTTKeyFile are its TLS files
+	// (--mqtt-ca-file, --mqtt-cert-file, --mqtt-key-file).
+	MQTTCAFile, MQTTCertFile, MQTTKeyFile string
 	// Keyring opens flenc:jwe: secrets in config records (--keyring).
 	Keyring string
 	// CPUProfile, when set, receives a pprof CPU profile of the whole run
 	// (--cpuprofile), written when the process stops.
 	CPUProfile string
+	// PasswordFile opens a password-protected keyring (--password-file,
+	// else FLECHT_KEYRING_PASSWORD_FILE).
+	PasswordFile string
 }
 
 // NewCmdRun builds `flecht run`.
@@ -147,7 +157,9 @@ func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
 	cmd.Flags().StringVar(&opts.ClientID, "client-id", "", "this instance's identity, unique and stable (env FLECHT_CLIENT_ID; default the hostname)")
 	cmd.Flags().StringVar(&opts.StateDir, "state-dir", "", "where task state lives (default ${XDG_STATE_HOME:-~/.local/state}/flecht/<application_id>)")
 	cmd.Flags().StringVar(&opts.Keyring, "keyring", "", "keyring file for encrypted config fields (env FLECHT_KEYRING)")
-	cmd.Flags().StringVar(&opts.MQTTURL, "mqtt-url", "", "MQTT broker of an mqtt stage (env FLECHT_MQTT_URL; default: stage file, profile, mqtt://127.0.0.1:1883); no password in it: use the stage file's mqtt.password_env or password_file")
+	addPasswordFileFlag(cmd, &opts.PasswordFile)
+	cmd.Flags().StringVar(&opts.MQTTURL, "mqtt-url", "", "MQTT broker of an mqtt stage, mqtts:// for TLS (env FLECHT_MQTT_URL; default: stage file, profile, mqtt://127.0.0.1:1883); no password in it: use the stage file's mqtt.password_env or password_file")
+	addMQTTTLSFlags(cmd, &opts.MQTTCAFile, &opts.MQTTCertFile, &opts.MQTTKeyFile)
 	cmd.Flags().StringVar(&opts.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on this address (overrides metrics.listen)")
 	cmd.Flags().DurationVar(&opts.SessionTimeout, "session-timeout", 0, "consumer group session timeout (default 10s)")
 	_ = cmd.Flags().MarkHidden("session-timeout")
@@ -236,7 +248,7 @@ func runTransformer(ctx context.Context, opts *RunOptions, st *stagefile.Stage) 
 			listen = st.Metrics.Listen
 		}
 	}
-	obs := metrics.New(labels)
+	obs := metrics.New(labels, metrics.MaxPollRecords(st.MaxPollRecords))
 	if _, err := loadRunKeyring(opts, obs, log); err != nil {
 		return err
 	}

@@ -25,14 +25,19 @@ value. Tokens are interchangeable with the Python Flechtwerk library's.
 
 A failure exits with 4 and one line naming its kind, which runbooks can
 match on: malformed, header_rejected, unknown_kid, tag_mismatch,
-scope_violation, plaintext, no_keyring, keyring_invalid. With -o json the
+scope_violation, plaintext, no_keyring, keyring_invalid, keyring_password,
+key_binding, seal_only. With -o json the
 failure is printed on standard output instead:
   {"error": {"kind": "unknown_kid", "kid": "k9", "message": "…"}}
 An input that is no value to seal (a JSON_VALUE that is not JSON, standard
 input over 16 MiB) is a usage error: exit 2, kind invalid_value, in the
 same two forms. No message quotes the input.
 
-The keyring file comes from --keyring or ` + EnvKeyring + ` (see 'flecht keys').
+The keyring file comes from --keyring or ` + EnvKeyring + ` (see 'flecht keys'); a
+password-protected one opens with --password-file or ` + EnvKeyringPasswordFile + `.
+Tokens of both Flechtwerk 0.17 generations open: dir + A256GCM under an oct
+key, ECDH-ES+A256KW + A256GCM to an X25519 key; the kind of the key the
+token's kid names decides which header is accepted.
 No output and no error message ever holds key bytes or a plaintext.
 
 'secrets scan' and 'secrets reencrypt' work on the secret fields stored in
@@ -43,6 +48,7 @@ type SecretsOptions struct {
 	IO            *ui.IOStreams
 	Printer       func() *ui.Printer
 	Keyring       string // the keyring file: --keyring, else FLECHT_KEYRING
+	PasswordFile  string // a protected keyring's password: --password-file, else FLECHT_KEYRING_PASSWORD_FILE
 	Scope         string // the field's scope ("" for an unscoped field)
 	ReadPlaintext bool   // decrypt: accept a non-token value as legacy plaintext
 	Input         string // the JSON value or token; "-" reads standard input
@@ -51,7 +57,7 @@ type SecretsOptions struct {
 // EncryptResult is what `flecht secrets encrypt` prints.
 type EncryptResult struct {
 	Token string `json:"token"`
-	Kid   string `json:"kid"`             // the primary key that sealed it
+	Kid   string `json:"kid"`             // the key that sealed it: the scope's sealing key
 	Scope string `json:"scope,omitempty"` // flenc_scope, when given
 }
 
@@ -107,6 +113,7 @@ func secretsCommand(f *Factory, cmd *cobra.Command, runF, run func(*SecretsOptio
 	cmd.Args = usageArgs(cobra.ExactArgs(1))
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
 		opts.Keyring = keyringPath(opts.Keyring, f.Getenv)
+		opts.PasswordFile = passwordFilePath(opts.PasswordFile, f.Getenv)
 		opts.Input = args[0]
 		if runF != nil {
 			return runF(opts)
@@ -114,6 +121,7 @@ func secretsCommand(f *Factory, cmd *cobra.Command, runF, run func(*SecretsOptio
 		return run(opts)
 	}
 	addKeyringFlag(cmd, &opts.Keyring)
+	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	cmd.Flags().StringVar(&opts.Scope, "scope", "", "the field's scope (flenc_scope); empty for an unscoped field")
 	return cmd, opts
 }
@@ -121,8 +129,10 @@ func secretsCommand(f *Factory, cmd *cobra.Command, runF, run func(*SecretsOptio
 func newCmdSecretsEncrypt(f *Factory, runF func(*SecretsOptions) error) *cobra.Command {
 	cmd, _ := secretsCommand(f, &cobra.Command{
 		Use:   "encrypt --keyring FILE [--scope S] JSON_VALUE | -",
-		Short: "Encrypt a JSON value into a flenc:jwe: token with the primary key",
-		Long: `Encrypt JSON_VALUE with the keyring's primary key and print the token.
+		Short: "Encrypt a JSON value into a flenc:jwe: token with the scope's sealing key",
+		Long: `Encrypt JSON_VALUE with the keyring's sealing key for --scope (its
+flenc_primaries entry, else the primary) and print the token: dir + A256GCM
+for an oct key, ECDH-ES+A256KW + A256GCM for an X25519 recipient.
 
 JSON_VALUE is the field's value as JSON, so a string needs its quotes:
 '"sk-live-123"'. It is sealed in the canonical form a stage writes (sorted
@@ -191,7 +201,8 @@ func runSecretsEncrypt(opts *SecretsOptions) error {
 	if err != nil {
 		return secretFailure(opts, err, kr)
 	}
-	res := EncryptResult{Token: tok, Kid: kr.Primary(), Scope: opts.Scope}
+	info, _ := secret.Inspect(tok)
+	res := EncryptResult{Token: tok, Kid: info.Kid, Scope: opts.Scope}
 	return opts.Printer().Print(res, func(h *ui.Human) error {
 		h.Printf("%s\n", res.Token)
 		return nil
@@ -272,7 +283,7 @@ func secretsKeyring(opts *SecretsOptions) (*secret.Keyring, error) {
 		return nil, &secret.Error{Kind: secret.KindNoKeyring, Scope: opts.Scope,
 			Detail: "no keyring file: give --keyring FILE or set " + EnvKeyring}
 	}
-	kr, err := loadKeyringFile(opts.IO.ErrOut, opts.Keyring)
+	kr, err := loadKeyringFile(opts.IO.ErrOut, opts.Keyring, keyringPassword(opts.PasswordFile, opts.IO))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &secret.Error{Kind: secret.KindNoKeyring, Scope: opts.Scope,
 			Detail: "keyring file " + opts.Keyring + " does not exist"}

@@ -38,7 +38,7 @@ func (e *emitter) State(s attr.State) { e.state = &s }
 // transaction and produces what it emits; its new state stays in the
 // transaction until it is sealed.
 func (r *Runner) processRecord(ctx context.Context, t *task, rec *kgo.Record) error {
-	r.obs.MessageIn(rec.Topic, len(rec.Value))
+	r.obs.MessageIn(rec.Topic, len(rec.Key)+len(rec.Value))
 	if r.raw != nil {
 		if handled, err := r.processRaw(ctx, t, rec); handled || err != nil {
 			return err
@@ -119,7 +119,7 @@ func (r *Runner) emitted(ctx context.Context, t *task, rec *kgo.Record, entry *s
 		if err != nil {
 			return fmt.Errorf("output of %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
-		r.obs.MessageOut(out.Topic, len(out.Value))
+		r.obs.MessageOut(out.Topic, len(out.Key)+len(out.Value))
 		t.produce(out)
 	}
 	if em.state == nil {

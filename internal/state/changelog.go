@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 )
 
@@ -41,6 +42,4 @@ func Restore(ctx context.Context, cl *kgo.Client, topic string, p int32, s *Stor
 
 // isDelete reports whether a changelog value removes its key: a tombstone,
 // or an empty state object as the Python library may have written it.
-func isDelete(v []byte) bool {
-	return len(v) == 0 || string(v) == "{}"
-}
+func isDelete(v []byte) bool { return attr.IsStoreTombstone(v) }
