@@ -39,15 +39,34 @@ const (
 // DefaultMaxPollRecords bounds one batch, as upstream.
 const DefaultMaxPollRecords = 500
 
+// DefaultCommitInterval is how long a transformer task's transaction
+// collects records, Kafka Streams' commit.interval.ms under exactly-once.
+const DefaultCommitInterval = 100 * time.Millisecond
+
+// MaxCommitInterval keeps a transaction well inside the runner's 60 s
+// transaction timeout, past which the coordinator would abort it.
+const MaxCommitInterval = 30 * time.Second
+
+// DefaultMaxTransactionRecords caps the input records of one task's
+// transaction: what an abort throws away and what waits in memory while
+// the previous transaction commits.
+const DefaultMaxTransactionRecords = 5_000
+
 // Stage is a parsed, validated stage file.
 type Stage struct {
-	ApplicationID   string   `yaml:"application_id" json:"application_id"`
-	Kind            string   `yaml:"kind" json:"kind"`
-	InputTopics     []string `yaml:"input_topics,omitempty" json:"input_topics,omitempty"`
-	ConfigTopics    []string `yaml:"config_topics,omitempty" json:"config_topics,omitempty"`
-	StateKey        string   `yaml:"state_key,omitempty" json:"state_key,omitempty"`
-	MaxPollRecords  int      `yaml:"max_poll_records,omitempty" json:"max_poll_records,omitempty"`
-	InvalidMessages string   `yaml:"invalid_messages,omitempty" json:"invalid_messages,omitempty"`
+	ApplicationID  string   `yaml:"application_id" json:"application_id"`
+	Kind           string   `yaml:"kind" json:"kind"`
+	InputTopics    []string `yaml:"input_topics,omitempty" json:"input_topics,omitempty"`
+	ConfigTopics   []string `yaml:"config_topics,omitempty" json:"config_topics,omitempty"`
+	StateKey       string   `yaml:"state_key,omitempty" json:"state_key,omitempty"`
+	MaxPollRecords int      `yaml:"max_poll_records,omitempty" json:"max_poll_records,omitempty"`
+	// CommitInterval is how long a transformer task's transaction stays
+	// open collecting records (several polls) before it commits.
+	CommitInterval Duration `yaml:"commit_interval,omitempty" json:"commit_interval,omitempty"`
+	// MaxTransactionRecords caps the input records of one task's
+	// transaction: it commits early when the cap is reached.
+	MaxTransactionRecords int    `yaml:"max_transaction_records,omitempty" json:"max_transaction_records,omitempty"`
+	InvalidMessages       string `yaml:"invalid_messages,omitempty" json:"invalid_messages,omitempty"`
 	// SecretFields declares the config fields that hold secret values, as
 	// NAME[:scope[:mode]] with NAME a dotted path, a trailing [] for a
 	// list, and mode encrypted (default), signed or encrypted-signed
@@ -297,6 +316,17 @@ func (s *Stage) validate() error {
 		s.MaxPollRecords = DefaultMaxPollRecords
 	} else if s.MaxPollRecords < 0 {
 		bad("max_poll_records must be positive")
+	}
+	switch ci := time.Duration(s.CommitInterval); {
+	case ci == 0:
+		s.CommitInterval = Duration(DefaultCommitInterval)
+	case ci < time.Millisecond || ci > MaxCommitInterval:
+		bad("commit_interval %s: use 1ms to %s (default %s)", ci, MaxCommitInterval, DefaultCommitInterval)
+	}
+	if s.MaxTransactionRecords == 0 {
+		s.MaxTransactionRecords = DefaultMaxTransactionRecords
+	} else if s.MaxTransactionRecords < 0 {
+		bad("max_transaction_records must be positive")
 	}
 	switch s.InvalidMessages {
 	case "":

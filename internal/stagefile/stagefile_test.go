@@ -13,7 +13,8 @@ func TestExampleParses(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.ApplicationID != "sensors-count" || s.Kind != KindTransformer || s.Transform.Name != "count" ||
-		s.MaxPollRecords != 500 || s.InvalidMessages != InvalidCrash || !s.Template.IsDefault() {
+		s.MaxPollRecords != 500 || s.InvalidMessages != InvalidCrash || !s.Template.IsDefault() ||
+		time.Duration(s.CommitInterval) != 100*time.Millisecond || s.MaxTransactionRecords != 5000 {
 		t.Fatalf("unexpected %+v", s)
 	}
 	var opts struct {
@@ -32,7 +33,8 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.MaxPollRecords != DefaultMaxPollRecords || s.InvalidMessages != InvalidCrash || s.StateKey != "{key}" {
+	if s.MaxPollRecords != DefaultMaxPollRecords || s.InvalidMessages != InvalidCrash || s.StateKey != "{key}" ||
+		time.Duration(s.CommitInterval) != 100*time.Millisecond || s.MaxTransactionRecords != DefaultMaxTransactionRecords {
 		t.Errorf("defaults: %+v", s)
 	}
 	m, err := Parse([]byte("application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\n"))
@@ -89,13 +91,17 @@ func TestMQTTTLS(t *testing.T) {
 func TestErrorsNameTheField(t *testing.T) {
 	base := "application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count}\n"
 	cases := map[string]string{
-		"":                                 "empty stage file",
-		"kind: transformer\n":              "application_id is required",
-		"application_id: a\n":              "kind is required",
-		base + "invalid_messages: retry\n": "invalid_messages \"retry\"",
-		base + "state_key: \"{device}\"\n": "unknown placeholder",
-		base + "max_poll_records: -1\n":    "max_poll_records",
-		base + "typo_field: 1\n":           "typo_field",
+		"":                                     "empty stage file",
+		"kind: transformer\n":                  "application_id is required",
+		"application_id: a\n":                  "kind is required",
+		base + "invalid_messages: retry\n":     "invalid_messages \"retry\"",
+		base + "state_key: \"{device}\"\n":     "unknown placeholder",
+		base + "max_poll_records: -1\n":        "max_poll_records",
+		base + "commit_interval: 31s\n":        "commit_interval 31s: use 1ms to 30s",
+		base + "commit_interval: 500us\n":      "commit_interval 500µs: use 1ms to 30s",
+		base + "commit_interval: -1s\n":        "not a duration",
+		base + "max_transaction_records: -5\n": "max_transaction_records must be positive",
+		base + "typo_field: 1\n":               "typo_field",
 		"application_id: a b\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: x}\n":               "application_id",
 		"application_id: a\nkind: transformer\ntransform: {builtin: x}\n":                                    "needs input_topics",
 		"application_id: a\nkind: transformer\ninput_topics: [t, t]\ntransform: {builtin: x}\n":              "twice",

@@ -24,33 +24,20 @@ func ChangelogRecord(topic string, p int32, key string, value []byte) *kgo.Recor
 // Call it only after the task's producer has fenced the previous owner, so
 // that no transaction of that owner can still commit below the end.
 func Restore(ctx context.Context, cl *kgo.Client, topic string, p int32, s *Store) (int, error) {
-	const flushEvery = 4096
-	pending := map[string][]byte{}
-	flush := func() error {
-		writes := make([]Write, 0, len(pending))
-		for k, v := range pending {
-			writes = append(writes, Write{Key: k, Value: v})
-		}
-		clear(pending)
-		return s.Apply(writes)
-	}
+	l := s.loader()
+	defer l.close()
 	n := 0
 	_, err := kafkax.ReadPartitionsToEnd(ctx, cl, []string{topic}, map[string][]int32{topic: {p}}, func(r *kgo.Record) error {
 		n++
 		if isDelete(r.Value) {
-			pending[string(r.Key)] = nil
-		} else {
-			pending[string(r.Key)] = append([]byte(nil), r.Value...)
+			return l.put(r.Key, nil)
 		}
-		if len(pending) >= flushEvery {
-			return flush()
-		}
-		return nil
+		return l.put(r.Key, r.Value)
 	})
 	if err != nil {
 		return n, fmt.Errorf("restoring %s/%d: %w", topic, p, err)
 	}
-	return n, flush()
+	return n, l.flush()
 }
 
 // isDelete reports whether a changelog value removes its key: a tombstone,
