@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -65,6 +66,11 @@ func newHandover(t *testing.T) *handover {
 		h.txnIDs = append(h.txnIDs, fmt.Sprintf("%s-%d", h.app, p))
 	}
 	h.flechtStage = countStage(t, h.app, h.in, h.out, "crash", handoverMaxPoll)
+	// flecht's transactions run on a commit interval and fill to
+	// max_transaction_records (5,000 by default), so on its own it may
+	// commit all 3,000 inputs before the kill; capped like the Python
+	// stage's polls, a kill lands mid-run.
+	appendFile(t, h.flechtStage, fmt.Sprintf("max_transaction_records: %d\n", handoverMaxPoll))
 	return h
 }
 
@@ -310,6 +316,21 @@ func (h *handover) run(first, second string) *proc {
 	waitCommitted(h.t, h.adm, h.app, h.in, int64(h.produced), 3*time.Minute, b)
 	h.checkFenced(before)
 	return b
+}
+
+// appendFile appends text to the file at path.
+func appendFile(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteString(text)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func describeTxns(d map[string]kadm.DescribedTransaction) string {
