@@ -305,7 +305,9 @@ func TestUpstreamTokens(t *testing.T) {
 	flechtctl(t, dir, 0, "keyring", "add", m, "--kid", "t-sig", "--type", "ed25519", "--scope", "api", "--scope", "cfg", "--signing-for", "api", "--signing-for", "cfg")
 	flechtctl(t, dir, 0, "keyring", "add", m, "--kid", "t-db", "--scope", "db", "--primary-for", "db")
 	// other, by flecht: kids main does not hold.
-	keys := func(ring string, args ...string) { flechtOK(t, 0, append(append([]string{"keys"}, args...), "--keyring", rings[ring].Path)...) }
+	keys := func(ring string, args ...string) {
+		flechtOK(t, 0, append(append([]string{"keys"}, args...), "--keyring", rings[ring].Path)...)
+	}
 	keys("other", "init", "--kid", "t-other")
 	keys("other", "add", "--kid", "t-rec-other", "--type", "x25519", "--scope", "api", "--primary-for", "api")
 	keys("other", "add", "--kid", "t-sig-other", "--type", "ed25519", "--scope", "api", "--signing-for", "api")
