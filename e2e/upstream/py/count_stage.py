@@ -14,8 +14,10 @@ count.go), byte for byte:
   * a tombstone passes without output and without a state change.
 
 Everything else (topics, client id, max_poll_records, metrics port) comes
-from the command line. SIGTERM stops it cleanly: the consumer leaves the
-group, and the process exits 0.
+from the command line; --skip-invalid makes on_invalid_message skip a
+record whose key or value does not decode (returning None), as flecht's
+`invalid_messages: skip` does. SIGTERM stops it cleanly: the consumer
+leaves the group, and the process exits 0.
 """
 import argparse
 import asyncio
@@ -24,7 +26,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 
-from flechtwerk import Event, Flechtwerk, IncomingMessage, Message, State, Transformer
+from flechtwerk import Event, Flechtwerk, IncomingMessage, InvalidMessageError, Message, State, Transformer
 from flechtwerk.attribute import INT, Attribute
 
 SEQ = Attribute("seq", INT)
@@ -42,10 +44,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--output-topic", required=True)
     parser.add_argument("--max-poll-records", type=int, default=500)
     parser.add_argument("--metrics-port", type=int, default=0, help="0: no metrics")
+    parser.add_argument("--skip-invalid", action="store_true",
+                        help="skip a record that does not decode (on_invalid_message returns None)")
     return parser.parse_args(argv)
 
 
-def count_stage(input_topics: list[str], output_topic: str) -> Transformer:
+def skip(error: InvalidMessageError) -> None:
+    """Skip the record: the stage counts it as outcome "skipped" and goes on."""
+    log.info("skipped an invalid record at %s/%d@%d (%s)", error.topic, error.partition, error.offset, error.part)
+    return None
+
+
+def count_stage(input_topics: list[str], output_topic: str, skip_invalid: bool) -> Transformer:
     async def count(msg: IncomingMessage, state: State) -> AsyncIterator[Message | State]:
         if msg.value is None:
             return
@@ -53,7 +63,8 @@ def count_stage(input_topics: list[str], output_topic: str) -> Transformer:
         yield Message(key=msg.key, topic=output_topic, value=Event({**msg.value, SEQ: seq}), timestamp=msg.timestamp)
         yield State({**state, SEQ: seq})
 
-    return Transformer.of(input_topics=input_topics, transform=count)
+    return Transformer.of(input_topics=input_topics, transform=count,
+                          on_invalid_message=skip if skip_invalid else None)
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -66,7 +77,7 @@ async def run(args: argparse.Namespace) -> None:
         # crashes at its first .labels() call (see config_reader.py).
         metrics_labels={"stage": "count"},
         metrics_port=args.metrics_port,
-        stage=count_stage(args.input_topic, args.output_topic),
+        stage=count_stage(args.input_topic, args.output_topic, args.skip_invalid),
     )
     main = asyncio.current_task()
     assert main is not None
