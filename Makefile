@@ -18,8 +18,11 @@ test:
 
 # Tests against a real Apache Kafka 4.x broker and a real Mosquitto, and
 # (the TestUpstream* tests) beside the real Python library: flechtwerk and
-# flechtctl 0.17.0 in the root `make upstream` builds. A missing root fails
-# those tests; FLECHT_E2E_SKIP_UPSTREAM=1 opts out of them explicitly.
+# flechtctl 0.17.0 in the root `make upstream` builds. One of them,
+# TestUpstreamSecretPackage, runs internal/secret's
+# TestUpstreamOpensFlechtValues with FLECHT_UPSTREAM_PYTHON=e2e/upstream/python
+# (the root's Python). A missing root fails those tests;
+# FLECHT_E2E_SKIP_UPSTREAM=1 opts out of them explicitly.
 # FLECHT_E2E_BROKERS=host:port uses an existing cluster instead.
 E2EFLAGS ?= -timeout 60m
 e2e:
