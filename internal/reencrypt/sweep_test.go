@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -475,5 +476,60 @@ func TestOpenForeignTransactionTimesOut(t *testing.T) {
 		if tokenKid(t, mustLookup(t, r.Value, "auth.password")) == "new" {
 			t.Errorf("%s was swept over an open transaction", r.Key)
 		}
+	}
+}
+
+// A cluster failure in the middle of the sweep (a node down: a
+// retriable error) costs a retry, not the sweep: a transaction that failed
+// open is aborted, one whose outcome the sweep never learnt (it committed)
+// is found by re-reading, a concurrent edit made meanwhile still wins, and
+// every record ends swept exactly as without the failures.
+func TestSweepRecoversFromRetriableClusterFailures(t *testing.T) {
+	s := seed(t, 150)
+	ctx := tctx(t)
+	o := s.opts()
+	o.BatchSize = 10
+	edited := s.before.Partition(tp(s.topic, 2))[3]
+	editValue := []byte(fmt.Sprintf(`{"api_key":"%s","edit":"during the outage"}`, mustTok(t, s.oldKR, `"edited"`, "api")))
+	txns := 0
+	o.hooks.fail = func(point string) error {
+		if point == "produced" {
+			txns++
+		}
+		switch {
+		case txns == 2 && point == "produced":
+			// The records are appended, the transaction open.
+			return fmt.Errorf("producing: %w", kerr.NotEnoughReplicas)
+		case txns == 4 && point == "produced":
+			produceTo(t, ctx, s.writer, &kgo.Record{Topic: s.topic, Partition: 2, Key: edited.Key, Value: editValue})
+		case txns == 6 && point == "ended":
+			// It committed, and the sweep learns nothing of it.
+			return fmt.Errorf("ending a transaction: %w", kerr.CoordinatorNotAvailable)
+		}
+		return nil
+	}
+	res, err := s.execute(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Retries != 2 || !res.Verification.Clean {
+		t.Errorf("retries %d (want 2), verification %+v", res.Retries, res.Verification)
+	}
+	after := s.view(t)
+	got := after.Latest(tp(s.topic, 2), edited.Key)
+	if got == nil || !strings.Contains(string(got.Value), `"edit":"during the outage"`) {
+		t.Fatalf("the concurrent edit was reverted: %v", got)
+	}
+	if p, kid := opened(t, s.kr, got.Value, "api_key", "api"); kid != "new" || p != `"edited"` {
+		t.Errorf("the edit's old token was not re-swept: %s under %s", p, kid)
+	}
+	s.checkSwept(t, after, map[string]bool{string(edited.Key): true})
+
+	// A sweep failing on what is not retriable stops at once.
+	s2 := seed(t, 30)
+	o2 := s2.opts()
+	o2.hooks.fail = func(string) error { return fmt.Errorf("producing: %w", kerr.TopicAuthorizationFailed) }
+	if res, err := s2.execute(t, o2); !errors.Is(err, kerr.TopicAuthorizationFailed) || res == nil || res.Retries != 0 {
+		t.Errorf("a non-retriable failure: %v (%+v)", err, res)
 	}
 }
