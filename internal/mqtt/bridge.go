@@ -53,8 +53,8 @@ type Bridge struct {
 	configs        *stage.ConfigStore
 	configTopics   []string
 
-	prod   *kgo.Client
-	admin  *kadm.Client
+	prod  *kgo.Client
+	admin *kadm.Client
 	// runCtx is Run's context: retries against a failing Kafka stop when
 	// it ends.
 	runCtx context.Context
