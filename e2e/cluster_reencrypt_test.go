@@ -84,25 +84,28 @@ func sweepThroughFault(t *testing.T, k *kafkaNodes, fx *rxFixture, f fault, edit
 	var exitedAt time.Time
 	go func() { err := cmd.Wait(); exitedAt = time.Now(); exited <- err }()
 
-	// The writer edits the keys one by one, paced so that its edits
-	// straddle the fault; an edit that fails (the cluster is down) is
-	// written again.
+	// The writer edits half the keys in one burst as soon as the sweep
+	// writes, and the other half in a second burst once the fault has
+	// begun, so that edits straddle the fault; an edit that fails (the
+	// cluster is down) is written again. (A writer appending steadily
+	// would keep every sweep transaction of a partition aborting until
+	// the ContendedError bound stops the sweep: a property of the sweep
+	// with or without faults, see TestContendedPartitionStopsAfterMaxRounds.)
 	w := rxClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	made := map[string]string{}
-	var mu sync.Mutex
-	stopWriter := make(chan struct{})
+	faultBegun := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for rxEndSum(t, adm, fx.Topic) == initial {
-			select {
-			case <-stopWriter:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
+			time.Sleep(2 * time.Millisecond)
 		}
 		for i, key := range keys {
+			if i == len(keys)/2 {
+				<-faultBegun
+				time.Sleep(500 * time.Millisecond)
+			}
 			payload := fmt.Sprintf(`"edited-%d"`, i)
 			tok, err := oldRing.Encrypt([]byte(payload), "api")
 			if err != nil {
@@ -111,27 +114,20 @@ func sweepThroughFault(t *testing.T, k *kafkaNodes, fx *rxFixture, f fault, edit
 			}
 			value := fmt.Sprintf(`{"edit":%d,"api_key":"%s","note":"a concurrent edit, sealed with the old key"}`, i, tok)
 			r := &kgo.Record{Topic: fx.Topic, Partition: fx.Live[key].Partition, Key: []byte(key), Value: []byte(value)}
-			for {
+			for attempt := 0; ; attempt++ {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				err := w.ProduceSync(ctx, r).FirstErr()
 				cancel()
 				if err == nil {
 					break
 				}
-				select {
-				case <-stopWriter:
+				if attempt > 20 {
+					t.Errorf("the writer could not write an edit: %v", err)
 					return
-				case <-time.After(200 * time.Millisecond):
 				}
+				time.Sleep(200 * time.Millisecond)
 			}
-			mu.Lock()
 			made[key] = payload
-			mu.Unlock()
-			select {
-			case <-stopWriter:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
 		}
 	}()
 
@@ -149,9 +145,11 @@ func sweepThroughFault(t *testing.T, k *kafkaNodes, fx *rxFixture, f fault, edit
 		}
 		time.Sleep(time.Millisecond)
 	}
+	close(faultBegun)
 	f.inject(k)
 	k.waitWhole([]string{fx.Topic})
 	whole := time.Now()
+	wg.Wait()
 	var waitErr error
 	select {
 	case waitErr = <-exited:
@@ -159,8 +157,6 @@ func sweepThroughFault(t *testing.T, k *kafkaNodes, fx *rxFixture, f fault, edit
 		t.Fatalf("%s: the sweep did not end within %s of the cluster being whole: %s", f.name, progressBound+2*time.Minute, errOut.String())
 	}
 	recovered := max(exitedAt.Sub(whole), 0)
-	close(stopWriter)
-	wg.Wait()
 	if waitErr != nil {
 		t.Fatalf("%s: the sweep failed: %v\n%s\n%s", f.name, waitErr, tail(errOut.String(), 40), out.String())
 	}
