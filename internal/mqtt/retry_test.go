@@ -1,10 +1,12 @@
 package mqtt_test
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
 
+	"github.com/eclipse/paho.golang/paho"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -77,4 +79,51 @@ func TestBridgeRetriesWhatTheClusterFails(t *testing.T) {
 			t.Logf("%s: %d records for %d messages, %v transactions committed", tc.name, records, len(seen), metrics.Value(rb.obs.TxnCommitted))
 		})
 	}
+}
+
+// A fence right after another client took this client id's MQTT session
+// over is what it says: a twin bridge. The bridge does not fight it for
+// the transactional ID; it ends with the fence.
+func TestBridgeEndsOnAFenceByATwin(t *testing.T) {
+	f := newBridgeFixture(t)
+	f.config("sensors", map[string]any{"topic": "sensors/+/events", "output_topic": "sensors.raw", "key": "{topic.1}"})
+	rb := f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", nil)
+	pub := publisher(t, f.env.MQTTAddr())
+	f.waitSubscribed(pub, "sensors/probe/events", "sensors.raw")
+
+	// The twin connects with the bridge's client id (the broker tells
+	// the bridge its session was taken over), then leaves.
+	twin := namedPublisher(t, f.env.MQTTAddr(), "bridge-0")
+	eventually(t, "the takeover reported", func() bool {
+		return len(rb.logs.lines("another client connected with this client id")) > 0
+	}, func() string { return rb.logs.String() })
+	_ = twin.Disconnect(&paho.Disconnect{})
+
+	kf := f.env.KafkaCluster()
+	kf.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		end := req.(*kmsg.EndTxnRequest)
+		if !end.Commit {
+			kf.KeepControl()
+			return nil, nil, false
+		}
+		resp := end.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.ProducerFenced.Code
+		return resp, nil, true
+	})
+	eventually(t, "the bridge to end", func() bool {
+		publish(t, pub, "sensors/dev-1/events", `{"n":1}`)
+		select {
+		case <-rb.done:
+			return true
+		default:
+			return false
+		}
+	}, func() string { return rb.logs.String() })
+	if !errors.Is(rb.err, kerr.ProducerFenced) {
+		t.Fatalf("the bridge ended with %v, want the fence", rb.err)
+	}
+	if len(rb.logs.lines("initialising the producer again")) != 0 {
+		t.Error("the bridge re-initialised its producer against a twin")
+	}
+	rb.err = nil // the fence is this test's expected end, not a failure of the fixture's stop
 }
