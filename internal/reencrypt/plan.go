@@ -44,11 +44,15 @@ type Options struct {
 	Keyring          *secret.Keyring
 	EncryptPlaintext bool // also encrypt plaintext values (the migration step)
 
-	BatchSize       int           // records per transaction (DefaultBatchSize)
-	MaxRounds       int           // re-reads of a partition in a row, and final passes, before giving up (DefaultMaxRounds)
-	SettleTimeout   time.Duration // wait for open transactions to end (DefaultSettleTimeout)
-	RetryFor        time.Duration // keep retrying retriable cluster failures this long in a row (DefaultRetryFor)
-	TransactionalID string        // default TransactionalID(Topics)
+	BatchSize     int           // records per transaction (DefaultBatchSize)
+	MaxRounds     int           // re-reads of a partition in a row, and final passes, before giving up (DefaultMaxRounds)
+	SettleTimeout time.Duration // wait for open transactions to end (DefaultSettleTimeout)
+	RetryFor      time.Duration // keep retrying retriable cluster failures this long in a row (DefaultRetryFor)
+	// NewProducer, when set, makes a producer like the one Execute was
+	// given (ProducerOpts(txnID)), to take the transactional ID back after
+	// a fence the cluster caused; without it a fence ends the sweep.
+	NewProducer     func(txnID string) (*kgo.Client, error)
+	TransactionalID string // default TransactionalID(Topics)
 
 	// Progress: ReadPlanned/Read for the reads, Planned (total records to
 	// write, which grows when a re-sweep finds more) and Written.

@@ -68,6 +68,7 @@ func Execute(ctx context.Context, reader, producer *kgo.Client, o Options) (*Res
 		e.parts[tp] = &pstate{rep: pr, accounted: rr.Bounds[tp].End, ours: map[int64]bool{}}
 		e.queue = append(e.queue, jobs[tp]...)
 	}
+	defer e.closeCreated()
 	e.progress()
 	err = e.run(ctx)
 	res.Totals = Counts{}
@@ -146,6 +147,10 @@ type engine struct {
 	parts  map[TP]*pstate
 	queue  []*job
 	done   int64 // records written
+	// reinits counts producers initialised again after a fence; created
+	// are those producers, closed when the sweep ends.
+	reinits int
+	created []*kgo.Client
 }
 
 // pstate is what the engine knows of one partition.
@@ -219,8 +224,25 @@ func (e *engine) retrying(ctx context.Context, what string, reread bool, step fu
 	var failingSince time.Time
 	for {
 		err := step()
-		if err == nil || !kafkax.Retriable(err) || ctx.Err() != nil {
+		fenced := reread && kafkax.Fenced(err) && e.o.NewProducer != nil && e.reinits < maxReinits
+		if err == nil || (!kafkax.Retriable(err) && !fenced) || ctx.Err() != nil {
 			return err
+		}
+		if fenced {
+			// A transaction coordinator that moved during a commit can
+			// answer the commit's retry PRODUCER_FENCED with no other
+			// producer about. Another sweep of these topics is a writer
+			// like any other to the end-offset checks, so taking the ID
+			// back is safe; the bound ends a tug of war between two.
+			e.reinits++
+			e.o.Log.Warn("sweep: the producer was fenced; initialising it again and re-reading (a coordinator that moved mid-commit answers so)",
+				"transactional_id", e.o.TransactionalID, "error", err, "reinit", e.reinits)
+			if rerr := e.reinitProducer(ctx); rerr != nil {
+				if !kafkax.Retriable(rerr) {
+					return rerr
+				}
+				err = rerr
+			}
 		}
 		if failingSince.IsZero() {
 			failingSince = time.Now()
@@ -241,6 +263,32 @@ func (e *engine) retrying(ctx context.Context, what string, reread bool, step fu
 			}
 			continue // step fails again at once, or the next recovery succeeds
 		}
+	}
+}
+
+// maxReinits bounds how often a sweep takes its transactional ID back
+// after a fence.
+const maxReinits = 3
+
+// reinitProducer replaces the fenced producer with a new one, initialised
+// (which fences whatever holds the ID and aborts its open transaction).
+func (e *engine) reinitProducer(ctx context.Context) error {
+	p, err := e.o.NewProducer(e.o.TransactionalID)
+	if err != nil {
+		return err
+	}
+	if _, _, err := p.ProducerID(ctx); err != nil {
+		p.Close()
+		return fmt.Errorf("initialising the transactional producer %q again: %w", e.o.TransactionalID, err)
+	}
+	e.created = append(e.created, p)
+	e.prod = p
+	return nil
+}
+
+func (e *engine) closeCreated() {
+	for _, p := range e.created {
+		p.Close()
 	}
 }
 

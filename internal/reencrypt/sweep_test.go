@@ -505,15 +505,20 @@ func TestSweepRecoversFromRetriableClusterFailures(t *testing.T) {
 		case txns == 6 && point == "ended":
 			// It committed, and the sweep learns nothing of it.
 			return fmt.Errorf("ending a transaction: %w", kerr.CoordinatorNotAvailable)
+		case txns == 8 && point == "ended":
+			// A coordinator that moved mid-commit answers the retry
+			// PRODUCER_FENCED, though no other producer exists.
+			return fmt.Errorf("ending a transaction: %w", kerr.ProducerFenced)
 		}
 		return nil
 	}
+	o.NewProducer = func(id string) (*kgo.Client, error) { return newClient(t, s.c, ProducerOpts(id)...), nil }
 	res, err := s.execute(t, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Retries != 2 || !res.Verification.Clean {
-		t.Errorf("retries %d (want 2), verification %+v", res.Retries, res.Verification)
+	if res.Retries != 3 || !res.Verification.Clean {
+		t.Errorf("retries %d (want 3), verification %+v", res.Retries, res.Verification)
 	}
 	after := s.view(t)
 	got := after.Latest(tp(s.topic, 2), edited.Key)
@@ -524,6 +529,28 @@ func TestSweepRecoversFromRetriableClusterFailures(t *testing.T) {
 		t.Errorf("the edit's old token was not re-swept: %s under %s", p, kid)
 	}
 	s.checkSwept(t, after, map[string]bool{string(edited.Key): true})
+
+	// Without a way to make a new producer, a fence ends the sweep.
+	s3 := seed(t, 30)
+	o3 := s3.opts()
+	o3.hooks.fail = func(point string) error {
+		if point == "ended" {
+			return fmt.Errorf("ending a transaction: %w", kerr.ProducerFenced)
+		}
+		return nil
+	}
+	if _, err := s3.execute(t, o3); !errors.Is(err, kerr.ProducerFenced) {
+		t.Errorf("a fence without NewProducer: %v", err)
+	}
+
+	// Fenced again and again: after three new producers the sweep ends.
+	s4 := seed(t, 30)
+	o4 := s4.opts()
+	o4.hooks.fail = o3.hooks.fail
+	o4.NewProducer = func(id string) (*kgo.Client, error) { return newClient(t, s4.c, ProducerOpts(id)...), nil }
+	if res, err := s4.execute(t, o4); !errors.Is(err, kerr.ProducerFenced) || res == nil || res.Retries != 3 {
+		t.Errorf("fenced on every commit: %v (%+v)", err, res)
+	}
 
 	// A sweep failing on what is not retriable stops at once.
 	s2 := seed(t, 30)
