@@ -27,7 +27,7 @@ e2e:
 
 # The cluster tier: the TestCluster* tests (build tag e2ecluster) against
 # three Kafka nodes e2e/kafka/cluster.sh starts on FLECHT_E2E_KAFKA_PORT
-# (default 39192) and the five ports after it, injecting node kills,
+# (default 29192, below Linux's ephemeral ports) and the five ports after it, injecting node kills,
 # pauses and restarts while the stages run. FLECHT_E2E_SEED replays a run's
 # faults. As with `make e2e`, the EXIT trap is set only once this run's
 # start succeeded, so it never stops a cluster someone else started.

@@ -21,13 +21,18 @@
 #                               resume   SIGCONT
 #                               pid      print its PID (nothing when it is down)
 #
-# Ports: FLECHT_E2E_KAFKA_PORT (default 39192) is the base; node N listens
+# Ports: FLECHT_E2E_KAFKA_PORT (default 29192) is the base; node N listens
 # on base+2(N-1) (clients) and base+2(N-1)+1 (controller). Everything lives
-# under e2e/.run/kafka-cluster-<base> (ignored by git).
+# under e2e/.run/kafka-cluster-<base> (ignored by git). The default lies
+# below Linux's ephemeral range (32768-60999): while a node is down, its
+# peers and clients keep connecting to its port, and a port in that range
+# can then be taken as the local end of one of those very connections (a
+# TCP self-connect), so that the node cannot bind it when it starts again.
+# A base in the range works too, with restarts that may need retries.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-base=${FLECHT_E2E_KAFKA_PORT:-39192}
+base=${FLECHT_E2E_KAFKA_PORT:-29192}
 run=${FLECHT_E2E_RUN:-$here/../.run}/kafka-cluster-$base
 libs=$here/target/libs
 nodes=(1 2 3)
@@ -127,16 +132,16 @@ wait_started() {
   local n=$1 d before now
   d=$(dir_of "$n")
   before=$(cat "$d/starts-before")
-  local binds=0
-  for _ in $(seq 1 240); do
+  local binds=0 deadline=$((SECONDS + 180))
+  while [ $SECONDS -lt $deadline ]; do
     if ! pid_of "$n" >/dev/null; then
-      # Its ports lie in Linux's ephemeral range: an outgoing connection
-      # can hold one for a moment. Start it again, a few times.
-      if [ $binds -lt 3 ] && tail -200 "$d/kafka.out" | grep -q 'Address already in use'; then
+      # A port in Linux's ephemeral range can be held for a while by an
+      # outgoing connection (see Ports above). Start it again, patiently.
+      if [ $binds -lt 10 ] && tail -200 "$d/kafka.out" | grep -q 'Address already in use'; then
         binds=$((binds + 1))
-        echo "kafka node $n: a port was taken by another connection; starting it again" >&2
+        echo "kafka node $n: a port was taken by another connection; starting it again ($binds)" >&2
         echo "== restart after a bind failure" >> "$d/kafka.out"
-        sleep 1
+        sleep 3
         launch "$n"
         before=$(cat "$d/starts-before")
         continue
@@ -151,7 +156,7 @@ wait_started() {
     fi
     sleep 0.5
   done
-  echo "kafka node $n did not start within 120 s; see $d/kafka.out" >&2
+  echo "kafka node $n did not start within 180 s; see $d/kafka.out" >&2
   return 1
 }
 
