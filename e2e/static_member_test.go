@@ -3,10 +3,14 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
 )
@@ -75,4 +79,103 @@ func TestHTTPPollRestartTakesItsOwnPlaceAtOnce(t *testing.T) {
 	}
 	a.stop()
 	b.stop()
+}
+
+// A mixed group: a static flecht replica beside a dynamic member (a plain
+// franz-go group member with the extractor's protocol and balancer, as the
+// Python library's replicas are dynamic). The static replica's restart
+// takes its own tokens back at once and leaves the dynamic member's alone;
+// when the dynamic member leaves, the static replica takes every token.
+func TestHTTPPollStaticReplicaInAMixedGroup(t *testing.T) {
+	const tokens = 4
+	keyring, token := secretKeyring(t, "s3cret-api-key")
+	api := &feedAPI{key: "s3cret-api-key", start: time.Now(), perSec: 50, max: 100_000, delay: 2 * time.Millisecond}
+	srv := startFeedAPI(t, api)
+	app := topicName(t, "app")
+	cfg, raw := topicName(t, "config"), topicName(t, "raw")
+	createTopic(t, cfg, tokens, map[string]string{"cleanup.policy": "compact"})
+	createTopic(t, raw, 3, nil)
+	for i := range 8 {
+		f := fmt.Sprintf("feed%d", i)
+		putConfig(t, cfg, f, feedConfig(srv.URL+"/feeds/"+f, raw, token))
+	}
+	stage := pollStage(t, app, cfg)
+	a := startSource(t, stage, "replica-a", "--keyring", keyring, "--state-dir", t.TempDir())
+
+	var mu sync.Mutex
+	dynHeld, dynMoves := map[int32]bool{}, 0
+	dyn, err := cluster().Client(
+		kgo.ClientID("dynamic-member"),
+		kgo.ConsumerGroup(app),
+		kgo.ConsumeTopics(cfg),
+		kgo.Balancers(kgo.RangeBalancer()),
+		kgo.SessionTimeout(6*time.Second),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, p := range m[cfg] {
+				dynHeld[p] = true
+			}
+			dynMoves++
+		}),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, p := range m[cfg] {
+				delete(dynHeld, p)
+			}
+			dynMoves++
+		}),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polling := make(chan struct{})
+	go func() {
+		defer close(polling)
+		for !dyn.PollFetches(context.Background()).IsClientClosed() {
+		}
+	}()
+	held := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(dynHeld)
+	}
+	waitUntil(t, 2*time.Minute, "the tokens split between the static replica and the dynamic member", func() bool {
+		a.alive()
+		v, err := a.tryMetric("flechtwerk_tokens_assigned")
+		return err == nil && v > 0 && int(v)+held() == tokens
+	})
+	mine := a.metric("flechtwerk_tokens_assigned")
+	mu.Lock()
+	movesBefore := dynMoves
+	mu.Unlock()
+
+	a.kill()
+	restarted := time.Now()
+	a = startSource(t, stage, "replica-a", "--keyring", keyring, "--state-dir", t.TempDir())
+	waitUntil(t, time.Minute, "the restarted static replica holding its tokens", func() bool {
+		a.alive()
+		v, err := a.tryMetric("flechtwerk_tokens_assigned")
+		return err == nil && v == mine
+	})
+	back := time.Since(restarted)
+	mu.Lock()
+	moves := dynMoves - movesBefore
+	mu.Unlock()
+	t.Logf("mixed group: the static replica SIGKILLed and restarted held its %.0f tokens %s after the restart began; the dynamic member's assignment changed %d times",
+		mine, back.Round(10*time.Millisecond), moves)
+	if back >= 6*time.Second || moves != 0 {
+		t.Errorf("the static replica's restart took %s and moved the dynamic member's tokens %d times", back, moves)
+	}
+
+	left := time.Now()
+	dyn.Close() // a dynamic member leaves the group as it closes
+	<-polling
+	waitUntil(t, time.Minute, "the static replica holding every token", func() bool {
+		a.alive()
+		return a.metric("flechtwerk_tokens_assigned") == tokens
+	})
+	t.Logf("mixed group: the dynamic member left; the static replica held all %d tokens %s later", tokens, time.Since(left).Round(10*time.Millisecond))
+	a.stop()
 }
