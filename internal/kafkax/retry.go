@@ -37,10 +37,12 @@ func Retriable(err error) bool {
 		switch ke {
 		case kerr.TransactionAbortable, kerr.OperationNotAttempted, kerr.UnknownProducerID,
 			kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.RebalanceInProgress,
-			kerr.UnknownServerError, kerr.InvalidTxnState:
+			kerr.UnknownServerError, kerr.InvalidTxnState, kerr.InvalidProducerIDMapping:
 			// InvalidTxnState: the coordinator moved while a marker was
 			// being written, or an abort raced a timeout; the abort and a
-			// fresh transaction settle it.
+			// fresh transaction settle it. InvalidProducerIDMapping: the
+			// transactional ID expired while idle; aborting re-initialises
+			// the producer.
 			return true
 		}
 		return ke.Retriable
@@ -76,7 +78,7 @@ func Fatal(err error) bool {
 	for _, f := range []error{
 		kerr.ProducerFenced, kerr.InvalidProducerEpoch, kerr.FencedInstanceID, kerr.FencedMemberEpoch,
 		kerr.TransactionalIDAuthorizationFailed, kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed,
-		kerr.ClusterAuthorizationFailed, kerr.SaslAuthenticationFailed, kerr.InvalidProducerIDMapping,
+		kerr.ClusterAuthorizationFailed, kerr.SaslAuthenticationFailed,
 		kgo.ErrClientClosed, context.Canceled,
 	} {
 		if errors.Is(err, f) {

@@ -36,6 +36,7 @@ func TestRetriableAndFatal(t *testing.T) {
 		{kerr.OperationNotAttempted, true, false},
 		{kerr.UnknownServerError, true, false},
 		{kgo.ErrRecordTimeout, true, false},
+		{kerr.InvalidProducerIDMapping, true, false},
 		{fmt.Errorf("flush: %w", context.DeadlineExceeded), true, false},
 		{fmt.Errorf("read: %w", syscall.ECONNRESET), true, false},
 
