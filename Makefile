@@ -7,7 +7,7 @@ FUZZTIME  ?= 100000x
 BENCHTIME ?= 2s
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build test e2e upstream bench bench-e2e lint fuzz demo clean
+.PHONY: build test e2e e2e-cluster upstream bench bench-e2e lint fuzz demo clean
 
 build:
 	$(GO) build -buildvcs=true -o $(BIN) ./cmd/flecht
@@ -27,6 +27,19 @@ test:
 E2EFLAGS ?= -timeout 60m
 e2e:
 	$(call with_broker,FLECHT_UPSTREAM_ROOT=$(UPSTREAM_ROOT) $(GO) test -tags e2e -count=1 $(E2EFLAGS) ./e2e/)
+
+# The cluster tier: the TestCluster* tests (build tag e2ecluster) against
+# three Kafka nodes e2e/kafka/cluster.sh starts on FLECHT_E2E_KAFKA_PORT
+# (default 29192, below Linux's ephemeral ports) and the five ports after it, injecting node kills,
+# pauses and restarts while the stages run. FLECHT_E2E_SEED replays a run's
+# faults. As with `make e2e`, the EXIT trap is set only once this run's
+# start succeeded, so it never stops a cluster someone else started.
+E2E_CLUSTER_FLAGS ?= -timeout 40m
+e2e-cluster:
+	@e2e/kafka/cluster.sh start || exit 1; \
+	trap 'e2e/kafka/cluster.sh stop' EXIT; \
+	FLECHT_E2E_BROKERS=$$(e2e/kafka/cluster.sh brokers) FLECHT_E2E_CLUSTER=1 \
+	  $(GO) test -tags 'e2e e2ecluster' -count=1 -run '^TestCluster' -v $(E2E_CLUSTER_FLAGS) ./e2e/
 
 # The root of the upstream interop tier: Debian 13 by debootstrap with a
 # venv of the pinned upstream packages (e2e/upstream/requirements.txt).
@@ -89,8 +102,10 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/
+	$(GO) vet -tags 'e2e e2ecluster' ./e2e/
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags e2e ./e2e/
+	$(GO) run $(STATICCHECK) -tags 'e2e e2ecluster' ./e2e/
 
 # The whole pipeline on the embedded Kafka + MQTT broker, with a live view:
 # the zero-install way to try flecht.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
@@ -144,6 +145,7 @@ func NewCmdSecretsReencrypt(f *Factory, runF func(*SecretsReencryptOptions) erro
 			return nil, err
 		}
 		defer prod.Close()
+		o.NewProducer = func(txnID string) (*kgo.Client, error) { return c.Client(reencrypt.ProducerOpts(txnID)...) }
 		return reencrypt.Execute(ctx, cl, prod, o)
 	}
 	cmd := &cobra.Command{

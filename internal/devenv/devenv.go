@@ -32,9 +32,11 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Host is the only address devenv listens on.
@@ -121,7 +123,9 @@ func (e *PortInUseError) Unwrap() error { return e.Err }
 type Env struct {
 	logs  *logGate
 	kafka *kfake.Cluster
-	mqtt  *mqtt.Server
+	// stopReaper stops the expiry of dead group members (reaper.go).
+	stopReaper func()
+	mqtt       *mqtt.Server
 
 	kafkaAddr string
 	mqttAddr  string
@@ -160,18 +164,33 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		return nil, err
 	}
 
-	cluster, err := startKafka(kln, opts, logger.With("component", "kafka"))
+	kafkaAddr := kln.Addr().String()
+	reap := newReaper(logger.With("component", "kafka"))
+	cluster, err := startKafka(reap.listener(kln), opts, logger.With("component", "kafka"))
 	if err != nil {
 		kln.Close()
 		mln.Close()
 		gate.closed()
 		return nil, fmt.Errorf("devenv: start kafka: %w", err)
 	}
+	reap.watch(cluster)
+	reapCl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.ClientID("flecht-dev-reaper"))
+	if err != nil {
+		cluster.Close()
+		mln.Close()
+		gate.closed()
+		return nil, fmt.Errorf("devenv: start kafka: %w", err)
+	}
+	reapCtx, stopReap := context.WithCancel(context.Background())
+	reapDone := make(chan struct{})
+	go func() { defer close(reapDone); reap.run(reapCtx, reapCl, reapInterval) }()
+	stopReaper := func() { stopReap(); <-reapDone; reapCl.Close() }
 	if opts.MQTTTLS != nil {
 		mln = tls.NewListener(mln, opts.MQTTTLS)
 	}
 	broker, err := startMQTT(mln, logger.With("component", "mqtt"), opts.MQTTACL)
 	if err != nil {
+		stopReaper()
 		cluster.Close()
 		mln.Close()
 		gate.closed()
@@ -179,14 +198,19 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	}
 
 	return &Env{
-		logs:      gate,
-		kafka:     cluster,
-		mqtt:      broker,
-		kafkaAddr: kln.Addr().String(),
-		mqttAddr:  mln.Addr().String(),
-		mqttTLS:   opts.MQTTTLS != nil,
+		logs:       gate,
+		kafka:      cluster,
+		stopReaper: stopReaper,
+		mqtt:       broker,
+		kafkaAddr:  kafkaAddr,
+		mqttAddr:   mln.Addr().String(),
+		mqttTLS:    opts.MQTTTLS != nil,
 	}, nil
 }
+
+// reapInterval is how often dead group members are looked for: a killed
+// member is gone at most this long after its session timeout.
+const reapInterval = 500 * time.Millisecond
 
 func (o *Options) validate() error {
 	for _, p := range []struct {
@@ -259,6 +283,7 @@ func (e *Env) Close() error {
 		// for its client goroutines (our listener sees to the ones still
 		// in CONNECT); kfake closes its connections as its run loop ends.
 		e.closeErr = e.mqtt.Close()
+		e.stopReaper()
 		e.kafka.Close()
 		e.logs.closed()
 	})

@@ -32,7 +32,10 @@ import (
 //     factor above 1 fails with INVALID_REPLICATION_FACTOR on one broker;
 //   - compaction runs every log.cleaner.backoff.ms (an hour by default);
 //   - WriteTxnMarkers, delegation tokens, tiered storage are missing (see
-//     kfake's skipped_features file).
+//     kfake's skipped_features file);
+//   - a classic group member whose process dies while its JoinGroup waits
+//     is never timed out (no reply reaches it, so no session timer is
+//     armed): reaper.go expires such members as Kafka would.
 func startKafka(ln net.Listener, opts Options, logger *slog.Logger) (*kfake.Cluster, error) {
 	parts := opts.DefaultPartitions
 	if parts == 0 {

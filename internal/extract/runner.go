@@ -153,10 +153,14 @@ func (r *Runner) Run(ctx context.Context, ex Extractor) error {
 		ProducerOpts: []kgo.Opt{kgo.TransactionTimeout(TransactionTimeout)},
 	})
 
-	// The group only leases tokens: its partitions are never fetched.
+	// The group only leases tokens: its partitions are never fetched. Its
+	// members are static (group.instance.id = --client-id): a restarted
+	// replica gets its own tokens back at once, with no rebalance of the
+	// others and no wait for its killed incarnation's session to expire.
 	group, err := r.cluster.Client(
 		kgo.ClientID(r.clientID),
 		kgo.ConsumerGroup(r.stage.ApplicationID),
+		kafkax.StaticMember(r.clientID),
 		kgo.ConsumeTopics(r.stage.ConfigTopics...),
 		kgo.Balancers(kgo.RangeBalancer()),
 		kgo.DisableAutoCommit(),
@@ -176,14 +180,33 @@ func (r *Runner) Run(ctx context.Context, ex Extractor) error {
 	work := context.WithoutCancel(ctx)
 	ticker := time.NewTicker(r.interval)
 	defer ticker.Stop()
+	// A node killed, paused or restarting fails requests for a while; the
+	// stage waits with a bounded backoff and carries on, and only an error
+	// kafkax.Retriable does not recognise ends it.
+	bo := kafkax.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
 	for {
-		if err := r.startPending(work); err != nil {
-			return err
-		}
-		if err := r.configs.Drain(work); err != nil {
-			return err
-		}
-		if err := r.runCycle(ctx); err != nil {
+		err := r.step(ctx, work)
+		switch {
+		case err == nil:
+			if bo.Attempts() > 0 {
+				r.log.Info("Kafka is back: the extractor polls again", "failed_attempts", bo.Attempts())
+			}
+			bo.Reset()
+		case errors.As(err, new(*fencedError)):
+			r.log.Warn("a token's producer was fenced: waiting a session timeout for the group to revoke it if another member owns it now, then restarting it",
+				"error", err, "wait", r.session)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(r.session):
+			}
+			continue
+		case kafkax.Retriable(err):
+			if werr := bo.Wait(ctx, r.log, "the extractor's cycle", err); werr != nil {
+				return nil
+			}
+			continue
+		default:
 			return err
 		}
 		select {
@@ -192,6 +215,18 @@ func (r *Runner) Run(ctx context.Context, ex Extractor) error {
 		case <-ticker.C:
 		}
 	}
+}
+
+// step starts the tokens assigned since the last cycle, reads config
+// changes and polls every owned config once.
+func (r *Runner) step(ctx, work context.Context) error {
+	if err := r.startPending(work); err != nil {
+		return err
+	}
+	if err := r.configs.Drain(work); err != nil {
+		return err
+	}
+	return r.runCycle(ctx)
 }
 
 func (r *Runner) ensureChangelog(ctx context.Context, adm *kadm.Client) error {
@@ -315,6 +350,7 @@ func (r *Runner) runCycle(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	errs := make(chan error, len(work))
+	retry := make(chan retriedToken, len(work))
 	for tk, configs := range work {
 		sort.Slice(configs, func(i, j int) bool { return configs[i].key < configs[j].key })
 		wg.Add(1)
@@ -332,6 +368,15 @@ func (r *Runner) runCycle(ctx context.Context) error {
 					r.problems.Failed(c.key, err, "poll failed; the config is retried next cycle (logged again only when its error changes)", "config", c.key)
 				case cycleCtx.Err() != nil:
 					return // revoked or stopping: the page was aborted
+				case kafkax.Retriable(err), kafkax.Fenced(err):
+					// The page was aborted; whether an unconfirmed commit
+					// went through only the changelog knows, so the token
+					// restarts: fenced anew, restored, polled again. A
+					// fence is either a newer owner (then the group
+					// revokes the token before it restarts, see Run) or a
+					// transaction coordinator that moved mid-commit.
+					retry <- retriedToken{n: tk.N, config: c.key, err: err}
+					return
 				default:
 					errs <- err
 					cancel()
@@ -342,7 +387,41 @@ func (r *Runner) runCycle(ctx context.Context) error {
 	}
 	wg.Wait()
 	close(errs)
-	return <-errs
+	close(retry)
+	var first error
+	for rt := range retry {
+		r.mu.Lock()
+		r.held.Restart(rt.n)
+		r.mu.Unlock()
+		r.log.Warn("poll failed on a retriable Kafka error: the page was aborted; the token restarts (fence, changelog restore) and its configs are polled again",
+			"token", rt.n, "config", rt.config, "error", rt.err)
+		if first == nil {
+			first = rt.err
+		}
+	}
+	if err := <-errs; err != nil {
+		return err
+	}
+	if first != nil && kafkax.Fenced(first) {
+		return &fencedError{err: first}
+	}
+	return first // retriable: Run backs off before the next cycle
+}
+
+// fencedError: a token's producer was fenced. If another member owns the
+// token now, this member's group session has ended and the group revokes
+// the token within a heartbeat; Run waits a session timeout before
+// restarting it, so a zombie never takes a token back from its new owner.
+type fencedError struct{ err error }
+
+func (e *fencedError) Error() string { return "fenced: " + e.err.Error() }
+func (e *fencedError) Unwrap() error { return e.err }
+
+// retriedToken is a token whose page failed on a retriable error.
+type retriedToken struct {
+	n      int32
+	config string
+	err    error
 }
 
 type owned struct {

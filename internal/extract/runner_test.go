@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/devenv"
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/extract"
 	"github.com/flecht-dev/flecht/internal/kafkax"
@@ -97,6 +98,7 @@ type engineFixture struct {
 	seen   map[string]map[string]bool
 	polls  map[string]int
 	logs   *logxtest.Buffer
+	env    *devenv.Env
 }
 
 func newEngineFixture(t *testing.T, tokens int32, configs map[string]int) *engineFixture {
@@ -114,7 +116,7 @@ func newEngineFixture(t *testing.T, tokens int32, configs map[string]int) *engin
 		t.Fatal(err)
 	}
 	f := &engineFixture{t: t, cl: cl, addr: env.KafkaAddr(), st: st, tokens: tokens,
-		seen: map[string]map[string]bool{}, polls: map[string]int{}, logs: &logxtest.Buffer{}}
+		seen: map[string]map[string]bool{}, polls: map[string]int{}, logs: &logxtest.Buffer{}, env: env}
 	for key, total := range configs {
 		f.putConfig(key, map[string]any{"output_topic": "ext.raw", "total": total})
 	}

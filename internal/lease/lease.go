@@ -162,6 +162,19 @@ func (s *Set) Revoke(revoked map[string][]int32) {
 	}
 }
 
+// Restart closes lease n and marks it pending again, so that the caller's
+// next StartPending fences its producer anew and restores its store from
+// the changelog: what a retriable failure of a transaction whose outcome
+// is unknown needs (the changelog, not the local store, says whether it
+// committed). A number not held is left alone.
+func (s *Set) Restart(n int32) {
+	if l, ok := s.held[n]; ok {
+		l.Close()
+		delete(s.held, n)
+		s.pending[n] = true
+	}
+}
+
 // Pending returns the numbers waiting to start, in order.
 func (s *Set) Pending() []int32 {
 	out := make([]int32, 0, len(s.pending))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -112,7 +113,7 @@ func (b *Bridge) relayBatch(ctx context.Context, relays map[string]*Relay) (int,
 	}
 
 	if len(records) > 0 {
-		if err := b.commit(ctx, records); err != nil {
+		if err := b.commitRetrying(ctx, records); err != nil {
 			return len(taken), err
 		}
 	}
@@ -157,7 +158,63 @@ func (b *Bridge) relayBatch(ctx context.Context, relays map[string]*Relay) (int,
 	return len(taken), nil
 }
 
-// commit writes records in one transaction.
+// errStopped: the stage was stopped while Kafka was failing a batch. The
+// batch was aborted and stays un-ACKed in the MQTT broker's session, which
+// delivers it to the next incarnation.
+var errStopped = errors.New("stopped while Kafka was unavailable")
+
+// commitRetrying commits records in one transaction, retrying retriable
+// failures (a node killed, paused or restarting; a leader or coordinator
+// moving; the whole cluster down) with a bounded backoff: each failed
+// attempt is aborted and the same records are written again in a new
+// transaction, so the batch's messages are ACKed only once it committed.
+// A commit whose outcome was unknown may have committed, so its messages
+// may be written twice (at least once, as after a crash between commit and
+// ACK). A non-retriable error (a fence, a refused authorisation) ends the
+// stage.
+func (b *Bridge) commitRetrying(ctx context.Context, records []*kgo.Record) error {
+	bo := kafkax.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+	start := time.Now()
+	// A batch fenced again and again is not the coordinator's hiccup.
+	const maxReinits = 3
+	reinits := 0
+	for {
+		err := b.commit(ctx, records)
+		if err == nil {
+			if bo.Attempts() > 0 {
+				b.log.Info("Kafka is back: the batch committed after retries", "records", len(records),
+					"attempts", bo.Attempts()+1, "took", time.Since(start).Round(time.Millisecond))
+			}
+			return nil
+		}
+		if kafkax.Fenced(err) && !b.fencedByTwin() && reinits < maxReinits {
+			reinits++
+			// Not another incarnation (see fencedByTwin): take the
+			// transactional ID back and write the batch again.
+			b.log.Warn("Kafka fenced the producer although no other bridge took this client id's MQTT session: "+
+				"a transaction coordinator moved during a commit; initialising the producer again and retrying the batch",
+				"transactional_id", b.TransactionalID(), "error", err)
+			if ierr := b.initProducer(ctx); ierr != nil {
+				err = ierr
+			} else {
+				continue
+			}
+		}
+		if !kafkax.Retriable(err) {
+			return err
+		}
+		if b.runCtx == nil || b.runCtx.Err() != nil {
+			return errStopped
+		}
+		if werr := bo.Wait(b.runCtx, b.log, "committing a batch of "+strconv.Itoa(len(records))+" records", err); werr != nil {
+			return errStopped
+		}
+	}
+}
+
+// commit writes records in one transaction; on failure the transaction is
+// aborted (or, when a commit's outcome is unknown, the producer's epoch is
+// bumped, which aborts it if it is still open).
 func (b *Bridge) commit(ctx context.Context, records []*kgo.Record) error {
 	if err := b.prod.BeginTransaction(); err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
@@ -185,6 +242,12 @@ func (b *Bridge) commit(ctx context.Context, records []*kgo.Record) error {
 		return fmt.Errorf("producing to Kafka: %w", firstErr)
 	}
 	if err := b.prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		// franz-go's documented recovery: end again with TryAbort, which
+		// aborts, or settles an unconfirmed commit by re-initialising the
+		// producer ID.
+		abortCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_ = b.prod.EndTransaction(abortCtx, kgo.TryAbort)
 		return fmt.Errorf("committing to Kafka: %w", err)
 	}
 	b.obs.TxnCommitted.Inc()

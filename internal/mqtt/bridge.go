@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -52,8 +53,11 @@ type Bridge struct {
 	configs        *stage.ConfigStore
 	configTopics   []string
 
-	prod   *kgo.Client
-	admin  *kadm.Client
+	prod  *kgo.Client
+	admin *kadm.Client
+	// runCtx is Run's context: retries against a failing Kafka stop when
+	// it ends.
+	runCtx context.Context
 	counts map[string]int // output topic partition counts
 
 	mu      sync.Mutex
@@ -77,6 +81,9 @@ type Bridge struct {
 	lastSess *session
 	// redelivered counts DUP arrivals recognised as already committed.
 	redelivered atomic.Int64
+	// takenOverAt is when (unix ns) the MQTT broker last said another
+	// client took this client id's session over; 0 never.
+	takenOverAt atomic.Int64
 	// afterCommit and afterAck, when set (tests), run between a commit
 	// and its ACKs, and after the ACKs were handed to paho.
 	afterCommit, afterAck func()
@@ -178,20 +185,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return err
 	}
 
-	b.prod, err = b.cluster.Client(
-		kgo.ClientID(b.clientID),
-		kgo.TransactionalID(b.TransactionalID()),
-		kgo.TransactionTimeout(time.Minute),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(0),
-	)
-	if err != nil {
+	if err := b.initProducer(ctx); err != nil {
 		return err
 	}
-	defer b.prod.Close()
-	if _, _, err := b.prod.ProducerID(ctx); err != nil {
-		return fmt.Errorf("initializing producer %s (fencing a previous incarnation): %w", b.TransactionalID(), err)
-	}
+	defer func() { b.prod.Close() }()
 
 	connCtx, stopConn := context.WithCancel(context.WithoutCancel(ctx))
 	connDone := make(chan struct{})
@@ -201,6 +198,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	b.log.Info("mqtt bridge running", "application_id", b.app, "client_id", b.clientID,
 		"broker", b.endpoint.hostPort(), "transactional_id", b.TransactionalID(), "session_expiry", b.sessionExpiry)
 	work := context.WithoutCancel(ctx)
+	b.runCtx = ctx
 	ticker := time.NewTicker(b.pollInterval)
 	defer ticker.Stop()
 	for {
@@ -208,17 +206,68 @@ func (b *Bridge) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			// Commit and ACK a batch of what is already here; the rest
 			// stays in the broker's session for the next incarnation.
-			return b.cycle(work, false)
+			if err := b.cycle(work, false); !errors.Is(err, errStopped) {
+				return err
+			}
+			return nil
 		case <-b.wake:
 			if err := b.cycle(work, false); err != nil {
-				return err
+				return stoppedOK(err)
 			}
 		case <-ticker.C:
 			if err := b.cycle(work, true); err != nil {
-				return err
+				return stoppedOK(err)
 			}
 		}
 	}
+}
+
+// initProducer creates the transactional producer and initialises it,
+// which fences a previous incarnation and aborts its open transaction.
+func (b *Bridge) initProducer(ctx context.Context) error {
+	prod, err := b.cluster.Client(
+		kgo.ClientID(b.clientID),
+		kgo.TransactionalID(b.TransactionalID()),
+		kgo.TransactionTimeout(time.Minute),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0),
+	)
+	if err != nil {
+		return err
+	}
+	if _, _, err := prod.ProducerID(ctx); err != nil {
+		prod.Close()
+		return fmt.Errorf("initializing producer %s (fencing a previous incarnation): %w", b.TransactionalID(), err)
+	}
+	if b.prod != nil {
+		b.prod.Close()
+	}
+	b.prod = prod
+	return nil
+}
+
+// takeoverWindow is how long after an MQTT session takeover a Kafka fence
+// is taken for what it says: another bridge with this client id.
+const takeoverWindow = 2 * time.Minute
+
+// fencedByTwin reports whether a fence of the producer comes from another
+// bridge with this client id: such a twin also takes the MQTT session
+// over, which the broker reports. Without a takeover, the fence is the
+// cluster's own doing: a transaction coordinator that moved (a node
+// paused or killed) while a commit was in flight can answer the commit's
+// retry PRODUCER_FENCED although no other producer exists.
+func (b *Bridge) fencedByTwin() bool {
+	at := b.takenOverAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < takeoverWindow
+}
+
+// stoppedOK turns errStopped (a stop that came while Kafka was failing a
+// batch) into a clean end.
+func stoppedOK(err error) error {
+	if errors.Is(err, errStopped) {
+		return nil
+	}
+	return err
 }
 
 // configEvery bounds how often a busy bridge drains the config topics and
@@ -235,7 +284,12 @@ func (b *Bridge) cycle(ctx context.Context, tick bool) error {
 	defer func() { b.obs.PollCycle.Observe(time.Since(start).Seconds()) }()
 	if b.relays == nil || tick || time.Since(b.lastConfig) >= configEvery {
 		if err := b.configs.Drain(ctx); err != nil {
-			return err
+			if !kafkax.Retriable(err) {
+				return err
+			}
+			// A config topic partition whose leader is moving: the
+			// configs in hand stay active; the next cycle reads on.
+			b.log.Warn("reading the config topics failed; relaying with the configs in hand and retrying", "error", err)
 		}
 		b.relays = b.activeRelays(ctx)
 		b.lastConfig = time.Now()

@@ -194,6 +194,7 @@ func (b *Bridge) connectOnce(ctx context.Context, gen uint64) (*session, error) 
 		OnClientError: func(err error) { b.log.Debug("mqtt client error", "error", err) },
 		OnServerDisconnect: func(d *paho.Disconnect) {
 			if d.ReasonCode == sessionTakenOver {
+				b.takenOverAt.Store(time.Now().UnixNano())
 				b.log.Warn("MQTT broker closed the connection: another client connected with this client id; give every replica its own --client-id",
 					"client_id", b.clientID, "reason_code", d.ReasonCode)
 				return

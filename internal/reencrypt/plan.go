@@ -26,6 +26,9 @@ const (
 	DefaultBatchSize     = 500
 	DefaultMaxRounds     = 5
 	DefaultSettleTimeout = 2 * time.Minute
+	// DefaultRetryFor bounds how long a sweep keeps retrying while the
+	// cluster fails its requests (a rolling restart, all nodes down).
+	DefaultRetryFor = 5 * time.Minute
 	// TransactionTimeout bounds how long a killed sweep's open transaction
 	// holds back read_committed readers of the topics, when no rerun
 	// fences it sooner.
@@ -45,10 +48,15 @@ type Options struct {
 	// key). Unsigned values are never signed.
 	Resign bool
 
-	BatchSize       int           // records per transaction (DefaultBatchSize)
-	MaxRounds       int           // re-reads of a partition in a row, and final passes, before giving up (DefaultMaxRounds)
-	SettleTimeout   time.Duration // wait for open transactions to end (DefaultSettleTimeout)
-	TransactionalID string        // default TransactionalID(Topics)
+	BatchSize     int           // records per transaction (DefaultBatchSize)
+	MaxRounds     int           // re-reads of a partition in a row, and final passes, before giving up (DefaultMaxRounds)
+	SettleTimeout time.Duration // wait for open transactions to end (DefaultSettleTimeout)
+	RetryFor      time.Duration // keep retrying retriable cluster failures this long in a row (DefaultRetryFor)
+	// NewProducer, when set, makes a producer like the one Execute was
+	// given (ProducerOpts(txnID)), to take the transactional ID back after
+	// a fence the cluster caused; without it a fence ends the sweep.
+	NewProducer     func(txnID string) (*kgo.Client, error)
+	TransactionalID string // default TransactionalID(Topics)
 
 	// Progress: ReadPlanned/Read for the reads, Planned (total records to
 	// write, which grows when a re-sweep finds more) and Written.
@@ -66,6 +74,11 @@ type Options struct {
 type hooks struct {
 	beforeCheck func() // a transaction's records are appended, not yet checked
 	afterCheck  func() // the check passed, the commit is next
+	// fail, when it returns an error, fails the transaction at point:
+	// "produced" (its records appended, the transaction open) or "ended"
+	// (it committed or aborted, and the engine has not noted it yet: an
+	// outcome the sweep never learnt).
+	fail func(point string) error
 }
 
 func (o *Options) defaults() {
@@ -77,6 +90,9 @@ func (o *Options) defaults() {
 	}
 	if o.SettleTimeout <= 0 {
 		o.SettleTimeout = DefaultSettleTimeout
+	}
+	if o.RetryFor <= 0 {
+		o.RetryFor = DefaultRetryFor
 	}
 	if o.TransactionalID == "" {
 		o.TransactionalID = TransactionalID(o.Topics)
@@ -207,6 +223,7 @@ type Result struct {
 	BlockedMore      int                `json:"blocked_more,omitempty"` // blocked values not listed
 	Transactions     int                `json:"transactions"`           // committed
 	Aborted          int                `json:"aborted_transactions"`   // aborted because another writer appended meanwhile
+	Retries          int                `json:"retries,omitempty"`      // steps retried after the cluster failed them (a node down, a leader moving)
 	Verification     *Verification      `json:"verification,omitempty"`
 	// Reminder is set when plaintext values are (or would be) encrypted:
 	// they were disclosed while they rested in plaintext.

@@ -68,6 +68,7 @@ func Execute(ctx context.Context, reader, producer *kgo.Client, o Options) (*Res
 		e.parts[tp] = &pstate{rep: pr, accounted: rr.Bounds[tp].End, ours: map[int64]bool{}}
 		e.queue = append(e.queue, jobs[tp]...)
 	}
+	defer e.closeCreated()
 	e.progress()
 	err = e.run(ctx)
 	res.Totals = Counts{}
@@ -78,7 +79,12 @@ func Execute(ctx context.Context, reader, producer *kgo.Client, o Options) (*Res
 		return res, err
 	}
 	o.Log.Debug("sweep: written and checked", "transactions", res.Transactions, "aborted", res.Aborted, "took", time.Since(start))
-	scan, err := Scan(ctx, reader, ScanOptions{Topics: o.Topics, Fields: o.Fields, Keyring: o.Keyring, Planned: o.ReadPlanned, Read: o.Read})
+	var scan *ScanReport
+	err = e.retrying(ctx, "the verifying scan", false, func() error {
+		var err error
+		scan, err = Scan(ctx, reader, ScanOptions{Topics: o.Topics, Fields: o.Fields, Keyring: o.Keyring, Planned: o.ReadPlanned, Read: o.Read})
+		return err
+	})
 	if err != nil {
 		return res, fmt.Errorf("verifying by a scan: %w", err)
 	}
@@ -147,6 +153,10 @@ type engine struct {
 	parts  map[TP]*pstate
 	queue  []*job
 	done   int64 // records written
+	// reinits counts producers initialised again after a fence; created
+	// are those producers, closed when the sweep ends.
+	reinits int
+	created []*kgo.Client
 }
 
 // pstate is what the engine knows of one partition.
@@ -174,7 +184,7 @@ func (e *engine) progress() {
 func (e *engine) run(ctx context.Context) error {
 	for round := 0; ; round++ {
 		for len(e.queue) > 0 {
-			if err := e.txn(ctx); err != nil {
+			if err := e.retrying(ctx, "a sweep transaction", true, func() error { return e.txn(ctx) }); err != nil {
 				return err
 			}
 		}
@@ -182,7 +192,12 @@ func (e *engine) run(ctx context.Context) error {
 		// transaction's check are newer than the sweep and win; their
 		// latest versions may still need it, so every partition is
 		// checked once more, and re-read where anything was appended.
-		dirty, err := e.check(ctx, nil)
+		var dirty []TP
+		err := e.retrying(ctx, "the final check", true, func() error {
+			var err error
+			dirty, err = e.check(ctx, nil)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -194,11 +209,117 @@ func (e *engine) run(ctx context.Context) error {
 			return &ContendedError{TP: dirty[0], Rereads: e.parts[dirty[0]].rep.Rereads}
 		}
 		for _, tp := range dirty {
-			if err := e.resweep(ctx, tp); err != nil {
+			if err := e.retrying(ctx, "a re-read", true, func() error { return e.resweep(ctx, tp, true) }); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// retrying runs step, and recovers from a retriable failure of the
+// cluster (a node killed, paused or restarting; a leader or coordinator
+// moving): it aborts the transaction left open, re-reads every partition
+// from where the sweep last read or verified it (an unconfirmed commit is
+// then found committed or not, and a writer's edit is seen as ever), and
+// runs step again after a bounded backoff. A failure that is not
+// retriable, or failures lasting RetryFor, end the sweep: running it again
+// resumes it. A step that reads only (the verifying scan) is retried
+// without the recovery.
+func (e *engine) retrying(ctx context.Context, what string, reread bool, step func() error) error {
+	bo := kafkax.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
+	var failingSince time.Time
+	for {
+		err := step()
+		fenced := reread && kafkax.Fenced(err) && e.o.NewProducer != nil && e.reinits < maxReinits
+		if err == nil || (!kafkax.Retriable(err) && !fenced) || ctx.Err() != nil {
+			return err
+		}
+		if fenced {
+			// A transaction coordinator that moved during a commit can
+			// answer the commit's retry PRODUCER_FENCED with no other
+			// producer about. Another sweep of these topics is a writer
+			// like any other to the end-offset checks, so taking the ID
+			// back is safe; the bound ends a tug of war between two.
+			e.reinits++
+			e.o.Log.Warn("sweep: the producer was fenced; initialising it again and re-reading (a coordinator that moved mid-commit answers so)",
+				"transactional_id", e.o.TransactionalID, "error", err, "reinit", e.reinits)
+			if rerr := e.reinitProducer(ctx); rerr != nil {
+				if !kafkax.Retriable(rerr) {
+					return rerr
+				}
+				err = rerr
+			}
+		}
+		if failingSince.IsZero() {
+			failingSince = time.Now()
+		}
+		if time.Since(failingSince) > e.o.RetryFor {
+			return fmt.Errorf("the cluster kept failing for %s: %w (nothing half-done is visible; run the sweep again)", e.o.RetryFor, err)
+		}
+		e.res.Retries++
+		if werr := bo.Wait(ctx, e.o.Log, "sweep: "+what, err); werr != nil {
+			return err
+		}
+		if !reread {
+			continue
+		}
+		if rerr := e.recoverFrom(ctx); rerr != nil {
+			if !kafkax.Retriable(rerr) {
+				return rerr
+			}
+			continue // step fails again at once, or the next recovery succeeds
+		}
+	}
+}
+
+// maxReinits bounds how often a sweep takes its transactional ID back
+// after a fence.
+const maxReinits = 3
+
+// reinitProducer replaces the fenced producer with a new one, initialised
+// (which fences whatever holds the ID and aborts its open transaction).
+func (e *engine) reinitProducer(ctx context.Context) error {
+	p, err := e.o.NewProducer(e.o.TransactionalID)
+	if err != nil {
+		return err
+	}
+	if _, _, err := p.ProducerID(ctx); err != nil {
+		p.Close()
+		return fmt.Errorf("initialising the transactional producer %q again: %w", e.o.TransactionalID, err)
+	}
+	e.created = append(e.created, p)
+	e.prod = p
+	return nil
+}
+
+func (e *engine) closeCreated() {
+	for _, p := range e.created {
+		p.Close()
+	}
+}
+
+// recoverFrom ends the sweep's own open transaction, if any (aborting it,
+// or settling an unconfirmed commit by re-initialising the producer), and
+// re-reads every partition, so that the engine's accounting holds again
+// whatever the failed step had done.
+func (e *engine) recoverFrom(ctx context.Context) error {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	err := e.prod.EndTransaction(actx, kgo.TryAbort)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("aborting the failed transaction: %w", err)
+	}
+	tps := make([]TP, 0, len(e.parts))
+	for tp := range e.parts {
+		tps = append(tps, tp)
+	}
+	sortTPs(tps)
+	for _, tp := range tps {
+		if err := e.resweep(ctx, tp, false); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // txn writes one batch in one transaction, and commits it only when no
@@ -233,6 +354,11 @@ func (e *engine) txn(ctx context.Context) error {
 		}
 		t.n++
 		t.last = max(t.last, r.Offset)
+	}
+	if e.o.hooks.fail != nil {
+		if err := e.o.hooks.fail("produced"); err != nil {
+			return err
+		}
 	}
 	if e.o.hooks.beforeCheck != nil {
 		e.o.hooks.beforeCheck()
@@ -270,9 +396,14 @@ func (e *engine) txn(ctx context.Context) error {
 	err = e.prod.EndTransaction(endCtx, end)
 	cancel()
 	if err != nil {
-		// The outcome is unknown; running the sweep again settles it
-		// (the fence aborts it if it is still open).
+		// The outcome is unknown: the recovery (retrying) settles it by
+		// re-initialising the producer, and so does a rerun.
 		return fmt.Errorf("ending a transaction: %w", err)
+	}
+	if e.o.hooks.fail != nil {
+		if err := e.o.hooks.fail("ended"); err != nil {
+			return err
+		}
 	}
 	settle := map[TP]int64{}
 	for tp, t := range touched {
@@ -318,7 +449,7 @@ func (e *engine) txn(ctx context.Context) error {
 		return err
 	}
 	for _, tp := range dirty {
-		if err := e.resweep(ctx, tp); err != nil {
+		if err := e.resweep(ctx, tp, true); err != nil {
 			return err
 		}
 	}
@@ -445,12 +576,17 @@ func (e *engine) settle(ctx context.Context, targets map[TP]int64) error {
 // longer needs it is left alone. Should a sweep record ever shadow another
 // writer's newer version (the check before every commit exists to prevent
 // exactly that), that version is re-produced, so the edit still wins.
-func (e *engine) resweep(ctx context.Context, tp TP) error {
+//
+// contended is false for the re-read after a failure of the cluster, which
+// says nothing of other writers and counts towards no bound.
+func (e *engine) resweep(ctx context.Context, tp TP, contended bool) error {
 	ps := e.parts[tp]
-	ps.rereads++
-	ps.rep.Rereads++
-	if ps.rereads > e.o.MaxRounds {
-		return &ContendedError{TP: tp, Rereads: ps.rep.Rereads - 1}
+	if contended {
+		ps.rereads++
+		ps.rep.Rereads++
+		if ps.rereads > e.o.MaxRounds {
+			return &ContendedError{TP: tp, Rereads: ps.rep.Rereads - 1}
+		}
 	}
 	// Wait for everything appended so far (another writer's open
 	// transaction, this sweep's last marker) to be decided, then read it.
@@ -472,8 +608,11 @@ func (e *engine) resweep(ctx context.Context, tp TP) error {
 		return fmt.Errorf("re-reading %s/%d: %w", tp.Topic, tp.Partition, err)
 	}
 	end := rr.Bounds[tp].End
-	e.o.Log.Info("re-read a partition after another writer appended", "topic", tp.Topic, "partition", tp.Partition,
-		"from", ps.accounted, "to", end, "round", ps.rereads)
+	why := "re-read a partition after another writer appended"
+	if !contended {
+		why = "re-read a partition after the cluster failed a step"
+	}
+	e.o.Log.Info(why, "topic", tp.Topic, "partition", tp.Partition, "from", ps.accounted, "to", end, "round", ps.rereads)
 
 	w := judgeWindow(window, ps.ours)
 	ps.rep.ForeignRecords += w.foreign

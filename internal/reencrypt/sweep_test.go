@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -475,5 +476,87 @@ func TestOpenForeignTransactionTimesOut(t *testing.T) {
 		if tokenKid(t, mustLookup(t, r.Value, "auth.password")) == "new" {
 			t.Errorf("%s was swept over an open transaction", r.Key)
 		}
+	}
+}
+
+// A cluster failure in the middle of the sweep (a node down: a
+// retriable error) costs a retry, not the sweep: a transaction that failed
+// open is aborted, one whose outcome the sweep never learnt (it committed)
+// is found by re-reading, a concurrent edit made meanwhile still wins, and
+// every record ends swept exactly as without the failures.
+func TestSweepRecoversFromRetriableClusterFailures(t *testing.T) {
+	s := seed(t, 150)
+	ctx := tctx(t)
+	o := s.opts()
+	o.BatchSize = 10
+	edited := s.before.Partition(tp(s.topic, 2))[3]
+	editValue := []byte(fmt.Sprintf(`{"api_key":"%s","edit":"during the outage"}`, mustTok(t, s.oldKR, `"edited"`, "api")))
+	txns := 0
+	o.hooks.fail = func(point string) error {
+		if point == "produced" {
+			txns++
+		}
+		switch {
+		case txns == 2 && point == "produced":
+			// The records are appended, the transaction open.
+			return fmt.Errorf("producing: %w", kerr.NotEnoughReplicas)
+		case txns == 4 && point == "produced":
+			produceTo(t, ctx, s.writer, &kgo.Record{Topic: s.topic, Partition: 2, Key: edited.Key, Value: editValue})
+		case txns == 6 && point == "ended":
+			// It committed, and the sweep learns nothing of it.
+			return fmt.Errorf("ending a transaction: %w", kerr.CoordinatorNotAvailable)
+		case txns == 8 && point == "ended":
+			// A coordinator that moved mid-commit answers the retry
+			// PRODUCER_FENCED, though no other producer exists.
+			return fmt.Errorf("ending a transaction: %w", kerr.ProducerFenced)
+		}
+		return nil
+	}
+	o.NewProducer = func(id string) (*kgo.Client, error) { return newClient(t, s.c, ProducerOpts(id)...), nil }
+	res, err := s.execute(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Retries != 3 || !res.Verification.Clean {
+		t.Errorf("retries %d (want 3), verification %+v", res.Retries, res.Verification)
+	}
+	after := s.view(t)
+	got := after.Latest(tp(s.topic, 2), edited.Key)
+	if got == nil || !strings.Contains(string(got.Value), `"edit":"during the outage"`) {
+		t.Fatalf("the concurrent edit was reverted: %v", got)
+	}
+	if p, kid := opened(t, s.kr, got.Value, "api_key", "api"); kid != "new" || p != `"edited"` {
+		t.Errorf("the edit's old token was not re-swept: %s under %s", p, kid)
+	}
+	s.checkSwept(t, after, map[string]bool{string(edited.Key): true})
+
+	// Without a way to make a new producer, a fence ends the sweep.
+	s3 := seed(t, 30)
+	o3 := s3.opts()
+	o3.hooks.fail = func(point string) error {
+		if point == "ended" {
+			return fmt.Errorf("ending a transaction: %w", kerr.ProducerFenced)
+		}
+		return nil
+	}
+	if _, err := s3.execute(t, o3); !errors.Is(err, kerr.ProducerFenced) {
+		t.Errorf("a fence without NewProducer: %v", err)
+	}
+
+	// Fenced again and again: after three new producers the sweep ends.
+	s4 := seed(t, 30)
+	o4 := s4.opts()
+	o4.hooks.fail = o3.hooks.fail
+	o4.NewProducer = func(id string) (*kgo.Client, error) { return newClient(t, s4.c, ProducerOpts(id)...), nil }
+	if res, err := s4.execute(t, o4); !errors.Is(err, kerr.ProducerFenced) || res == nil || res.Retries != 3 {
+		t.Errorf("fenced on every commit: %v (%+v)", err, res)
+	}
+
+	// A sweep failing on what is not retriable stops at once.
+	s2 := seed(t, 30)
+	o2 := s2.opts()
+	o2.hooks.fail = func(string) error { return fmt.Errorf("producing: %w", kerr.TopicAuthorizationFailed) }
+	if res, err := s2.execute(t, o2); !errors.Is(err, kerr.TopicAuthorizationFailed) || res == nil || res.Retries != 0 {
+		t.Errorf("a non-retriable failure: %v (%+v)", err, res)
 	}
 }
