@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lease"
 	"github.com/flecht-dev/flecht/internal/metrics"
@@ -39,6 +40,8 @@ type Options struct {
 	// LeaveTimeout bounds how long shutdown waits to leave the group while
 	// a rebalance is in progress (default 5s).
 	LeaveTimeout time.Duration
+	// Health gets the poll loop's heartbeat and the group's readiness.
+	Health *health.Registry
 }
 
 // Stateless is implemented by transformers that never emit state; the
@@ -79,6 +82,8 @@ type Runner struct {
 	closed bool       // shut down: late group callbacks change nothing
 
 	leaveTimeout time.Duration
+	beat         *health.Loop      // one round polls, processes and commits
+	ready        *health.Condition // joined, every task started
 
 	wakeMu sync.Mutex
 	wake   context.CancelFunc // ends the poll in progress
@@ -117,6 +122,9 @@ func NewRunner(o Options) *Runner {
 		txnTimeout: o.TransactionTimeout, session: o.SessionTimeout, obs: o.Metrics, log: o.Log,
 		configs:      NewConfigStore(o.Stage.ConfigTopics, o.Log, o.Metrics),
 		leaveTimeout: o.LeaveTimeout,
+		// A round may take a batch's whole transaction timeout.
+		beat:  o.Health.Loop("poll_loop", o.TransactionTimeout+time.Minute),
+		ready: o.Health.Condition("group", "starting: checking topics, not joined yet"),
 	}
 }
 
@@ -182,6 +190,7 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	if r.stateful {
 		spec.Changelog = r.changelog
 	}
+	spec.Ready, spec.Progress = r.ready, r.beat
 	r.tasks = lease.NewSet(spec)
 
 	consumer, err := r.cluster.Client(
@@ -211,6 +220,7 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	// ends; only then does the loop stop.
 	work := context.WithoutCancel(ctx)
 	for {
+		r.beat.Beat()
 		if ctx.Err() != nil {
 			return nil // stopped between batches: no task starts only to be closed
 		}
