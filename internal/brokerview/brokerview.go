@@ -49,15 +49,16 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Run samples every Interval until ctx ends. A failed sample is logged (at
-// debug level: a broker away is reported by the stage itself) and the
-// gauges keep their last values until the next one succeeds.
+// Run samples every Interval until ctx ends; the first samples come after
+// 1, 2, 4, ... seconds, so a stage that just joined its group shows its
+// lag at once. A failed sample is logged (at debug level: a broker away is
+// reported by the stage itself) and the gauges keep their last values
+// until the next one succeeds.
 func Run(ctx context.Context, o Options) {
 	if o.Interval <= 0 {
 		o.Interval = DefaultInterval
 	}
-	tick := time.NewTicker(o.Interval)
-	defer tick.Stop()
+	wait := min(time.Second, o.Interval)
 	for {
 		if err := Sample(ctx, o); err != nil && ctx.Err() == nil && o.Log != nil {
 			o.Log.Debug("sampling lag and transactions from the brokers", "error", err)
@@ -65,8 +66,9 @@ func Run(ctx context.Context, o Options) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, o.Interval)
 	}
 }
 
