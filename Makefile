@@ -1,5 +1,6 @@
-# flecht's build and test entry points. `make test` needs nothing but Go;
-# `make e2e` starts a real Kafka broker (Java + Maven) and Mosquitto.
+# flecht's build and test entry points. `make test` needs Go and promtool
+# (Debian's prometheus package); `make e2e` starts a real Kafka broker
+# (Java + Maven), Mosquitto and Prometheus.
 SHELL     := /bin/bash
 GO        ?= go
 BIN       ?= bin/flecht

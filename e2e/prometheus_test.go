@@ -238,7 +238,9 @@ func TestPrometheusRulesAndDashboardOnRealStages(t *testing.T) {
 		"items": "items", "id": "id", "cursor_param": "after", "next_cursor": "next"})
 	putConfig(t, mqttCfg, "sensors", relayConfig("sensors/+/events", mqttRaw, "{topic.1}"))
 
-	listen := func(app string) string { return fmt.Sprintf("metrics: {listen: \"127.0.0.1:0\", labels: {stage: %s}}\n", app) }
+	listen := func(app string) string {
+		return fmt.Sprintf("metrics: {listen: \"127.0.0.1:0\", labels: {stage: %s}}\n", app)
+	}
 	count := writeStage(t, fmt.Sprintf("application_id: %s\nkind: transformer\ninput_topics: [%s]\ninvalid_messages: skip\ntransform: {builtin: count, output_topic: %s}\n%s",
 		countApp, countIn, countOut, listen(countApp)))
 	dlq := writeStage(t, fmt.Sprintf("application_id: %s\nkind: transformer\ninput_topics: [%s]\ninvalid_messages: dlq\ntransform: {builtin: passthrough, output_topic: %s}\n%s",

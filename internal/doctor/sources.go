@@ -19,8 +19,12 @@ func ClusterSources(cl *kgo.Client, hc *http.Client) Sources {
 		hc = &http.Client{Timeout: 10 * time.Second}
 	}
 	return Sources{
-		Status: func(ctx context.Context, req status.Request) (*status.Sample, error) { return status.Take(ctx, cl, req) },
-		Topics: func(ctx context.Context, spec lint.TopicsSpec) (*lint.TopicsReport, error) { return lint.Topics(ctx, cl, spec) },
+		Status: func(ctx context.Context, req status.Request) (*status.Sample, error) {
+			return status.Take(ctx, cl, req)
+		},
+		Topics: func(ctx context.Context, spec lint.TopicsSpec) (*lint.TopicsReport, error) {
+			return lint.Topics(ctx, cl, spec)
+		},
 		Scrape: func(ctx context.Context, u string) (*promscrape.Sample, error) { return promscrape.Scrape(ctx, hc, u) },
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			select {
