@@ -8,10 +8,13 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/doctor"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/stage/builtin"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -51,7 +54,8 @@ diagnoses it:
                     (past all of it: hanging, and read_committed readers wait)
   topics            what 'flecht lint topics' checks: the changelog compacted
                     with one partition per task, raw topics retained, config
-                    topics compacted, dead-letter topics present
+                    topics compacted, dead-letter topics present; and a
+                    stateful stage that has run has its changelog
   metrics           every --metrics-url answers
   record_size       no state or message record above 80 % of the 1 MiB
                     record ceiling (the *_max_bytes gauges)
@@ -152,6 +156,17 @@ func doctorInputs(opts *DoctorOptions) (doctor.Inputs, error) {
 		return in, usage("the application id %q differs from %s's application_id %q", app, opts.StageFile, st.ApplicationID)
 	}
 	in.Stage = st
+	if st.Kind == stagefile.KindTransformer {
+		// Only the builtin knows whether it keeps state (and so has a
+		// changelog to miss).
+		tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: noConfigs{}})
+		if err != nil {
+			return in, exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+		}
+		if s, ok := tf.(stage.Stateless); ok && s.Stateless() {
+			in.Stateless = true
+		}
+	}
 	in.MetricsURLs = dedupeStrings(opts.MetricsURLs)
 	if in.Interval, err = budget.ParseDuration(opts.Interval); err != nil || in.Interval <= 0 {
 		return in, usage("--interval %q: want a duration above 0 such as 10s", opts.Interval)
@@ -180,6 +195,12 @@ func doctorInputs(opts *DoctorOptions) (doctor.Inputs, error) {
 	}
 	return in, nil
 }
+
+// noConfigs stands in for the config store of a builtin built only to ask
+// whether it keeps state.
+type noConfigs struct{}
+
+func (noConfigs) Get(string) (attr.Config, bool) { return attr.Config{}, false }
 
 func printDoctor(h *ui.Human, r *doctor.Report) {
 	h.KV([2]string{"stage", r.ApplicationID + h.Faint(" ("+r.Kind+")")})

@@ -63,6 +63,9 @@ type Inputs struct {
 	// MinRetention is the least retention.ms of a raw topic (0: only
 	// infinite).
 	MinRetention time.Duration
+	// Stateless says the transformer keeps no state, so it has no
+	// changelog to miss.
+	Stateless bool
 }
 
 // Defaults.

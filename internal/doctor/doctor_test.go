@@ -332,3 +332,32 @@ func TestRunGathersTwoSamples(t *testing.T) {
 		t.Errorf("Kafka away: %v", err)
 	}
 }
+
+// A stateful stage that has run without its changelog has lost its state;
+// a stateless one has no changelog to lose, and one that never ran creates
+// it at its first start.
+func TestDiagnoseMissingChangelog(t *testing.T) {
+	st := stage(t, countYAML)
+	topics := func() *lint.TopicsReport {
+		r := cleanTopics()
+		r.Topics = append(r.Topics, lint.Topic{Topic: "app-changelog", Roles: []string{lint.RoleChangelog}, OK: true})
+		return r
+	}
+	m := map[string][]int32{"c0": {0, 1}}
+	ran := Observations{First: sample(t0, "Stable", m, [2]int64{5, 5}, [2]int64{5, 5}), Second: sample(t0.Add(time.Second), "Stable", m, [2]int64{5, 5}, [2]int64{5, 5}), Topics: topics()}
+	r := Diagnose(Inputs{Stage: st}, ran)
+	if f := findings(r, CheckTopics); len(f) != 1 || !strings.Contains(f[0].Message, "changelog app-changelog does not exist, but group app has run") ||
+		!strings.Contains(f[0].Command, "flecht replay -f stage.yaml --execute") {
+		t.Errorf("stateful: %+v", f)
+	}
+	if f := findings(Diagnose(Inputs{Stage: st, Stateless: true}, ran), CheckTopics); len(f) != 0 {
+		t.Errorf("stateless: %+v", f)
+	}
+	fresh := ran
+	fresh.First = &status.Sample{At: t0, Partitions: map[string][]int32{"in": {0, 1}}, Group: kafkax.Group{State: kafkax.GroupStateDead}, Transaction: status.Transactions{Supported: true}}
+	s2 := *fresh.First
+	fresh.Second = &s2
+	if f := findings(Diagnose(Inputs{Stage: st}, fresh), CheckTopics); len(f) != 0 {
+		t.Errorf("never ran: %+v", f)
+	}
+}

@@ -154,6 +154,17 @@ func (d *diagnosis) topics() {
 	for _, p := range t.Problems {
 		d.finding(CheckTopics, p.Topic, d.topicFix(p, t), "%s", p.Message)
 	}
+	// lint lets a missing changelog pass (the stage creates it at its
+	// first start); a stage that has run without one has lost its state.
+	s := d.obs.Second
+	ran := len(s.Committed) > 0 || len(s.Group.Members) > 0
+	keepsState := d.st.Kind == stagefile.KindExtractor || d.st.Kind == stagefile.KindTransformer && !d.in.Stateless
+	for _, tp := range t.Topics {
+		if slices.Contains(tp.Roles, lint.RoleChangelog) && !tp.Exists && ran && keepsState {
+			d.finding(CheckTopics, tp.Topic, "flecht replay "+d.stageFlags()+" --execute (stop the stage first; it rebuilds the state from the raw topics)",
+				"changelog %s does not exist, but group %s has run: the stage's state is gone, and its tasks restore empty stores", tp.Topic, d.st.ApplicationID)
+		}
+	}
 	d.rep.Notes = append(d.rep.Notes, t.Notes...)
 	names := make([]string, 0, len(t.Topics))
 	for _, tp := range t.Topics {
