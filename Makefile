@@ -67,9 +67,14 @@ bench:
 	  echo "bench-e2e skipped: no FLECHT_E2E_BROKERS and no java to start a broker"; \
 	fi
 
-# One run each (they time whole pipelines, not loops).
+# One run each (they time whole pipelines, not loops). The runner
+# benchmarks run Kafka Streams beside flecht (e2e/streams, built here with
+# Maven; it needs a JDK); BENCH=Runner runs only those, and each prints one
+# SUMMARY line.
+BENCH ?= .
 bench-e2e:
-	$(call with_broker,$(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/)
+	cd e2e/streams && mvn -q -B -Dstyle.color=never package
+	$(call with_broker,$(GO) test -tags e2e -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 60m ./e2e/)
 
 # Each fuzz target for a short budget; found inputs land in testdata/fuzz.
 # The budget is a count of executions, not a duration: Go 1.26's fuzz
@@ -100,4 +105,4 @@ demo:
 	$(GO) run ./cmd/flecht dev --demo
 
 clean:
-	rm -rf bin e2e/.run e2e/kafka/target
+	rm -rf bin e2e/.run e2e/kafka/target e2e/streams/target

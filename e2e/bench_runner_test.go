@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,124 +24,281 @@ import (
 	"github.com/flecht-dev/flecht/internal/kafkax"
 )
 
-// BenchmarkRunnerCount measures `flecht run` with the count builtin, exactly
-// once, on the real broker, beside the limit on the same machine in the same
-// run: the broker's own ProducerPerformance tool producing transactionally
-// with the same record size. It reports input records/s, the ratio to that
-// limit, and the peak RSS of the flecht process.
+// The runner benchmarks: flecht's count stage beside the same stage in
+// Kafka Streams (e2e/streams, built by `make bench-e2e`) on the same
+// broker in the same run, alternating, and beside the broker's own
+// transactional produce limit (ProducerPerformance). Each prints one
+// SUMMARY line with the ratios the README quotes.
 //
-//	make bench-e2e   (FLECHT_BENCH_RECORDS=n to change the 200000 records)
+//	make bench-e2e
+//	FLECHT_BENCH_RECORDS=n            input records of BenchmarkRunnerCount (400000)
+//	FLECHT_BENCH_ROUNDS=n             runs of each contender, alternating (2)
+//	FLECHT_BENCH_RESTORE_ENTRIES=n    state entries of BenchmarkRunnerRestore (300000)
+//	FLECHT_BENCH_CPUPROFILE=dir       flecht writes a CPU profile per run there
+//	FLECHT_BENCH_LOG=1                show the end of each run's output
+//	FLECHT_BENCH_FLECHT=path          time another flecht binary (an older build, say)
+
+const (
+	benchPartitions = 6
+	benchKeys       = 500
+	benchRecordSize = 100
+)
+
+// BenchmarkRunnerCount: count, exactly once, 6 partitions, 500 keys,
+// ~100-byte JSON values; records/s from process start until every input
+// offset is committed, peak RSS, and the CPU the process and the broker
+// spent per input record.
 func BenchmarkRunnerCount(b *testing.B) {
-	const (
-		partitions = 6
-		keys       = 500
-		recordSize = 100
-	)
-	records := 200_000
-	if v := os.Getenv("FLECHT_BENCH_RECORDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			b.Fatalf("FLECHT_BENCH_RECORDS=%q: want a positive count", v)
-		}
-		records = n
-	}
+	records := envInt(b, "FLECHT_BENCH_RECORDS", 400_000)
+	rounds := envInt(b, "FLECHT_BENCH_ROUNDS", 2)
+	jar := streamsJar(b)
 	b.Logf("machine: %s", machine())
+	load0 := loadAvg()
 
-	// The limit is measured before and after flecht's run and the better
-	// of the two counts: on a shared machine a single short run of the
-	// tool (JIT warm-up included) can land in a busy moment.
 	b.StopTimer()
-	before := producerPerfLimit(b, records, partitions, recordSize)
-	var rate, rss float64
 	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		rate, rss = benchRunner(b, records, partitions, keys, recordSize)
-	}
-	b.StopTimer()
-	after := producerPerfLimit(b, records, partitions, recordSize)
-	limit := max(before, after)
-
-	b.ReportMetric(rate, "records/s")
-	b.ReportMetric(limit, "limit-records/s")
-	b.ReportMetric(rate/limit, "ratio")
-	b.ReportMetric(rss/(1<<20), "peak-rss-MiB")
-	b.Logf("flecht run (count, exactly once, %d partitions, %d keys): %d records of %d B in, %.0f records/s; "+
-		"broker transactional produce limit (ProducerPerformance, 100 ms transactions, zstd): %.0f records/s (runs before/after: %.0f, %.0f); "+
-		"ratio %.2f; peak RSS of flecht %.1f MiB",
-		partitions, keys, records, recordSize, rate, limit, before, after, rate/limit, rss/(1<<20))
-}
-
-// benchRunner produces the input, then times one flecht process from its
-// start until every input is committed. It returns input records/s and
-// the process's peak RSS (VmHWM) in bytes.
-func benchRunner(b *testing.B, records, partitions, keys, size int) (float64, float64) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	cl, err := cluster().Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 10)
-	app, in, out := "bench-count-"+suffix, "bench-count-in-"+suffix, "bench-count-out-"+suffix
-	for _, topic := range []string{in, out} {
-		if err := kafkax.CreateTopic(ctx, adm, topic, int32(partitions), nil); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+		defer cancel()
+		cl := benchClient(b)
+		adm := kadm.NewClient(cl)
+		in := "bench-count-in-" + benchSuffix()
+		if err := kafkax.CreateTopic(ctx, adm, in, benchPartitions, nil); err != nil {
 			b.Fatal(err)
 		}
-	}
-	if _, err := produceInputsErr(ctx, cl, in, partitions, 0, records, keys, size); err != nil {
-		b.Fatalf("producing the input: %v", err)
-	}
+		if _, err := produceInputsErr(ctx, cl, in, benchPartitions, 0, records, benchKeys, benchRecordSize); err != nil {
+			b.Fatalf("producing the input: %v", err)
+		}
 
-	dir := b.TempDir()
-	stage := filepath.Join(dir, "stage.yaml")
-	yaml := fmt.Sprintf("application_id: %s\nkind: transformer\ninput_topics: [%s]\nmax_poll_records: 500\ntransform:\n  builtin: count\n  output_topic: %s\n", app, in, out)
-	if err := os.WriteFile(stage, []byte(yaml), 0o600); err != nil {
+		before := producerPerfLimit(b, records, benchPartitions, benchRecordSize)
+		var flecht, streams []benchRun
+		for r := range rounds {
+			flecht = append(flecht, runContender(ctx, b, cl, flechtContender(b, r), in, records))
+			flecht[r].name += fmt.Sprintf(" (round %d)", r+1)
+			streams = append(streams, runContender(ctx, b, cl, streamsContender(jar), in, records))
+			streams[r].name += fmt.Sprintf(" (round %d)", r+1)
+		}
+		after := producerPerfLimit(b, records, benchPartitions, benchRecordSize)
+		limit := max(before, after)
+
+		for _, r := range append(slices.Clone(flecht), streams...) {
+			b.Logf("%s", r)
+		}
+		fRate, sRate := medianOf(flecht, benchRun.rate), medianOf(streams, benchRun.rate)
+		fRSS, sRSS := medianOf(flecht, benchRun.rssMiB), medianOf(streams, benchRun.rssMiB)
+		b.ReportMetric(fRate, "records/s")
+		b.ReportMetric(sRate, "streams-records/s")
+		b.ReportMetric(fRate/sRate, "x-streams")
+		b.ReportMetric(fRSS/sRSS, "rss-x-streams")
+		b.ReportMetric(fRate/limit, "x-limit")
+		b.ReportMetric(fRSS, "peak-rss-MiB")
+		b.Logf("limit: ProducerPerformance, transactional, 100 ms transactions, zstd, %d B records, 6 partitions: %.0f records/s (runs before/after: %.0f, %.0f)",
+			benchRecordSize, limit, before, after)
+		b.Logf("load average before %s, after %s", load0, loadAvg())
+		b.Logf("SUMMARY count %d records, %d keys, %d partitions, medians of %d alternating runs each: flecht %.0f records/s at %.0f MiB peak RSS, "+
+			"Kafka Streams %.0f records/s at %.0f MiB; flecht/Streams throughput %.2fx (goal >= 2.0), peak RSS %.2fx (goal <= 0.5); "+
+			"flecht/transactional produce limit %.2f (goal >= 0.5); CPU per input record: flecht %.1f us + broker %.1f us, Streams %.1f us + broker %.1f us",
+			records, benchKeys, benchPartitions, rounds, fRate, fRSS, sRate, sRSS, fRate/sRate, fRSS/sRSS, fRate/limit,
+			medianOf(flecht, benchRun.cpuPerRecord), medianOf(flecht, benchRun.brokerPerRecord),
+			medianOf(streams, benchRun.cpuPerRecord), medianOf(streams, benchRun.brokerPerRecord))
+	}
+}
+
+// BenchmarkRunnerRestore: the time to restore N state entries after the
+// local state is deleted, flecht beside Kafka Streams. Each contender first
+// counts N records of N distinct keys (so its changelog holds N entries),
+// stops, loses its state directory, and starts again; the restore rate is
+// changelog records restored per second of restoring, and the time to
+// ready runs from the process start until every task is running.
+func BenchmarkRunnerRestore(b *testing.B) {
+	entries := envInt(b, "FLECHT_BENCH_RESTORE_ENTRIES", 300_000)
+	rounds := envInt(b, "FLECHT_BENCH_ROUNDS", 2)
+	jar := streamsJar(b)
+	b.Logf("machine: %s", machine())
+	load0 := loadAvg()
+	b.StopTimer()
+	for i := 0; i < b.N; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+		defer cancel()
+		cl := benchClient(b)
+		adm := kadm.NewClient(cl)
+		in := "bench-restore-in-" + benchSuffix()
+		if err := kafkax.CreateTopic(ctx, adm, in, benchPartitions, nil); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := produceInputsErr(ctx, cl, in, benchPartitions, 0, entries, entries, benchRecordSize); err != nil {
+			b.Fatalf("producing the input: %v", err)
+		}
+		var flecht, streams []restoreRun
+		for r := range rounds {
+			flecht = append(flecht, restoreContender(ctx, b, cl, flechtContender(b, r), in, entries))
+			flecht[r].name += fmt.Sprintf(" (round %d)", r+1)
+			streams = append(streams, restoreContender(ctx, b, cl, streamsContender(jar), in, entries))
+			streams[r].name += fmt.Sprintf(" (round %d)", r+1)
+		}
+		for _, r := range append(slices.Clone(flecht), streams...) {
+			b.Logf("%s", r)
+		}
+		fRate := medianOf(flecht, func(r restoreRun) float64 { return r.rate() })
+		sRate := medianOf(streams, func(r restoreRun) float64 { return r.rate() })
+		fReady := medianOf(flecht, func(r restoreRun) float64 { return r.ready.Seconds() })
+		sReady := medianOf(streams, func(r restoreRun) float64 { return r.ready.Seconds() })
+		b.ReportMetric(fRate, "restored-records/s")
+		b.ReportMetric(sRate, "streams-restored-records/s")
+		b.ReportMetric(fReady, "ready-s")
+		b.ReportMetric(sReady, "streams-ready-s")
+		b.Logf("load average before %s, after %s", load0, loadAvg())
+		b.Logf("SUMMARY restore of %d state entries over %d partitions, medians of %d alternating runs each: flecht %.0f records/s (goal >= 200000), ready %.2f s after start; "+
+			"Kafka Streams %.0f records/s, ready %.2f s after start; time to ready flecht/Streams %.2f",
+			entries, benchPartitions, rounds, fRate, fReady, sRate, sReady, fReady/sReady)
+	}
+}
+
+// contender starts one count stage process.
+type contender struct {
+	name string
+	// start runs it; stdout and stderr go to out.
+	start func(app, in, out, stateDir string, w *syncBuffer) *exec.Cmd
+	// ready reports whether every task runs, and the changelog records it
+	// restored and the time it spent restoring (as it logged them).
+	ready func(log string) (bool, int, time.Duration)
+}
+
+func flechtContender(b *testing.B, round int) contender {
+	return contender{
+		name: "flecht",
+		start: func(app, in, out, stateDir string, w *syncBuffer) *exec.Cmd {
+			stage := filepath.Join(b.TempDir(), "stage.yaml")
+			yaml := fmt.Sprintf("application_id: %s\nkind: transformer\ninput_topics: [%s]\ntransform:\n  builtin: count\n  output_topic: %s\n", app, in, out)
+			if err := os.WriteFile(stage, []byte(yaml), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			args := []string{"run", "-f", stage, "--client-id", "bench-0", "--state-dir", stateDir, "-b", brokers}
+			if dir := os.Getenv("FLECHT_BENCH_CPUPROFILE"); dir != "" {
+				path := filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", app, round))
+				args = append(args, "--cpuprofile", path)
+				b.Logf("CPU profile of %s: %s", app, path)
+			}
+			bin := flechtBin
+			if other := os.Getenv("FLECHT_BENCH_FLECHT"); other != "" {
+				bin = other
+			}
+			cmd := exec.Command(bin, args...)
+			cmd.Env = append(os.Environ(), "NO_COLOR=1", "HOME="+b.TempDir())
+			cmd.Stdout, cmd.Stderr = w, w
+			return cmd
+		},
+		ready: func(log string) (bool, int, time.Duration) {
+			m := flechtStarted.FindAllStringSubmatch(log, -1)
+			var restored int
+			var took time.Duration
+			tasks := 0
+			for _, x := range m {
+				n, _ := strconv.Atoi(x[1])
+				r, _ := strconv.Atoi(x[2])
+				d, _ := time.ParseDuration(x[3])
+				tasks += n
+				restored += r
+				took += d
+			}
+			return tasks >= benchPartitions, restored, took
+		},
+	}
+}
+
+var (
+	flechtStarted  = regexp.MustCompile(`msg="tasks started" .*tasks=(\d+) restored=(\d+) took=(\S+)`)
+	streamsRunning = regexp.MustCompile(`RESTORED records=(\d+) restore_ms=(\d+)`)
+)
+
+func streamsContender(jar string) contender {
+	return contender{
+		name: "Kafka Streams",
+		start: func(app, in, out, stateDir string, w *syncBuffer) *exec.Cmd {
+			cmd := exec.Command("java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-jar", jar, brokers, app, in, out, stateDir)
+			cmd.Stdout, cmd.Stderr = w, w
+			return cmd
+		},
+		ready: func(log string) (bool, int, time.Duration) {
+			m := streamsRunning.FindStringSubmatch(log)
+			if m == nil {
+				return false, 0, 0
+			}
+			n, _ := strconv.Atoi(m[1])
+			ms, _ := strconv.Atoi(m[2])
+			return true, n, time.Duration(ms) * time.Millisecond
+		},
+	}
+}
+
+// benchRun is one timed run of a contender.
+type benchRun struct {
+	name           string
+	records        int
+	elapsed        time.Duration
+	rss            float64 // bytes, VmHWM
+	cpu, brokerCPU time.Duration
+	brokerMeasured bool
+	loadBefore     string
+}
+
+func (r benchRun) rate() float64   { return float64(r.records) / r.elapsed.Seconds() }
+func (r benchRun) rssMiB() float64 { return r.rss / (1 << 20) }
+func (r benchRun) cpuPerRecord() float64 {
+	return float64(r.cpu.Microseconds()) / float64(r.records)
+}
+func (r benchRun) brokerPerRecord() float64 {
+	if !r.brokerMeasured {
+		return 0
+	}
+	return float64(r.brokerCPU.Microseconds()) / float64(r.records)
+}
+
+func (r benchRun) String() string {
+	broker := "broker CPU not measured (not started by this run)"
+	if r.brokerMeasured {
+		broker = fmt.Sprintf("broker CPU %.1f s (%.1f us/record)", r.brokerCPU.Seconds(), r.brokerPerRecord())
+	}
+	return fmt.Sprintf("%s: %d records in %.2f s = %.0f records/s; peak RSS %.1f MiB; CPU %.1f s (%.1f us/record); %s; load average at start %s",
+		r.name, r.records, r.elapsed.Seconds(), r.rate(), r.rssMiB(), r.cpu.Seconds(), r.cpuPerRecord(), broker, r.loadBefore)
+}
+
+// runContender runs one contender over the whole input into a fresh output
+// topic under a fresh application id, from its start until every input
+// offset is committed; then stops it and checks every input has one output.
+func runContender(ctx context.Context, b *testing.B, cl *kgo.Client, c contender, in string, records int) benchRun {
+	adm := kadm.NewClient(cl)
+	suffix := benchSuffix()
+	app, out := "bench-count-"+suffix, "bench-count-out-"+suffix
+	if err := kafkax.CreateTopic(ctx, adm, out, benchPartitions, nil); err != nil {
 		b.Fatal(err)
 	}
-	stderr := &syncBuffer{}
-	cmd := exec.Command(flechtBin, "run", "-f", stage, "--client-id", "bench-0", "--state-dir", filepath.Join(dir, "state"), "-b", brokers)
-	cmd.Env = append(os.Environ(), "NO_COLOR=1", "HOME="+dir)
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	done := make(chan error, 1)
-
-	b.StartTimer()
+	w := &syncBuffer{}
+	cmd := c.start(app, in, out, b.TempDir(), w)
+	run := benchRun{name: c.name, records: records, loadBefore: loadAvg()}
+	brokerPID := brokerPID()
+	broker0 := procCPU(brokerPID)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
+	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	defer func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
+			<-done
 		}
 	}()
-	var got int64
-	for got < int64(records) {
-		select {
-		case err := <-done:
-			b.Fatalf("flecht exited early (%v):\n%s", err, tail(stderr.String(), 30))
-		case <-ctx.Done():
-			b.Fatalf("%d of %d inputs committed when the benchmark timed out", got, records)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if c, err := committed(ctx, adm, app, in); err == nil {
-			got = c
-		}
+	waitAllCommitted(ctx, b, adm, app, in, int64(records), done, w)
+	run.elapsed = time.Since(start)
+	run.cpu = procCPU(cmd.Process.Pid)
+	if brokerPID > 0 {
+		run.brokerCPU, run.brokerMeasured = procCPU(brokerPID)-broker0, true
 	}
-	elapsed := time.Since(start)
-	b.StopTimer()
-
-	rss := vmHWM(b, cmd.Process.Pid)
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-done:
-		if err != nil {
-			b.Fatalf("flecht did not stop cleanly: %v\n%s", err, tail(stderr.String(), 30))
-		}
-	case <-time.After(time.Minute):
-		b.Fatal("flecht did not stop within a minute of SIGTERM")
+	run.rss = vmHWM(b, cmd.Process.Pid)
+	stopContender(b, cmd, done, w)
+	if os.Getenv("FLECHT_BENCH_LOG") != "" {
+		b.Logf("%s output:\n%s", c.name, tail(w.String(), 60))
 	}
 
 	// Sanity, not timed: every input produced one committed output.
@@ -149,9 +307,224 @@ func benchRunner(b *testing.B, records, partitions, keys, size int) (float64, fl
 		b.Fatal(err)
 	}
 	if res.Records != records {
-		b.Fatalf("%d outputs for %d inputs", res.Records, records)
+		b.Fatalf("%s: %d outputs for %d inputs", c.name, res.Records, records)
 	}
-	return float64(records) / elapsed.Seconds(), rss
+	return run
+}
+
+// restoreRun is one restore of a contender.
+type restoreRun struct {
+	name     string
+	restored int
+	took     time.Duration // restoring, as the contender timed it
+	ready    time.Duration // process start until every task runs
+}
+
+func (r restoreRun) rate() float64 {
+	if r.took <= 0 {
+		return 0
+	}
+	return float64(r.restored) / r.took.Seconds()
+}
+
+func (r restoreRun) String() string {
+	return fmt.Sprintf("%s restore: %d changelog records in %.2f s of restoring = %.0f records/s; ready %.2f s after the process started",
+		r.name, r.restored, r.took.Seconds(), r.rate(), r.ready.Seconds())
+}
+
+// restoreContender counts the input once (building the changelog), stops,
+// deletes the state directory and times the restart's restore.
+func restoreContender(ctx context.Context, b *testing.B, cl *kgo.Client, c contender, in string, entries int) restoreRun {
+	adm := kadm.NewClient(cl)
+	suffix := benchSuffix()
+	app, out := "bench-restore-"+suffix, "bench-restore-out-"+suffix
+	if err := kafkax.CreateTopic(ctx, adm, out, benchPartitions, nil); err != nil {
+		b.Fatal(err)
+	}
+	stateDir := filepath.Join(b.TempDir(), "state")
+	w := &syncBuffer{}
+	cmd := c.start(app, in, out, stateDir, w)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	waitAllCommitted(ctx, b, adm, app, in, int64(entries), done, w)
+	stopContender(b, cmd, done, w)
+	if err := os.RemoveAll(stateDir); err != nil {
+		b.Fatal(err)
+	}
+
+	w = &syncBuffer{}
+	cmd = c.start(app, in, out, stateDir, w)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	done = make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}()
+	run := restoreRun{name: c.name}
+	for {
+		ok, restored, took := c.ready(w.String())
+		if ok {
+			run.ready, run.restored, run.took = time.Since(start), restored, took
+			break
+		}
+		select {
+		case err := <-done:
+			b.Fatalf("%s exited before it was ready (%v):\n%s", c.name, err, tail(w.String(), 30))
+		case <-ctx.Done():
+			b.Fatalf("%s was not ready when the benchmark timed out:\n%s", c.name, tail(w.String(), 30))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	stopContender(b, cmd, done, w)
+	if run.restored < entries {
+		b.Fatalf("%s restored %d changelog records, want at least the %d entries", c.name, run.restored, entries)
+	}
+	return run
+}
+
+// waitAllCommitted waits until the group has committed n input offsets.
+func waitAllCommitted(ctx context.Context, b *testing.B, adm *kadm.Client, group, in string, n int64, done <-chan error, w *syncBuffer) {
+	var got int64
+	for got < n {
+		select {
+		case err := <-done:
+			b.Fatalf("the process exited early (%v) with %d of %d inputs committed:\n%s", err, got, n, tail(w.String(), 30))
+		case <-ctx.Done():
+			b.Fatalf("%d of %d inputs committed when the benchmark timed out", got, n)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if c, err := committed(ctx, adm, group, in); err == nil {
+			got = c
+		}
+	}
+}
+
+func stopContender(b *testing.B, cmd *exec.Cmd, done <-chan error, w *syncBuffer) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		// The JVM answers SIGTERM with 143 after its shutdown hooks ran.
+		if ee, ok := err.(*exec.ExitError); err != nil && (!ok || ee.ExitCode() != 143) {
+			b.Fatalf("%s did not stop cleanly: %v\n%s", cmd.Path, err, tail(w.String(), 30))
+		}
+	case <-time.After(2 * time.Minute):
+		b.Fatalf("%s did not stop within two minutes of SIGTERM", cmd.Path)
+	}
+}
+
+// streamsJar is the Kafka Streams count, built by `make bench-e2e`.
+func streamsJar(b *testing.B) string {
+	jar := filepath.Join(repoRoot, "e2e", "streams", "target", "streams-count.jar")
+	if _, err := os.Stat(jar); err != nil {
+		b.Fatalf("the Kafka Streams baseline is not built (%v): run make bench-e2e, or (cd e2e/streams && mvn -q -B package)", err)
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		b.Fatal("the Kafka Streams baseline needs java on PATH")
+	}
+	return jar
+}
+
+func benchClient(b *testing.B) *kgo.Client {
+	cl, err := cluster().Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cl.Close)
+	return cl
+}
+
+func benchSuffix() string { return strconv.FormatInt(time.Now().UnixNano()%1e9, 10) }
+
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive count", name, v)
+	}
+	return n
+}
+
+func medianOf[T any](runs []T, f func(T) float64) float64 {
+	vs := make([]float64, len(runs))
+	for i, r := range runs {
+		vs[i] = f(r)
+	}
+	slices.Sort(vs)
+	if len(vs) == 0 {
+		return 0
+	}
+	if len(vs)%2 == 1 {
+		return vs[len(vs)/2]
+	}
+	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+}
+
+// brokerPID is the pid of the broker e2e/kafka/broker.sh started for this
+// run, or 0 (a cluster named by FLECHT_E2E_BROKERS is not measured).
+func brokerPID() int {
+	runDir := os.Getenv("FLECHT_E2E_RUN")
+	if runDir == "" {
+		runDir = filepath.Join(repoRoot, "e2e", ".run")
+	}
+	port := envOr("FLECHT_E2E_KAFKA_PORT", "39092")
+	if _, p, ok := strings.Cut(brokers, ":"); ok && !strings.Contains(brokers, ",") {
+		port = p
+	}
+	data, err := os.ReadFile(filepath.Join(runDir, "kafka-"+port, "pid"))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || syscall.Kill(pid, 0) != nil {
+		return 0
+	}
+	return pid
+}
+
+// procCPU is the user+system CPU a live process has used so far.
+func procCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) start at ")".
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond
+}
+
+// loadAvg is the 1, 5 and 15 minute load average.
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // vmHWM reads a live process's peak resident set size in bytes.
@@ -186,7 +559,7 @@ func producerPerfLimit(b *testing.B, records, partitions, size int) float64 {
 		b.Fatal(err)
 	}
 	defer cl.Close()
-	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 10)
+	suffix := benchSuffix()
 	topic := "bench-perf-" + suffix
 	if err := kafkax.CreateTopic(ctx, kadm.NewClient(cl), topic, int32(partitions), nil); err != nil {
 		b.Fatal(err)

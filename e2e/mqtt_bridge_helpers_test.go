@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -20,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/tlsclient"
 )
 
 // Helpers for the source-stage proofs (the MQTT bridge and http-poll):
@@ -213,6 +215,7 @@ type mqttPub struct {
 	t       *testing.T
 	addr    string
 	id      string
+	tls     *tls.Config // nil: plain MQTT
 	mu      sync.Mutex
 	c       *paho.Client
 	retried map[int]bool
@@ -234,7 +237,16 @@ func newMQTTPub(t *testing.T, addr, id string) *mqttPub {
 }
 
 func (p *mqttPub) connect(ctx context.Context) error {
-	conn, err := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", p.addr)
+	var conn net.Conn
+	var err error
+	if p.tls != nil {
+		conn, err = (&tls.Dialer{NetDialer: &net.Dialer{Timeout: 2 * time.Second}, Config: p.tls}).DialContext(ctx, "tcp", p.addr)
+		if err == nil {
+			conn = tlsclient.NewConn(conn.(*tls.Conn)) // paho needs a packet's writes kept together
+		}
+	} else {
+		conn, err = (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", p.addr)
+	}
 	if err != nil {
 		return err
 	}

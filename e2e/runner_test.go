@@ -36,11 +36,13 @@ func runnerTopics(t *testing.T, partitions int32) (app, in, out string) {
 	return app, in, out
 }
 
-// Chaos: 100k keyed records through count while the process is SIGKILLed
-// at random points, restarted each time with the same client id.
+// Chaos: 400k keyed records through count while the process is SIGKILLed
+// at random points, restarted each time with the same client id. (The
+// input is sized so that a life lasts seconds: at the runner's speed since
+// commit intervals, 100k records were done before a kill could land.)
 func TestRunnerChaosKill(t *testing.T) {
 	const (
-		total      = 100_000
+		total      = 400_000
 		keys       = 500
 		partitions = 6
 		kills      = 4

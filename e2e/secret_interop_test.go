@@ -148,7 +148,7 @@ func TestSecretCLIOpensWithJose(t *testing.T) {
 	encrypt("cli-old", "api_key", `"sk-live-ü😀"`, `"sk-live-ü😀"`)
 	flecht("", "keys", "add", "--kid", "cli-new")
 	flecht("", "keys", "promote", "--kid", "cli-new")
-	encrypt("cli-new", "", `{"b": 1.50, "a": 12345678901234567890}`, `{"a":12345678901234567890,"b":1.50}`)
+	encrypt("cli-new", "", `{"b": 1.50, "a": 12345678901234567890}`, `{"a":12345678901234567890,"b":1.5}`)
 	encrypt("cli-new", "tenant/42", `["x", null, true]`, `["x",null,true]`)
 	if fi, err := os.Stat(keyringPath); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("keyring file: %v", err)

@@ -7,15 +7,17 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 )
 
 // Marshal writes a JSON-native value in the canonical wire form the Python
 // library writes (json.dumps with sort_keys, compact separators,
-// ensure_ascii=False, allow_nan=False): equal records give equal bytes in both
-// languages. Unlike encoding/json it does not escape <, >, & or U+2028, and
-// json.Number is written verbatim so big integers and 1.50 survive.
+// ensure_ascii=False, allow_nan=False) for the value Python's json.loads makes
+// of the same input: equal records give equal bytes in both languages. Unlike
+// encoding/json it does not escape <, >, & or U+2028. A json.Number is
+// written as Python writes the int or float it stands for (number.go):
+// integers exactly at any size, everything else in repr form, so 1e2 is
+// written 100.0 and 1.50 is written 1.5.
 //
 // v may be any value ANY accepts; it is normalized first.
 func Marshal(v any) ([]byte, error) {
@@ -44,7 +46,7 @@ func writeCanonical(buf *bytes.Buffer, v any) error {
 	case string:
 		writeString(buf, x)
 	case json.Number:
-		buf.WriteString(string(x))
+		return writeNumber(buf, string(x))
 	case []any:
 		buf.WriteByte('[')
 		for i, e := range x {
@@ -132,52 +134,72 @@ func writeString(buf *bytes.Buffer, s string) {
 // exponent (1.0, not 1), scientific outside 1e-4 <= |f| < 1e16. A Python
 // reader's FLOAT codec rejects an integer literal, so "1" would not do.
 func pyFloat(f float64) (string, error) {
+	var buf [32]byte
+	b, err := appendPyFloat(buf[:0], f)
+	return string(b), err
+}
+
+// appendPyFloat appends pyFloat's form of f to dst.
+func appendPyFloat(dst []byte, f float64) ([]byte, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return "", fmt.Errorf("%v is not representable in JSON", f)
+		return dst, fmt.Errorf("%v is not representable in JSON", f)
 	}
 	if f == 0 {
 		if math.Signbit(f) {
-			return "-0.0", nil
+			return append(dst, "-0.0"...), nil
 		}
-		return "0.0", nil
+		return append(dst, "0.0"...), nil
 	}
-	s := strconv.FormatFloat(f, 'e', -1, 64) // [-]d[.ddd]e±XX
-	mant, expText, _ := strings.Cut(s, "e")
-	exp, _ := strconv.Atoi(expText)
-	sign := ""
-	if mant[0] == '-' {
-		sign, mant = "-", mant[1:]
+	if f < 0 {
+		dst = append(dst, '-')
+		f = -f
 	}
-	digits := strings.Replace(mant, ".", "", 1)
-	var b strings.Builder
-	b.WriteString(sign)
+	// [d][.ddd]e±XX: the shortest digits that read back as f.
+	var sci [32]byte
+	e := strconv.AppendFloat(sci[:0], f, 'e', -1, 64)
+	at := bytes.IndexByte(e, 'e')
+	exp, _ := strconv.Atoi(string(e[at+1:]))
+	var digits [24]byte
+	d := append(digits[:0], e[0])
+	if at > 1 {
+		d = append(d, e[2:at]...) // skip the point
+	}
 	switch {
 	case exp >= 16 || exp < -4:
-		b.WriteString(digits[:1])
-		if len(digits) > 1 {
-			b.WriteString(".")
-			b.WriteString(digits[1:])
+		dst = append(dst, d[0])
+		if len(d) > 1 {
+			dst = append(dst, '.')
+			dst = append(dst, d[1:]...)
 		}
+		dst = append(dst, 'e')
 		if exp < 0 {
-			fmt.Fprintf(&b, "e-%02d", -exp)
+			dst, exp = append(dst, '-'), -exp
 		} else {
-			fmt.Fprintf(&b, "e+%02d", exp)
+			dst = append(dst, '+')
 		}
+		if exp < 10 {
+			dst = append(dst, '0')
+		}
+		dst = strconv.AppendInt(dst, int64(exp), 10)
 	case exp >= 0:
 		intLen := exp + 1
-		if len(digits) <= intLen {
-			b.WriteString(digits)
-			b.WriteString(strings.Repeat("0", intLen-len(digits)))
-			b.WriteString(".0")
+		if len(d) <= intLen {
+			dst = append(dst, d...)
+			for range intLen - len(d) {
+				dst = append(dst, '0')
+			}
+			dst = append(dst, ".0"...)
 		} else {
-			b.WriteString(digits[:intLen])
-			b.WriteString(".")
-			b.WriteString(digits[intLen:])
+			dst = append(dst, d[:intLen]...)
+			dst = append(dst, '.')
+			dst = append(dst, d[intLen:]...)
 		}
 	default:
-		b.WriteString("0.")
-		b.WriteString(strings.Repeat("0", -exp-1))
-		b.WriteString(digits)
+		dst = append(dst, "0."...)
+		for range -exp - 1 {
+			dst = append(dst, '0')
+		}
+		dst = append(dst, d...)
 	}
-	return b.String(), nil
+	return dst, nil
 }

@@ -3,6 +3,7 @@ package attr
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -59,25 +60,31 @@ func TestMarshalIsPythonCanonical(t *testing.T) {
 	}
 }
 
-func TestMarshalKeepsNumberText(t *testing.T) {
-	got, err := Marshal(map[string]any{"big": json.Number("12345678901234567890"), "p": json.Number("1.50")})
+func TestMarshalWritesNumbersAsPython(t *testing.T) {
+	got, err := Marshal(map[string]any{
+		"big": json.Number("12345678901234567890"), "p": json.Number("1.50"),
+		"e": json.Number("2.5E-3"), "z": json.Number("-0"), "nz": json.Number("-0.0"),
+		"i": json.Number("1e16"),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != `{"big":12345678901234567890,"p":1.50}` {
+	if string(got) != `{"big":12345678901234567890,"e":0.0025,"i":1e+16,"nz":-0.0,"p":1.5,"z":0}` {
 		t.Errorf("got %s", got)
 	}
 }
 
 func TestMarshalRejectsWhatJSONCannotHold(t *testing.T) {
 	for name, v := range map[string]any{
-		"bad number": json.Number("0x10"),
-		"bytes":      []byte("x"),
-		"NaN":        math.NaN(),
-		"struct":     struct{}{},
-		"func":       func() {},
-		"int keys":   map[int]string{1: "a"},
-		"bad utf8":   string([]byte{0xff}),
+		"bad number":  json.Number("0x10"),
+		"bytes":       []byte("x"),
+		"NaN":         math.NaN(),
+		"struct":      struct{}{},
+		"func":        func() {},
+		"int keys":    map[int]string{1: "a"},
+		"bad utf8":    string([]byte{0xff}),
+		"inf literal": json.Number("1e400"),
+		"long int":    json.Number(strings.Repeat("9", 4301)),
 	} {
 		if _, err := Marshal(v); err == nil {
 			t.Errorf("%s: Marshal accepted it", name)

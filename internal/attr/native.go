@@ -45,6 +45,9 @@ func normalizeDepth(v any, depth int) (any, error) {
 		if !validNumber(string(x)) {
 			return nil, fmt.Errorf("json.Number %q is not a JSON number", string(x))
 		}
+		if err := checkNumber(string(x)); err != nil {
+			return nil, err
+		}
 		return x, nil
 	case json.RawMessage:
 		w, err := decodeJSONValue(x)

@@ -127,7 +127,10 @@ func fieldSpan(raw []byte, path []string) (int, int, error) {
 }
 
 // rawObjectStart validates raw as strictly as DecodeObject does, without
-// building a map, and returns the offset of its '{'.
+// building a map, and returns the offset of its '{'. Numbers are the one
+// exception: a number that DecodeObject refuses because it could not be
+// written back (1E400) is still valid JSON, and the tools working on raw
+// bytes never write it anew, they keep it byte for byte.
 func rawObjectStart(raw []byte) (int, error) {
 	if !utf8.Valid(raw) || !json.Valid(raw) || loneSurrogate(raw) >= 0 {
 		_, err := decodeJSONValue(raw) // the slow path only for the message

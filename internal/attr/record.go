@@ -80,8 +80,9 @@ func (r Record) Bytes() ([]byte, error) {
 // encoding/json re-escapes <, > and & in the result; use Bytes for the wire.
 func (r Record) MarshalJSON() ([]byte, error) { return r.Bytes() }
 
-// Equal reports whether two records hold the same JSON value. Numbers compare
-// by their text, as on the wire (1.5 and 1.50 differ).
+// Equal reports whether two records write the same bytes (Bytes). Numbers
+// compare as they are written: 1.5 and 1.50 are equal, 1 and 1.0 are not
+// (an int and a float to a Python reader).
 func (r Record) Equal(o Reader) bool {
 	a, errA := r.Bytes()
 	b, errB := o.record().Bytes()

@@ -95,7 +95,7 @@ func TestWithIsCopyWithOverrides(t *testing.T) {
 		t.Errorf("override lost: %v", v)
 	}
 	b, _ := next.Bytes()
-	if string(b) != `{"count":2,"device":"b","raw_passthrough":{"x":1.50}}` {
+	if string(b) != `{"count":2,"device":"b","raw_passthrough":{"x":1.5}}` {
 		t.Errorf("carried members changed: %s", b)
 	}
 	// A failing field leaves no partial result.

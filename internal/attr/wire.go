@@ -57,10 +57,24 @@ func DecodeObject(value []byte) (obj map[string]any, tombstone bool, err error) 
 	return m, false, nil
 }
 
+// IsStoreTombstone reports whether a value deletes its key from a store
+// view: a config topic's table or a changelog's state. Besides a real
+// tombstone (null) that is an empty value and exactly {} (an empty record's
+// bytes), as in the Python library, because the tools operators edit config
+// topics with often cannot produce a null. Only a null lets compaction
+// remove the key from the topic, so flecht itself writes null to delete.
+// A data topic's record is a tombstone only when null (DecodeObject).
+func IsStoreTombstone(value []byte) bool {
+	return len(value) == 0 || string(value) == "{}"
+}
+
 // decodeJSONValue parses exactly one JSON value into JSON-native form with
 // numbers kept as json.Number. It is strict where encoding/json is lenient:
 // invalid UTF-8 and lone surrogate escapes are errors instead of silently
-// becoming U+FFFD, and trailing data is an error.
+// becoming U+FFFD, and trailing data is an error. It also refuses what
+// decodes but can never be written back in the canonical form (a lone
+// surrogate, a number beyond float64, an integer over 4300 digits; see
+// number.go): Python decodes those and then fails when it writes them.
 func decodeJSONValue(b []byte) (any, error) {
 	if s, ok := simpleString(b); ok {
 		return s, nil // the common encrypted payload, without a Decoder
@@ -79,6 +93,9 @@ func decodeJSONValue(b []byte) (any, error) {
 	}
 	if off := loneSurrogate(b); off >= 0 {
 		return nil, &DecodeError{Part: "value", Reason: fmt.Sprintf("lone UTF-16 surrogate escape at offset %d", off)}
+	}
+	if off, err := numberProblem(b); off >= 0 {
+		return nil, &DecodeError{Part: "value", Reason: fmt.Sprintf("number at offset %d cannot be written back", off), Err: err}
 	}
 	return v, nil
 }

@@ -1,6 +1,7 @@
 package attr
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -73,15 +74,24 @@ func TestDecodeObject(t *testing.T) {
 	}
 }
 
-func TestDecodeKeepsNumbersVerbatim(t *testing.T) {
+// A record keeps each number's wire text while it is read (no digit of a
+// big integer is lost), and writes it as Python writes the value
+// json.loads made of it.
+func TestDecodeKeepsNumberTextAndWritesPythonForm(t *testing.T) {
 	in := `{"big":12345678901234567890,"p":1.50,"e":1E+2,"neg":-0}`
 	ev, tomb, err := Decode[Event]([]byte(in))
 	if err != nil || tomb {
 		t.Fatal(err)
 	}
+	if v, _ := ev.RawValue("p"); v != json.Number("1.50") {
+		t.Errorf("p reads as %#v, want the wire text 1.50", v)
+	}
+	if v, _ := ev.RawValue("big"); v != json.Number("12345678901234567890") {
+		t.Errorf("big reads as %#v", v)
+	}
 	b, _ := ev.Bytes()
-	if string(b) != `{"big":12345678901234567890,"e":1E+2,"neg":-0,"p":1.50}` {
-		t.Errorf("numbers changed: %s", b)
+	if string(b) != `{"big":12345678901234567890,"e":100.0,"neg":0,"p":1.5}` {
+		t.Errorf("written as %s", b)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/flecht-dev/flecht/internal/profile"
+	"github.com/flecht-dev/flecht/internal/tlsclient"
 )
 
 // Which end of an overflowing queue a broker keeps.
@@ -47,10 +49,14 @@ type ProbeOptions struct {
 	// to outlive the publishing.
 	SessionExpiry time.Duration
 	// Settle is the pause after going offline, so the broker has taken the
-	// disconnect before the first message arrives.
+	// disconnect before the first message arrives, and again after
+	// publishing, so it has queued the last one before the reconnect.
 	Settle time.Duration
 	// TLS configures mqtts:// (nil: system roots, server name from the URL).
 	TLS *tls.Config
+	// TLSPeer says where the TLS settings are made, for the errors of a
+	// failed handshake.
+	TLSPeer tlsclient.Peer
 	// Step is called as the probe moves on (for a progress line); may be nil.
 	Step func(step string)
 }
@@ -246,6 +252,10 @@ func Probe(ctx context.Context, o ProbeOptions) (*ProbeResult, error) {
 	clientID, topic := "flecht-probe-"+id, "flecht/probe/"+id
 	expiry := uint32(o.SessionExpiry / time.Second)
 
+	peer := o.TLSPeer
+	if peer.Name == "" {
+		peer.Name = "the MQTT broker"
+	}
 	dial := func(ctx context.Context) (net.Conn, error) {
 		d := &net.Dialer{Timeout: 10 * time.Second}
 		if !useTLS {
@@ -253,12 +263,23 @@ func Probe(ctx context.Context, o ProbeOptions) (*ProbeResult, error) {
 		}
 		cfg := o.TLS
 		if cfg == nil {
-			cfg = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+			cfg = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
-		return (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, "tcp", addr)
+		if cfg.ServerName == "" {
+			cfg = cfg.Clone()
+			cfg.ServerName = host
+		}
+		conn, err := (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, tlsclient.ExplainHandshake(err, peer)
+		}
+		return tlsclient.NewConn(conn.(*tls.Conn)), nil
 	}
 	connect := func(ctx context.Context, id string, clean bool, expiry uint32, onMsg func(*paho.Publish)) (*paho.Client, *paho.Connack, error) {
 		conn, err := dial(ctx)
+		if _, ok := errors.AsType[*tlsclient.Error](err); ok {
+			return nil, nil, fmt.Errorf("MQTT broker at %s: %w", addr, err)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("cannot reach the MQTT broker at %s: %w", addr, err)
 		}
@@ -282,6 +303,11 @@ func Probe(ctx context.Context, o ProbeOptions) (*ProbeResult, error) {
 		if err != nil {
 			if ca != nil {
 				return nil, nil, fmt.Errorf("MQTT broker at %s refused the connection: reason %d %s", addr, ca.ReasonCode, reasonString(ca))
+			}
+			if useTLS {
+				err = tlsclient.Explain(err, peer)
+			} else {
+				err = profile.ExplainPlainMQTT(err)
 			}
 			return nil, nil, fmt.Errorf("connecting to the MQTT broker at %s: %w", addr, err)
 		}
@@ -328,6 +354,17 @@ func Probe(ctx context.Context, o ProbeOptions) (*ProbeResult, error) {
 	step(fmt.Sprintf("publishing %s messages to the offline session", FormatCount(int64(o.Count))))
 	if err := publishNumbered(ctx, connect, clientID+"-pub", topic, o.Count, o.QoS, o.PayloadSize); err != nil {
 		return nil, err
+	}
+
+	// Settle again before reconnecting: a broker may acknowledge a publish
+	// before it has queued it for the offline session (mochi-mqtt does, the
+	// embedded broker of flecht dev), and a reconnect that overtakes the
+	// last enqueue loses it to the session takeover: the count would show
+	// a drop that the broker's queue never made.
+	select {
+	case <-time.After(o.Settle):
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 
 	step("reconnecting and counting")

@@ -105,7 +105,7 @@ func TestProbeEmbeddedBroker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var steps []string
-	r, err := Probe(ctx, ProbeOptions{URL: "mqtt://" + env.MQTTAddr(), Count: 200, QoS: 1, Quiet: 3 * time.Second, Step: func(s string) { steps = append(steps, s) }})
+	r, err := Probe(ctx, ProbeOptions{URL: "mqtt://" + env.MQTTAddr(), Count: 200, QoS: 1, Quiet: 3 * time.Second, Settle: time.Second, Step: func(s string) { steps = append(steps, s) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestProbeEmbeddedBroker(t *testing.T) {
 	// The quiet time is the probe's only end signal: on a machine loaded by
 	// the race detector and parallel packages, 500 ms between two messages
 	// happened, and the last one was counted as dropped.
-	r, err = Probe(ctx, ProbeOptions{URL: "mqtt://" + env.MQTTAddr(), Count: 50, QoS: 1, PayloadSize: 2048, Quiet: 3 * time.Second})
+	r, err = Probe(ctx, ProbeOptions{URL: "mqtt://" + env.MQTTAddr(), Count: 50, QoS: 1, PayloadSize: 2048, Quiet: 3 * time.Second, Settle: time.Second})
 	if err != nil || r.Received != 50 || r.PayloadSize != 2048 {
 		t.Errorf("padded: %+v %v", r, err)
 	}

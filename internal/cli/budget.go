@@ -13,6 +13,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -559,27 +560,22 @@ type BudgetProbeOptions struct {
 	URL         string
 	Username    string
 	PasswordEnv string
-	Count       int
-	QoS         int
-	PayloadSize string
-	Quiet       string
-	// ProfileMQTT returns the profile's MQTT settings when --mqtt is not
-	// given (nil when the profile has none).
-	ProfileMQTT func() (url, username, password string, err error)
-	Probe       func(ctx context.Context, o budget.ProbeOptions) (*budget.ProbeResult, error)
+	// CAFile, CertFile and KeyFile are --mqtt-ca-file, --mqtt-cert-file
+	// and --mqtt-key-file.
+	CAFile, CertFile, KeyFile string
+	Count                     int
+	QoS                       int
+	PayloadSize               string
+	Quiet                     string
+	// Resolve gives the profile in use, for the MQTT settings no flag or
+	// environment variable gives.
+	Resolve func() (*profile.Resolved, error)
+	Probe   func(ctx context.Context, o budget.ProbeOptions) (*budget.ProbeResult, error)
 }
 
 // NewCmdBudgetProbe builds `flecht budget probe`.
 func NewCmdBudgetProbe(f *Factory, runF func(*BudgetProbeOptions) error) *cobra.Command {
-	opts := &BudgetProbeOptions{IO: f.IO, Printer: f.Printer, Getenv: f.Getenv, Probe: budget.Probe}
-	opts.ProfileMQTT = func() (string, string, string, error) {
-		r, err := f.Resolve()
-		if err != nil || r.MQTT == nil {
-			return "", "", "", err
-		}
-		pw, err := r.MQTT.Password.Resolve(f.Getenv)
-		return r.MQTT.URL, r.MQTT.Username, pw, err
-	}
+	opts := &BudgetProbeOptions{IO: f.IO, Printer: f.Printer, Getenv: f.Getenv, Probe: budget.Probe, Resolve: f.Resolve}
 	cmd := &cobra.Command{
 		Use:   "probe",
 		Short: "Measure an MQTT broker's per-session queue limit and which end it keeps",
@@ -600,10 +596,15 @@ bytes (Mosquitto max_queued_bytes) holds many more of those than of real
 messages: give --payload-size with your typical message size, and the
 limit found is in messages of that size.
 
-The broker comes from --mqtt, else from the profile's mqtt.url (with its
-username and password).`,
+The broker comes from --mqtt, FLECHT_MQTT_URL, else the profile's mqtt.url
+(with its username and password). An mqtts:// broker is always verified:
+against the system roots, or the private CA of --mqtt-ca-file
+(FLECHT_MQTT_CA_FILE, the profile's mqtt.tls.ca_file); --mqtt-cert-file and
+--mqtt-key-file (FLECHT_MQTT_CERT_FILE, FLECHT_MQTT_KEY_FILE, the profile's
+mqtt.tls) present a client certificate for mutual TLS.`,
 		Example: `  flecht budget probe --mqtt mqtt://127.0.0.1:1883
   flecht budget probe --mqtt mqtts://127.0.0.1:8883 --username probe --password-env MQTT_PASSWORD --count 20000 -o json
+  flecht budget probe --mqtt mqtts://mqtt.internal:8883 --mqtt-ca-file ca.pem --mqtt-cert-file probe.pem --mqtt-key-file probe.key
   flecht budget probe --mqtt mqtt://127.0.0.1:1883 --payload-size 1KiB`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -614,9 +615,10 @@ username and password).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.URL, "mqtt", "", "MQTT broker URL: mqtt://host:port or mqtts://host:port (default: the profile's)")
+	fl.StringVar(&opts.URL, "mqtt", "", "MQTT broker URL: mqtt://host:port or mqtts://host:port (env FLECHT_MQTT_URL; default: the profile's)")
 	fl.StringVar(&opts.Username, "username", "", "MQTT username")
 	fl.StringVar(&opts.PasswordEnv, "password-env", "", "environment variable holding the MQTT password")
+	addMQTTTLSFlags(cmd, &opts.CAFile, &opts.CertFile, &opts.KeyFile)
 	fl.IntVar(&opts.Count, "count", 2000, "messages to publish to the offline session (more than the queue holds)")
 	fl.IntVar(&opts.QoS, "qos", 1, "QoS of the subscription and the messages (0, 1 or 2)")
 	fl.StringVar(&opts.PayloadSize, "payload-size", "", "pad each message to this size (e.g. 1KiB) to probe a queue limited by max_queued_bytes (default: the number alone, a few bytes)")
@@ -649,24 +651,31 @@ func runBudgetProbe(ctx context.Context, opts *BudgetProbeOptions) error {
 			return usage("--password-env %s: the variable is empty or unset", opts.PasswordEnv)
 		}
 	}
-	if po.URL == "" && opts.ProfileMQTT != nil {
-		u, user, pw, err := opts.ProfileMQTT()
-		if err != nil {
-			return err
-		}
-		po.URL = u
+	r, err := opts.Resolve()
+	if err != nil {
+		return err
+	}
+	conn := profile.ResolveMQTT("", profile.MQTTFlags("--mqtt", opts.URL, opts.CAFile, opts.CertFile, opts.KeyFile), profile.MQTTEnv(opts.Getenv), r.MQTTProfile())
+	if conn.URL == "" {
+		return usage("give --mqtt URL (or set %s, or mqtt.url in the profile)", profile.EnvMQTTURL)
+	}
+	if err := conn.Err(); err != nil {
+		return exitcode.UsageError(err)
+	}
+	if po.TLS, err = conn.TLSConfig(); err != nil {
+		return exitcode.UsageError(err)
+	}
+	po.URL, po.TLSPeer = conn.URL, conn.Peer()
+	if m := r.MQTT; m != nil && conn.URLSource == profile.SourceProfile {
+		// The profile's login goes with the profile's broker.
 		if po.Username == "" {
-			po.Username = user
+			po.Username = m.Username
 		}
 		if po.Password == "" {
-			po.Password = pw
+			if po.Password, err = m.Password.Resolve(opts.Getenv); err != nil {
+				return err
+			}
 		}
-	}
-	if po.URL == "" {
-		return usage("give --mqtt URL (or set mqtt.url in the profile)")
-	}
-	if _, _, _, err := budget.ParseMQTTURL(po.URL); err != nil {
-		return exitcode.UsageError(err)
 	}
 	if opts.IO.IsStderrTTY() {
 		po.Step = func(s string) { fmt.Fprintf(opts.IO.ErrOut, "\r%s…\x1b[K", s) }

@@ -26,6 +26,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/logx/logxtest"
+	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -364,11 +365,116 @@ func TestDeployFilesNameOnlyExportedSeries(t *testing.T) {
 	}
 }
 
+// catalogFamily maps a series name to its metric catalog row: the family's
+// own name, or a histogram's _bucket, _sum or _count.
+func catalogFamily(name string) (metrics.Family, bool) {
+	base, ok := strings.CutPrefix(name, "flechtwerk_")
+	if !ok {
+		return metrics.Family{}, false
+	}
+	if row, ok := metrics.Lookup(base); ok {
+		return row, true
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if b, ok := strings.CutSuffix(base, suffix); ok {
+			if row, ok := metrics.Lookup(b); ok && row.Type == metrics.Histogram {
+				return row, true
+			}
+		}
+	}
+	return metrics.Family{}, false
+}
+
+var (
+	selector = regexp.MustCompile(`\b(flechtwerk_[a-z0-9_]+)\s*\{([^}]*)\}`)
+	matcher  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"`)
+	plainAlt = regexp.MustCompile(`^[a-z_]+(\|[a-z_]+)*$`)
+)
+
+// catalogProblems holds one expression to the metric catalog: every
+// flechtwerk_ series it names is a catalog family (a histogram's series
+// only of a histogram), every label it matches on is the family's, the
+// scrape's (job, instance) or a bucket's le, and every value it asks a
+// label of a fixed set for (outcome, reason) is one the catalog lists.
+func catalogProblems(expr string) []string {
+	var out []string
+	for _, n := range metricNames.FindAllString(expr, -1) {
+		if strings.HasPrefix(n, "flecht:") {
+			continue
+		}
+		if _, ok := catalogFamily(n); !ok {
+			out = append(out, fmt.Sprintf("%s is no family of the metric catalog", n))
+		}
+	}
+	for _, sel := range selector.FindAllStringSubmatch(expr, -1) {
+		row, ok := catalogFamily(sel[1])
+		if !ok {
+			continue // said above
+		}
+		for _, m := range matcher.FindAllStringSubmatch(sel[2], -1) {
+			label, op, value := m[1], m[2], m[3]
+			switch {
+			case label == "job" || label == "instance":
+			case label == "le" && strings.HasSuffix(sel[1], "_bucket"):
+			case !slices.Contains(row.Labels, label):
+				out = append(out, fmt.Sprintf("%s has no label %s (catalog: %v)", sel[1], label, row.Labels))
+			case row.Values[label] != nil && (op == "=" || op == "=~" && plainAlt.MatchString(value)):
+				for _, v := range strings.Split(value, "|") {
+					if !slices.Contains(row.Values[label], v) {
+						out = append(out, fmt.Sprintf("%s{%s%s%q}: %q is none of the catalog's values %v", sel[1], label, op, value, v, row.Values[label]))
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Every series the alert rules and the dashboard name is a family of the
+// metric catalog, with its labels and label values: the catalog is what
+// the observer exports (internal/metrics checks that), so a rule cannot
+// ask for a family, label or value that no stage will ever have, even one
+// the live scrape of TestDeployFilesNameOnlyExportedSeries happens to
+// lack.
+func TestDeployFilesNameCatalogSeries(t *testing.T) {
+	var exprs []string
+	for _, g := range loadRules(t).Groups {
+		for _, r := range g.Rules {
+			exprs = append(exprs, r.Expr)
+		}
+	}
+	exprs = append(exprs, dashboardExprs(t)...)
+	matched := 0
+	for _, e := range exprs {
+		for _, p := range catalogProblems(e) {
+			t.Errorf("%s (in %q)", p, e)
+		}
+		matched += len(selector.FindAllString(e, -1))
+	}
+	if matched < 20 {
+		t.Fatalf("only %d selectors with matchers in the deploy files", matched)
+	}
+	// The check itself catches what it is for.
+	for expr, want := range map[string]string{
+		`rate(flechtwerk_messages_invalid_total{outcome="skip"}[5m])`:             `"skip" is none of the catalog's values`,
+		`flechtwerk_messages_invalid_total{outcome=~"skipped|dlq"}`:               `"dlq" is none of the catalog's values`,
+		`flechtwerk_mqtt_messages_dropped_total{reason="poison",partition="0"}`:   "has no label partition",
+		`flechtwerk_batch_size_total`:                                             "no family of the metric catalog",
+		`flechtwerk_consumer_lag_bucket{le="1"}`:                                  "no family of the metric catalog",
+		`sum by (topic) (flechtwerk_consumer_lag{job=~"$job",instance=~"$inst"})`: "",
+	} {
+		got := strings.Join(catalogProblems(expr), "; ")
+		if (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("catalogProblems(%q) = %q, want %q", expr, got, want)
+		}
+	}
+}
+
 // The probes of real running stages, one of each kind: alive and ready,
 // with JSON that names their checks.
 func TestRunServesProbesOfEveryStageKind(t *testing.T) {
 	s := startLiveStages(t)
-	want := map[string][]string{"refine": {"poll_loop"}, "ingest": {"cycle_loop"}, "bridge": {"mqtt_connection", "relay_loop"}}
+	want := map[string][]string{"refine": {"poll_loop", "tasks"}, "ingest": {"cycle_loop"}, "bridge": {"mqtt_connection", "relay_loop"}}
 	for app, loops := range want {
 		s.wait(app+" ready", func() bool { code, _ := s.get(app, health.ReadinessPath); return code == 200 })
 		code, body := s.get(app, health.LivenessPath)

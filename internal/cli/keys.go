@@ -6,7 +6,9 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -21,77 +23,220 @@ const EnvKeyring = "FLECHT_KEYRING"
 
 var errNoKeyringPath = errors.New("no keyring file: give --keyring FILE or set " + EnvKeyring)
 
-const keysLong = `Manage a keyring file: the JWK Set of AES-256 keys that encrypts and
-decrypts flenc:jwe: secret tokens, the same file the Python Flechtwerk library
-and any JOSE library load:
+const keysLong = `Manage a keyring file: the JWK Set that Flechtwerk 0.17, flechtctl 0.17 and
+flecht all load. It holds keys of three kinds, one kind per kid:
 
-  {"keys": [{"kty": "oct", "kid": "prod-2026-01", "k": "<43 chars of base64url>"}, ...],
-   "primary": "prod-2026-01"}
+  oct       a 32-byte AES-256 key: seals and opens dir + A256GCM tokens
+  x25519    a recipient: its public half seals ECDH-ES+A256KW tokens, its
+            private half opens them (a copy without it is seal-only)
+  ed25519   a signer: its private half signs flsig:jws: values, its public
+            half verifies them
 
-New tokens are sealed with the primary key; a token is opened with the key
-its kid names, so old keys stay until nothing is sealed with them any more.
-The file is written atomically (a temporary file in the same directory,
-fsync, rename) with mode 0600, and a file that group or others may read is
-reported with a warning. Temporary files that an interrupted write left
-beside it (.FILE.tmp-*, .FILE.init-*: whole keyrings, key bytes included)
-are removed once they are a minute old (-v logs it). No command prints key
-bytes.
+A key may be bound to the scopes it serves (flenc_scopes); X25519 and
+Ed25519 keys must be. Three kinds of role say which key does what:
+
+  primary           the sealing key of every value (an oct or x25519 key)
+  primary-for:S     the sealing key of scope S (flenc_primaries), instead
+  signing-for:S     the key that signs scope S (flenc_signing; ed25519)
+
+  {"keys": [{"kty": "oct", "kid": "a", "k": "…"},
+            {"kty": "OKP", "crv": "X25519", "kid": "r", "x": "…", "d": "…", "flenc_scopes": ["api"]}],
+   "primary": "a", "flenc_primaries": {"api": "r"}}
+
+The verbs:
+  init        create the file with one key, its primary (never overwrites)
+  add         add a fresh key of any kind, with roles if asked
+  promote     make a key the primary, or the sealing key of one scope
+  signing     make an ed25519 key the signing key of one scope
+  remove      remove a key no role names (and, with topics, no token uses)
+  list        every key: kind, halves, scopes, roles, a broken pair
+  export      print the public half of an x25519 or ed25519 key as a JWK
+  import      add one JWK (an export, or a key from elsewhere)
+  protect     password-protect the file in place
+  unprotect   write it plain again (in place, or a plain copy with --out)
+  check       check that every reader has loaded a key (metrics)
+  rotate-plan the rotation runbook with each step's live status
 
 Rotation is reader-first:
   1. keys add --kid NEW       on a copy, then roll the file out to every reader
                               ('keys check --kid NEW' confirms they loaded it)
-  2. keys promote --kid NEW   then roll it out to the writers: new tokens use NEW
-  3. re-encrypt the stored tokens under NEW ('secrets reencrypt --execute')
+  2. keys promote --kid NEW   (or --scope S for one scope's key) and roll it
+                              out to the writers: new tokens use NEW (an
+                              ed25519 NEW: 'keys signing --kid NEW --scope S')
+  3. re-encrypt the stored tokens under NEW ('secrets reencrypt --execute';
+                              with --resign it signs them again for a new signer)
   4. verify by a scan that no token names OLD any more ('secrets scan')
   5. keys remove --kid OLD    and roll the file out again (with --topics and
-                              --field it refuses while a token names OLD)
-'keys rotate-plan --kid NEW' shows these steps with their live status.
+                              --field it refuses while a value names OLD)
+'keys rotate-plan --kid NEW [--scope S]' shows these steps with their status,
+for a sealing key and for a signer.
 
-A new KID (init, add) must be printable text, without control characters
-or surrounding whitespace, of at most 128 bytes, so that it shows in one
-piece in tables, logs and metric labels; a keyring written elsewhere may
-hold any non-empty kid and still loads.
+Every verb that changes the file holds an advisory lock (.FILE.lock beside
+it) from reading the keyring to writing it, so two at once cannot lose a
+change; a lock older than 10 seconds was left by a killed command and is
+broken with a warning. The file is written atomically (a temporary file in
+the same directory, fsync, rename) with mode 0600, unknown members are kept,
+and a file that group or others may read is reported with a warning.
+Temporary files an interrupted write left beside it are removed once a
+minute old (-v logs it). Each change is printed (-o json: "changes"); no
+verb prints key bytes.
 
-add, promote and remove hold an advisory lock (.FILE.lock beside the file)
-from reading the keyring to writing it, so two of them at once cannot lose
-a change; a lock older than 10 seconds was left by a killed command and is
-broken with a warning.
+A password-protected keyring (an encrypted JWK Set, PBES2-HS512+A256KW)
+opens with --password-file FILE or ` + EnvKeyringPasswordFile + `, or a prompt
+on a terminal, and every edit writes it back protected with the same
+password. Passwords are at least 14 bytes; one trailing newline of a
+password file is ignored.
+
+A new KID or scope name must be printable text, without control
+characters or surrounding whitespace, of at most 128 bytes, so that it shows
+in one piece in tables, logs and metric labels; a keyring written elsewhere
+may hold any non-empty kid and still loads.
+
+Exit codes: 0 done (or nothing to change), 1 failure (a missing file or
+kid, a wrong password), 2 usage (a bad name, a kind that cannot take the
+role asked), 3 refused for safety (an existing file, a duplicate kid, a kid
+a role or a stored value still needs).
 
 The keyring file comes from --keyring or ` + EnvKeyring + `.`
 
-// KeysOptions are the inputs of `flecht keys init|add|promote|remove|list`.
+// KeysOptions are the inputs of the `flecht keys` verbs that read or edit
+// the keyring file. Each verb reads the fields it documents.
 type KeysOptions struct {
 	IO      *ui.IOStreams
 	Printer func() *ui.Printer
 	Logger  func() *slog.Logger // notes of the file operations (-v shows the debug ones)
 	Keyring string              // the keyring file: --keyring, else FLECHT_KEYRING
-	Kid     string              // the key operated on (not for list)
+	// PasswordFile opens a password-protected keyring, and is the password
+	// protect, init --protect and import --protect write with:
+	// --password-file, else FLECHT_KEYRING_PASSWORD_FILE (else a prompt on
+	// a terminal).
+	PasswordFile string
+	// Prompt reads a password from the terminal; nil when standard input
+	// is not one.
+	Prompt promptFunc
+
+	Kid string // the key operated on
+
+	// init, add: the kind and the binding of the new key; import: a
+	// binding for a JWK that has none.
+	Type   string
+	Scopes []string
+	// init, add, import: roles for the new key.
+	Roles keyRoles
+	// init, import: write a new file password-protected.
+	Protect bool
+
+	// promote, signing: the scope whose role changes ("" for the primary);
+	// Clear removes the scope's entry instead of naming a kid.
+	Scope string
+	Clear bool
+
+	// import: the JWK file ("-" for standard input).
+	Input string
+	// export, unprotect: write to this file instead (export: standard
+	// output when empty; unprotect: in place when empty); Force replaces
+	// an existing one.
+	Out   string
+	Force bool
+
+	// password is the keyring's password once asked on the terminal, so
+	// that it is asked before the lock is taken, never while it is held.
+	password []byte
 }
 
-// KeyringReport is what every keys command prints: the keyring as it is
-// after the command, and what the command did. Key bytes never appear.
+// keyRoles are the roles a new key takes: --primary, --primary-for S,
+// --signing-for S.
+type keyRoles struct {
+	Primary    bool
+	PrimaryFor []string
+	SigningFor []string
+}
+
+// KeyringReport is what every keys verb that reads or edits the keyring
+// prints: the keyring as it is after the verb and what the verb changed.
+// Key bytes never appear.
 type KeyringReport struct {
-	Keyring string           `json:"keyring"`
-	Action  string           `json:"action,omitempty"` // created, added, promoted, removed, unchanged; empty for list
-	Kid     string           `json:"kid,omitempty"`    // the key the action was about
-	Primary string           `json:"primary"`
-	Keys    []secret.KeyInfo `json:"keys"`
+	Keyring   string `json:"keyring"`
+	Protected bool   `json:"protected"` // the file is password-protected
+	// Action is what the verb did: created, added, imported, promoted,
+	// assigned (signing), cleared, removed, protected, unprotected, copied
+	// (unprotect --out), unchanged; empty for list.
+	Action  string          `json:"action,omitempty"`
+	Kid     string          `json:"kid,omitempty"`   // the key the action was about
+	Scope   string          `json:"scope,omitempty"` // the scope whose role changed (promote, signing)
+	File    string          `json:"file,omitempty"`  // the plain copy unprotect --out wrote
+	Changes []KeyringChange `json:"changes,omitempty"`
+	Primary string          `json:"primary"`
+	// PrimaryFor and SigningFor are the per-scope roles: flenc_primaries
+	// and flenc_signing, scope → kid.
+	PrimaryFor map[string]string `json:"primary_for"`
+	SigningFor map[string]string `json:"signing_for"`
+	Keys       []KeyRow          `json:"keys"`
+	Warnings   []string          `json:"warnings,omitempty"`
 }
 
-// Actions reported by the keys commands.
+// KeyRow describes one key: never its bytes.
+type KeyRow struct {
+	Kid     string         `json:"kid"`
+	Type    secret.KeyType `json:"type"`    // oct, x25519, ed25519
+	Private bool           `json:"private"` // holds its private half (always for oct)
+	Scopes  []string       `json:"scopes"`  // its binding (flenc_scopes); empty when unbound
+	// Roles are "primary", "primary-for:S" and "signing-for:S", as
+	// flechtctl's keyring show writes them; Primary, PrimaryFor and
+	// SigningFor say the same as fields.
+	Roles      []string `json:"roles"`
+	Primary    bool     `json:"primary"`
+	PrimaryFor []string `json:"primary_for"`
+	SigningFor []string `json:"signing_for"`
+	// Mismatch: the private half does not belong to the public half; the
+	// keyring loads, but sealing, opening or signing with the key fails.
+	Mismatch bool `json:"mismatch"`
+}
+
+// KeyringChange is one difference between the keyring before and after a
+// verb.
+type KeyringChange struct {
+	// Change is key_added, key_removed, primary, primary_for, signing_for,
+	// protected or unprotected.
+	Change string         `json:"change"`
+	Kid    string         `json:"kid,omitempty"`   // the key added or removed, or the role's new holder ("" when cleared)
+	Type   secret.KeyType `json:"type,omitempty"`  // key_added: its kind
+	Scope  string         `json:"scope,omitempty"` // primary_for, signing_for: the scope
+	From   string         `json:"from,omitempty"`  // a role's previous holder ("" when there was none)
+}
+
+// Actions reported by the keys verbs.
 const (
-	keysCreated   = "created"
-	keysAdded     = "added"
-	keysPromoted  = "promoted"
-	keysRemoved   = "removed"
-	keysUnchanged = "unchanged"
+	keysCreated     = "created"
+	keysAdded       = "added"
+	keysImported    = "imported"
+	keysPromoted    = "promoted"
+	keysAssigned    = "assigned"
+	keysCleared     = "cleared"
+	keysRemoved     = "removed"
+	keysProtected   = "protected"
+	keysUnprotected = "unprotected"
+	keysCopied      = "copied"
+	keysExported    = "exported"
+	keysUnchanged   = "unchanged"
+)
+
+// Changes listed in a KeyringChange.
+const (
+	changeKeyAdded    = "key_added"
+	changeKeyRemoved  = "key_removed"
+	changePrimary     = "primary"
+	changePrimaryFor  = "primary_for"
+	changeSigningFor  = "signing_for"
+	changeProtected   = "protected"
+	changeUnprotected = "unprotected"
 )
 
 // NewCmdKeys builds `flecht keys` and its subcommands.
 func NewCmdKeys(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keys <command>",
-		Short: "Create and rotate the keyring that encrypts secret fields",
+		Short: "Create, rotate, share and protect the keyring of secret fields",
 		Long:  keysLong,
 		Args:  usageArgs(cobra.NoArgs),
 		RunE:  helpOrUnknown,
@@ -100,27 +245,39 @@ func NewCmdKeys(f *Factory) *cobra.Command {
 		newCmdKeysInit(f, nil),
 		newCmdKeysAdd(f, nil),
 		newCmdKeysPromote(f, nil),
+		newCmdKeysSigning(f, nil),
+		newCmdKeysRemove(f, nil),
 		newCmdKeysList(f, nil),
-		guardKeysRemove(f, newCmdKeysRemove(f, nil)),
+		newCmdKeysExport(f, nil),
+		newCmdKeysImport(f, nil),
+		newCmdKeysProtect(f, nil),
+		newCmdKeysUnprotect(f, nil),
 		NewCmdKeysCheck(f, nil),
 		NewCmdKeysRotatePlan(f, nil),
 	)
 	return cmd
 }
 
-// keysCommand wires the flags every keys subcommand shares and checks them
-// before run: the keyring path (flag, then environment) and, when needsKid,
-// a non-empty --kid.
-func keysCommand(f *Factory, cmd *cobra.Command, needsKid bool, runF, run func(*KeysOptions) error) *cobra.Command {
+// keysCommand wires what every keyring verb shares: --keyring (flag, then
+// environment, required) and --password-file, and, when kidFlag, --kid.
+// check runs after the flags are read and before run, for the verb's own
+// usage rules.
+func keysCommand(f *Factory, cmd *cobra.Command, kidFlag bool, check func(*KeysOptions, []string) error, runF, run func(*KeysOptions) error) (*cobra.Command, *KeysOptions) {
 	opts := &KeysOptions{IO: f.IO, Printer: f.Printer, Logger: f.Logger}
-	cmd.Args = usageArgs(cobra.NoArgs)
-	cmd.RunE = func(*cobra.Command, []string) error {
+	if cmd.Args == nil {
+		cmd.Args = usageArgs(cobra.NoArgs)
+	}
+	cmd.RunE = func(_ *cobra.Command, args []string) error {
 		opts.Keyring = keyringPath(opts.Keyring, f.Getenv)
+		opts.PasswordFile = passwordFilePath(opts.PasswordFile, f.Getenv)
+		opts.Prompt = terminalPrompt(f.IO)
 		if opts.Keyring == "" {
 			return exitcode.UsageError(errNoKeyringPath)
 		}
-		if needsKid && opts.Kid == "" {
-			return exitcode.UsageError(errors.New("--kid KID is required (a non-empty key id)"))
+		if check != nil {
+			if err := check(opts, args); err != nil {
+				return exitcode.UsageError(err)
+			}
 		}
 		if runF != nil {
 			return runF(opts)
@@ -128,10 +285,19 @@ func keysCommand(f *Factory, cmd *cobra.Command, needsKid bool, runF, run func(*
 		return run(opts)
 	}
 	addKeyringFlag(cmd, &opts.Keyring)
-	if needsKid {
+	addPasswordFileFlag(cmd, &opts.PasswordFile)
+	if kidFlag {
 		cmd.Flags().StringVar(&opts.Kid, "kid", "", "key id (the JWK kid)")
 	}
-	return cmd
+	return cmd, opts
+}
+
+// requireKid is the check of the verbs whose --kid is required.
+func requireKid(opts *KeysOptions, _ []string) error {
+	if opts.Kid == "" {
+		return errors.New("--kid KID is required (a non-empty key id)")
+	}
+	return nil
 }
 
 // fileLog routes the keyring file operations' notes to the command's logger.
@@ -160,114 +326,46 @@ func keyringPath(flag string, getenv func(string) string) string {
 	return getenv(EnvKeyring)
 }
 
-func newCmdKeysInit(f *Factory, runF func(*KeysOptions) error) *cobra.Command {
-	return keysCommand(f, &cobra.Command{
-		Use:   "init --keyring FILE --kid KID",
-		Short: "Create a new keyring file with one random key as primary",
-		Long: `Create a keyring file holding one fresh random AES-256 key (from the
-operating system's CSPRNG) under KID, as primary. The file is written with
-mode 0600.
-
-An existing file is never overwritten: init refuses (exit 3) when FILE
-exists, even if another process creates it while init runs. To add a key to
-an existing keyring, use 'flecht keys add'.`,
-		Example: `  flecht keys init --keyring /etc/flecht/keyring.json --kid prod-2026-01
-  FLECHT_KEYRING=./keyring.json flecht keys init --kid dev`,
-	}, true, runF, runKeysInit)
-}
-
-func newCmdKeysAdd(f *Factory, runF func(*KeysOptions) error) *cobra.Command {
-	return keysCommand(f, &cobra.Command{
-		Use:   "add --kid KID",
-		Short: "Add a new random key to the keyring (not primary)",
-		Long: `Add a fresh random AES-256 key under KID. The primary does not change:
-rotation is reader-first, so roll the file out to every reader before
-'flecht keys promote' makes writers seal with the new key. A kid already in
-the keyring is refused (exit 3): its key bytes are never replaced.`,
-		Example: `  flecht keys add --keyring keyring.json --kid prod-2026-07`,
-	}, true, runF, runKeysAdd)
-}
-
-func newCmdKeysPromote(f *Factory, runF func(*KeysOptions) error) *cobra.Command {
-	return keysCommand(f, &cobra.Command{
-		Use:   "promote --kid KID",
-		Short: "Make a key of the keyring the primary",
-		Long: `Make KID the primary key: writers that load this file seal new tokens
-with it. Tokens sealed with the previous primary still open, as long as its
-key stays in the keyring. Promote only after every reader holds KID.
-Promoting the key that is already primary changes nothing.`,
-		Example: `  flecht keys promote --keyring keyring.json --kid prod-2026-07`,
-	}, true, runF, runKeysPromote)
-}
-
-func newCmdKeysRemove(f *Factory, runF func(*KeysOptions) error) *cobra.Command {
-	return keysCommand(f, &cobra.Command{
-		Use:   "remove --kid KID",
-		Short: "Remove a retired key from the keyring",
-		Long: `Remove KID from the keyring. Tokens sealed with it can no longer be
-opened, so remove a key only after every stored token has been re-encrypted
-under the primary and a scan confirms that none names KID.
-
-The primary key is never removed (exit 3): promote another key first.`,
-		Example: `  flecht keys remove --keyring keyring.json --kid prod-2026-01`,
-	}, true, runF, runKeysRemove)
-}
-
 func newCmdKeysList(f *Factory, runF func(*KeysOptions) error) *cobra.Command {
-	return keysCommand(f, &cobra.Command{
+	cmd, _ := keysCommand(f, &cobra.Command{
 		Use:   "list",
-		Short: "List the key ids in the keyring and which one is primary",
-		Long: `List the keys of the keyring by kid, in file order, and mark the
-primary. Key bytes are never shown.
+		Short: "List the keys: kind, halves held, scopes, roles",
+		Long: `List the keys of the keyring in file order: kid, kind (oct, x25519,
+ed25519), whether it holds the private half or only the public one, the
+scopes it is bound to, and its roles (primary, primary-for:S, signing-for:S).
+A key whose private half does not match its public half is flagged: the
+file loads, but the key fails at use. The first line says whether the file
+is password-protected. Key bytes are never shown.
 
 With -o json the output is an object:
-  {"keyring": FILE, "primary": KID, "keys": [{"kid": KID, "primary": true}, ...]}`,
+  {"keyring": FILE, "protected": false, "primary": KID,
+   "primary_for": {SCOPE: KID}, "signing_for": {SCOPE: KID},
+   "keys": [{"kid": KID, "type": "x25519", "private": true, "scopes": ["api"],
+             "roles": ["primary-for:api"], "primary": false,
+             "primary_for": ["api"], "signing_for": [], "mismatch": false}]}`,
 		Example: `  flecht keys list --keyring keyring.json
-  FLECHT_KEYRING=keyring.json flecht keys list -o json | jq -r .primary`,
-	}, false, runF, runKeysList)
+  FLECHT_KEYRING=keyring.json flecht keys list -o json | jq -r .primary
+  flecht keys list --keyring sealed.jwe --password-file /run/secrets/keyring-pw`,
+	}, false, nil, runF, runKeysList)
+	return cmd
 }
 
-func runKeysInit(opts *KeysOptions) error {
-	if _, err := os.Lstat(opts.Keyring); err == nil {
-		return errKeyringExists(opts.Keyring)
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	kr, err := secret.NewKeyring(opts.Kid)
+func runKeysList(opts *KeysOptions) error {
+	kr, err := loadKeyringForKeys(opts)
 	if err != nil {
-		return keysKidError(err, nil)
-	}
-	if err := kr.Create(opts.Keyring, opts.fileLog()); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return errKeyringExists(opts.Keyring)
-		}
 		return err
 	}
-	return printKeyring(opts, keysCreated, kr)
-}
-
-func runKeysAdd(opts *KeysOptions) error {
-	return changeKeyring(opts, keysAdded, func(kr *secret.Keyring) (*secret.Keyring, error) { return kr.Add(opts.Kid) })
-}
-
-func runKeysPromote(opts *KeysOptions) error {
-	return changeKeyring(opts, keysPromoted, func(kr *secret.Keyring) (*secret.Keyring, error) {
-		if kr.Primary() == opts.Kid {
-			return kr, nil
-		}
-		return kr.Promote(opts.Kid)
-	})
-}
-
-func runKeysRemove(opts *KeysOptions) error {
-	return changeKeyring(opts, keysRemoved, func(kr *secret.Keyring) (*secret.Keyring, error) { return kr.Remove(opts.Kid) })
+	return printKeyring(opts, newKeyringReport(opts.Keyring, kr))
 }
 
 // changeKeyring is one read-modify-write of the keyring, under its lock so
-// that a concurrent keys command cannot drop this change (or this one
-// theirs): load, change, save, print. A change that returns the keyring
-// itself writes nothing and reports it unchanged.
+// that a concurrent keys verb cannot drop this change (or this one theirs):
+// load, change, save, print what changed. A change that leaves the keyring
+// as it was writes nothing and reports it unchanged.
 func changeKeyring(opts *KeysOptions, action string, change func(*secret.Keyring) (*secret.Keyring, error)) error {
+	if err := opts.askPasswordFirst(); err != nil {
+		return err
+	}
 	unlock, err := secret.Lock(opts.Keyring, opts.fileLog())
 	if errors.Is(err, fs.ErrNotExist) {
 		return errNoKeyringFile(opts.Keyring)
@@ -282,62 +380,295 @@ func changeKeyring(opts *KeysOptions, action string, change func(*secret.Keyring
 	}
 	next, err := change(kr)
 	if err != nil {
-		return keysKidError(err, kr.Kids())
+		if exitcode.Code(err) == exitcode.Failure {
+			err = keysKidError(err, kr.Kids())
+		}
+		return err
 	}
-	if next == kr {
-		return printKeyring(opts, keysUnchanged, kr)
+	rep := newKeyringReport(opts.Keyring, next)
+	rep.Changes = keyringChanges(kr, next)
+	rep.Action, rep.Kid, rep.Scope = action, opts.Kid, opts.Scope
+	if len(rep.Changes) == 0 {
+		rep.Action = keysUnchanged
+		return printKeyring(opts, rep)
 	}
 	if err := next.Save(opts.Keyring, opts.fileLog()); err != nil {
 		return err
 	}
-	return printKeyring(opts, action, next)
+	return printKeyring(opts, rep)
 }
 
-func runKeysList(opts *KeysOptions) error {
-	kr, err := loadKeyringForKeys(opts)
-	if err != nil {
-		return err
-	}
-	return printKeyring(opts, "", kr)
-}
-
-func printKeyring(opts *KeysOptions, action string, kr *secret.Keyring) error {
-	report := KeyringReport{Keyring: opts.Keyring, Primary: kr.Primary(), Keys: kr.List()}
-	if action != "" {
-		report.Action, report.Kid = action, opts.Kid
-	}
-	return opts.Printer().Print(report, func(h *ui.Human) error {
-		switch action {
-		case keysCreated:
-			h.Printf("created %s (mode 0600) with key %q as primary\n", report.Keyring, report.Kid)
-		case keysAdded:
-			h.Printf("added key %q to %s; the primary is still %q\n", report.Kid, report.Keyring, report.Primary)
-			h.Printf("%s\n", h.Faint("next: roll the file out to every reader, then 'flecht keys promote --kid "+report.Kid+"'"))
-		case keysPromoted:
-			h.Printf("key %q is now primary in %s; tokens sealed with the other keys still open\n", report.Kid, report.Keyring)
-			h.Printf("%s\n", h.Faint("next: roll the file out to the writers, re-encrypt stored tokens, verify by a scan, then remove the old key"))
-		case keysRemoved:
-			h.Printf("removed key %q from %s\n", report.Kid, report.Keyring)
-		case keysUnchanged:
-			h.Printf("key %q is already primary in %s; nothing changed\n", report.Kid, report.Keyring)
+// newKeyringReport describes kr, the keyring at path.
+func newKeyringReport(path string, kr *secret.Keyring) KeyringReport {
+	rep := KeyringReport{Keyring: path, Protected: kr.Protected(), Primary: kr.Primary(),
+		PrimaryFor: kr.PrimaryFor(), SigningFor: kr.SigningFor(), Keys: []KeyRow{}}
+	for _, e := range kr.Entries() {
+		roles := e.Roles()
+		if roles == nil {
+			roles = []string{}
 		}
-		rows := make([][]string, len(report.Keys))
-		for i, k := range report.Keys {
-			primary := "no"
-			if k.Primary {
-				primary = "yes"
+		rep.Keys = append(rep.Keys, KeyRow{Kid: e.Kid, Type: e.Type, Private: e.Private, Scopes: e.Scopes, Roles: roles,
+			Primary: e.Primary, PrimaryFor: e.PrimaryFor, SigningFor: e.SigningFor, Mismatch: e.Mismatch})
+		if e.Mismatch {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf(
+				"key %q: its private half does not match its public half; sealing, opening or signing with it fails", e.Kid))
+		}
+		if e.Primary && len(e.Scopes) > 0 {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf(
+				"the primary %q is bound to %s: it cannot seal unscoped values, nor a scope outside its binding that has no sealing key of its own",
+				e.Kid, quoteList(e.Scopes)))
+		}
+	}
+	return rep
+}
+
+// keyringChanges lists what differs between before (nil: no keyring yet)
+// and after: keys added and removed, the primary, each scope's sealing and
+// signing key, the file's protection.
+func keyringChanges(before, after *secret.Keyring) []KeyringChange {
+	var out []KeyringChange
+	var beforePrimary string
+	beforeFor, beforeSigning := map[string]string{}, map[string]string{}
+	if before != nil {
+		beforePrimary, beforeFor, beforeSigning = before.Primary(), before.PrimaryFor(), before.SigningFor()
+	}
+	for _, e := range after.Entries() {
+		if !before.Has(e.Kid) {
+			out = append(out, KeyringChange{Change: changeKeyAdded, Kid: e.Kid, Type: e.Type})
+		}
+	}
+	if after.Primary() != beforePrimary {
+		out = append(out, KeyringChange{Change: changePrimary, Kid: after.Primary(), From: beforePrimary})
+	}
+	roleChanges := func(change string, old, cur map[string]string) {
+		scopes := slices.Sorted(maps.Keys(cur))
+		for s := range old {
+			if _, ok := cur[s]; !ok {
+				scopes = append(scopes, s)
 			}
-			rows[i] = []string{k.Kid, primary}
 		}
-		h.Table([]string{"kid", "primary"}, rows)
+		slices.Sort(scopes)
+		for _, s := range scopes {
+			if old[s] != cur[s] {
+				out = append(out, KeyringChange{Change: change, Scope: s, Kid: cur[s], From: old[s]})
+			}
+		}
+	}
+	roleChanges(changePrimaryFor, beforeFor, after.PrimaryFor())
+	roleChanges(changeSigningFor, beforeSigning, after.SigningFor())
+	if before != nil {
+		for _, kid := range before.Kids() {
+			if !after.Has(kid) {
+				out = append(out, KeyringChange{Change: changeKeyRemoved, Kid: kid})
+			}
+		}
+	}
+	switch {
+	case after.Protected() && (before == nil || !before.Protected()):
+		out = append(out, KeyringChange{Change: changeProtected})
+	case !after.Protected() && before != nil && before.Protected():
+		out = append(out, KeyringChange{Change: changeUnprotected})
+	}
+	return out
+}
+
+// describeChange is one change as a line for people.
+func describeChange(c KeyringChange, rows []KeyRow) string {
+	holder := func(kid, none string) string {
+		if kid == "" {
+			return none
+		}
+		return fmt.Sprintf("%q", kid)
+	}
+	switch c.Change {
+	case changeKeyAdded:
+		desc := string(c.Type)
+		for _, k := range rows {
+			if k.Kid == c.Kid {
+				desc = describeKey(k)
+			}
+		}
+		return fmt.Sprintf("+ key %q: %s", c.Kid, desc)
+	case changeKeyRemoved:
+		return fmt.Sprintf("- key %q", c.Kid)
+	case changePrimary:
+		return fmt.Sprintf("primary: %s → %q", holder(c.From, "(none)"), c.Kid)
+	case changePrimaryFor:
+		return fmt.Sprintf("sealing key of scope %q: %s → %s", c.Scope, holder(c.From, "(the primary)"), holder(c.Kid, "(the primary)"))
+	case changeSigningFor:
+		return fmt.Sprintf("signing key of scope %q: %s → %s", c.Scope, holder(c.From, "(none)"), holder(c.Kid, "(none)"))
+	case changeProtected:
+		return "the file is now password-protected"
+	case changeUnprotected:
+		return "the file is now a plain JWK Set: its key bytes are unencrypted on disk"
+	}
+	return c.Change
+}
+
+// describeKey says what a key is and can do, for one line.
+func describeKey(e KeyRow) string {
+	var what string
+	switch {
+	case e.Type == secret.TypeOct:
+		what = "oct (AES-256), seals and opens"
+	case e.Type == secret.TypeX25519 && e.Private:
+		what = "x25519 recipient with its private half, seals and opens"
+	case e.Type == secret.TypeX25519:
+		what = "x25519 recipient, public half only: seals, cannot open"
+	case e.Private:
+		what = "ed25519 signer with its private half, signs and verifies"
+	default:
+		what = "ed25519 signer, public half only: verifies, cannot sign"
+	}
+	if len(e.Scopes) > 0 {
+		what += ", bound to " + strings.Join(e.Scopes, ", ")
+	} else {
+		what += ", unbound"
+	}
+	return what
+}
+
+// printKeyring prints a report: what the verb did and changed, then the
+// keyring as a table.
+func printKeyring(opts *KeysOptions, rep KeyringReport) error {
+	return opts.Printer().Print(rep, func(h *ui.Human) error {
+		if line := actionLine(rep); line != "" {
+			h.Printf("%s\n", line)
+		}
+		for _, c := range rep.Changes {
+			h.Printf("  %s\n", describeChange(c, rep.Keys))
+		}
+		if hint := nextHint(rep); hint != "" {
+			h.Printf("%s\n", h.Faint(hint))
+		}
+		file := "plain JWK Set"
+		if rep.Protected {
+			file = "password-protected"
+		}
+		h.Printf("keyring %s (%s), primary %q\n", rep.Keyring, file, rep.Primary)
+		rows := make([][]string, len(rep.Keys))
+		for i, k := range rep.Keys {
+			half := "private"
+			if !k.Private {
+				half = "public only"
+			}
+			if k.Mismatch {
+				half = h.Bad(half + " (MISMATCH)")
+			}
+			scopes, roles := "-", "-"
+			if len(k.Scopes) > 0 {
+				scopes = strings.Join(k.Scopes, ",")
+			}
+			if len(k.Roles) > 0 {
+				roles = strings.Join(k.Roles, ",")
+			}
+			rows[i] = []string{k.Kid, string(k.Type), half, scopes, roles}
+		}
+		h.Table([]string{"kid", "type", "half", "scopes", "roles"}, rows)
+		for _, w := range rep.Warnings {
+			h.Printf("%s\n", h.Warn("warning: "+w))
+		}
 		return nil
 	})
 }
 
-// loadKeyringForKeys loads the keyring a keys command changes or lists,
+// actionLine is the first line of a verb's human output.
+func actionLine(rep KeyringReport) string {
+	switch rep.Action {
+	case keysCreated:
+		return fmt.Sprintf("created %s (mode 0600) with key %q as primary", rep.Keyring, rep.Kid)
+	case keysAdded:
+		return fmt.Sprintf("added key %q to %s", rep.Kid, rep.Keyring)
+	case keysImported:
+		return fmt.Sprintf("imported key %q into %s", rep.Kid, rep.Keyring)
+	case keysPromoted:
+		if rep.Scope != "" {
+			return fmt.Sprintf("key %q now seals scope %q in %s", rep.Kid, rep.Scope, rep.Keyring)
+		}
+		return fmt.Sprintf("key %q is now primary in %s; tokens sealed with the other keys still open", rep.Kid, rep.Keyring)
+	case keysAssigned:
+		return fmt.Sprintf("key %q now signs scope %q in %s", rep.Kid, rep.Scope, rep.Keyring)
+	case keysCleared:
+		return fmt.Sprintf("cleared the role of scope %q in %s", rep.Scope, rep.Keyring)
+	case keysRemoved:
+		return fmt.Sprintf("removed key %q from %s", rep.Kid, rep.Keyring)
+	case keysProtected:
+		return fmt.Sprintf("password-protected %s in place", rep.Keyring)
+	case keysUnprotected:
+		return fmt.Sprintf("wrote %s plain in place", rep.Keyring)
+	case keysCopied:
+		return fmt.Sprintf("wrote a plain copy of %s to %s (mode 0600); the keyring itself is unchanged", rep.Keyring, rep.File)
+	case keysUnchanged:
+		return fmt.Sprintf("%s already is as asked; nothing changed", rep.Keyring)
+	}
+	return ""
+}
+
+// nextHint says what usually follows a change.
+func nextHint(rep KeyringReport) string {
+	switch rep.Action {
+	case keysAdded, keysImported:
+		if len(rep.Changes) == 1 {
+			return "next: roll the file out to every reader ('flecht keys check --kid " + shellQuote(rep.Kid) + "'), then give the key a role ('flecht keys promote' or 'flecht keys signing')"
+		}
+		return "note: writers that load this file use the new roles at once: roll it out to every reader first"
+	case keysPromoted:
+		return "next: roll the file out to the writers, re-encrypt stored tokens ('flecht secrets reencrypt'), verify by a scan, then remove the old key"
+	case keysAssigned:
+		return "next: roll the file out; values signed by the previous key keep verifying while their key stays in readers' keyrings"
+	case keysUnprotected:
+		return "the file now holds its key bytes unencrypted: mind where it is copied"
+	}
+	return ""
+}
+
+// askPasswordFirst asks for the password of a protected keyring on the
+// terminal before a change takes the lock: a lock held while someone types
+// would be broken as stale (10 s) by the next writer. A password file, a
+// plain file, or no terminal: nothing to ask now.
+func (opts *KeysOptions) askPasswordFirst() error {
+	if opts.PasswordFile != "" || opts.Prompt == nil || opts.password != nil {
+		return nil
+	}
+	if plain, err := fileIsPlain(opts.Keyring); err != nil || plain {
+		return nil
+	}
+	pw, err := opts.Prompt("Keyring password: ")
+	if err != nil {
+		return err
+	}
+	opts.password = pw
+	return nil
+}
+
+// passwordOption opens a protected keyring: the password asked already,
+// else the password file, else the terminal (Prompt), else an error saying
+// what to give.
+func (opts *KeysOptions) passwordOption() secret.FileOption {
+	switch {
+	case opts.password != nil:
+		pw := opts.password
+		return secret.WithPassword(func() ([]byte, error) { return pw, nil })
+	case opts.PasswordFile == "" && opts.Prompt != nil:
+		return secret.WithPassword(func() ([]byte, error) { return opts.Prompt("Keyring password: ") })
+	}
+	return keyringPassword(opts.PasswordFile, opts.IO)
+}
+
+// fileIsPlain reports whether the keyring file at path is a plain JWK Set
+// (or anything but a protected one); an error when it cannot be read.
+func fileIsPlain(path string) (bool, error) {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	return !secret.IsProtectedDocument(doc), nil
+}
+
+// loadKeyringForKeys loads the keyring a keys verb changes or lists,
 // warning on standard error when the file is readable beyond its owner.
 func loadKeyringForKeys(opts *KeysOptions) (*secret.Keyring, error) {
-	kr, err := loadKeyringFile(opts.IO.ErrOut, opts.Keyring, opts.fileLog())
+	kr, err := loadKeyringFile(opts.IO.ErrOut, opts.Keyring, opts.fileLog(), opts.passwordOption())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errNoKeyringFile(opts.Keyring)
 	}
@@ -359,9 +690,11 @@ func loadKeyringFile(errOut io.Writer, path string, opts ...secret.FileOption) (
 }
 
 // keysKidError maps the keyring's refusals to exit codes: a kid that is
-// already taken or the primary is refused for safety (3), a kid the keyring
-// does not hold is a failure (1), a kid that is not a valid name is a usage
-// error (2). kids, when known, are the keyring's key ids.
+// already taken, or an edit that would break a keyring rule, is refused for
+// safety (3); a kid the keyring does not hold is a failure (1); a kid or
+// scope that is not a valid name, or a JWK that does not parse, is a usage
+// error (2); a password too short to protect with is a usage error too.
+// kids, when known, are the keyring's key ids.
 func keysKidError(err error, kids []string) error {
 	var se *secret.Error
 	if !errors.As(err, &se) {
@@ -381,7 +714,7 @@ func keysKidError(err error, kids []string) error {
 	switch se.Kind {
 	case secret.KindKeyringConflict:
 		return exitcode.RefusedError(line)
-	case secret.KindKeyringInvalid:
+	case secret.KindKeyringInvalid, secret.KindKeyringPassword:
 		return exitcode.UsageError(line)
 	}
 	return line
@@ -413,11 +746,16 @@ func secretLine(e *secret.Error, kids []string) string {
 		} else {
 			fmt.Fprintf(&b, "key %q is not in the keyring", kid)
 		}
+		if e.Detail != "" && strings.Contains(e.Detail, "Ed25519") {
+			b.WriteString(": " + e.Detail)
+		}
 	case secret.KindTagMismatch:
 		fmt.Fprintf(&b, "token kid %q is in the keyring, but authentication failed: this keyring's key %q has other bytes than the one that sealed the token, or the token was altered", kid, kid)
 	case secret.KindScopeViolation:
 		if e.Scope == "" {
 			fmt.Fprintf(&b, "token kid %q is bound to scope %q and cannot be read unscoped (a scope is never dropped; pass --scope %s to read it in its scope)", kid, tokenScope, shellQuote(tokenScope))
+		} else if strings.Contains(e.Detail, "exactly") {
+			fmt.Fprintf(&b, "the value signed by kid %q belongs to scope %q, not to scope %q (a signed value's scope must match exactly)", kid, tokenScope, e.Scope)
 		} else {
 			fmt.Fprintf(&b, "token kid %q belongs to scope %q, not to scope %q", kid, tokenScope, e.Scope)
 		}

@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/promscrape"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/secret"
@@ -179,28 +181,51 @@ func ParseKeysLoaded(r io.Reader) (kids []string, found bool, err error) {
 }
 
 // keysRemoveGuard makes `keys remove` refuse while a scan of the given
-// topics still finds tokens under the key.
+// topics still finds values that need the key: tokens sealed with it (of
+// both generations) and values it signed.
 type keysRemoveGuard struct {
 	Targets secretTargets
-	// Scan reads the topics (a Kafka client from the factory).
-	Scan func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error)
+	// Read reads the topics' compacted view (a Kafka client from the
+	// factory); the scan judges it with reencrypt.ScanView, so the guard
+	// counts whatever the scanner reports.
+	Read func(ctx context.Context, topics []string, planned, read func(int64)) (*reencrypt.View, map[reencrypt.TP]kafkax.Bounds, error)
+}
+
+// readView is the guard's default Read: the secret scan's own read.
+func (f *Factory) readView(ctx context.Context, topics []string, planned, read func(int64)) (*reencrypt.View, map[reencrypt.TP]kafkax.Bounds, error) {
+	cl, err := f.KafkaClient(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer cl.Close()
+	v, res, err := reencrypt.ReadView(ctx, cl, topics, planned, read)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, res.Bounds, nil
 }
 
 // guardKeysRemove adds --topics/--field/-f to `keys remove` and runs the
 // scan before the removal. Without them the removal is unguarded, as
-// before, and says so.
-func guardKeysRemove(f *Factory, cmd *cobra.Command) *cobra.Command {
-	g := &keysRemoveGuard{Scan: f.ScanTopics}
+// before, and says so. opts are the remove verb's: a password asked here
+// is not asked again.
+func guardKeysRemove(f *Factory, cmd *cobra.Command, opts *KeysOptions) *cobra.Command {
+	g := &keysRemoveGuard{Read: f.readView}
 	g.Targets.addFlags(cmd)
 	cmd.Use = "remove --kid KID [--topics T,... --field NAME[:scope]... | -f stage.yaml]"
 	cmd.Long += `
 
 With --topics and --field (or -f stage.yaml) the config topics are scanned
 first (with the keyring, so each token is known to open or not), and the
-removal is refused (exit 3) while any token there still names KID. The
-refusal counts them by outcome and says what to do about each: the sweep
-command for the tokens that open; for those it cannot move (scope_violation,
-tag_mismatch, corrupt) how to find them and what to fix. Without --topics
+removal is refused (exit 3) while any value there still needs KID: a token
+sealed with it (either generation), or a value it signed (flsig:jws:, bare
+or inside a token, whatever mode the field is declared with). The refusal
+counts them by outcome and says what to do about each: the sweep command
+for the tokens that open; for those it cannot move (scope_violation,
+tag_mismatch, corrupt) how to find them and what to fix; for signatures
+that verify, the sweep that signs them again with their scope's signing key
+(--resign); for the signatures no sweep moves (in the clear in an encrypted
+field, or not verifying), where each is and what to do. Without --topics
 nothing checks the topics, and a warning says so.`
 	cmd.Example = `  flecht keys remove --keyring keyring.json --kid prod-2026-01 --topics configs --field api_key:api_key
   flecht keys remove --keyring keyring.json --kid prod-2026-01 -f extractor.yaml`
@@ -211,20 +236,25 @@ nothing checks the topics, and a warning says so.`
 			if err := inner(c, args); err != nil {
 				return err
 			}
-			fmt.Fprintf(f.IO.ErrOut, "warning: no topics were scanned, so nothing checked that no stored token still names %q; "+
+			fmt.Fprintf(f.IO.ErrOut, "warning: no topics were scanned, so nothing checked that no stored value still needs %q; "+
 				"give --topics and --field (or -f stage.yaml) to have remove refuse while any does\n", kid)
 			return nil
 		}
 		flagPath, _ := c.Flags().GetString("keyring")
-		path := keyringPath(flagPath, f.Getenv)
-		if kid == "" || path == "" {
+		pwFlag, _ := c.Flags().GetString("password-file")
+		look := &KeysOptions{IO: f.IO, Keyring: keyringPath(flagPath, f.Getenv), PasswordFile: passwordFilePath(pwFlag, f.Getenv), Prompt: terminalPrompt(f.IO)}
+		if kid == "" || look.Keyring == "" {
 			return inner(c, args) // reports the usage error
 		}
-		kr, _, err := secret.Load(path)
-		if err != nil || !kr.Has(kid) || kr.Primary() == kid {
-			return inner(c, args) // reports the missing file, kid or the primary
+		if err := look.askPasswordFirst(); err != nil {
+			return err
 		}
-		if err := g.check(c.Context(), f.IO, kr, kid, path); err != nil {
+		opts.password = look.password
+		kr, _, err := secret.Load(look.Keyring, look.passwordOption())
+		if err != nil || !kr.Has(kid) || roleRefusal(kr, kid, look.Keyring) != nil {
+			return inner(c, args) // reports the missing file, kid or the roles
+		}
+		if err := g.check(c.Context(), f.IO, kr, kid, look.Keyring); err != nil {
 			return err
 		}
 		return inner(c, args)
@@ -233,87 +263,217 @@ nothing checks the topics, and a warning says so.`
 }
 
 // check scans the topics with the keyring, so that each token left under
-// kid is known to open or not, and refuses the removal while any is left.
+// kid is known to open or not and each signature it made to verify or not,
+// and refuses the removal while any value needs kid.
 func (g *keysRemoveGuard) check(ctx context.Context, io *ui.IOStreams, kr *secret.Keyring, kid, keyring string) error {
 	topics, fields, err := g.Targets.resolve()
 	if err != nil {
 		return err
 	}
-	rep, err := scanWithProgress(ctx, io, g.Scan, reencrypt.ScanOptions{Topics: topics, Fields: fields, Keyring: kr})
+	scan := func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error) {
+		v, bounds, err := g.Read(ctx, o.Topics, o.Planned, o.Read)
+		if err != nil {
+			return nil, err
+		}
+		return reencrypt.ScanView(v, bounds, o), nil
+	}
+	rep, err := scanWithProgress(ctx, io, scan, reencrypt.ScanOptions{Topics: topics, Fields: fields, Keyring: kr})
 	if err != nil {
 		return fmt.Errorf("scanning before the removal: %w", err)
 	}
-	n := rep.TokensUnder(kid)
-	if n == 0 {
+	if rep.TokensUnder(kid) == 0 {
 		return nil
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "refusing to remove key %q: the scan of %s found %d token(s) sealed with it, which could no longer be opened:",
-		kid, strings.Join(topics, ", "), n)
-	for _, g := range tokensUnderByOutcome(rep, kid) {
-		fmt.Fprintf(&b, "\n  %d %s: %s", g.n, g.outcome, removalAdvice(g.outcome, kid, topics, fields, keyring))
-	}
-	return exitcode.RefusedError(errors.New(b.String()))
+	return exitcode.RefusedError(errors.New(removalRefusal(rep, kid, topics, fields, keyring)))
 }
 
-// outcomeOpen names the tokens that open: the only ones a sweep moves.
-const outcomeOpen = "that open"
+// removalRefusal explains a refused removal: how many values need kid, as
+// sealing key and as signer, and what to do about each group of them.
+func removalRefusal(rep *reencrypt.ScanReport, kid string, topics []string, fields []reencrypt.Field, keyring string) string {
+	sealed, signed := 0, 0
+	for _, u := range rep.UsesOf(kid) {
+		if u.As == reencrypt.UseSealing {
+			sealed += u.Count
+		} else {
+			signed += u.Count
+		}
+	}
+	var found []string
+	lost := "opened"
+	if sealed > 0 {
+		found = append(found, fmt.Sprintf("%d token(s) sealed with it", sealed))
+	}
+	if signed > 0 {
+		found = append(found, fmt.Sprintf("%d value(s) signed with it", signed))
+		lost = "verified"
+		if sealed > 0 {
+			lost = "opened or verified"
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "refusing to remove key %q: the scan of %s found %s, which could no longer be %s:",
+		kid, strings.Join(topics, ", "), strings.Join(found, " and "), lost)
+	for _, g := range tokensUnderByOutcome(rep, kid) {
+		fmt.Fprintf(&b, "\n  %d %s: %s", len(g.entries), g.outcome, removalAdvice(g.outcome, kid, topics, fields, keyring))
+		if listsPlaces(g.outcome) {
+			writePlaces(&b, g.entries)
+		}
+	}
+	return b.String()
+}
 
-// outcomeCount is how many tokens under a kid have one scan outcome.
+// Outcomes of the values under a kid, beside the failing kinds: the tokens
+// that open (the sweep moves them, unless the signature inside an
+// encrypted-signed one fails), the signatures that verify (--resign moves
+// them; those in the clear in an encrypted-signed field once sealed too),
+// and the signed values in the clear in an encrypted field, which no sweep
+// re-signs.
+const (
+	outcomeOpen          = "that open"
+	outcomeOpenBadInside = "that open, holding a signature that does not verify"
+	outcomeVerified      = "signatures that verify"
+	outcomeVerifiedClear = "signatures that verify, in the clear in an encrypted-signed field"
+	outcomeSignedInClear = "signed values in the clear in an encrypted field"
+	outcomeSignaturePre  = "signature " // + the failing kind: "signature bad_signature"
+)
+
+// outcomeCount is the values under a kid with one scan outcome.
 type outcomeCount struct {
 	outcome string
-	n       int
+	entries []reencrypt.ScanEntry
 }
 
-// tokensUnderByOutcome groups the tokens under kid by what the scan says of
-// them: outcomeOpen (the sweep moves them), a decrypt failure kind, or
-// "corrupt"; in that order, failures by name.
+// tokensUnderByOutcome groups the values that depend on kid by what the
+// scan says of them (reencrypt.ScanEntry.Use): outcomeOpen, outcomeVerified,
+// outcomeVerifiedClear, outcomeOpenBadInside, outcomeSignedInClear, a failing kind
+// ("signature KIND" for a signer's), or "corrupt"; in that order, failures
+// by name.
 func tokensUnderByOutcome(rep *reencrypt.ScanReport, kid string) []outcomeCount {
-	counts := map[string]int{}
+	groups := map[string][]reencrypt.ScanEntry{}
 	for _, e := range rep.Entries {
-		if e.Kid != kid || e.Status == secret.StatusPlaintext {
+		u, ok := e.Use(kid)
+		if !ok {
 			continue
 		}
+		o := u.Outcome
 		switch {
-		case e.Status == secret.StatusCorrupt:
-			counts["corrupt"]++
-		case e.Decrypt == reencrypt.DecryptOK:
-			counts[outcomeOpen]++
-		default:
-			counts[string(e.Decrypt)]++
+		case u.As == reencrypt.UseSealing && o == string(reencrypt.DecryptOK) && e.FieldMode == reencrypt.ModeEncryptedSigned &&
+			e.Verify != "" && e.Verify != reencrypt.VerifyOK && e.Verify != secret.KindUnsigned:
+			// The sweep blocks these: their field reads the signature.
+			o = outcomeOpenBadInside
+		case u.As == reencrypt.UseSealing && o == string(reencrypt.DecryptOK):
+			o = outcomeOpen
+		case u.As == reencrypt.UseSigner && o == string(reencrypt.VerifyOK) && e.Status == secret.StatusSigned && e.FieldMode == reencrypt.ModeEncryptedSigned:
+			o = outcomeVerifiedClear
+		case u.As == reencrypt.UseSigner && o == string(reencrypt.VerifyOK):
+			o = outcomeVerified
+		case u.As == reencrypt.UseSigner && o == "":
+			// Judged with the keyring, only a signed value in the clear in
+			// an encrypted field goes unverified: its field does not sign.
+			o = outcomeSignedInClear
+		case u.As == reencrypt.UseSigner && o != "corrupt":
+			o = outcomeSignaturePre + o
 		}
+		groups[o] = append(groups[o], e)
 	}
-	out := make([]outcomeCount, 0, len(counts))
-	for o, n := range counts {
-		out = append(out, outcomeCount{o, n})
+	rank := func(o string) int {
+		switch o {
+		case outcomeOpen:
+			return 0
+		case outcomeVerified:
+			return 1
+		case outcomeVerifiedClear:
+			return 2
+		}
+		return 3
+	}
+	out := make([]outcomeCount, 0, len(groups))
+	for o, es := range groups {
+		out = append(out, outcomeCount{o, es})
 	}
 	slices.SortFunc(out, func(a, b outcomeCount) int {
-		if (a.outcome == outcomeOpen) != (b.outcome == outcomeOpen) {
-			if a.outcome == outcomeOpen {
-				return -1
-			}
-			return 1
+		if c := rank(a.outcome) - rank(b.outcome); c != 0 {
+			return c
 		}
 		return strings.Compare(a.outcome, b.outcome)
 	})
 	return out
 }
 
-// removalAdvice says what to do about tokens of one outcome. Only tokens
-// that open can be swept; suggesting the sweep for the others would send
-// the operator in a loop, since it leaves them as they are.
+// listsPlaces reports whether the refusal lists where the values of an
+// outcome are: signatures no sweep moves, which a scan's findings do not
+// always show (a signature inside a token of an encrypted field is none).
+func listsPlaces(outcome string) bool {
+	return outcome == outcomeSignedInClear || strings.HasPrefix(outcome, outcomeSignaturePre)
+}
+
+// writePlaces lists where values are stored, the first ten of them.
+func writePlaces(b *strings.Builder, entries []reencrypt.ScanEntry) {
+	const show = 10
+	for i, e := range entries {
+		if i == show {
+			fmt.Fprintf(b, "\n      … and %d more", len(entries)-show)
+			return
+		}
+		key := strconv.Quote(e.Key)
+		if e.KeyBase64 != "" {
+			key = "base64:" + e.KeyBase64
+		}
+		where := ""
+		if e.Status == secret.StatusEncrypted {
+			where = ", inside a token"
+		}
+		fmt.Fprintf(b, "\n      %s/%d@%d key %s field %s (scope %q%s)", e.Topic, e.Partition, e.Offset, key, e.Field, e.FieldScope, where)
+	}
+}
+
+// signatureFailures says why a signature that does not verify even now
+// fails, by kind.
+var signatureFailures = map[string]string{
+	string(secret.KindBadSignature):   "altered since they were signed, or signed by other key bytes than this keyring's",
+	string(secret.KindScopeViolation): "signed for another scope than their field's",
+	string(secret.KindKeyBinding):     "the key is not bound to their field's scope",
+}
+
+// removalAdvice says what to do about values of one outcome. Only tokens
+// that open and signatures that verify can be swept; suggesting the sweep
+// for the others would send the operator in a loop, since it leaves them
+// as they are.
 func removalAdvice(outcome, kid string, topics []string, fields []reencrypt.Field, keyring string) string {
-	scan := "flecht secrets scan " + targetFlags(topics, fields) + " --keyring " + shellQuote(keyring) + " --findings-only"
-	switch outcome {
-	case outcomeOpen:
-		return "sweep them to the primary first:\n      flecht secrets reencrypt " + targetFlags(topics, fields) + " --keyring " + shellQuote(keyring) + " --execute"
-	case string(secret.KindScopeViolation):
+	tf := targetFlags(topics, fields)
+	scan := "flecht secrets scan " + tf + " --keyring " + shellQuote(keyring) + " --findings-only"
+	resign := "flecht secrets reencrypt " + tf + " --keyring " + shellQuote(keyring)
+	rewrite := "re-write each with a value signed by its scope's signing key ('flecht secrets sign --scope S VALUE', " +
+		"sealed with 'flecht secrets encrypt --scope S' where it sits inside a token), or delete it; they are at"
+	switch {
+	case outcome == outcomeOpen:
+		return "sweep them to their scope's sealing key first:\n      flecht secrets reencrypt " + tf + " --keyring " + shellQuote(keyring) + " --execute"
+	case outcome == outcomeVerified:
+		return "sign them again with their scope's signing key first (flenc_signing; 'flecht keys signing --kid NEW --scope S' names one " +
+			"where none is):\n      " + resign + " --resign --execute"
+	case outcome == outcomeOpenBadInside:
+		return "their field is encrypted-signed and the signature inside fails, so the sweep leaves them. Find them (" + scan +
+			") and re-write each with a value signed by its scope's signing key, sealed ('flecht secrets sign --scope S VALUE', then " +
+			"'flecht secrets encrypt --scope S'), or delete it"
+	case outcome == outcomeVerifiedClear:
+		return "seal them and sign them again with their scope's signing key first:\n      " + resign + " --encrypt-plaintext --resign --execute"
+	case outcome == outcomeSignedInClear:
+		return "an ENCRYPTED reader refuses them as plaintext, and no sweep re-signs a value in the clear there. If their stage reads " +
+			"the field as SIGNED, declare it NAME:scope:signed and sweep with --resign; else " + rewrite
+	case strings.HasPrefix(outcome, outcomeSignaturePre):
+		kind := strings.TrimPrefix(outcome, outcomeSignaturePre)
+		why := signatureFailures[kind]
+		if why == "" {
+			why = "they do not verify even now"
+		}
+		return why + "; the sweep cannot sign them again: " + rewrite
+	case outcome == string(secret.KindScopeViolation):
 		return "in a field of another scope, which refuses them; the sweep cannot move them. Find them (" + scan +
 			") and re-write each record with a token of its field's scope, or delete it"
-	case string(secret.KindTagMismatch):
+	case outcome == string(secret.KindTagMismatch):
 		return fmt.Sprintf("this keyring's key %q has other bytes than the one that sealed them, or they were altered; the sweep cannot open them. "+
 			"Find them (%s), then recover the keyring that sealed them or re-write each record", kid, scan)
-	case string(secret.KindUnknownKid):
+	case outcome == string(secret.KindUnknownKid):
 		return "the keyring lacks their key; the sweep cannot open them. Add the key from the keyring that sealed them, or re-write each record"
 	default:
 		return "they cannot be read; the sweep cannot move them. Find them (" + scan + ") and re-write or delete each record"

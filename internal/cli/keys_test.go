@@ -73,7 +73,10 @@ func TestKeysInitCreatesPrivateKeyring(t *testing.T) {
 	r := mustRun(t, nil, "", "keys", "init", "--keyring", path, "--kid", "prod-2026-01", "-o", "json")
 	rep := decodeReport(t, r)
 	want := KeyringReport{Keyring: path, Action: "created", Kid: "prod-2026-01", Primary: "prod-2026-01",
-		Keys: []secret.KeyInfo{{Kid: "prod-2026-01", Primary: true}}}
+		Changes:    []KeyringChange{{Change: "key_added", Kid: "prod-2026-01", Type: "oct"}, {Change: "primary", Kid: "prod-2026-01"}},
+		PrimaryFor: map[string]string{}, SigningFor: map[string]string{},
+		Keys: []KeyRow{{Kid: "prod-2026-01", Type: "oct", Private: true, Scopes: []string{}, Roles: []string{"primary"},
+			Primary: true, PrimaryFor: []string{}, SigningFor: []string{}}}}
 	if fmt.Sprint(rep) != fmt.Sprint(want) {
 		t.Errorf("report %+v, want %+v", rep, want)
 	}
@@ -141,7 +144,8 @@ func TestKeysRotationLifecycle(t *testing.T) {
 
 	// add: a new key that is not primary.
 	rep := decodeReport(t, mustRun(t, env, "", "keys", "add", "--kid", "k2", "-o", "json"))
-	if rep.Action != "added" || rep.Kid != "k2" || rep.Primary != "k1" || len(rep.Keys) != 2 || rep.Keys[1] != (secret.KeyInfo{Kid: "k2"}) {
+	if rep.Action != "added" || rep.Kid != "k2" || rep.Primary != "k1" || len(rep.Keys) != 2 || rep.Keys[1].Kid != "k2" || rep.Keys[1].Primary ||
+		fmt.Sprint(rep.Changes) != fmt.Sprint([]KeyringChange{{Change: "key_added", Kid: "k2", Type: "oct"}}) {
 		t.Errorf("add: %+v", rep)
 	}
 	before, _ := os.ReadFile(path)
@@ -188,7 +192,7 @@ func TestKeysRotationLifecycle(t *testing.T) {
 		t.Errorf("the primary is gone after a refused remove: %v", err)
 	}
 	rep = decodeReport(t, mustRun(t, env, "", "keys", "remove", "--kid", "k1", "-o", "json"))
-	if rep.Action != "removed" || rep.Kid != "k1" || len(rep.Keys) != 1 || rep.Keys[0] != (secret.KeyInfo{Kid: "k2", Primary: true}) {
+	if rep.Action != "removed" || rep.Kid != "k1" || len(rep.Keys) != 1 || rep.Keys[0].Kid != "k2" || !rep.Keys[0].Primary {
 		t.Errorf("remove: %+v", rep)
 	}
 	r = run(t, env, "", "keys", "remove", "--kid", "k1")
@@ -217,12 +221,16 @@ func TestKeysListShapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := json.Marshal(generic)
-	want := fmt.Sprintf(`{"keyring":%q,"keys":[{"kid":"a","primary":true},{"kid":"b","primary":false}],"primary":"a"}`, path)
+	want := fmt.Sprintf(`{"keyring":%q,"keys":[`+
+		`{"kid":"a","mismatch":false,"primary":true,"primary_for":[],"private":true,"roles":["primary"],"scopes":[],"signing_for":[],"type":"oct"},`+
+		`{"kid":"b","mismatch":false,"primary":false,"primary_for":[],"private":true,"roles":[],"scopes":[],"signing_for":[],"type":"oct"}],`+
+		`"primary":"a","primary_for":{},"protected":false,"signing_for":{}}`, path)
 	if string(got) != want {
 		t.Errorf("list -o json\n got %s\nwant %s", got, want)
 	}
 	r = mustRun(t, env, "", "keys", "list")
-	if !strings.Contains(r.out, "KID") || !strings.Contains(r.out, "a    yes") || !strings.Contains(r.out, "b    no") {
+	if !strings.Contains(r.out, "KID") || !strings.Contains(r.out, "a    oct   private  -       primary") ||
+		!strings.Contains(r.out, "b    oct   private  -       -") || !strings.Contains(r.out, "(plain JWK Set)") {
 		t.Errorf("list table:\n%s", r.out)
 	}
 	r = mustRun(t, env, "", "keys", "list", "-o", "yaml")
@@ -329,7 +337,7 @@ func TestKeysListEscapesOddKids(t *testing.T) {
 	doc := `{"keys":[{"kty":"oct","kid":"a\nb\u001b[2J","k":"` + k + `"},{"kty":"oct","kid":"plain","k":"` + k + `"}],"primary":"plain"}`
 	os.WriteFile(path, []byte(doc), 0o600)
 	r := mustRun(t, keysEnv(path), "", "keys", "list")
-	if lines := strings.Split(strings.TrimRight(r.out, "\n"), "\n"); len(lines) != 3 || strings.Contains(r.out, "\x1b") ||
+	if lines := strings.Split(strings.TrimRight(r.out, "\n"), "\n"); len(lines) != 4 || strings.Contains(r.out, "\x1b") ||
 		!strings.Contains(r.out, `"a\nb\x1b[2J"`) {
 		t.Errorf("list:\n%s", r.out)
 	}

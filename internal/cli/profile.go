@@ -26,12 +26,23 @@ $XDG_CONFIG_HOME/flecht/config.yaml (or --config, FLECHT_CONFIG):
         username: flecht
         password_env: KAFKA_PASSWORD     # or password_file: /run/secrets/kafka
       mqtt:
-        url: mqtt://mqtt.staging:1883
+        url: mqtts://mqtt.staging:8883   # mqtt:// for plain MQTT
         username: bridge
         password_file: /run/secrets/mqtt
+        tls:                             # for mqtts:// only; the broker is always verified
+          ca_file: /etc/mqtt/ca.pem      # optional: a private CA (default: the system roots)
+          cert_file: /etc/mqtt/bridge.pem  # optional, with key_file: mutual TLS
+          key_file: /etc/mqtt/bridge.key
 
 Passwords are never stored in the file, only the variable or file that holds
-them; an mqtt.url with a password in it is refused. Precedence for each setting: flag > environment > profile > default.`
+them; an mqtt.url with a password in it is refused. Precedence for each
+setting: flag > environment > profile > default (for MQTT: --mqtt-url,
+--mqtt-ca-file, --mqtt-cert-file, --mqtt-key-file > FLECHT_MQTT_URL,
+FLECHT_MQTT_CA_FILE, FLECHT_MQTT_CERT_FILE, FLECHT_MQTT_KEY_FILE > the stage
+file's mqtt: > the profile). cert_file and key_file come from one place
+together. TLS files with a plain mqtt:// URL are an error, wherever each
+came from. There is no switch to skip verifying the MQTT broker: trust a
+private CA with ca_file, and give a broker reached by IP address an IP SAN.`
 
 // NewCmdProfile builds `flecht profile list|show`.
 func NewCmdProfile(f *Factory) *cobra.Command {
@@ -157,7 +168,14 @@ func NewCmdProfileShow(f *Factory, runF func(*ProfileOptions) error) *cobra.Comm
 		Short: "Show the effective connection settings and where each came from",
 		Long: `Show the settings a command would use now (flags, environment, profile
 and defaults applied), or those of the named profile. Secrets are never shown:
-only the environment variable or file a password is read from.`,
+only the environment variable or file a password is read from.
+
+For MQTT it shows the broker URL and the TLS in effect (the CA file or the
+system roots, the client certificate and key files), each with where it came
+from: FLECHT_MQTT_URL, FLECHT_MQTT_CA_FILE, FLECHT_MQTT_CERT_FILE,
+FLECHT_MQTT_KEY_FILE, or the profile. A command's --mqtt-* flags and a stage
+file's mqtt: block still come first; settings that cannot connect together
+are shown as such (JSON: mqtt_connection.problem).`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -200,16 +218,39 @@ func runProfileShow(opts *ProfileOptions) error {
 		} else {
 			pairs = append(pairs, [2]string{"sasl", "off"})
 		}
-		if r.MQTT != nil {
-			m := profile.RedactURL(r.MQTT.URL)
-			if r.MQTT.Username != "" {
+		if c := r.MQTTConn; c != nil {
+			m := c.URL + " (" + sourceText(c.URLSource) + ")"
+			if c.URL == "" {
+				m = "(no URL)"
+			}
+			if r.MQTT != nil && r.MQTT.Username != "" {
 				m += " as " + r.MQTT.Username + ", password from " + passwordSource(r.MQTT.Password)
 			}
-			pairs = append(pairs, [2]string{"mqtt", m})
+			pairs = append(pairs, [2]string{"mqtt", m}, [2]string{"mqtt tls", mqttTLSText(h, c)})
 		}
 		h.KV(pairs...)
 		return nil
 	})
+}
+
+// mqttTLSText is the MQTT connection's TLS in one line: whom it trusts
+// and what it presents, each with where it came from.
+func mqttTLSText(h *ui.Human, c *profile.MQTTConn) string {
+	switch {
+	case c.Problem != "":
+		return h.Warn("cannot connect: " + c.Problem)
+	case !c.TLS:
+		return "off (plain mqtt://)"
+	}
+	ca := "system roots"
+	if c.CAFile != "" {
+		ca = c.CAFile + " (" + sourceText(c.CAFileSource) + ")"
+	}
+	cert := "none"
+	if c.CertFile != "" {
+		cert = c.CertFile + ", key " + c.KeyFile + " (" + sourceText(c.ClientCertSource) + ")"
+	}
+	return "ca " + ca + "; client cert " + cert
 }
 
 // sourceText says where a setting came from: "from flag", "from env", but

@@ -60,7 +60,7 @@ func TestProfileShowJSONAlwaysHasEveryKey(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.out), &got); err != nil {
 		t.Fatalf("exit %d %v: %s", r.code, err, r.out)
 	}
-	for _, key := range []string{"config_path", "config_found", "profile", "profile_source", "brokers", "brokers_source", "tls", "sasl", "mqtt", "available_profiles"} {
+	for _, key := range []string{"config_path", "config_found", "profile", "profile_source", "brokers", "brokers_source", "tls", "sasl", "mqtt", "mqtt_connection", "available_profiles"} {
 		if _, ok := got[key]; !ok {
 			t.Errorf("key %q missing from %v", key, got)
 		}

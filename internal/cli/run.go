@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -27,9 +28,12 @@ A transformer reads its input topics in consumer group <application_id>,
 one task per input partition number. Each task has a transactional producer
 with the static ID <application_id>-<partition> (starting it fences any
 previous owner) and a Pebble store restored from partition p of the
-compacted changelog <application_id>-changelog. Every batch commits, per
-task, one Kafka transaction holding the outputs, the final changed state per
-key and the input offsets: exactly once across crashes and rebalances.
+compacted changelog <application_id>-changelog. Each task's Kafka
+transaction holds what arrives within commit_interval (default 100ms, several
+polls of max_poll_records; at most max_transaction_records input records):
+the outputs, the final changed state per key and the input offsets, exactly
+once across crashes and rebalances. While one transaction commits, the task
+already transforms the next records.
 
 The state key defaults to the message key. state_key may refine it with a
 template such as "{key}/{value.device}", never coarsen it: every record
@@ -65,7 +69,11 @@ Source stages bring data in (kind: extractor, kind: mqtt):
   mqtt-relay   (mqtt) the MQTT 5 bridge: shared subscriptions from the config
                records, each message ACKed to the MQTT broker only after the
                Kafka transaction carrying it committed (producer
-               <application_id>-<client_id>); --mqtt-url or FLECHT_MQTT_URL
+               <application_id>-<client_id>); --mqtt-url or FLECHT_MQTT_URL.
+               mqtts:// verifies the broker against the system roots or
+               --mqtt-ca-file; --mqtt-cert-file and --mqtt-key-file give a
+               client certificate (each also FLECHT_MQTT_CA_FILE, …, the
+               stage file's mqtt.ca_file, … or the profile's mqtt.tls)
 
 Several -f files run several stages in one process, each with its own
 group, producers, changelog, metrics (its own metrics.listen) and state
@@ -78,7 +86,7 @@ Startup checks everything before it joins the group: the stage file, the
 topics and their partition counts, the changelog. A wrong stage file
 (unknown field or builtin, a bad option, a state_key that coarsens) exits 2
 before any connection. SIGTERM or Ctrl-C stops cleanly and exits 0: a
-transformer finishes the batch in hand; an extractor aborts the page in hand
+transformer commits the transactions it has open; an extractor aborts the page in hand
 (its cursor stays at the last committed page, which is polled again after
 the restart); the MQTT bridge commits and ACKs what it holds.
 
@@ -97,8 +105,17 @@ type RunOptions struct {
 	SessionTimeout time.Duration
 	// MQTTURL is the MQTT broker of an mqtt stage (--mqtt-url).
 	MQTTURL string
+	// MQTTCAFile, MQTTCertFile and MQTTKeyFile are its TLS files
+	// (--mqtt-ca-file, --mqtt-cert-file, --mqtt-key-file).
+	MQTTCAFile, MQTTCertFile, MQTTKeyFile string
 	// Keyring opens flenc:jwe: secrets in config records (--keyring).
 	Keyring string
+	// CPUProfile, when set, receives a pprof CPU profile of the whole run
+	// (--cpuprofile), written when the process stops.
+	CPUProfile string
+	// PasswordFile opens a password-protected keyring (--password-file,
+	// else FLECHT_KEYRING_PASSWORD_FILE).
+	PasswordFile string
 }
 
 // NewCmdRun builds `flecht run`.
@@ -140,16 +157,26 @@ func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
 	cmd.Flags().StringVar(&opts.ClientID, "client-id", "", "this instance's identity, unique and stable (env FLECHT_CLIENT_ID; default the hostname)")
 	cmd.Flags().StringVar(&opts.StateDir, "state-dir", "", "where task state lives (default ${XDG_STATE_HOME:-~/.local/state}/flecht/<application_id>)")
 	cmd.Flags().StringVar(&opts.Keyring, "keyring", "", "keyring file for encrypted config fields (env FLECHT_KEYRING)")
-	cmd.Flags().StringVar(&opts.MQTTURL, "mqtt-url", "", "MQTT broker of an mqtt stage (env FLECHT_MQTT_URL; default: stage file, profile, mqtt://127.0.0.1:1883); no password in it: use the stage file's mqtt.password_env or password_file")
+	addPasswordFileFlag(cmd, &opts.PasswordFile)
+	cmd.Flags().StringVar(&opts.MQTTURL, "mqtt-url", "", "MQTT broker of an mqtt stage, mqtts:// for TLS (env FLECHT_MQTT_URL; default: stage file, profile, mqtt://127.0.0.1:1883); no password in it: use the stage file's mqtt.password_env or password_file")
+	addMQTTTLSFlags(cmd, &opts.MQTTCAFile, &opts.MQTTCertFile, &opts.MQTTKeyFile)
 	cmd.Flags().StringVar(&opts.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on this address (overrides metrics.listen)")
 	cmd.Flags().DurationVar(&opts.SessionTimeout, "session-timeout", 0, "consumer group session timeout (default 10s)")
 	_ = cmd.Flags().MarkHidden("session-timeout")
+	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the run to this file when it stops (for performance work)")
 	return cmd
 }
 
 func runRun(ctx context.Context, opts *RunOptions) error {
 	if opts.SessionTimeout < 0 {
 		return exitcode.UsageError(errors.New("--session-timeout must be positive"))
+	}
+	if opts.CPUProfile != "" {
+		stop, err := startCPUProfile(opts.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	if len(opts.Files) > 1 {
 		return runMany(ctx, opts)
@@ -159,6 +186,22 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		return err
 	}
 	return runStage(ctx, opts, st)
+}
+
+// startCPUProfile starts a CPU profile into path; stop ends and writes it.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // loadRunnable loads a stage file and refuses, as a usage error, what

@@ -18,7 +18,8 @@ func loadRunKeyring(opts *RunOptions, obs *metrics.Observer, log *slog.Logger) (
 	if path == "" {
 		return nil, nil
 	}
-	kr, warnings, err := secret.Load(path, secret.FileLog(log))
+	kr, warnings, err := secret.Load(path, secret.FileLog(log),
+		keyringPassword(passwordFilePath(opts.PasswordFile, opts.Factory.Getenv), opts.Factory.IO))
 	if err != nil {
 		return nil, err
 	}

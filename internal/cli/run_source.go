@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -21,7 +22,18 @@ import (
 )
 
 // EnvMQTTURL names the MQTT broker when neither flag nor stage file does.
-const EnvMQTTURL = "FLECHT_MQTT_URL"
+const EnvMQTTURL = profile.EnvMQTTURL
+
+// defaultMQTTURL is the broker of an mqtt stage when nothing names one.
+const defaultMQTTURL = "mqtt://127.0.0.1:1883"
+
+// addMQTTTLSFlags adds --mqtt-ca-file, --mqtt-cert-file and --mqtt-key-file.
+func addMQTTTLSFlags(cmd *cobra.Command, caFile, certFile, keyFile *string) {
+	fl := cmd.Flags()
+	fl.StringVar(caFile, "mqtt-ca-file", "", "PEM file of the private CA that signed the MQTT broker's certificate, for mqtts:// (env FLECHT_MQTT_CA_FILE; default: the system roots)")
+	fl.StringVar(certFile, "mqtt-cert-file", "", "PEM client certificate for mutual TLS with the MQTT broker, with --mqtt-key-file (env FLECHT_MQTT_CERT_FILE)")
+	fl.StringVar(keyFile, "mqtt-key-file", "", "PEM private key of --mqtt-cert-file (env FLECHT_MQTT_KEY_FILE)")
+}
 
 // runSource runs a stage that brings data into Kafka: an extractor or the
 // MQTT bridge.
@@ -38,10 +50,12 @@ func runSource(ctx context.Context, opts *RunOptions, st *stagefile.Stage) error
 	if err != nil {
 		return err
 	}
-	endpoint, err := mqttEndpoint(opts.MQTTURL, f.Getenv, st, resolved)
+	endpoint, err := mqttEndpoint(opts, f.Getenv, st, resolved)
 	if err != nil {
 		return exitcode.UsageError(err)
 	}
+	log.Info("mqtt broker", "url", endpoint.URL.Redacted(), "tls", endpoint.TLS != nil,
+		"ca_file", endpoint.TLSPeer.Files.CAFile, "cert_file", endpoint.TLSPeer.Files.CertFile)
 	cluster, err := f.Cluster()
 	if err != nil {
 		return err
@@ -60,48 +74,43 @@ func runSource(ctx context.Context, opts *RunOptions, st *stagefile.Stage) error
 	return bridge.Run(ctx)
 }
 
-// mqttEndpoint picks the MQTT broker: --mqtt-url, FLECHT_MQTT_URL, the
-// stage file, the profile, then 127.0.0.1:1883. Credentials come from the
-// stage file or the profile, the password from an env var or file.
-func mqttEndpoint(flag string, getenv func(string) string, st *stagefile.Stage, r *profile.Resolved) (mqtt.Endpoint, error) {
-	raw := flag
-	if raw == "" {
-		raw = getenv(EnvMQTTURL)
+// mqttEndpoint picks the MQTT broker and its TLS files, each from the
+// first of the flags, FLECHT_MQTT_*, the stage file, the profile (the
+// broker defaults to 127.0.0.1:1883), and reads the TLS files. Credentials
+// come from the stage file or the profile, the password from an env var
+// or file.
+func mqttEndpoint(opts *RunOptions, getenv func(string) string, st *stagefile.Stage, r *profile.Resolved) (mqtt.Endpoint, error) {
+	stage := profile.MQTTStageFile("", "", "", "")
+	if m := st.MQTT; m != nil {
+		stage = profile.MQTTStageFile(m.URL, m.CAFile, m.CertFile, m.KeyFile)
 	}
-	if raw == "" && st.MQTT != nil {
-		raw = st.MQTT.URL
+	conn := profile.ResolveMQTT(defaultMQTTURL,
+		profile.MQTTFlags("--mqtt-url", opts.MQTTURL, opts.MQTTCAFile, opts.MQTTCertFile, opts.MQTTKeyFile),
+		profile.MQTTEnv(getenv), stage, r.MQTTProfile())
+	if err := conn.Err(); err != nil {
+		return mqtt.Endpoint{}, err
 	}
-	if raw == "" && r.MQTT != nil {
-		raw = r.MQTT.URL
-	}
-	if raw == "" {
-		raw = "mqtt://127.0.0.1:1883"
-	}
-	u, err := mqtt.ParseURL(raw)
-	if err != nil {
-		return mqtt.Endpoint{}, exitcode.UsageError(err)
-	}
-	e := mqtt.Endpoint{URL: u}
+	var user, pw string
 	switch {
 	case st.MQTT != nil && st.MQTT.Username != "":
-		e.Username = st.MQTT.Username
-		pw, err := profile.Password{Env: st.MQTT.PasswordEnv, File: st.MQTT.PasswordFile}.Resolve(getenv)
+		user = st.MQTT.Username
+		p, err := profile.Password{Env: st.MQTT.PasswordEnv, File: st.MQTT.PasswordFile}.Resolve(getenv)
 		if err != nil {
-			return e, fmt.Errorf("mqtt password: %w", err)
+			return mqtt.Endpoint{}, fmt.Errorf("mqtt password: %w", err)
 		}
-		e.Password = pw
+		pw = p
 	case r.MQTT != nil && r.MQTT.Username != "":
-		e.Username = r.MQTT.Username
-		pw, err := r.MQTT.Password.Resolve(getenv)
+		user = r.MQTT.Username
+		p, err := r.MQTT.Password.Resolve(getenv)
 		if err != nil {
-			return e, fmt.Errorf("mqtt password: %w", err)
+			return mqtt.Endpoint{}, fmt.Errorf("mqtt password: %w", err)
 		}
-		e.Password = pw
+		pw = p
 	}
-	if u.User != nil {
-		e.Username = u.User.Username() // a password there is refused
+	if u := conn.ParsedURL(); u.User != nil {
+		user = u.User.Username() // a password there is refused
 	}
-	return e, nil
+	return mqtt.NewEndpoint(conn, user, pw)
 }
 
 // runExtractor runs a polling extractor (kind: extractor).
@@ -160,7 +169,7 @@ func stageObserver(st *stagefile.Stage, flagListen string) (*metrics.Observer, s
 			listen = st.Metrics.Listen
 		}
 	}
-	return metrics.New(labels), listen
+	return metrics.New(labels, metrics.MaxPollRecords(st.MaxPollRecords)), listen
 }
 
 // serveStage serves a stage's metrics and, on the same listener, its

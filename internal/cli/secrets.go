@@ -17,41 +17,64 @@ import (
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
-const secretsLong = `Encrypt and decrypt single secret values, as a stage's ENCRYPTED field
-stores them: a token "flenc:jwe:" + a compact JWE (alg dir, enc A256GCM,
-header {"alg":"dir","enc":"A256GCM","kid":…} plus "flenc_scope" when the
-field declares a scope), whose plaintext is the JSON encoding of the field's
-value. Tokens are interchangeable with the Python Flechtwerk library's.
+const secretsLong = `Work on single secret values as a stage's ENCRYPTED and SIGNED fields
+store them, interchangeable with Flechtwerk 0.17 and flechtctl 0.17:
+
+  encrypt   seal a JSON value under its scope's sealing key: a token
+            "flenc:jwe:" + a compact JWE, dir + A256GCM for an oct key,
+            ECDH-ES+A256KW + A256GCM for an x25519 recipient
+  decrypt   open a token of either generation (kid, alg, scope reported)
+  reseal    open a token and seal it again under its scope's sealing key
+            (one token; 'secrets reencrypt' sweeps whole topics)
+  sign      sign a JSON value with its scope's signing key: "flsig:jws:" +
+            a compact JWS, alg Ed25519, stamped with the scope
+  verify    check a signed value and print it with its signer
+  inspect   show the UNAUTHENTICATED header of a flenc: or flsig: token,
+            without a keyring
+  scan      report every secret value stored in config topics
+  reencrypt the rotation sweep of config topics
+
+The payload is the canonical JSON of the value (sorted keys, no spaces);
+the header carries "flenc_scope" when a scope is given. A field of scope S
+opens tokens of scope S and unscoped ones, an unscoped field only unscoped
+ones; a signed value verifies only in exactly its scope. The kind of the key
+a token's kid names decides which header is accepted, never the header.
 
 A failure exits with 4 and one line naming its kind, which runbooks can
 match on: malformed, header_rejected, unknown_kid, tag_mismatch,
-scope_violation, plaintext, no_keyring, keyring_invalid. With -o json the
-failure is printed on standard output instead:
+scope_violation, plaintext, no_keyring, keyring_invalid, keyring_password,
+key_binding, seal_only, bad_signature, unknown_signer, unsigned,
+no_signing_key. With -o json the failure is printed on standard output
+instead:
   {"error": {"kind": "unknown_kid", "kid": "k9", "message": "…"}}
-An input that is no value to seal (a JSON_VALUE that is not JSON, standard
-input over 16 MiB) is a usage error: exit 2, kind invalid_value, in the
-same two forms. No message quotes the input.
+An input that is no value to work on (a JSON_VALUE that is not JSON,
+standard input over 16 MiB) is a usage error: exit 2, kind invalid_value,
+in the same two forms. No message quotes the input.
 
-The keyring file comes from --keyring or ` + EnvKeyring + ` (see 'flecht keys').
-No output and no error message ever holds key bytes or a plaintext.
-
-'secrets scan' and 'secrets reencrypt' work on the secret fields stored in
-config topics: a report of every value, and the sweep of a key rotation.`
+The keyring file comes from --keyring or ` + EnvKeyring + ` (see 'flecht keys'); a
+password-protected one opens with --password-file or ` + EnvKeyringPasswordFile + `.
+No output and no error message ever holds key bytes, a password, or (but for
+the value decrypt and verify are asked for) a plaintext.`
 
 // SecretsOptions are the inputs of `flecht secrets encrypt|decrypt`.
 type SecretsOptions struct {
 	IO            *ui.IOStreams
 	Printer       func() *ui.Printer
 	Keyring       string // the keyring file: --keyring, else FLECHT_KEYRING
+	PasswordFile  string // a protected keyring's password: --password-file, else FLECHT_KEYRING_PASSWORD_FILE
 	Scope         string // the field's scope ("" for an unscoped field)
 	ReadPlaintext bool   // decrypt: accept a non-token value as legacy plaintext
-	Input         string // the JSON value or token; "-" reads standard input
+	// String: encrypt, sign take the input as a raw string, not as JSON;
+	// decrypt, verify print a string value raw (flechtctl's --string).
+	String bool
+	Input  string // the JSON value or token; "-" reads standard input
 }
 
 // EncryptResult is what `flecht secrets encrypt` prints.
 type EncryptResult struct {
 	Token string `json:"token"`
-	Kid   string `json:"kid"`             // the primary key that sealed it
+	Kid   string `json:"kid"`             // the key that sealed it: the scope's sealing key
+	Alg   string `json:"alg"`             // dir (an oct key) or ECDH-ES+A256KW (an x25519 recipient)
 	Scope string `json:"scope,omitempty"` // flenc_scope, when given
 }
 
@@ -59,8 +82,13 @@ type EncryptResult struct {
 type DecryptResult struct {
 	Value     json.RawMessage `json:"value"`               // the JSON wire value
 	Kid       string          `json:"kid,omitempty"`       // the key that opened it
+	Alg       string          `json:"alg,omitempty"`       // the token's generation: dir or ECDH-ES+A256KW
+	KeyType   secret.KeyType  `json:"key_type,omitempty"`  // the kind of that key: oct or x25519
 	Scope     string          `json:"scope,omitempty"`     // the token's flenc_scope
 	Plaintext bool            `json:"plaintext,omitempty"` // read as legacy plaintext (--read-plaintext)
+	// Signed: the value is itself a signed value (flsig:jws:), as an
+	// ENCRYPTED(SIGNED(…)) field stores it; check it with secrets verify.
+	Signed bool `json:"signed,omitempty"`
 }
 
 // SecretErrorReport is the machine form of a failed encrypt or decrypt
@@ -92,12 +120,13 @@ const maxSecretInput = 16 << 20
 func NewCmdSecrets(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "secrets <command>",
-		Short: "Encrypt, decrypt, scan and re-encrypt secret values (flenc:jwe: tokens)",
+		Short: "Encrypt, decrypt, sign, verify, inspect, scan and re-encrypt secret values",
 		Long:  secretsLong,
 		Args:  usageArgs(cobra.NoArgs),
 		RunE:  helpOrUnknown,
 	}
-	cmd.AddCommand(newCmdSecretsEncrypt(f, nil), newCmdSecretsDecrypt(f, nil),
+	cmd.AddCommand(newCmdSecretsEncrypt(f, nil), newCmdSecretsDecrypt(f, nil), newCmdSecretsReseal(f, nil),
+		newCmdSecretsSign(f, nil), newCmdSecretsVerify(f, nil), newCmdSecretsInspect(f, nil),
 		NewCmdSecretsScan(f, nil), NewCmdSecretsReencrypt(f, nil))
 	return cmd
 }
@@ -107,6 +136,7 @@ func secretsCommand(f *Factory, cmd *cobra.Command, runF, run func(*SecretsOptio
 	cmd.Args = usageArgs(cobra.ExactArgs(1))
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
 		opts.Keyring = keyringPath(opts.Keyring, f.Getenv)
+		opts.PasswordFile = passwordFilePath(opts.PasswordFile, f.Getenv)
 		opts.Input = args[0]
 		if runF != nil {
 			return runF(opts)
@@ -114,74 +144,85 @@ func secretsCommand(f *Factory, cmd *cobra.Command, runF, run func(*SecretsOptio
 		return run(opts)
 	}
 	addKeyringFlag(cmd, &opts.Keyring)
+	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	cmd.Flags().StringVar(&opts.Scope, "scope", "", "the field's scope (flenc_scope); empty for an unscoped field")
 	return cmd, opts
 }
 
 func newCmdSecretsEncrypt(f *Factory, runF func(*SecretsOptions) error) *cobra.Command {
-	cmd, _ := secretsCommand(f, &cobra.Command{
-		Use:   "encrypt --keyring FILE [--scope S] JSON_VALUE | -",
-		Short: "Encrypt a JSON value into a flenc:jwe: token with the primary key",
-		Long: `Encrypt JSON_VALUE with the keyring's primary key and print the token.
+	cmd, opts := secretsCommand(f, &cobra.Command{
+		Use:   "encrypt --keyring FILE [--scope S] [--string] JSON_VALUE | -",
+		Short: "Encrypt a JSON value into a flenc:jwe: token with the scope's sealing key",
+		Long: `Encrypt JSON_VALUE with the keyring's sealing key for --scope (its
+flenc_primaries entry, else the primary) and print the token: dir + A256GCM
+for an oct key, ECDH-ES+A256KW + A256GCM for an X25519 recipient (whose
+public half is enough: a writer's keyring may hold only that). A bound
+sealing key refuses a scope outside its binding (key_binding).
 
 JSON_VALUE is the field's value as JSON, so a string needs its quotes:
-'"sk-live-123"'. It is sealed in the canonical form a stage writes (sorted
-keys, no spaces; numbers keep their text). With "-" it is read from standard
-input, which keeps the secret out of the shell history and the process list.
+'"sk-live-123"', or --string to take it as a raw string. It is sealed in the
+canonical form a stage writes (sorted keys, no spaces; numbers keep their
+text). With "-" it is read from standard input, which keeps the secret out
+of the shell history and the process list (--string drops one trailing
+newline there).
 
 --scope binds the token to a field's scope: a field of another scope, or an
 unscoped field, refuses it. Every run draws a fresh random nonce, so the
-same value gives a different token each time.`,
+same value gives a different token each time. -o json adds the sealing kid
+and alg.`,
 		Example: `  flecht secrets encrypt --keyring keyring.json --scope api_key '"sk-live-123"'
   printf '%s' '{"user":"svc","password":"…"}' | flecht secrets encrypt --scope db -
+  printf '%s' 'sk-live-123' | flecht secrets encrypt --scope api_key --string -
   flecht secrets encrypt -o json -- -42     # a value that starts with "-" follows "--"`,
 	}, runF, runSecretsEncrypt)
+	cmd.Flags().BoolVar(&opts.String, "string", false, "take the value as a raw string, not as JSON")
 	return cmd
 }
 
 func newCmdSecretsDecrypt(f *Factory, runF func(*SecretsOptions) error) *cobra.Command {
 	cmd, opts := secretsCommand(f, &cobra.Command{
-		Use:   "decrypt --keyring FILE [--scope S] [--read-plaintext] TOKEN | -",
-		Short: "Decrypt a flenc:jwe: token and print its JSON value",
+		Use:   "decrypt --keyring FILE [--scope S] [--read-plaintext] [--string] TOKEN | -",
+		Short: "Decrypt a flenc:jwe: token of either generation and print its JSON value",
 		Long: `Decrypt TOKEN as a field of scope --scope reads it and print the JSON
-value it holds. TOKEN may be given bare or as it appears in a record's JSON
-(in double quotes); with "-" it is read from standard input. Surrounding
-whitespace is ignored.
+value it holds (--string: a string value raw, without quotes). TOKEN may be
+given bare or as it appears in a record's JSON (in double quotes); with "-"
+it is read from standard input. Surrounding whitespace is ignored.
 
-The rules are a stage's: the header must be exactly alg dir + enc A256GCM
-(checked before any decryption); the key is the one the token's kid names;
-a field of scope S opens tokens of scope S and unscoped tokens, an unscoped
-field only unscoped tokens. A value that is not a flenc: token is refused as
-plaintext unless --read-plaintext is given: then it is printed with a
-warning, as a field in migration reads it (JSON when it parses as JSON,
-else a string). A flenc: value with another envelope is never plaintext.
+The rules are a stage's: the key is the one the token's kid names, and the
+KIND of that key decides which header is accepted (dir + A256GCM for an oct
+key, ECDH-ES+A256KW + A256GCM for an x25519 key holding its private half),
+checked before any decryption; a field of scope S opens tokens of scope S
+and unscoped tokens, an unscoped field only unscoped tokens; a bound key
+opens only tokens of its scopes. A value that is not a flenc: token is
+refused as plaintext unless --read-plaintext is given: then it is printed
+with a warning, as a field in migration reads it (JSON when it parses as
+JSON, else a string). A flenc: value with another envelope is never
+plaintext.
+
+Standard error gets one line saying which kid opened it, the generation
+and the scope; -o json has them as kid, alg, key_type and scope. A value
+that is itself a signed value (an ENCRYPTED(SIGNED(…)) field) is flagged:
+pipe it on with --string to 'flecht secrets verify --scope S -'.
 
 On failure the exit code is 4 and the line names the kind; with -o json the
 error object is printed on standard output.`,
 		Example: `  flecht secrets decrypt --keyring keyring.json --scope api_key flenc:jwe:eyJhbGciOi…
   kcat -C -t configs -e -f '%s' | jq -r .api_key | flecht secrets decrypt --scope api_key -
+  flecht secrets decrypt --scope api --string "$TOKEN" | flecht secrets verify --scope api -
   flecht secrets decrypt -o json "$TOKEN" | jq .error.kind`,
 	}, runF, runSecretsDecrypt)
 	cmd.Flags().BoolVar(&opts.ReadPlaintext, "read-plaintext", false, "accept a value that is not a token as legacy plaintext, with a warning")
+	cmd.Flags().BoolVar(&opts.String, "string", false, "print a string value raw, without JSON quotes")
 	return cmd
 }
 
 func runSecretsEncrypt(opts *SecretsOptions) error {
-	input, err := secretInput(opts)
+	payload, value, err := valueInput(opts)
 	if err != nil {
 		return err
 	}
-	value, err := attr.ParseJSON(input)
-	if err != nil {
-		return invalidValue(opts, fmt.Sprintf(
-			"JSON_VALUE is not a JSON value (%s); a string needs JSON quotes, e.g. '\"text\"'", jsonProblem(err)))
-	}
-	payload, err := attr.Marshal(value)
-	if err != nil {
-		return invalidValue(opts, "JSON_VALUE has no canonical JSON form")
-	}
 	if s, ok := value.(string); ok && secret.IsEncrypted(s) {
-		fmt.Fprintln(opts.IO.ErrOut, "warning: the value is already a flenc: token; it is encrypted again, not re-encrypted (decrypt it first to change its key)")
+		fmt.Fprintln(opts.IO.ErrOut, "warning: the value is already a flenc: token; it is encrypted again, not re-encrypted ('flecht secrets reseal' changes its key)")
 	}
 	kr, err := secretsKeyring(opts)
 	if err != nil {
@@ -191,46 +232,82 @@ func runSecretsEncrypt(opts *SecretsOptions) error {
 	if err != nil {
 		return secretFailure(opts, err, kr)
 	}
-	res := EncryptResult{Token: tok, Kid: kr.Primary(), Scope: opts.Scope}
+	h, _ := secret.InspectHeader(tok)
+	res := EncryptResult{Token: tok, Kid: h.Kid, Alg: h.Alg, Scope: opts.Scope}
 	return opts.Printer().Print(res, func(h *ui.Human) error {
 		h.Printf("%s\n", res.Token)
 		return nil
 	})
 }
 
-func runSecretsDecrypt(opts *SecretsOptions) error {
+// valueInput is the value encrypt and sign work on: the input parsed as
+// JSON, or with --string taken as a string (from standard input, one
+// trailing newline dropped), and its canonical JSON payload.
+func valueInput(opts *SecretsOptions) (payload []byte, value any, err error) {
 	input, err := secretInput(opts)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	// The value bare, or as it stands in a record's JSON: a token in
-	// quotes, or (for a legacy plaintext) any JSON value.
+	if opts.String {
+		if opts.Input == "-" {
+			input = bytes.TrimSuffix(input, []byte("\n"))
+		}
+		value = string(input)
+	} else if value, err = attr.ParseJSON(input); err != nil {
+		return nil, nil, invalidValue(opts, fmt.Sprintf(
+			"JSON_VALUE is not a JSON value (%s); a string needs JSON quotes, e.g. '\"text\"', or --string", jsonProblem(err)))
+	}
+	payload, err = attr.Marshal(value)
+	if err != nil {
+		return nil, nil, invalidValue(opts, "JSON_VALUE has no canonical JSON form (a string must be valid UTF-8)")
+	}
+	return payload, value, nil
+}
+
+// tokenInput is the token decrypt, verify, reseal and inspect work on: the
+// input bare, or as it stands in a record's JSON (a string in quotes);
+// plain is the input as a value, for a legacy plaintext read.
+func tokenInput(opts *SecretsOptions) (token string, plain any, err error) {
+	input, err := secretInput(opts)
+	if err != nil {
+		return "", nil, err
+	}
 	raw := bytes.TrimSpace(input)
-	value, plain := string(raw), any(string(raw))
+	token, plain = string(raw), string(raw)
 	if v, err := attr.ParseJSON(raw); err == nil {
 		plain = v
 		if s, ok := v.(string); ok {
-			value = s
+			token = s
 		} else {
-			value = "" // not a string, so not a token
+			token = "" // not a string, so not a token
 		}
+	}
+	return token, plain, nil
+}
+
+func runSecretsDecrypt(opts *SecretsOptions) error {
+	token, plain, err := tokenInput(opts)
+	if err != nil {
+		return err
 	}
 	kr, err := secretsKeyring(opts)
 	if err != nil {
 		return secretFailure(opts, err, nil)
 	}
 	var res DecryptResult
-	if secret.IsEncrypted(value) {
-		payload, kid, err := kr.Decrypt(value, opts.Scope)
+	if secret.IsEncrypted(token) {
+		payload, info, err := kr.Open(token, opts.Scope)
 		if err != nil {
 			return secretFailure(opts, err, kr)
 		}
-		if _, err := attr.ParseJSON(payload); err != nil {
-			return secretFailure(opts, &secret.Error{Kind: secret.KindMalformed, Kid: kid, Scope: opts.Scope,
+		v, err := attr.ParseJSON(payload)
+		if err != nil {
+			return secretFailure(opts, &secret.Error{Kind: secret.KindMalformed, Kid: info.Kid, Scope: opts.Scope,
 				Detail: "the token opens, but its payload is not JSON"}, kr)
 		}
-		info, _ := secret.Inspect(value)
-		res = DecryptResult{Value: payload, Kid: kid, Scope: info.Scope}
+		h, _ := secret.InspectHeader(token)
+		inner, _ := v.(string)
+		res = DecryptResult{Value: payload, Kid: info.Kid, Alg: h.Alg, KeyType: kr.Type(info.Kid), Scope: info.Scope, Signed: secret.IsSigned(inner)}
 	} else {
 		if !opts.ReadPlaintext {
 			return secretFailure(opts, &secret.Error{Kind: secret.KindPlaintext, Scope: opts.Scope,
@@ -244,10 +321,40 @@ func runSecretsDecrypt(opts *SecretsOptions) error {
 		fmt.Fprintln(opts.IO.ErrOut, "warning: value read as legacy plaintext: it is not a flenc: token; encrypt it and write it back")
 		res = DecryptResult{Value: payload, Plaintext: true}
 	}
-	return opts.Printer().Print(res, func(h *ui.Human) error {
-		h.Printf("%s\n", res.Value)
-		return nil
+	return printSecretValue(opts, res, res.Value, func(w io.Writer) {
+		if res.Plaintext {
+			return
+		}
+		scope := "unscoped"
+		if res.Scope != "" {
+			scope = fmt.Sprintf("scope %q", secret.Clip(res.Scope))
+		}
+		fmt.Fprintf(w, "opened: kid %q (%s, %s + A256GCM), %s\n", secret.Clip(res.Kid), res.KeyType, res.Alg, scope)
+		if res.Signed {
+			fmt.Fprintf(w, "note: the value is a signed value (flsig:jws:); check it with 'flecht secrets decrypt --string … | flecht secrets verify --scope %s -'\n", shellQuote(res.Scope))
+		}
 	})
+}
+
+// printSecretValue prints what decrypt or verify opened: res as JSON or
+// YAML, or value on standard output (--string: a string raw) and note's
+// line on standard error.
+func printSecretValue(opts *SecretsOptions, res any, value json.RawMessage, note func(io.Writer)) error {
+	p := opts.Printer()
+	if p.Format != ui.FormatTable {
+		return p.Print(res, nil)
+	}
+	out := []byte(value)
+	if opts.String {
+		var s string
+		if json.Unmarshal(value, &s) != nil {
+			return invalidValue(opts, "the value is not a JSON string, so --string cannot print it raw; drop --string")
+		}
+		out = []byte(s)
+	}
+	note(opts.IO.ErrOut)
+	_, err := fmt.Fprintf(opts.IO.Out, "%s\n", out)
+	return err
 }
 
 // secretInput is the positional argument, or standard input for "-".
@@ -265,14 +372,14 @@ func secretInput(opts *SecretsOptions) ([]byte, error) {
 	return b, nil
 }
 
-// secretsKeyring loads the keyring for encrypt/decrypt. A missing path or
+// secretsKeyring loads the keyring for the value verbs. A missing path or
 // file is no_keyring.
 func secretsKeyring(opts *SecretsOptions) (*secret.Keyring, error) {
 	if opts.Keyring == "" {
 		return nil, &secret.Error{Kind: secret.KindNoKeyring, Scope: opts.Scope,
 			Detail: "no keyring file: give --keyring FILE or set " + EnvKeyring}
 	}
-	kr, err := loadKeyringFile(opts.IO.ErrOut, opts.Keyring)
+	kr, err := loadKeyringFile(opts.IO.ErrOut, opts.Keyring, keyringPassword(opts.PasswordFile, opts.IO))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &secret.Error{Kind: secret.KindNoKeyring, Scope: opts.Scope,
 			Detail: "keyring file " + opts.Keyring + " does not exist"}
@@ -280,7 +387,7 @@ func secretsKeyring(opts *SecretsOptions) (*secret.Keyring, error) {
 	return kr, err
 }
 
-// secretFailure reports a failed encrypt or decrypt: a *secret.Error exits
+// secretFailure reports a failed value verb: a *secret.Error exits
 // with 4, as one line on standard error ("error: <kind>: …"), or with -o
 // json/yaml as an error object on standard output. Any other error (an I/O
 // failure) is returned as it is.

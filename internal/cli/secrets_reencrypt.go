@@ -23,8 +23,10 @@ type SecretsReencryptOptions struct {
 	Logger           func() *slog.Logger
 	Targets          secretTargets
 	Keyring          string // --keyring, else FLECHT_KEYRING
+	PasswordFile     string // a protected keyring's password: --password-file, else FLECHT_KEYRING_PASSWORD_FILE
 	Execute          bool
 	EncryptPlaintext bool
+	Resign           bool
 	BatchSize        int
 	MaxRounds        int
 	SettleTimeout    time.Duration
@@ -35,15 +37,43 @@ type SecretsReencryptOptions struct {
 	Sweep func(ctx context.Context, o reencrypt.Options) (*reencrypt.Result, error)
 }
 
-const secretsReencryptLong = `Re-encrypt the secret values stored in config topics under the keyring's
-primary key: step 3 of a key rotation (see 'flecht keys rotate-plan').
+const secretsReencryptLong = `Re-encrypt the secret values stored in config topics under their scope's
+sealing key: step 3 of a key rotation (see 'flecht keys rotate-plan').
+
+The target of each value is the sealing key of its field's scope:
+flenc_primaries[scope], else the primary (both token generations: an oct key
+seals dir tokens, an X25519 key ECDH-ES ones), so a per-scope key is never
+undone. The secret fields are --field NAME[:scope[:mode]] or a stage file's
+secret_fields, the mode encrypted (default), signed or encrypted-signed (see
+'flecht secrets scan --help').
 
 Without --execute it prints the plan and writes nothing: per partition, the
-records holding a token under a non-primary kid, unscoped tokens of a
-scoped field (the scope upgrade: a scope can be added to a live field, never
-removed), plaintext values, and values it cannot touch (a token whose kid
-the keyring lacks, one that fails authentication, a scope violation, a
-corrupt value).
+records holding a token not under its scope's sealing kid, unscoped tokens
+of a scoped field (the scope upgrade: a scope can be added to a live field,
+never removed), values in the clear, unsigned values, signatures by an old
+signer, and values it cannot touch (a token whose kid the keyring lacks or
+holds only the public half of, one that fails authentication, a scope or
+binding violation, a signature that does not verify, a corrupt value, a
+scope no key of the keyring may seal).
+
+What each mode allows:
+  encrypted          tokens are re-sealed with their payload (a signed value
+                     inside byte for byte, or signed again with --resign;
+                     its reader does not verify it, so a signature there
+                     that fails never holds the token up); values in the
+                     clear are sealed with --encrypt-plaintext
+  signed             values are never wrapped in a token (a SIGNED reader
+                     refuses one); an unsigned value is left and reported
+  encrypted-signed   tokens are re-sealed with their payload, the signed
+                     value inside byte for byte; a signed value in the clear
+                     is sealed with --encrypt-plaintext when its signature
+                     verifies; an unsigned plaintext is left and reported
+The sweep never signs an unsigned value: a signature vouches for who wrote
+a value, and the sweep did not write it; have its writer sign it ('flecht
+secrets sign'). With --resign it signs again, with the scope's signing key
+(flenc_signing), every signature that VERIFIES under another signer, bare
+or inside a token of any encrypted field: the step that retires an old
+Ed25519 key; the value it vouched for is kept byte for byte.
 
 With --execute it re-produces each such record
   - with the same key bytes, headers and timestamp, explicitly to the
@@ -51,7 +81,7 @@ With --execute it re-produces each such record
     partition would survive and come back after the old key is gone); a
     topic with message.timestamp.type=LogAppendTime restamps it anyway;
   - with every other byte of the value unchanged (member order, whitespace,
-    number spellings): only the token values change;
+    number spellings): only the secret values change;
   - in transactions of --batch-size records, under the transactional ID
     flecht-reencrypt-<hash of the topics>.
 Before each commit it compares the end offsets of the partitions it wrote
@@ -60,27 +90,37 @@ the transaction is aborted (never visible) and those partitions are re-read
 from where they were read before and re-swept: another writer's newer value
 always wins, and is only rewritten if it still holds a token to rotate. A
 partition re-read --max-rounds times in a row without progress stops the
-sweep with exit 1 naming it. At the end a scan verifies that no token under a
-non-primary kid remains and every token opens (exit 4 otherwise).
+sweep with exit 1 naming it. At the end a scan verifies, scope by scope,
+that every token is under its scope's sealing kid and opens, every signature
+verifies and nothing is corrupt (with --resign, also that every signature is
+by its scope's signing kid): exit 4 otherwise. A token the keyring cannot
+judge (unknown kid, seal-only, corrupt) is never verified clean.
 
 A sweep that is killed can be run again: the transactional ID fences the old
 process and aborts its open transaction, and records already swept are not
 touched again.
 
-Plaintext values are left alone unless --encrypt-plaintext is given (the
+Values in the clear are left alone unless --encrypt-plaintext is given (the
 last step of a migration from plaintext); every value that rested in
 plaintext must be treated as disclosed and rotated at its source.
 
 A progress bar is drawn on a terminal. -o json prints the counts per
 partition and the verification:
-  {"mode": "plan"|"execute", "topics", "fields", "primary", "transactional_id",
+  {"mode": "plan"|"execute", "topics", "fields", "primary",
+   "targets": [{"scope", "sealing_kid", "signing_kid", "error"}],
+   "encrypt_plaintext", "resign", "transactional_id",
    "partitions": [{"topic", "partition", "end_offset", "records", "rewrite",
-     "non_primary", "scope_upgrade", "plaintext", "blocked", "values": {...},
-     "written", "rereads", "foreign_records", "resweep", "restored"}],
+     "non_primary", "scope_upgrade", "plaintext", "unsigned", "old_signer",
+     "blocked", "values": {"rotate", "scope_upgrade", "encrypt_plaintext",
+     "resign", "plaintext_left", "unsigned_left", "old_signer_left",
+     "blocked", "unchanged"}, "written", "rereads", "foreign_records",
+     "resweep", "restored"}],
    "totals": {...}, "blocked": [{"topic", "partition", "offset", "key",
    "field", "error"}], "transactions", "aborted_transactions",
-   "verification": {"clean", "primary", "non_primary_tokens", "plaintext",
-     "corrupt", "undecryptable", "by_kid": [...]}, "reminder"}`
+   "verification": {"clean", "primary", "targets", "non_primary_tokens"
+     (tokens not under their scope's sealing kid), "plaintext", "unsigned",
+     "corrupt", "undecryptable", "unverified", "old_signer", "by_kid",
+     "by_signer"}, "reminder"}`
 
 // NewCmdSecretsReencrypt builds `flecht secrets reencrypt`.
 func NewCmdSecretsReencrypt(f *Factory, runF func(*SecretsReencryptOptions) error) *cobra.Command {
@@ -107,15 +147,17 @@ func NewCmdSecretsReencrypt(f *Factory, runF func(*SecretsReencryptOptions) erro
 		return reencrypt.Execute(ctx, cl, prod, o)
 	}
 	cmd := &cobra.Command{
-		Use:   "reencrypt (--topics T,... --field NAME[:scope]... | -f stage.yaml) --keyring FILE [--execute]",
-		Short: "Re-encrypt stored secret tokens under the primary key (dry run unless --execute)",
+		Use:   "reencrypt (--topics T,... --field NAME[:scope[:mode]]... | -f stage.yaml) --keyring FILE [--execute]",
+		Short: "Re-encrypt stored secret tokens under their scope's sealing key (dry run unless --execute)",
 		Long:  secretsReencryptLong,
 		Example: `  flecht secrets reencrypt --topics configs --field api_key:api_key --keyring keyring.json
   flecht secrets reencrypt -f extractor.yaml --keyring keyring.json --execute
+  flecht secrets reencrypt --topics configs --field webhook:billing:encrypted-signed --resign --execute
   flecht secrets reencrypt -f extractor.yaml --encrypt-plaintext --execute -o json | jq .verification`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Keyring = keyringPath(opts.Keyring, f.Getenv)
+			opts.PasswordFile = passwordFilePath(opts.PasswordFile, f.Getenv)
 			if runF != nil {
 				return runF(opts)
 			}
@@ -124,9 +166,11 @@ func NewCmdSecretsReencrypt(f *Factory, runF func(*SecretsReencryptOptions) erro
 	}
 	opts.Targets.addFlags(cmd)
 	addKeyringFlag(cmd, &opts.Keyring)
+	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	fl := cmd.Flags()
 	fl.BoolVar(&opts.Execute, "execute", false, "write: re-produce the records (without it, only the plan is printed)")
-	fl.BoolVar(&opts.EncryptPlaintext, "encrypt-plaintext", false, "also encrypt plaintext values (migration); rotate them at their source afterwards")
+	fl.BoolVar(&opts.EncryptPlaintext, "encrypt-plaintext", false, "also encrypt values in the clear where their field encrypts (migration); rotate them at their source afterwards")
+	fl.BoolVar(&opts.Resign, "resign", false, "also sign again, with the scope's signing key, every signature that verifies under another signer (never an unsigned value)")
 	fl.IntVar(&opts.BatchSize, "batch-size", reencrypt.DefaultBatchSize, "records per transaction")
 	fl.IntVar(&opts.MaxRounds, "max-rounds", reencrypt.DefaultMaxRounds, "re-reads in a row of a partition other writers keep appending to (and final passes) before giving up")
 	fl.DurationVar(&opts.SettleTimeout, "settle-timeout", reencrypt.DefaultSettleTimeout, "how long to wait for another producer's open transaction to end")
@@ -145,7 +189,7 @@ func runSecretsReencrypt(ctx context.Context, opts *SecretsReencryptOptions) err
 	if opts.BatchSize < 1 || opts.MaxRounds < 1 || opts.SettleTimeout <= 0 {
 		return exitcode.UsageError(errors.New("--batch-size, --max-rounds and --settle-timeout must be positive"))
 	}
-	kr, err := loadOptionalKeyring(opts.IO, opts.Keyring)
+	kr, err := loadOptionalKeyring(opts.IO, opts.Keyring, opts.PasswordFile)
 	if err != nil {
 		return err
 	}
@@ -155,7 +199,7 @@ func runSecretsReencrypt(ctx context.Context, opts *SecretsReencryptOptions) err
 	}
 	prog := &sweepProgress{io: opts.IO}
 	o := reencrypt.Options{
-		Topics: topics, Fields: fields, Keyring: kr, EncryptPlaintext: opts.EncryptPlaintext,
+		Topics: topics, Fields: fields, Keyring: kr, EncryptPlaintext: opts.EncryptPlaintext, Resign: opts.Resign,
 		BatchSize: opts.BatchSize, MaxRounds: opts.MaxRounds, SettleTimeout: opts.SettleTimeout,
 		TransactionalID: txnID,
 		ReadPlanned:     prog.reading, Read: prog.add, Planned: prog.writing, Written: prog.add,
@@ -170,7 +214,7 @@ func runSecretsReencrypt(ctx context.Context, opts *SecretsReencryptOptions) err
 	res, err := run(ctx, o)
 	prog.done()
 	if res != nil {
-		if perr := opts.Printer().Print(res, func(h *ui.Human) error { return printReencrypt(h, res, kr.Primary(), topics, fields, opts.Keyring) }); perr != nil {
+		if perr := opts.Printer().Print(res, func(h *ui.Human) error { return printReencrypt(h, res, topics, fields, opts.Keyring) }); perr != nil {
 			return perr
 		}
 	}
@@ -207,17 +251,43 @@ func (p *sweepProgress) writing(total int64) { p.start("re-encrypting"); p.cur.S
 func (p *sweepProgress) add(n int64)         { p.cur.Add(n) }
 func (p *sweepProgress) done()               { p.cur.Done() }
 
-func printReencrypt(h *ui.Human, res *reencrypt.Result, primary string, topics []string, fields []reencrypt.Field, keyring string) error {
+// targetsLine names each scope's sealing kid: "pay → x2, unscoped → o2".
+func targetsLine(targets []reencrypt.ScopeTarget) string {
+	parts := make([]string, 0, len(targets))
+	for _, t := range targets {
+		scope := t.Scope
+		if scope == "" {
+			scope = "unscoped"
+		}
+		kid := strconv.Quote(t.Sealing)
+		if t.Error != nil {
+			kid = "none (" + string(t.Error.Kind) + ")"
+		}
+		parts = append(parts, scope+" → "+kid)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func printReencrypt(h *ui.Human, res *reencrypt.Result, topics []string, fields []reencrypt.Field, keyring string) error {
 	executed := res.Mode == "execute"
 	t := res.Totals
 	if executed {
-		h.Printf("swept %s to primary %q: %s of %s records re-encrypted\n", strings.Join(res.Topics, ", "), primary,
+		h.Printf("swept %s to each scope's sealing kid (%s): %s of %s records rewritten\n", strings.Join(res.Topics, ", "), targetsLine(res.Targets),
 			ui.GroupDigits(int64(t.Written)), ui.GroupDigits(int64(t.Records)))
 	} else {
-		h.Printf("plan: re-encrypt %s of %s records in %s to primary %q\n", ui.GroupDigits(int64(t.Rewrite)), ui.GroupDigits(int64(t.Records)),
-			strings.Join(res.Topics, ", "), primary)
+		h.Printf("plan: rewrite %s of %s records in %s to each scope's sealing kid (%s)\n", ui.GroupDigits(int64(t.Rewrite)), ui.GroupDigits(int64(t.Records)),
+			strings.Join(res.Topics, ", "), targetsLine(res.Targets))
 	}
+	for _, st := range res.Targets {
+		if st.Error != nil {
+			h.Printf("%s\n", h.Warn(fmt.Sprintf("no key can seal scope %q: %s", st.Scope, st.Error.Message)))
+		}
+	}
+	signs := t.Unsigned > 0 || t.OldSigner > 0 || t.Values.Resign > 0
 	headers := []string{"topic", "partition", "records", "rewrite", "non-primary", "scope-upgrade", "plaintext", "blocked"}
+	if signs {
+		headers = append(headers, "unsigned", "old-signer")
+	}
 	if executed {
 		headers = append(headers, "written", "rereads", "foreign")
 	}
@@ -225,6 +295,9 @@ func printReencrypt(h *ui.Human, res *reencrypt.Result, primary string, topics [
 	var rows [][]string
 	for _, p := range res.Partitions {
 		row := []string{p.Topic, strconv.Itoa(int(p.Partition)), n(p.Records), n(p.Rewrite), n(p.NonPrimary), n(p.ScopeUpgrade), n(p.Plaintext), n(p.Blocked)}
+		if signs {
+			row = append(row, n(p.Unsigned), n(p.OldSigner))
+		}
 		if executed {
 			row = append(row, n(p.Written), n(p.Rereads), n(p.ForeignRecords))
 		}
@@ -243,7 +316,13 @@ func printReencrypt(h *ui.Human, res *reencrypt.Result, primary string, topics [
 		}
 	}
 	if t.Plaintext > 0 && !res.EncryptPlaintext {
-		h.Printf("\nrecords holding plaintext values: %s; they are left alone (--encrypt-plaintext encrypts them)\n", n(t.Plaintext))
+		h.Printf("\nrecords holding values in the clear: %s; they are left alone (--encrypt-plaintext encrypts those their field allows)\n", n(t.Plaintext))
+	}
+	if t.Values.UnsignedLeft > 0 {
+		h.Printf("\nunsigned values in signed fields: %s; left alone, the sweep never signs: have their writers sign them ('flecht secrets sign')\n", n(t.Values.UnsignedLeft))
+	}
+	if t.Values.OldSignerLeft > 0 {
+		h.Printf("\nsignatures by an old signer: %s; left alone (--resign signs them again with the scope's signing key)\n", n(t.Values.OldSignerLeft))
 	}
 	if res.Reminder != "" {
 		h.Printf("\n%s\n", h.Warn("reminder: "+res.Reminder))
@@ -272,15 +351,27 @@ func printReencrypt(h *ui.Human, res *reencrypt.Result, primary string, topics [
 		return nil
 	}
 	if v.Clean {
-		h.Printf("%s\n", h.Good(fmt.Sprintf("verified by a scan: no token under a kid other than %q remains (%s values in %s records)",
-			v.Primary, n(v.Values), n(v.Records))))
+		h.Printf("%s\n", h.Good(fmt.Sprintf("verified by a scan: every token is under its scope's sealing kid (%s) and opens, every signature verifies (%s values in %s records)",
+			targetsLine(v.Targets), n(v.Values), n(v.Records))))
 		h.Printf("%s\n", h.Faint("next: remove the old keys, guarded by a scan: flecht keys remove --kid OLD "+targetFlags(topics, fields)+" --keyring "+shellQuote(keyring)))
 	} else {
-		h.Printf("%s\n", h.Bad(fmt.Sprintf("verification failed: %d tokens name a kid other than %q, %d tokens do not open",
-			v.NonPrimary, v.Primary, v.Undecryptable)))
+		var parts []string
+		add := func(c int, what string) {
+			if c > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", c, what))
+			}
+		}
+		add(v.NonPrimary, "tokens not under their scope's sealing kid")
+		add(v.Undecryptable, "tokens that do not open")
+		add(v.Unverified, "signatures that do not verify")
+		add(v.Corrupt, "corrupt values")
+		if res.Resign {
+			add(v.OldSigner, "signatures by an old signer")
+		}
+		h.Printf("%s\n", h.Bad("verification failed: "+strings.Join(parts, ", ")+" ('flecht secrets scan --findings-only' lists them)"))
 	}
-	if v.Plaintext > 0 || v.Corrupt > 0 {
-		h.Printf("%s\n", h.Warn(fmt.Sprintf("the scan also found %d plaintext and %d corrupt values ('flecht secrets scan' lists them)", v.Plaintext, v.Corrupt)))
+	if v.Plaintext > 0 || v.Unsigned > 0 {
+		h.Printf("%s\n", h.Warn(fmt.Sprintf("the scan also found %d values in the clear and %d unsigned values, left by rule ('flecht secrets scan' lists them)", v.Plaintext, v.Unsigned)))
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ type secretTargets struct {
 func (s *secretTargets) addFlags(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringSliceVar(&s.Topics, "topics", nil, "config topics to read, comma-separated")
-	fl.StringArrayVar(&s.Fields, "field", nil, "a secret field, NAME[:scope] (repeatable): NAME a dotted path, NAME[] a list of tokens")
+	fl.StringArrayVar(&s.Fields, "field", nil, "a secret field, NAME[:scope[:mode]] (repeatable): NAME a dotted path, NAME[] a list; mode encrypted (default), signed or encrypted-signed")
 	fl.StringVarP(&s.StageFile, "file", "f", "", "take the config topics and secret fields from this stage file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 }
@@ -92,11 +92,11 @@ func shellQuote(s string) string {
 
 // loadOptionalKeyring loads the keyring when a path is given (flag or
 // environment); "" gives nil.
-func loadOptionalKeyring(io *ui.IOStreams, path string) (*secret.Keyring, error) {
+func loadOptionalKeyring(io *ui.IOStreams, path, passwordFile string) (*secret.Keyring, error) {
 	if path == "" {
 		return nil, nil
 	}
-	kr, err := loadKeyringFile(io.ErrOut, path)
+	kr, err := loadKeyringFile(io.ErrOut, path, keyringPassword(passwordFile, io))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("keyring %s does not exist", path)
 	}
@@ -113,6 +113,7 @@ type SecretsScanOptions struct {
 	Printer      func() *ui.Printer
 	Targets      secretTargets
 	Keyring      string // optional: --keyring, else FLECHT_KEYRING
+	PasswordFile string // a protected keyring's password: --password-file, else FLECHT_KEYRING_PASSWORD_FILE
 	FindingsOnly bool
 	// Scan reads the topics (a Kafka client from the factory).
 	Scan func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error)
@@ -124,22 +125,52 @@ a key rotation can be checked before anything is removed.
 The topics are read (read_committed) to the end offsets captured at the
 start, keeping the latest record per partition and key: the compacted view
 every reader builds, so a record placed off its key's hash partition counts
-where it is. For each secret field (--field NAME[:scope], repeatable; NAME a
-dotted path, NAME[] a list of tokens; or -f stage.yaml with secret_fields)
-every value is listed with its topic, partition, offset, key and status:
+where it is. The secret fields are --field NAME[:scope[:mode]] (repeatable;
+NAME a dotted path, NAME[] a list of values) or -f stage.yaml with
+secret_fields, in the same syntax. The mode says which upstream codec reads
+the field:
 
-  encrypted   a flenc:jwe: token; its kid and scope come from its header
-  plaintext   not a token: a legacy value, or a pasted secret
-  corrupt     a flenc: value that does not parse, a record that is not a
-              JSON object, or a field path through a duplicated key
+  encrypted          ENCRYPTED(inner, scope=S): a flenc:jwe: token (the default)
+  signed             SIGNED(inner, scope=S): a flsig:jws: signed value, in the clear
+  encrypted-signed   ENCRYPTED(SIGNED(inner, scope=S), scope=S): a token whose
+                     payload is a signed value, upstream's recommended form
 
-Absent and null values are skipped: absence is not a leak. Every token's
-header is held against its field's scope ratchet, keyring or not: a token of
-another scope, or a scoped token in an unscoped field, is a scope_violation
-(the field refuses it whatever the key). With a keyring (--keyring or
-` + EnvKeyring + `) every token is also opened through its field's scope, and the
-outcome is listed (ok, unknown_kid, tag_mismatch, scope_violation). A
-summary counts the values per kid and status.
+A signed mode needs its scope (api_key:billing:signed). A scope that ends in
+a mode word is written with its mode (k:a:signed:encrypted is scope a:signed).
+
+Every value is listed with its topic, partition, offset, key and status:
+
+  encrypted   a flenc:jwe: token of either generation (alg dir to an oct kid,
+              ECDH-ES+A256KW to an X25519 kid); kid and scope from its header
+  signed      a flsig:jws: signed value; its kid is the Ed25519 signer
+  plaintext   neither: a legacy value, a pasted secret, an unsigned value
+  corrupt     a flenc: or flsig: value that does not parse, a record that is
+              not a JSON object, or a field path through a duplicated key
+
+and, when something is wrong with it for its field, a problem: plaintext (in
+the clear where the field encrypts: a signed value in the clear counts, its
+payload is readable and an ENCRYPTED reader refuses it; its status stays
+signed), unsigned (not signed where the field signs: a token in a signed
+field counts), or the kind that kept it from opening or verifying.
+
+Absent and null values are skipped: absence is not a leak. Keyring or not,
+every token's header is held against its field's scope ratchet and every
+signature's stamped scope against its field's scope (a signature's must
+match exactly): a mismatch is a scope_violation. With a keyring (--keyring or
+` + EnvKeyring + `) every token is also opened through its field's scope (decrypt:
+ok, unknown_kid, seal_only, tag_mismatch, scope_violation, key_binding) and
+every signature verified (verify: verified, bad_signature, unknown_signer,
+scope_violation, key_binding), the one inside a token too: in an
+encrypted-signed field (unsigned when it opens to a value that is not
+signed), and in an encrypted field, where it is no finding either way (its
+reader takes the string as it is) but its signer is named, since a key is
+needed by every signature it made. The
+report then names each scope's target: the kid that seals its values
+(flenc_primaries[scope], else primary) and the one that signs them
+(flenc_signing[scope]); a token under another kid is stale (the sweep moves
+it, 'flecht secrets reencrypt'), a signature by another signer is by an old
+signer. Summaries count the values per kid and status, and the signatures per
+signer and verdict.
 
 A plaintext value is never printed: it shows as a length range (powers of
 two) and a fingerprint, the first 12 hex digits of an HMAC-SHA-256 of its
@@ -152,32 +183,40 @@ per run, and fingerprints compare within one report only ("fingerprints":
 "run" in -o json).
 
 A missing topic is an error, never a clean report. Exit 0 when clean, 4
-when any value is plaintext, corrupt, in the wrong scope or (with a
-keyring) does not open, so CI can gate on it.
+when any value has a problem (plaintext, unsigned, corrupt, in the wrong
+scope, or with a keyring a token that does not open or a signature that
+does not verify: a value the scan could not judge is never clean), so CI can
+gate on it. Stale tokens and old signers are counted, not findings.
 
 With -o json:
   {"topics", "fields", "fingerprints", "primary", "kids", "clean",
+   "targets": [{"scope", "sealing_kid", "signing_kid", "error"}],
    "partitions": [{"topic", "partition", "end_offset", "records"}],
    "summary": {"records", "values", "by_status", "by_kid": [{"kid", "status",
-     "count"}], "by_decrypt", "plaintext", "corrupt", "undecryptable", "findings"},
+     "count"}], "by_signer": [{"kid", "verify", "count"}], "by_decrypt",
+     "by_verify", "by_problem", "plaintext", "unsigned", "corrupt",
+     "undecryptable", "unverified", "stale", "old_signer", "findings"},
    "entries": [{"topic", "partition", "offset", "key", "field", "field_scope",
-     "status", "kid", "scope", "decrypt", "error": {"kind", "message"},
-     "plaintext": {"length_range", "fingerprint"}}]}`
+     "field_mode", "status", "kid", "scope", "alg", "decrypt", "verify",
+     "signer", "target_kid", "target_signer", "problem",
+     "error": {"kind", "message"}, "plaintext": {"length_range", "fingerprint"}}]}`
 
 // NewCmdSecretsScan builds `flecht secrets scan`.
 func NewCmdSecretsScan(f *Factory, runF func(*SecretsScanOptions) error) *cobra.Command {
 	opts := &SecretsScanOptions{IO: f.IO, Printer: f.Printer}
 	opts.Scan = f.ScanTopics
 	cmd := &cobra.Command{
-		Use:   "scan (--topics T,... --field NAME[:scope]... | -f stage.yaml) [--keyring FILE]",
-		Short: "Report every secret value in config topics: encrypted (by kid), plaintext, corrupt",
+		Use:   "scan (--topics T,... --field NAME[:scope[:mode]]... | -f stage.yaml) [--keyring FILE]",
+		Short: "Report every secret value in config topics: encrypted or signed (by kid), plaintext, corrupt",
 		Long:  secretsScanLong,
 		Example: `  flecht secrets scan --topics configs --field api_key:api_key --field 'auth.tokens[]'
+  flecht secrets scan --topics configs --field endpoint:billing:signed --field webhook:billing:encrypted-signed --keyring keyring.json
   flecht secrets scan -f extractor.yaml --keyring keyring.json --findings-only
   flecht secrets scan -f extractor.yaml -o json | jq '.summary.by_kid'`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Keyring = keyringPath(opts.Keyring, f.Getenv)
+			opts.PasswordFile = passwordFilePath(opts.PasswordFile, f.Getenv)
 			if runF != nil {
 				return runF(opts)
 			}
@@ -186,7 +225,8 @@ func NewCmdSecretsScan(f *Factory, runF func(*SecretsScanOptions) error) *cobra.
 	}
 	opts.Targets.addFlags(cmd)
 	addKeyringFlag(cmd, &opts.Keyring)
-	cmd.Flags().BoolVar(&opts.FindingsOnly, "findings-only", false, "list only plaintext, corrupt and undecryptable values (the summary still counts all)")
+	addPasswordFileFlag(cmd, &opts.PasswordFile)
+	cmd.Flags().BoolVar(&opts.FindingsOnly, "findings-only", false, "list only values with a problem: plaintext, unsigned, corrupt, or not opening or verifying (the summary still counts all)")
 	return cmd
 }
 
@@ -195,7 +235,7 @@ func runSecretsScan(ctx context.Context, opts *SecretsScanOptions) error {
 	if err != nil {
 		return err
 	}
-	kr, err := loadOptionalKeyring(opts.IO, opts.Keyring)
+	kr, err := loadOptionalKeyring(opts.IO, opts.Keyring, opts.PasswordFile)
 	if err != nil {
 		return err
 	}
@@ -223,24 +263,55 @@ func runSecretsScan(ctx context.Context, opts *SecretsScanOptions) error {
 
 func printScan(h *ui.Human, rep *reencrypt.ScanReport) error {
 	withKeyring := rep.Primary != ""
+	// The verify and signer columns only when a field signs.
+	var verifies, innerSigner bool
+	for _, e := range rep.Entries {
+		verifies = verifies || e.Verify != ""
+		innerSigner = innerSigner || (e.Signer != "" && e.Signer != e.Kid)
+	}
 	headers := []string{"topic", "partition", "offset", "key", "field", "status", "kid", "scope"}
 	if withKeyring {
 		headers = append(headers, "decrypt")
 	}
+	if verifies {
+		headers = append(headers, "verify")
+	}
+	if innerSigner {
+		headers = append(headers, "signer")
+	}
 	headers = append(headers, "detail")
+	bad := func(k secret.Kind, ok secret.Kind) string {
+		if k != "" && k != ok {
+			return h.Bad(string(k))
+		}
+		return string(k)
+	}
 	rows := make([][]string, 0, len(rep.Entries))
 	for _, e := range rep.Entries {
 		status := string(e.Status)
 		if e.Finding() {
 			status = h.Bad(status)
 		}
-		row := []string{e.Topic, strconv.Itoa(int(e.Partition)), strconv.FormatInt(e.Offset, 10), displayKey(e.Key, e.KeyBase64), e.Field, status, e.Kid, e.Scope}
+		kid := e.Kid
+		if e.Stale(withKeyring) || (e.Status == secret.StatusSigned && e.OldSigner()) {
+			kid += " (old)"
+		}
+		row := []string{e.Topic, strconv.Itoa(int(e.Partition)), strconv.FormatInt(e.Offset, 10), displayKey(e.Key, e.KeyBase64), e.Field, status, kid, e.Scope}
 		if withKeyring {
-			d := string(e.Decrypt)
-			if e.Decrypt != "" && e.Decrypt != reencrypt.DecryptOK {
-				d = h.Bad(d)
+			row = append(row, bad(e.Decrypt, reencrypt.DecryptOK))
+		}
+		if verifies {
+			row = append(row, bad(e.Verify, reencrypt.VerifyOK))
+		}
+		if innerSigner {
+			signer := ""
+			if e.Signer != e.Kid {
+				signer = e.Signer
+				if e.OldSigner() {
+					signer += " (old)"
+				}
 			}
-			row = append(row, d)
+			row = append(row, signer)
 		}
 		row = append(row, entryDetail(e))
 		rows = append(rows, row)
@@ -261,33 +332,79 @@ func printScan(h *ui.Human, rep *reencrypt.ScanReport) error {
 		kidRows[i] = []string{kid, string(k.Status), ui.GroupDigits(int64(k.Count))}
 	}
 	h.Table([]string{"kid", "status", "values"}, kidRows)
+	if len(rep.Summary.BySigner) > 0 {
+		signerRows := make([][]string, len(rep.Summary.BySigner))
+		for i, k := range rep.Summary.BySigner {
+			verify := string(k.Verify)
+			if verify == "" {
+				verify = "-"
+			}
+			signerRows[i] = []string{k.Kid, verify, ui.GroupDigits(int64(k.Count))}
+		}
+		h.Printf("\n")
+		h.Table([]string{"signer", "verify", "signatures"}, signerRows)
+	}
+	if len(rep.Targets) > 0 {
+		h.Printf("\n")
+		h.Table([]string{"scope", "sealing kid", "signing kid"}, targetRows(rep.Targets))
+	}
 	s := rep.Summary
 	h.Printf("\n%s values in %s records of %s\n", ui.GroupDigits(int64(s.Values)), ui.GroupDigits(int64(s.Records)), strings.Join(rep.Topics, ", "))
+	if s.Stale > 0 || s.OldSigner > 0 {
+		h.Printf("%s\n", h.Warn(fmt.Sprintf("%d tokens not under their scope's sealing kid, %d signatures by an old signer ('flecht secrets reencrypt' moves them)", s.Stale, s.OldSigner)))
+	}
 	if rep.Clean {
-		h.Printf("%s\n", h.Good("clean: every value is a token that "+map[bool]string{true: "opens", false: "parses"}[withKeyring]))
+		h.Printf("%s\n", h.Good("clean: every value is a token or signed value that "+map[bool]string{true: "opens and verifies", false: "parses"}[withKeyring]))
 		return nil
 	}
 	var parts []string
-	if s.Plaintext > 0 {
-		parts = append(parts, fmt.Sprintf("%d plaintext", s.Plaintext))
+	add := func(n int, what string) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, what))
+		}
 	}
-	if s.Corrupt > 0 {
-		parts = append(parts, fmt.Sprintf("%d corrupt", s.Corrupt))
-	}
-	if s.Undecryptable > 0 && withKeyring {
-		parts = append(parts, fmt.Sprintf("%d that do not open", s.Undecryptable))
-	} else if s.Undecryptable > 0 {
-		parts = append(parts, fmt.Sprintf("%d in the wrong scope", s.Undecryptable))
+	add(s.Plaintext, "plaintext")
+	add(s.Unsigned, "unsigned")
+	add(s.Corrupt, "corrupt")
+	if withKeyring {
+		add(s.Undecryptable, "that do not open")
+		add(s.Unverified, "whose signature does not verify")
+	} else {
+		add(s.Undecryptable+s.Unverified, "in the wrong scope")
 	}
 	h.Printf("%s\n", h.Bad("findings: "+strings.Join(parts, ", ")))
 	if s.Plaintext > 0 {
 		h.Printf("%s\n", h.Faint("a plaintext value in a secret field was disclosed: rotate it at its source, then encrypt it ('flecht secrets reencrypt --encrypt-plaintext')"))
 	}
+	if s.Unsigned > 0 {
+		h.Printf("%s\n", h.Faint("an unsigned value in a signed field is refused by its readers: have its writer sign it ('flecht secrets sign'); the sweep never signs"))
+	}
 	return nil
+}
+
+// targetRows lists each scope's sealing and signing kid.
+func targetRows(targets []reencrypt.ScopeTarget) [][]string {
+	rows := make([][]string, len(targets))
+	for i, t := range targets {
+		scope, sealing, signing := t.Scope, t.Sealing, t.Signing
+		if scope == "" {
+			scope = "(unscoped)"
+		}
+		if t.Error != nil {
+			sealing = "none: " + t.Error.Message
+		}
+		if signing == "" {
+			signing = "-"
+		}
+		rows[i] = []string{scope, sealing, signing}
+	}
+	return rows
 }
 
 func entryDetail(e reencrypt.ScanEntry) string {
 	switch {
+	case e.Plaintext != nil && e.Problem == secret.KindUnsigned:
+		return fmt.Sprintf("unsigned in a signed field: %s chars, fingerprint %s", e.Plaintext.LengthRange, e.Plaintext.Fingerprint)
 	case e.Plaintext != nil:
 		return fmt.Sprintf("%s chars, fingerprint %s", e.Plaintext.LengthRange, e.Plaintext.Fingerprint)
 	case e.Error != nil:

@@ -24,6 +24,7 @@ package devenv
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -88,6 +89,11 @@ type Options struct {
 	// MQTT broker; a subscribe it denies is refused in the SUBACK (0x87).
 	// nil allows everything.
 	MQTTACL func(clientID, topic string, write bool) bool
+
+	// MQTTTLS, if set, makes the MQTT listener speak TLS with it, as
+	// mochi-mqtt's own listeners do with listeners.Config.TLSConfig
+	// (ClientAuth asks for mutual TLS); MQTTURL is then mqtts://.
+	MQTTTLS *tls.Config
 }
 
 // Topic is a topic to seed at Start.
@@ -119,6 +125,7 @@ type Env struct {
 
 	kafkaAddr string
 	mqttAddr  string
+	mqttTLS   bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -160,6 +167,9 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		gate.closed()
 		return nil, fmt.Errorf("devenv: start kafka: %w", err)
 	}
+	if opts.MQTTTLS != nil {
+		mln = tls.NewListener(mln, opts.MQTTTLS)
+	}
 	broker, err := startMQTT(mln, logger.With("component", "mqtt"), opts.MQTTACL)
 	if err != nil {
 		cluster.Close()
@@ -174,6 +184,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		mqtt:      broker,
 		kafkaAddr: kln.Addr().String(),
 		mqttAddr:  mln.Addr().String(),
+		mqttTLS:   opts.MQTTTLS != nil,
 	}, nil
 }
 
@@ -221,8 +232,14 @@ func (e *Env) MQTTAddr() string { return e.mqttAddr }
 
 // MQTTURL is the broker URL for autopaho's ServerUrls, e.g.
 // "mqtt://127.0.0.1:1883". autopaho treats the schemes "mqtt" and "tcp"
-// alike (plain TCP); "mqtt" is the one Mosquitto's tools use too.
-func (e *Env) MQTTURL() string { return "mqtt://" + e.mqttAddr }
+// alike (plain TCP); "mqtt" is the one Mosquitto's tools use too. With
+// Options.MQTTTLS it is "mqtts://127.0.0.1:PORT".
+func (e *Env) MQTTURL() string {
+	if e.mqttTLS {
+		return "mqtts://" + e.mqttAddr
+	}
+	return "mqtt://" + e.mqttAddr
+}
 
 // KafkaCluster is the underlying kfake cluster, for tests that intercept
 // or fail requests (ControlKey, KeepControl).

@@ -98,7 +98,7 @@ func (p *page) Message(m stage.Message) {
 		return
 	}
 	p.produce(rec)
-	p.r.obs.MessageOut(rec.Topic, len(rec.Value))
+	p.r.obs.MessageOut(rec.Topic, len(rec.Key)+len(rec.Value))
 }
 
 // recordError classifies a message that could not be placed. An output

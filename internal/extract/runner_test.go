@@ -134,6 +134,15 @@ func (f *engineFixture) putConfig(key string, v map[string]any) {
 	}
 }
 
+// putRaw writes a config record with exactly value as its bytes.
+func (f *engineFixture) putRaw(key string, value []byte) {
+	f.t.Helper()
+	rec := &kgo.Record{Topic: "ext.config", Key: []byte(key), Value: value, Partition: kafkax.Partition([]byte(key), int(f.tokens))}
+	if err := f.cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 // pollsOf is how often config key was polled so far.
 func (f *engineFixture) pollsOf(key string) int {
 	f.mu.Lock()
@@ -344,6 +353,33 @@ func TestRunnerSuspendedAndTombstonedConfigs(t *testing.T) {
 	}
 	e.stop(t)
 	f.exactlyOnce(map[string]int{"live": 30, "held": 20})
+}
+
+// On the config topic an empty value and {} delete a config as a null
+// does: it is polled no more, and the store's gauges follow.
+func TestRunnerConfigDeletedByEmptyOrBraces(t *testing.T) {
+	f := newEngineFixture(t, 2, map[string]int{"empty": 100000, "braces": 100000, "stays": 30})
+	e := f.start("x-0")
+	f.wait("every config polled", func() bool { return f.pollsOf("empty") >= 3 && f.pollsOf("braces") >= 3 && f.pollsOf("stays") >= 3 })
+	full := metrics.Value(e.obs.ConfigStoreBytes)
+	if full == 0 || metrics.Value(e.obs.ConfigEntries) != 3 {
+		t.Fatalf("after bootstrap: %v entries, %v bytes", metrics.Value(e.obs.ConfigEntries), full)
+	}
+	f.putRaw("empty", []byte{})
+	f.putRaw("braces", []byte("{}"))
+	f.wait("both deletions drained", func() bool { return metrics.Value(e.obs.ConfigEntries) == 1 })
+	// "stays" + {"output_topic":"ext.raw","total":30}
+	if got := metrics.Value(e.obs.ConfigStoreBytes); got != float64(len("stays")+len(`{"output_topic":"ext.raw","total":30}`)) {
+		t.Errorf("config_store_bytes %v after the deletions (%v before)", got, full)
+	}
+	next := f.pollsOf("stays") + 2
+	f.wait("two more cycles", func() bool { return f.pollsOf("stays") >= next })
+	empty, braces := f.pollsOf("empty"), f.pollsOf("braces")
+	f.wait("three more cycles", func() bool { return f.pollsOf("stays") >= next+3 })
+	if f.pollsOf("empty") != empty || f.pollsOf("braces") != braces {
+		t.Errorf("deleted configs still polled: empty %d → %d, braces %d → %d", empty, f.pollsOf("empty"), braces, f.pollsOf("braces"))
+	}
+	e.stop(t)
 }
 
 // A config that keeps failing is logged once per distinct error, not every

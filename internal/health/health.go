@@ -1,10 +1,13 @@
 // Package health answers a running stage's liveness and readiness probes.
 //
 // Liveness asks whether the process's loops still make progress: each loop
-// (a transformer's poll-and-commit loop, an extractor's cycle loop, the MQTT
-// bridge's relay loop and its connection supervisor) registers a Loop and
-// beats it as it goes round; a loop that has not beaten for longer than its
-// limit is stalled, and an orchestrator should restart the process.
+// (a transformer's poll loop, an extractor's cycle loop, the MQTT bridge's
+// relay loop and its connection supervisor) registers a Loop and beats it
+// as it goes round; a loop that has not beaten for longer than its limit
+// is stalled, and an orchestrator should restart the process. Workers that
+// wait for work between steps (a transformer's tasks, which process and
+// commit) share one Workers check: a step that outlasts the limit is a
+// stall, a wait for work is not.
 //
 // Readiness asks whether the stage does its work: it joined its group and
 // started (fenced and restored) every task or token it was assigned, or the
@@ -13,8 +16,9 @@
 //
 // Both are served as JSON that names every check and says why one fails,
 // with 200 when all pass and 503 otherwise. Every method is safe for
-// concurrent use, and every method of a nil *Loop or *Condition does
-// nothing, so code that runs without probes needs no checks.
+// concurrent use, and every method of a nil *Loop, *Workers, *Worker or
+// *Condition does nothing, so code that runs without probes needs no
+// checks.
 package health
 
 import (
@@ -28,18 +32,19 @@ import (
 
 // Registry holds the checks of one stage.
 type Registry struct {
-	mu    sync.Mutex
-	now   func() time.Time
-	stall time.Duration // when set, every loop's limit
-	loops []*Loop
-	conds []*Condition
+	mu      sync.Mutex
+	now     func() time.Time
+	stall   time.Duration // when set, every loop's limit
+	loops   []*Loop
+	workers []*Workers
+	conds   []*Condition
 }
 
 // Option changes a Registry.
 type Option func(*Registry)
 
-// StallLimit makes d the limit of every loop instead of its own: tests use
-// it to see a stall within seconds.
+// StallLimit makes d the limit of every loop and worker set instead of its
+// own: tests use it to see a stall within seconds.
 func StallLimit(d time.Duration) Option { return func(r *Registry) { r.stall = d } }
 
 // Clock replaces time.Now (tests).
@@ -209,15 +214,21 @@ type Report struct {
 func (r *Registry) Liveness() Report {
 	r.mu.Lock()
 	loops := append([]*Loop(nil), r.loops...)
+	workers := append([]*Workers(nil), r.workers...)
 	now := r.now()
 	r.mu.Unlock()
 	rep := Report{Status: "alive", OK: true, Checks: []Check{}}
-	for _, l := range loops {
-		c := l.check(now)
+	add := func(c Check) {
 		rep.Checks = append(rep.Checks, c)
 		if !c.OK {
 			rep.Status, rep.OK = "stalled", false
 		}
+	}
+	for _, l := range loops {
+		add(l.check(now))
+	}
+	for _, w := range workers {
+		add(w.check(now))
 	}
 	sortChecks(rep.Checks)
 	return rep

@@ -149,10 +149,55 @@ func TestReadinessNeedsEveryCondition(t *testing.T) {
 	}
 }
 
+// A worker in one step past the limit is stalled, named by its id; one
+// waiting for work never is, however long it waits; a stopped worker
+// leaves the check.
+func TestWorkersStallOnlyInAStep(t *testing.T) {
+	c := newClock()
+	r := health.New(health.Clock(c.Now))
+	tasks := r.Workers("tasks", "task", 10*time.Second)
+	code, rep := probe(t, r.LivenessHandler())
+	if code != 200 || len(rep.Checks) != 1 || rep.Checks[0].Detail != "no task running" {
+		t.Fatalf("no worker: %d %+v", code, rep)
+	}
+	t0, t3 := tasks.Add(0), tasks.Add(3)
+	c.Add(time.Hour) // waiting for work since they were added
+	if code, rep := probe(t, r.LivenessHandler()); code != 200 || rep.Checks[0].Detail != "2 task(s) running; the longest step in progress 0s (limit 10s)" {
+		t.Fatalf("an hour waiting for work: %d %+v", code, rep)
+	}
+	t0.Busy()
+	t3.Busy()
+	c.Add(9 * time.Second)
+	t3.Waiting()
+	if code, rep := probe(t, r.LivenessHandler()); code != 200 || *rep.Checks[0].LastBeatSeconds != 9 {
+		t.Fatalf("a step of 9s with a 10s limit: %d %+v", code, rep)
+	}
+	c.Add(2 * time.Second)
+	code, rep = probe(t, r.LivenessHandler())
+	if code != 503 || rep.Status != "stalled" || rep.Checks[0].Detail != "stalled: task 0 in one step for up to 11s (limit 10s)" {
+		t.Fatalf("task 0 11s in one step: %d %+v", code, rep)
+	}
+	t3.Busy()
+	c.Add(12 * time.Second)
+	if _, rep := probe(t, r.LivenessHandler()); rep.Checks[0].Detail != "stalled: task 0, 3 in one step for up to 23s (limit 10s)" {
+		t.Fatalf("both stalled: %+v", rep)
+	}
+	t0.Busy() // the step ended and the next began: progress
+	t3.Done()
+	code, rep = probe(t, r.LivenessHandler())
+	if code != 200 || rep.Checks[0].Detail != "1 task(s) running; the longest step in progress 0s (limit 10s)" {
+		t.Fatalf("after progress and a stop: %d %+v", code, rep)
+	}
+}
+
 func TestNilIsANoOp(t *testing.T) {
 	var r *health.Registry
 	l := r.Loop("x", time.Second)
 	c := r.Condition("y", "z")
+	w := r.Workers("tasks", "task", time.Second).Add(1)
+	w.Busy()
+	w.Waiting()
+	w.Done()
 	l.Beat()
 	l.Idle(time.Second)
 	l.Stop()
@@ -181,13 +226,18 @@ func TestConcurrentUse(t *testing.T) {
 	r := health.New()
 	l := r.Loop("poll", time.Minute)
 	c := r.Condition("group", "")
+	tasks := r.Workers("tasks", "task", time.Minute)
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			w := tasks.Add(int32(i))
+			defer w.Done()
 			for range 200 {
+				w.Busy()
 				l.Beat()
+				w.Waiting()
 				c.Set(i%2 == 0, "x")
 				_ = r.Liveness()
 				_ = r.Readiness()

@@ -6,10 +6,10 @@ package kafkax
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/flecht-dev/flecht/internal/profile"
+	"github.com/flecht-dev/flecht/internal/tlsclient"
 )
 
 // Cluster is how to reach one Kafka cluster: everything a client needs
@@ -39,6 +40,8 @@ type Cluster struct {
 	// login sees how SASL logins of this cluster's clients end; a Cluster
 	// is used by pointer, never copied.
 	login atomic.Pointer[loginWatch]
+	// tlsFiles are the profile's TLS files, for explaining a refusal.
+	tlsFiles tlsclient.Files
 }
 
 // DefaultDialTimeout bounds one connection attempt, so a dead or
@@ -58,7 +61,7 @@ func FromProfile(r *profile.Resolved, getenv func(string) string, log *slog.Logg
 		if err != nil {
 			return nil, err
 		}
-		c.TLS = tc
+		c.TLS, c.tlsFiles = tc, kafkaTLSFiles(r.TLS)
 	}
 	if r.SASL != nil {
 		pw, err := r.SASL.Password.Resolve(getenv)
@@ -80,26 +83,27 @@ func FromProfile(r *profile.Resolved, getenv func(string) string, log *slog.Logg
 }
 
 func tlsConfig(t *profile.TLS) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in per profile
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls: reading CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls: CA file %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
+	tc, err := tlsclient.Config(kafkaTLSFiles(t), t.ServerName)
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
 	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls: loading client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
+	tc.InsecureSkipVerify = t.InsecureSkipVerify //nolint:gosec // opt-in per profile
 	return tc, nil
+}
+
+func kafkaTLSFiles(t *profile.TLS) tlsclient.Files {
+	return tlsclient.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile}
+}
+
+// tlsPeer is how TLS errors name Kafka and where its TLS is configured.
+func (c *Cluster) tlsPeer() tlsclient.Peer {
+	return tlsclient.Peer{
+		Name:      "the Kafka broker",
+		Files:     c.tlsFiles,
+		CAHint:    "the profile's tls.ca_file",
+		CertHint:  "the profile's tls.cert_file and tls.key_file",
+		PlainHint: "If it is a plaintext listener, remove tls from the profile.",
+	}
 }
 
 // Opts returns the client options for this cluster. Consumers read
@@ -118,7 +122,7 @@ func (c *Cluster) Opts() []kgo.Opt {
 		kgo.MetadataMinAge(time.Second),
 	}
 	if c.TLS != nil {
-		opts = append(opts, kgo.DialTLSConfig(c.TLS.Clone()))
+		opts = append(opts, kgo.Dialer(c.dialTLS(dial)))
 	}
 	if c.SASL != nil {
 		opts = append(opts, kgo.SASL(c.SASL), kgo.WithHooks(c.loginWatch()))
@@ -127,6 +131,27 @@ func (c *Cluster) Opts() []kgo.Opt {
 		opts = append(opts, kgo.WithLogger(slogLogger{c.Log}))
 	}
 	return opts
+}
+
+// dialTLS dials as kgo.DialTLSConfig does (the server name from the
+// address unless the profile sets one), keeping a refusal of the client
+// certificate readable when the first request fails (tlsclient.Conn).
+func (c *Cluster) dialTLS(timeout time.Duration) func(ctx context.Context, network, host string) (net.Conn, error) {
+	return func(ctx context.Context, network, host string) (net.Conn, error) {
+		cfg := c.TLS.Clone()
+		if cfg.ServerName == "" {
+			server, _, err := net.SplitHostPort(host)
+			if err != nil {
+				return nil, fmt.Errorf("unable to split host:port for dialing: %w", err)
+			}
+			cfg.ServerName = server
+		}
+		conn, err := (&tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: cfg}).DialContext(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		return tlsclient.NewConn(conn.(*tls.Conn)), nil
+	}
 }
 
 // Client returns a new franz-go client; extra options are applied last.
@@ -162,6 +187,20 @@ func (e *UnreachableError) Error() string {
 }
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// TLSError says a broker answered but the TLS handshake failed: a
+// certificate one side would not accept. Err (a *tlsclient.Error) says
+// which, and what to change.
+type TLSError struct {
+	Brokers string
+	Err     error
+}
+
+func (e *TLSError) Error() string {
+	return fmt.Sprintf("Kafka at %s: TLS: %v", e.Brokers, e.Err)
+}
+
+func (e *TLSError) Unwrap() error { return e.Err }
 
 // AuthError says a broker answered but refused the SASL login. The
 // password is never part of it.
@@ -221,6 +260,11 @@ func (c *Cluster) Ping(ctx context.Context, cl *kgo.Client) error {
 	if err := cl.Ping(ctx); err != nil {
 		if c.loginRefused(err) {
 			return &AuthError{Brokers: c.Addrs(), Mechanism: c.SASL.Name(), Err: err}
+		}
+		if c.TLS != nil {
+			if te, ok := errors.AsType[*tlsclient.Error](tlsclient.Explain(err, c.tlsPeer())); ok {
+				return &TLSError{Brokers: c.Addrs(), Err: te}
+			}
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within %s", timeout)

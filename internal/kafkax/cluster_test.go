@@ -21,6 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/flecht-dev/flecht/internal/profile"
+	"github.com/flecht-dev/flecht/internal/tlsclient"
+	"github.com/flecht-dev/flecht/internal/tlsclient/tlstest"
 )
 
 const goodPassword = "s3cret-right"
@@ -143,6 +145,51 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatalf("mTLS without a client certificate: want a certificate error, got %v", err)
 	}
 	t.Log(err)
+}
+
+// A TLS refusal is said as one, with what to change in the profile, not as
+// "cannot reach Kafka".
+func TestTLSRefusalsExplained(t *testing.T) {
+	pki := tlstest.New(t)
+	mutual := fakeWith(t, kfake.TLS(pki.ServerConfig(pki.Server, true)))
+	for _, c := range []struct {
+		name    string
+		tls     profile.TLS
+		problem tlsclient.Problem
+		want    []string
+	}{
+		{"no client certificate", profile.TLS{Enabled: true, CAFile: pki.CAFile}, tlsclient.ClientCertRequired,
+			[]string{"Kafka at ", "requires a client certificate", "set the profile's tls.cert_file and tls.key_file"}},
+		{"client certificate of another CA", profile.TLS{Enabled: true, CAFile: pki.CAFile, CertFile: pki.OtherClient.CertFile, KeyFile: pki.OtherClient.KeyFile}, tlsclient.ClientCertRefused,
+			[]string{"did not take " + pki.OtherClient.CertFile, "signed by a CA the server trusts"}},
+		{"expired client certificate", profile.TLS{Enabled: true, CAFile: pki.CAFile, CertFile: pki.ExpiredClient.CertFile, KeyFile: pki.ExpiredClient.KeyFile}, tlsclient.ClientCertExpired,
+			[]string{"refused the client certificate " + pki.ExpiredClient.CertFile + " as expired"}},
+		{"system roots", profile.TLS{Enabled: true}, tlsclient.UnknownAuthority,
+			[]string{"signed by an unknown authority", "set the profile's tls.ca_file"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &profile.Resolved{Brokers: mutual, TLS: &c.tls}
+			err := ping(t, r, nil)
+			var tlsErr *TLSError
+			te, ok := errors.AsType[*tlsclient.Error](err)
+			if !errors.As(err, &tlsErr) || !ok || te.Problem != c.problem {
+				t.Fatalf("want a TLSError of problem %d, got %T %v", c.problem, err, err)
+			}
+			if strings.Contains(err.Error(), "cannot reach") {
+				t.Errorf("a TLS refusal reads as unreachable: %v", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q: %v", w, err)
+				}
+			}
+		})
+	}
+	// A dead broker with TLS on is still unreachable, not a TLS problem.
+	var unreachable *UnreachableError
+	if err := ping(t, &profile.Resolved{Brokers: []string{closedAddr(t)}, TLS: &profile.TLS{Enabled: true, CAFile: pki.CAFile}}, nil); !errors.As(err, &unreachable) {
+		t.Errorf("dead broker over TLS: %T %v", err, err)
+	}
 }
 
 // SASL over TLS, as production clusters run it.

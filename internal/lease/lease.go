@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,6 +32,8 @@ type Lease struct {
 	TxnID string
 	Prod  *kgo.Client
 	Store *state.Store // nil for a stateless stage
+	// Restored is the number of changelog records the start replayed.
+	Restored int
 }
 
 // Close releases the lease: its producer and its local state (wiped; the
@@ -87,7 +90,9 @@ func Start(ctx context.Context, s *Spec, n int32) (*Lease, error) {
 		kgo.TransactionalID(l.TxnID),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 	}, s.ProducerOpts...)
+	newClientMu.Lock()
 	prod, err := s.Cluster.Client(opts...)
+	newClientMu.Unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -113,10 +118,16 @@ func Start(ctx context.Context, s *Spec, n int32) (*Lease, error) {
 		l.Close()
 		return nil, fmt.Errorf("%s %d: %w", s.What, n, err)
 	}
+	l.Restored = restored
 	obs.Restored(n, restored)
 	log.Debug(s.What+" restored", "n", n, "changelog_records", restored, "took", time.Since(start))
 	return l, nil
 }
+
+// newClientMu serialises building producers: franz-go dedupes the codec
+// list of a ProducerBatchCompression option in place, so clients built at
+// once from one shared option (Spec.ProducerOpts) would race on it.
+var newClientMu sync.Mutex
 
 // Set holds the leases a member owns and the partition numbers assigned to
 // it but not started yet. Starting is left to the caller's loop, never done
@@ -172,26 +183,47 @@ func (s *Set) Pending() []int32 {
 	return out
 }
 
-// StartPending starts the pending leases one at a time, in order, calling
-// started after each (where a runner resumes fetching n). The first
-// failure is returned; the leases started before it are kept.
+// StartPending starts the pending leases, each in the contract's order
+// (fence, then restore) but all at once, since restores are independent and
+// a restart waits for the slowest; then it calls started for each, in
+// order (where a runner resumes fetching n). The first failure is
+// returned; the leases that started are kept.
 func (s *Set) StartPending(ctx context.Context, started func(n int32)) error {
-	for _, p := range s.Pending() {
-		if _, ok := s.held[p]; !ok {
+	pending := s.Pending()
+	type result struct {
+		l   *Lease
+		err error
+	}
+	results := make([]result, len(pending))
+	var wg sync.WaitGroup
+	for i, p := range pending {
+		if _, ok := s.held[p]; ok {
+			continue
+		}
+		wg.Go(func() {
 			l, err := Start(ctx, &s.spec, p)
-			if err != nil {
-				return err
+			results[i] = result{l, err}
+		})
+	}
+	wg.Wait()
+	var first error
+	for i, p := range pending {
+		if res := results[i]; res.err != nil {
+			if first == nil {
+				first = res.err
 			}
-			s.held[p] = l
+			continue
+		} else if res.l != nil {
+			s.held[p] = res.l
 		}
 		delete(s.pending, p)
-		s.spec.Progress.Beat()
-		s.report()
 		if started != nil {
 			started(p)
 		}
+		s.spec.Progress.Beat()
+		s.report() // after started: the caller's work on p has resumed
 	}
-	return nil
+	return first
 }
 
 // Get returns the lease on n, if held.

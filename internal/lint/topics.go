@@ -160,7 +160,7 @@ func Topics(ctx context.Context, cl *kgo.Client, spec TopicsSpec) (*TopicsReport
 // ExtractorRawTopics learns a built-in extractor's raw topics: http-poll
 // and mqtt-relay take output_topic from each config record (mqtt-relay
 // falls back to the stage's default), so it reads the config topics to
-// their end (latest value per key, tombstones remove) and collects the
+// their end (latest value per key; null, "" and {} remove) and collects the
 // output_topic of every active config. What it could not learn is said in
 // the notes: those raw topics go unchecked.
 func ExtractorRawTopics(ctx context.Context, cl *kgo.Client, configTopics []string, defaultRaw string) (topics, notes []string) {
@@ -169,12 +169,14 @@ func ExtractorRawTopics(ctx context.Context, cl *kgo.Client, configTopics []stri
 	undecodable := 0
 	_, err := kafkax.ReadToEndFunc(ctx, cl, configTopics, func(r *kgo.Record) error {
 		key, kerr := attr.DecodeKey(r.Key)
-		cfg, tomb, verr := attr.Decode[attr.Config](r.Value)
+		if kerr == nil && attr.IsStoreTombstone(r.Value) {
+			delete(configs, key) // null, "" and {} delete a config
+			return nil
+		}
+		cfg, _, verr := attr.Decode[attr.Config](r.Value)
 		switch {
 		case kerr != nil, verr != nil:
 			undecodable++
-		case tomb:
-			delete(configs, key)
 		default:
 			configs[key] = cfg
 		}

@@ -7,7 +7,7 @@ import (
 )
 
 // BrokerView holds what a stage samples about itself from the brokers
-// (internal/watch), flecht additions: what no stage can see from inside.
+// (internal/brokerview), flecht additions: what no stage can see from inside.
 // The families are registered when a stage first asks for them, so only
 // stages that sample export them.
 type BrokerView struct {

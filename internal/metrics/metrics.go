@@ -39,6 +39,7 @@ type Observer struct {
 	PollCycle          prometheus.Histogram
 	ConfigMessagesIn   *prometheus.CounterVec // topic
 	ConfigEntries      prometheus.Gauge
+	ConfigStoreBytes   prometheus.Gauge
 	ConfigRestored     prometheus.Counter
 	ActiveConfigs      prometheus.Gauge
 	TasksAssigned      prometheus.Gauge
@@ -57,56 +58,72 @@ type Observer struct {
 	KeysLoaded               *prometheus.GaugeVec   // kid
 	PlaintextReads           *prometheus.CounterVec
 	SecretDecrypts           *prometheus.CounterVec // scope, kid
+	SecretVerifications      *prometheus.CounterVec // scope, kid
+	UnsignedReads            *prometheus.CounterVec // scope
 
 	maxIn, maxOut maxPerTopic
 	maxState      maxTracker
 	flecht        flechtFamilies // flecht.go
 }
 
-// durationBuckets are the bounds of the duration histograms, upstream's
-// ladder: a quantile never exceeds the largest finite bound, and one
-// extractor page may legally run up to the 10-minute transaction timeout,
-// so the ladder reaches 600 s rather than pinning slow sources at its top.
-var durationBuckets = []float64{
-	0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75,
-	1, 2.5, 5, 7.5, 10, 30, 60, 120, 300, 600,
+// Option changes how New builds an observer.
+type Option func(*options)
+
+type options struct{ maxPollRecords int }
+
+// MaxPollRecords sets the stage's max_poll_records, from which batch_size's
+// buckets derive (default 500, as the stage file's).
+func MaxPollRecords(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxPollRecords = n
+		}
+	}
 }
 
-// New returns an observer whose metrics all carry labels.
-func New(labels map[string]string) *Observer {
+// New returns an observer whose metrics all carry labels, with every
+// family of the catalog (catalog.go) registered.
+func New(labels map[string]string, opts ...Option) *Observer {
+	cfg := options{maxPollRecords: 500}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
 	o := &Observer{reg: prometheus.NewRegistry(), labels: prometheus.Labels(labels)}
-	sizes := prometheus.ExponentialBuckets(64, 4, 9) // 64 B … 4 MiB
-	o.MessagesIn = o.counterVec("messages_in_total", "Input messages consumed and dispatched to stage code.", "topic")
-	o.MessagesOut = o.counterVec("messages_out_total", "Output messages produced by stage code.", "topic")
-	o.MessagesInvalid = o.counterVec("messages_invalid_total", "Input records that did not decode or that the stage rejected, by policy outcome (crash, skip, dlq).", "outcome", "topic")
-	o.MessageInBytes = o.histogramVec("message_in_bytes", "Size of input record values.", sizes, "topic")
-	o.MessageOutBytes = o.histogramVec("message_out_bytes", "Size of output record values.", sizes, "topic")
-	o.MessageInMaxBytes = o.gaugeVec("message_in_max_bytes", "Largest input record value seen by this process.", "topic")
-	o.MessageOutMaxBytes = o.gaugeVec("message_out_max_bytes", "Largest output record value written by this process.", "topic")
-	o.MessageProcessing = o.histogram("message_processing_seconds", "Time in one transform/poll dispatch.", durationBuckets)
-	o.BatchSize = o.histogram("batch_size", "Records returned by one poll.", prometheus.ExponentialBuckets(1, 2, 12))
-	o.BatchProcessing = o.histogram("batch_processing_seconds", "Wall time to process a batch, including its commits.", durationBuckets)
+	b := func(l Ladder) []float64 { return l.Buckets(cfg.maxPollRecords) }
+	o.MessagesIn = o.counterVec("messages_in_total", "Input records read, by topic.", "topic")
+	o.MessagesInvalid = o.counterVec("messages_invalid_total", "Input records that did not decode or that the stage rejected, by what the invalid_messages policy did (raised, skipped, dead_lettered).", "outcome", "topic")
+	o.MessagesOut = o.counterVec("messages_out_total", "Output records produced by stage code.", "topic")
+	o.MessageInBytes = o.histogramVec("message_in_bytes", "Key plus value bytes of one input record.", b(ByteLadder), "topic")
+	o.MessageInMaxBytes = o.gaugeVec("message_in_max_bytes", "Largest input record (key plus value bytes) seen by this process.", "topic")
+	o.MessageOutBytes = o.histogramVec("message_out_bytes", "Key plus value bytes of one output record.", b(ByteLadder), "topic")
+	o.MessageOutMaxBytes = o.gaugeVec("message_out_max_bytes", "Largest output record (key plus value bytes) written by this process.", "topic")
+	o.MessageProcessing = o.histogram("message_processing_seconds", "Time in one transform/poll dispatch.", b(DurationLadder))
+	o.BatchSize = o.histogram("batch_size", "Records returned by one poll (at most max_poll_records).", b(BatchSizeLadder))
+	o.BatchProcessing = o.histogram("batch_processing_seconds", "Wall time to process a batch, including its commits.", b(DurationLadder))
 	o.TxnCommitted = o.counter("transactions_committed_total", "Kafka transactions committed.")
-	o.PollCycle = o.histogram("poll_cycle_seconds", "Wall time of one extractor poll cycle.", durationBuckets)
-	o.ConfigMessagesIn = o.counterVec("config_messages_in_total", "Records consumed from config topics.", "topic")
+	o.ActiveConfigs = o.gauge("active_configs", "Active (not suspended) configs being polled.")
+	o.PollCycle = o.histogram("poll_cycle_seconds", "Wall time of one extractor poll cycle.", b(DurationLadder))
+	o.ConfigMessagesIn = o.counterVec("config_messages_in_total", "Config records applied after the startup bootstrap.", "topic")
+	o.ConfigStoreBytes = o.gauge("config_store_bytes", "Wire size of the config store: UTF-8 keys plus canonical config bytes.")
 	o.ConfigEntries = o.gauge("config_store_entries", "Config entries held (latest per wire key).")
 	o.ConfigRestored = o.counter("config_store_restored_entries_total", "Config entries surviving the startup bootstrap.")
-	o.ActiveConfigs = o.gauge("active_configs", "Active (not suspended) configs being polled.")
+	o.StateRestored = o.counterVec("state_restored_entries_total", "Changelog records replayed into local state.", "partition")
+	o.StateRecordBytes = o.histogram("state_record_bytes", "Value bytes of one state record written to the changelog.", b(ByteLadder))
+	o.StateRecordMax = o.gauge("state_record_max_bytes", "Largest state record written (the ceiling is about 1 MiB).")
 	o.TasksAssigned = o.gauge("tasks_assigned", "Tasks (input partitions) owned and initialized.")
 	o.TokensAssigned = o.gauge("tokens_assigned", "Ownership tokens held by this extractor instance.")
-	o.StateRestored = o.counterVec("state_restored_entries_total", "Changelog records replayed into local state.", "partition")
-	o.StateRecordBytes = o.histogram("state_record_bytes", "Size of state records written to the changelog.", sizes)
-	o.StateRecordMax = o.gauge("state_record_max_bytes", "Largest state record written (the ceiling is about 1 MiB).")
-	o.MQTTIn = o.counterVec("mqtt_messages_in_total", "MQTT messages routed into a subscription's buffer.", "topic")
-	o.MQTTDropped = o.counterVec("mqtt_messages_dropped_total", "MQTT messages dropped without forwarding.", "reason", "topic")
-	o.MQTTBuffered = o.gaugeVec("mqtt_buffered_messages", "MQTT messages buffered for a subscription.", "topic")
-	o.MQTTConnects = o.counter("mqtt_connects_total", "Successful MQTT (re)connects.")
-	o.MQTTDisconnects = o.counter("mqtt_disconnects_total", "Unexpected MQTT disconnects.")
-	o.MQTTAck = o.histogram("mqtt_ack_seconds", "Time from receiving an MQTT message to acknowledging it after the Kafka commit (flecht).", prometheus.ExponentialBuckets(1e-3, 2, 14))
-	o.MQTTSubscriptionsRefused = o.counterVec("mqtt_subscriptions_refused_total", "Subscriptions the MQTT broker refused in its SUBACK (reason code 0x80 or above), by filter; retried every poll interval (flecht).", "topic")
 	o.KeysLoaded = o.gaugeVec("keyring_keys_loaded", "One series per key in the installed keyring.", "kid")
 	o.PlaintextReads = o.counterVec("secret_plaintext_reads_total", "Secret reads that took the legacy plaintext branch.", "scope")
 	o.SecretDecrypts = o.counterVec("secret_decrypts_total", "Successful secret decryptions.", "scope", "kid")
+	o.MQTTBuffered = o.gaugeVec("mqtt_buffered_messages", "MQTT messages buffered for a subscription.", "topic")
+	o.MQTTConnects = o.counter("mqtt_connects_total", "Successful MQTT (re)connects.")
+	o.MQTTDisconnects = o.counter("mqtt_disconnects_total", "Unexpected MQTT disconnects.")
+	o.MQTTDropped = o.counterVec("mqtt_messages_dropped_total", "MQTT messages ACKed without being written, by reason.", "reason", "topic")
+	o.MQTTIn = o.counterVec("mqtt_messages_in_total", "MQTT messages routed into a subscription's buffer.", "topic")
+	o.MQTTAck = o.histogram("mqtt_ack_seconds", "Time from receiving an MQTT message to acknowledging it after the Kafka commit (flecht).", b(AckLadder))
+	o.MQTTSubscriptionsRefused = o.counterVec("mqtt_subscriptions_refused_total", "Subscriptions the MQTT broker refused in its SUBACK (reason code 0x80 or above), by filter; retried every poll interval (flecht).", "topic")
+	o.SecretVerifications = o.counterVec("secret_verifications_total", "Successful verifications of signed values (flsig:jws:).", "scope", "kid")
+	o.UnsignedReads = o.counterVec("secret_unsigned_reads_total", "Reads of a SIGNED field that took the unsigned migration branch.", "scope")
 	return o
 }
 
@@ -153,14 +170,16 @@ func (o *Observer) histogramVec(name, help string, buckets []float64, labels ...
 // Registry is the registry behind the observer (tests gather from it).
 func (o *Observer) Registry() *prometheus.Registry { return o.reg }
 
-// MessageIn records one consumed input record.
+// MessageIn records one consumed input record of size bytes (key plus
+// value, as upstream weighs it).
 func (o *Observer) MessageIn(topic string, size int) {
 	o.MessagesIn.WithLabelValues(topic).Inc()
 	o.MessageInBytes.WithLabelValues(topic).Observe(float64(size))
 	o.maxIn.observe(o.MessageInMaxBytes, topic, size)
 }
 
-// MessageOut records one produced output record.
+// MessageOut records one produced output record of size bytes (key plus
+// value).
 func (o *Observer) MessageOut(topic string, size int) {
 	o.MessagesOut.WithLabelValues(topic).Inc()
 	o.MessageOutBytes.WithLabelValues(topic).Observe(float64(size))
@@ -173,7 +192,8 @@ func (o *Observer) StateWritten(size int) {
 	o.maxState.observe(o.StateRecordMax, size)
 }
 
-// Invalid records an undecodable input record and what the policy did.
+// Invalid records an undecodable input record and what the policy did:
+// one of the Outcome values (catalog.go).
 func (o *Observer) Invalid(outcome, topic string) {
 	o.MessagesInvalid.WithLabelValues(outcome, topic).Inc()
 }
@@ -200,6 +220,16 @@ func (o *Observer) KeyringLoaded(kids []string) {
 // Since is a helper for timing: defer o.Since(h, time.Now()).
 func Since(h prometheus.Observer, start time.Time) { h.Observe(time.Since(start).Seconds()) }
 
+// Handler serves the observer's registry. It speaks OpenMetrics to a
+// client that asks for it, as Prometheus does: there a bucket bound is a
+// float as upstream's Python client writes it (le="524288.0", le="1.0"),
+// where the classic text format writes le="524288", so upstream's own
+// queries find flecht's buckets. A client asking for nothing gets the
+// classic text format.
+func (o *Observer) Handler() http.Handler {
+	return promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{EnableOpenMetrics: true})
+}
+
 // Server serves /metrics for one observer.
 type Server struct {
 	Addr string
@@ -216,7 +246,7 @@ func (o *Observer) Serve(listen string, routes ...Route) (*Server, error) {
 		return nil, fmt.Errorf("metrics: listening on %s: %w", listen, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", o.Handler())
 	for _, r := range routes {
 		mux.Handle(r.Path, r.Handler)
 	}

@@ -10,14 +10,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/metrics"
 )
 
 // Reasons a message is ACKed without being written (mqtt_messages_dropped_total).
 const (
-	dropPoison       = "poison"
-	dropUnsubscribed = "unsubscribed"
-	dropStale        = "stale"
-	unmatchedTopic   = "(unmatched)"
+	dropPoison       = metrics.DropPoison
+	dropUnsubscribed = metrics.DropUnsubscribed
+	dropStale        = metrics.DropStale
+	unmatchedTopic   = metrics.UnmatchedTopic
 	// dropCommitted marks a redelivery of a message already committed: it
 	// is ACKed, neither written nor counted as a drop.
 	dropCommitted = "committed"
@@ -128,7 +129,7 @@ func (b *Bridge) relayBatch(ctx context.Context, relays map[string]*Relay) (int,
 		o := outcomes[i]
 		switch {
 		case o.rec != nil:
-			b.obs.MessageOut(o.rec.Topic, len(o.rec.Value))
+			b.obs.MessageOut(o.rec.Topic, len(o.rec.Key)+len(o.rec.Value))
 		case o.drop == dropCommitted:
 		default:
 			b.obs.MQTTDropped.WithLabelValues(o.drop, o.filter).Inc()

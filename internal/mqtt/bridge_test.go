@@ -60,6 +60,14 @@ func (f *bridgeFixture) config(key string, value any) {
 	}
 }
 
+// rawConfig writes a config record with exactly value as its bytes.
+func (f *bridgeFixture) rawConfig(key string, value []byte) {
+	f.t.Helper()
+	if err := f.cl.ProduceSync(context.Background(), &kgo.Record{Topic: "mqtt.config", Key: []byte(key), Value: value}).FirstErr(); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 func (f *bridgeFixture) read(topic string) []*kgo.Record {
 	recs, err := kafkax.ReadToEnd(context.Background(), f.cl, topic)
 	if err != nil {
@@ -93,11 +101,16 @@ func (f *bridgeFixture) startBridge(clientID string) (*metrics.Observer, context
 // startBridgeWith starts a bridge against mqttURL with extra stage-file
 // lines; setup (if given) runs on the bridge before Run.
 func (f *bridgeFixture) startBridgeWith(clientID, mqttURL, extraYAML string, setup func(*mqtt.Bridge)) *runningBridge {
+	u, _ := mqtt.ParseURL(mqttURL)
+	return f.startBridgeAt(clientID, mqtt.Endpoint{URL: u}, extraYAML, setup)
+}
+
+// startBridgeAt is startBridgeWith for any endpoint (TLS, say).
+func (f *bridgeFixture) startBridgeAt(clientID string, endpoint mqtt.Endpoint, extraYAML string, setup func(*mqtt.Bridge)) *runningBridge {
 	st, err := stagefile.Parse([]byte("application_id: bridge\nkind: mqtt\nconfig_topics: [mqtt.config]\nextract: " + f.extract + "\npoll_interval: 200ms\n" + extraYAML))
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	u, _ := mqtt.ParseURL(mqttURL)
 	obs := metrics.New(nil)
 	logs := &logBuffer{}
 	var out io.Writer = logs
@@ -105,7 +118,7 @@ func (f *bridgeFixture) startBridgeWith(clientID, mqttURL, extraYAML string, set
 		out = io.MultiWriter(logs, os.Stderr)
 	}
 	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	b, err := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: &kafkax.Cluster{Brokers: []string{f.env.KafkaAddr()}}, ClientID: clientID, Endpoint: mqtt.Endpoint{URL: u}, Metrics: obs, Log: log, Health: f.probes})
+	b, err := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: &kafkax.Cluster{Brokers: []string{f.env.KafkaAddr()}}, ClientID: clientID, Endpoint: endpoint, Metrics: obs, Log: log, Health: f.probes})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -238,6 +251,29 @@ func TestBridgeRelaysAndDrops(t *testing.T) {
 	if n := len(f.read("sensors.raw")); n != 300 {
 		t.Errorf("a tombstoned config still relays: %d records", n)
 	}
+}
+
+// On the config topic an empty value and {} delete a config as a null
+// does: its filter is unsubscribed and the store's gauges follow.
+func TestBridgeConfigDeletedByEmptyOrBraces(t *testing.T) {
+	f := newBridgeFixture(t)
+	f.config("sensors", map[string]any{"topic": "sensors/+/events", "output_topic": "sensors.raw", "key": "{topic.1}"})
+	f.config("other", map[string]any{"topic": "other/#", "output_topic": "other.raw", "key": "{payload.id}"})
+	rb := f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", nil)
+	eventually(t, "two active configs", func() bool { return metrics.Value(rb.obs.ActiveConfigs) == 2 })
+	f.rawConfig("sensors", []byte("{}"))
+	eventually(t, "{} deleting sensors", func() bool {
+		return metrics.Value(rb.obs.ActiveConfigs) == 1 && len(rb.logs.lines("unsubscribed", "sensors/+/events")) == 1
+	})
+	want := float64(len("other") + len(`{"key":"{payload.id}","output_topic":"other.raw","topic":"other/#"}`))
+	if got := metrics.Value(rb.obs.ConfigStoreBytes); got != want {
+		t.Errorf("config_store_bytes %v, want %v", got, want)
+	}
+	f.rawConfig("other", []byte{})
+	eventually(t, "an empty value deleting other", func() bool {
+		return metrics.Value(rb.obs.ActiveConfigs) == 0 && metrics.Value(rb.obs.ConfigStoreBytes) == 0 &&
+			len(rb.logs.lines("unsubscribed", "other/#")) == 1
+	})
 }
 
 func TestBridgeRefusesOverlappingConfigs(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/eclipse/paho.golang/paho/session/state"
 
 	"github.com/flecht-dev/flecht/internal/profile"
+	"github.com/flecht-dev/flecht/internal/tlsclient"
 )
 
 // Endpoint is where the MQTT broker is and how to log in.
@@ -23,10 +24,28 @@ type Endpoint struct {
 	URL      *url.URL
 	Username string
 	Password string
+	// TLS is the client config of an mqtts:// URL (nil: the system roots
+	// and no client certificate); TLSPeer says where its settings are
+	// made, for the errors of a failed handshake.
+	TLS     *tls.Config
+	TLSPeer tlsclient.Peer
+}
+
+// NewEndpoint is the endpoint of resolved settings: it reads the TLS files
+// now, so a broken one fails before anything connects.
+func NewEndpoint(c *profile.MQTTConn, username, password string) (Endpoint, error) {
+	if err := c.Err(); err != nil {
+		return Endpoint{}, err
+	}
+	cfg, err := c.TLSConfig()
+	if err != nil {
+		return Endpoint{}, err
+	}
+	return Endpoint{URL: c.ParsedURL(), Username: username, Password: password, TLS: cfg, TLSPeer: c.Peer()}, nil
 }
 
 // ParseURL accepts mqtt://, tcp:// (plain) and mqtts://, ssl://, tls://
-// (TLS with the system roots); the port defaults to 1883 or 8883. A password
+// (TLS); the port defaults to 1883 or 8883. A password
 // in the URL is refused and errors never quote it (profile.ParseMQTTURL).
 func ParseURL(s string) (*url.URL, error) {
 	return profile.ParseMQTTURL(s)
@@ -45,14 +64,45 @@ func (e Endpoint) hostPort() string {
 	return net.JoinHostPort(e.URL.Hostname(), port)
 }
 
-// dial opens the network connection.
+// dial opens the network connection; over TLS the handshake is done when
+// it returns, and its failure explained.
 func (e Endpoint) dial(ctx context.Context) (net.Conn, error) {
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	if e.secure() {
-		td := &tls.Dialer{NetDialer: d, Config: &tls.Config{MinVersion: tls.VersionTLS12, ServerName: e.URL.Hostname()}}
-		return td.DialContext(ctx, "tcp", e.hostPort())
+	if !e.secure() {
+		return d.DialContext(ctx, "tcp", e.hostPort())
 	}
-	return d.DialContext(ctx, "tcp", e.hostPort())
+	cfg := e.TLS
+	if cfg == nil {
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		cfg.ServerName = e.URL.Hostname()
+	}
+	conn, err := (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, "tcp", e.hostPort())
+	if err != nil {
+		return nil, tlsclient.ExplainHandshake(err, e.peer())
+	}
+	return tlsclient.NewConn(conn.(*tls.Conn)), nil
+}
+
+func (e Endpoint) peer() tlsclient.Peer {
+	p := e.TLSPeer
+	if p.Name == "" {
+		p.Name = "the MQTT broker"
+	}
+	return p
+}
+
+// explain makes a failed CONNECT say what to change. Under TLS 1.3 a
+// broker refuses a client certificate after the handshake, so its alert
+// arrives with the read of the CONNACK. A plain client that met a TLS
+// listener sees the connection closed.
+func (e Endpoint) explain(err error) error {
+	if e.secure() {
+		return tlsclient.Explain(err, e.peer())
+	}
+	return profile.ExplainPlainMQTT(err)
 }
 
 // session is one live MQTT connection of the persistent session. Each
@@ -180,7 +230,7 @@ func (b *Bridge) connectOnce(ctx context.Context, gen uint64) (*session, error) 
 	if err != nil {
 		_ = conn.Close()
 		_ = s.state.Close()
-		return nil, fmt.Errorf("MQTT CONNECT to %s: %w", b.endpoint.hostPort(), err)
+		return nil, fmt.Errorf("MQTT CONNECT to %s: %w", b.endpoint.hostPort(), b.endpoint.explain(err))
 	}
 	if ca.ReasonCode >= 0x80 {
 		_ = conn.Close()
@@ -255,7 +305,7 @@ func (b *Bridge) maintainConnection(ctx context.Context) {
 		}
 		connectedAt := time.Now()
 		b.obs.MQTTConnects.Inc()
-		b.log.Info("MQTT connected", "broker", b.endpoint.hostPort(), "client_id", b.clientID, "session_present", s.present)
+		b.log.Info("MQTT connected", "broker", b.endpoint.hostPort(), "tls", b.endpoint.secure(), "client_id", b.clientID, "session_present", s.present)
 		early := b.subscribeEarly(ctx, s)
 		if b.beforeCurrent != nil {
 			b.beforeCurrent()

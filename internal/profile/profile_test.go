@@ -207,6 +207,7 @@ func TestPasswordResolve(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(sampleConfig))
 	f.Add([]byte("profiles: {a: {brokers: [x]}}"))
+	f.Add([]byte("profiles: {a: {mqtt: {url: \"mqtts://m:8883\", tls: {enabled: true, ca_file: /ca.pem, cert_file: /c.pem, key_file: /c.key}}}}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = Parse(data)
 	})

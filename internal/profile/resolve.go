@@ -35,16 +35,20 @@ const (
 // (`flecht profile show -o json`) always has every key: "" or null when a
 // setting is unset, so scripts see one schema.
 type Resolved struct {
-	ConfigPath     string   `json:"config_path"`
-	ConfigFound    bool     `json:"config_found"`
-	ProfileName    string   `json:"profile"`
-	ProfileSource  Source   `json:"profile_source"`
-	Brokers        []string `json:"brokers"`
-	BrokersSource  Source   `json:"brokers_source"`
-	TLS            *TLS     `json:"tls"`
-	SASL           *SASL    `json:"sasl"`
-	MQTT           *MQTT    `json:"mqtt"`
-	AvailableNames []string `json:"available_profiles"`
+	ConfigPath    string   `json:"config_path"`
+	ConfigFound   bool     `json:"config_found"`
+	ProfileName   string   `json:"profile"`
+	ProfileSource Source   `json:"profile_source"`
+	Brokers       []string `json:"brokers"`
+	BrokersSource Source   `json:"brokers_source"`
+	TLS           *TLS     `json:"tls"`
+	SASL          *SASL    `json:"sasl"`
+	MQTT          *MQTT    `json:"mqtt"`
+	// MQTTConn is the MQTT connection the environment and the profile
+	// give (a command's flags and a stage file may still change it); nil
+	// when neither names a broker or a TLS file.
+	MQTTConn       *MQTTConn `json:"mqtt_connection"`
+	AvailableNames []string  `json:"available_profiles"`
 
 	// Warnings are settings that work but likely not as meant; the CLI
 	// prints each on standard error.
@@ -143,6 +147,9 @@ func Resolve(in Inputs) (*Resolved, error) {
 	}
 	if len(r.Brokers) == 0 {
 		return nil, fmt.Errorf("no broker address given (--brokers or %s is empty)", EnvBrokers)
+	}
+	if c := ResolveMQTT("", MQTTEnv(getenv), r.MQTTProfile()); c.URL != "" || c.CAFile != "" || c.CertFile != "" || c.KeyFile != "" {
+		r.MQTTConn = c
 	}
 	return r, nil
 }

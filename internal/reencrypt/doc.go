@@ -1,26 +1,43 @@
 // Package reencrypt scans config topics for secret values and sweeps them to
-// the keyring's primary key: the engine of `flecht secrets scan`,
+// their scope's sealing key: the engine of `flecht secrets scan`,
 // `flecht secrets reencrypt` and the key-rotation guard rails.
+//
+// # Fields
+//
+// A declared field (ParseFields, the stage file's syntax
+// NAME[:scope[:mode]]) has a mode after the upstream codec that reads it:
+// encrypted (ENCRYPTED: a flenc token of either generation), signed (SIGNED:
+// a flsig value in the clear) or encrypted-signed (ENCRYPTED(SIGNED): a
+// token whose payload is a signed value).
 //
 // # Scan
 //
 // A scan reads topics read_committed to the end offsets captured when it
 // starts and keeps the latest record per (partition, key), the compacted
-// view every reader of a config topic builds. Each declared secret field's
-// value is classified (encrypted, plaintext, corrupt; with a keyring also
-// opened). Absent and null values are skipped. A missing topic is an error.
-// No plaintext is ever reported, only a length range and a fingerprint
-// keyed from the keyring (or, without one, from a random key of the run).
+// view every reader of a config topic builds. Each declared field's value
+// is judged (Judge): its status on the wire (encrypted, signed, plaintext,
+// corrupt), its header's kid, scope and alg, and with a keyring the outcome
+// of opening the token and verifying the signature (also the one inside a
+// token, in an encrypted field as in an encrypted-signed one: a key is
+// needed by every signature it made, whatever mode the field is declared
+// with), and what is wrong with it for its field (a finding; a signature
+// is one only where the field signs). With a keyring each scope's target is named (ScopeTarget:
+// its sealing and signing kid). Absent and null values are skipped. A
+// missing topic is an error. No plaintext is ever reported, only a length
+// range and a fingerprint keyed from the keyring (or, without one, from a
+// random key of the run).
 //
 // # Sweep
 //
 // A sweep plans first (a pure function of the view, BuildPlan) and writes
-// only when executed. Each record whose values need the primary key, their
-// field's scope or (on request) encryption is re-produced with the same key
+// only when executed. Each record whose values need their scope's sealing
+// key, their field's scope, (on request) sealing or (on request, --resign)
+// a signature by their scope's signing key is re-produced with the same key
 // bytes, headers and timestamp, explicitly to the partition it was read
 // from, with every other byte of the value unchanged (attr.ReplaceField), in
 // transactions of a transactional producer whose ID is fixed per set of
-// topics.
+// topics. The sweep never signs an unsigned value, and never wraps a signed
+// field's value in a token (decide says what each mode allows).
 //
 // # Why a concurrent edit is never reverted
 //
@@ -70,7 +87,8 @@
 // A sweep that is killed leaves at most one open transaction. Running it
 // again initialises the same transactional ID, which fences the killed
 // producer and aborts that transaction; the rerun reads the view again,
-// where everything already committed is under the primary and is not
-// touched again. Finally a scan verifies that no token under a
-// non-primary kid remains.
+// where everything already committed is at its target and is not
+// touched again. Finally a scan verifies, scope by scope, that every token
+// is under its scope's sealing kid and opens and every signature verifies;
+// a value it cannot judge leaves the sweep unverified.
 package reencrypt

@@ -9,12 +9,24 @@ import (
 	"github.com/flecht-dev/flecht/internal/stagefile"
 )
 
+// Mode is how a field stores its value: the upstream codec that reads it.
+type Mode = stagefile.SecretMode
+
+// The modes, as the field syntax names them.
+const (
+	ModeEncrypted       = stagefile.ModeEncrypted       // ENCRYPTED(inner, scope=S): a flenc token
+	ModeSigned          = stagefile.ModeSigned          // SIGNED(inner, scope=S): a flsig value in the clear
+	ModeEncryptedSigned = stagefile.ModeEncryptedSigned // ENCRYPTED(SIGNED(inner, scope=S), scope=S)
+)
+
 // Field is one declared secret field: a dotted path into a record's JSON
-// value, whether it holds a list of tokens, and its scope ("" unscoped).
+// value, whether it holds a list of values, its scope ("" unscoped) and
+// its mode.
 type Field struct {
 	Path  []string
 	List  bool
 	Scope string
+	Mode  Mode // "" is ModeEncrypted
 }
 
 // Name is the field as it is written without its scope: "auth.api_key",
@@ -27,22 +39,36 @@ func (f Field) Name() string {
 	return n
 }
 
-// Spec is the field in the --field syntax: NAME[:scope].
+// Spec is the field in the --field syntax: NAME[:scope[:mode]].
 func (f Field) Spec() string {
-	if f.Scope == "" {
-		return f.Name()
-	}
-	return f.Name() + ":" + f.Scope
+	return stagefile.SecretField{Path: f.Path, List: f.List, Scope: f.Scope, Mode: f.Mode}.Spec()
 }
 
+// mode is the field's mode, ModeEncrypted when unset.
+func (f Field) mode() Mode {
+	if f.Mode == "" {
+		return ModeEncrypted
+	}
+	return f.Mode
+}
+
+// Encrypted reports whether the field's values are flenc tokens (modes
+// encrypted and encrypted-signed).
+func (f Field) Encrypted() bool { return f.Mode != ModeSigned }
+
+// Signed reports whether the field's values must carry a signature (modes
+// signed and encrypted-signed).
+func (f Field) Signed() bool { return f.Mode == ModeSigned || f.Mode == ModeEncryptedSigned }
+
 // ParseFields parses --field values (or a stage file's secret_fields) in the
-// stage file's syntax, NAME[:scope] with NAME a dotted path and a trailing []
-// for a list of tokens. A field named twice, or nested inside another
+// stage file's syntax, NAME[:scope[:mode]] with NAME a dotted path, a
+// trailing [] for a list of values, and mode encrypted (the default),
+// signed or encrypted-signed (stagefile.ParseSecretField). A field named twice, or nested inside another
 // declared field, is refused: rewriting the outer value would rewrite the
 // inner one behind its back.
 func ParseFields(specs []string) ([]Field, error) {
 	if len(specs) == 0 {
-		return nil, fmt.Errorf("no secret field given: use --field NAME[:scope] (repeatable) or -f stage.yaml with secret_fields")
+		return nil, fmt.Errorf("no secret field given: use --field NAME[:scope[:mode]] (repeatable) or -f stage.yaml with secret_fields")
 	}
 	out := make([]Field, 0, len(specs))
 	for _, s := range specs {
@@ -55,7 +81,7 @@ func ParseFields(specs []string) ([]Field, error) {
 				return nil, fmt.Errorf("--field %q: the name has spaces around a path segment (%q)", s, seg)
 			}
 		}
-		f := Field{Path: sf.Path, List: sf.List, Scope: sf.Scope}
+		f := Field{Path: sf.Path, List: sf.List, Scope: sf.Scope, Mode: sf.Mode}
 		if !utf8.ValidString(f.Scope) || !utf8.ValidString(strings.Join(f.Path, ".")) {
 			return nil, fmt.Errorf("--field %q: not valid UTF-8", s)
 		}

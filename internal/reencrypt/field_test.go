@@ -62,7 +62,7 @@ func TestParseFieldsRefuses(t *testing.T) {
 // FuzzParseFields: the --field parser never panics, and what it accepts
 // prints back (Spec) into the same field.
 func FuzzParseFields(f *testing.F) {
-	for _, s := range []string{"api_key", "a.b:scope", "tokens[]:t", "x[]", "a:b:c", "", ":", "a..b", "[]:[]"} {
+	for _, s := range []string{"api_key", "a.b:scope", "tokens[]:t", "x[]", "a:b:c", "", ":", "a..b", "[]:[]", "a:s:signed", "a:s:encrypted-signed", "a:s:signed:encrypted"} {
 		f.Add(s, "other")
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
@@ -75,7 +75,7 @@ func FuzzParseFields(f *testing.F) {
 			t.Fatalf("specs %q of %q, %q do not parse back: %v", FieldSpecs(fs), a, b, err)
 		}
 		for i := range fs {
-			if !slices.Equal(fs[i].Path, back[i].Path) || fs[i].List != back[i].List || fs[i].Scope != back[i].Scope {
+			if !slices.Equal(fs[i].Path, back[i].Path) || fs[i].List != back[i].List || fs[i].Scope != back[i].Scope || fs[i].Mode != back[i].Mode {
 				t.Fatalf("round trip of %q: %+v became %+v", FieldSpecs(fs)[i], fs[i], back[i])
 			}
 		}

@@ -111,3 +111,9 @@ func containsAny(s string, subs ...string) string {
 }
 
 func tp(topic string, p int32) TP { return TP{Topic: topic, Partition: p} }
+
+// transformWith runs the sweep's rule with the keyring's targets for the
+// fields.
+func transformWith(value []byte, fields []Field, kr *secret.Keyring, encryptPlaintext bool) (transformed, error) {
+	return transform(value, fields, rule{kr: kr, targets: targetsFor(kr, fields), encryptPlaintext: encryptPlaintext})
+}

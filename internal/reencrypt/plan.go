@@ -39,7 +39,11 @@ type Options struct {
 	Topics           []string
 	Fields           []Field
 	Keyring          *secret.Keyring
-	EncryptPlaintext bool // also encrypt plaintext values (the migration step)
+	EncryptPlaintext bool // also seal values in the clear that their field encrypts (the migration step)
+	// Resign also signs again, with its scope's signing kid, every
+	// signature that verifies under another signer (rotating an Ed25519
+	// key). Unsigned values are never signed.
+	Resign bool
 
 	BatchSize       int           // records per transaction (DefaultBatchSize)
 	MaxRounds       int           // re-reads of a partition in a row, and final passes, before giving up (DefaultMaxRounds)
@@ -82,6 +86,11 @@ func (o *Options) defaults() {
 	}
 }
 
+// rule is what the options allow the sweep to do.
+func (o *Options) rule() rule {
+	return rule{kr: o.Keyring, targets: targetsFor(o.Keyring, o.Fields), encryptPlaintext: o.EncryptPlaintext, resign: o.Resign}
+}
+
 // TransactionalID is the sweep producer's transactional ID for a set of
 // topics: stable across runs, so a rerun fences (and so aborts) the open
 // transaction of a sweep that was killed, and two sweeps of the same topics
@@ -108,9 +117,11 @@ func ProducerOpts(txnID string) []kgo.Opt {
 type Counts struct {
 	Records      int         `json:"records"`       // live records in the compacted view
 	Rewrite      int         `json:"rewrite"`       // records the sweep re-produces
-	NonPrimary   int         `json:"non_primary"`   // records holding a token under a non-primary kid
+	NonPrimary   int         `json:"non_primary"`   // records holding a token not under its scope's sealing kid
 	ScopeUpgrade int         `json:"scope_upgrade"` // records holding an unscoped token of a scoped field
-	Plaintext    int         `json:"plaintext"`     // records holding a plaintext value
+	Plaintext    int         `json:"plaintext"`     // records holding a value in the clear where its field encrypts
+	Unsigned     int         `json:"unsigned"`      // records holding a value that is not signed where its field signs
+	OldSigner    int         `json:"old_signer"`    // records holding a signature by a signer that is not its scope's signing kid
 	Blocked      int         `json:"blocked"`       // records holding a value the sweep cannot rewrite
 	Values       ValueCounts `json:"values"`
 
@@ -128,6 +139,8 @@ func (c *Counts) add(o Counts) {
 	c.NonPrimary += o.NonPrimary
 	c.ScopeUpgrade += o.ScopeUpgrade
 	c.Plaintext += o.Plaintext
+	c.Unsigned += o.Unsigned
+	c.OldSigner += o.OldSigner
 	c.Blocked += o.Blocked
 	c.Values.add(o.Values)
 	c.Written += o.Written
@@ -155,17 +168,27 @@ type BlockedValue struct {
 	Error     *ErrorInfo `json:"error"`
 }
 
-// Verification is the scan that follows an executed sweep.
+// Verification is the scan that follows an executed sweep, judged per
+// scope.
 type Verification struct {
-	Clean         bool       `json:"clean"`              // no token names a non-primary kid, and every token opens
-	Primary       string     `json:"primary"`            // the kid every token should name
-	Records       int        `json:"records"`            // live records scanned
-	Values        int        `json:"values"`             // secret values scanned
-	NonPrimary    int        `json:"non_primary_tokens"` // tokens whose kid is not the primary
-	Plaintext     int        `json:"plaintext"`
-	Corrupt       int        `json:"corrupt"`
-	Undecryptable int        `json:"undecryptable"`
-	ByKid         []KidCount `json:"by_kid"`
+	// Clean: every token is under its scope's sealing kid and opens, every
+	// signature verifies, nothing is corrupt, and (with --resign) every
+	// signature is by its scope's signing kid. Values left in the clear or
+	// unsigned are reported, not judged: the sweep leaves them by rule.
+	Clean         bool          `json:"clean"`
+	Primary       string        `json:"primary"`            // the global primary
+	Targets       []ScopeTarget `json:"targets"`            // the kid each scope's tokens should name (and signatures)
+	Records       int           `json:"records"`            // live records scanned
+	Values        int           `json:"values"`             // secret values scanned
+	NonPrimary    int           `json:"non_primary_tokens"` // tokens not under their scope's sealing kid
+	Plaintext     int           `json:"plaintext"`
+	Unsigned      int           `json:"unsigned"`
+	Corrupt       int           `json:"corrupt"`
+	Undecryptable int           `json:"undecryptable"` // tokens that do not open: unknown kid, seal-only, tag mismatch, …
+	Unverified    int           `json:"unverified"`    // signatures that do not verify
+	OldSigner     int           `json:"old_signer"`    // signatures by a signer that is not their scope's signing kid
+	ByKid         []KidCount    `json:"by_kid"`
+	BySigner      []SignerCount `json:"by_signer"`
 }
 
 // Result is a sweep's plan and, with --execute, its outcome.
@@ -174,7 +197,9 @@ type Result struct {
 	Topics           []string           `json:"topics"`
 	Fields           []string           `json:"fields"`
 	Primary          string             `json:"primary"`
+	Targets          []ScopeTarget      `json:"targets"` // per field scope, the kid its tokens go to (and its signing kid)
 	EncryptPlaintext bool               `json:"encrypt_plaintext"`
+	Resign           bool               `json:"resign"`
 	TransactionalID  string             `json:"transactional_id"`
 	Partitions       []*PartitionReport `json:"partitions"`
 	Totals           Counts             `json:"totals"`
@@ -218,8 +243,8 @@ func (j *job) record() *kgo.Record {
 
 // planRecord applies the sweep's rule to one live record, adds it to the
 // counts and returns its job (nil when nothing is to be written).
-func planRecord(r *Rec, o *Options, c *Counts, res *Result) (*job, error) {
-	t, err := transform(r.Value, o.Fields, o.Keyring, o.EncryptPlaintext)
+func planRecord(r *Rec, ru rule, fields []Field, c *Counts, res *Result) (*job, error) {
+	t, err := transform(r.Value, fields, ru)
 	return planTransformed(r, t, err, c, res)
 }
 
@@ -239,9 +264,9 @@ func planTransformed(r *Rec, t transformed, err error, c *Counts, res *Result) (
 	if t.Changed && r.Key == nil {
 		// A keyless record cannot be replaced: a new one would stand
 		// beside it. What it would have changed is blocked instead.
-		n := t.Counts.Rotate + t.Counts.ScopeUpgrade + t.Counts.Encrypt
+		n := t.Counts.Rotate + t.Counts.ScopeUpgrade + t.Counts.Encrypt + t.Counts.Resign
 		t.Counts.Blocked += n
-		t.Counts.Rotate, t.Counts.ScopeUpgrade, t.Counts.Encrypt = 0, 0, 0
+		t.Counts.Rotate, t.Counts.ScopeUpgrade, t.Counts.Encrypt, t.Counts.Resign = 0, 0, 0, 0
 		t.Changed = false
 		t.Blocked = append(t.Blocked, blockedSlot{Err: &secret.Error{Kind: secret.KindMalformed,
 			Detail: "the record has no key, so it cannot be replaced in place"}})
@@ -255,6 +280,12 @@ func planTransformed(r *Rec, t transformed, err error, c *Counts, res *Result) (
 	}
 	if t.Plaintext {
 		c.Plaintext++
+	}
+	if t.Unsigned {
+		c.Unsigned++
+	}
+	if t.OldSigner {
+		c.OldSigner++
 	}
 	if len(t.Blocked) > 0 {
 		c.Blocked++
@@ -293,9 +324,10 @@ func buildPlan(v *View, bounds map[TP]kafkax.Bounds, o *Options) (*Result, map[T
 	if o.Keyring == nil {
 		return nil, nil, &secret.Error{Kind: secret.KindNoKeyring, Detail: "a sweep needs the keyring"}
 	}
+	ru := o.rule()
 	res := &Result{
-		Mode: "plan", Topics: o.Topics, Fields: FieldSpecs(o.Fields), Primary: o.Keyring.Primary(),
-		EncryptPlaintext: o.EncryptPlaintext, TransactionalID: o.TransactionalID,
+		Mode: "plan", Topics: o.Topics, Fields: FieldSpecs(o.Fields), Primary: o.Keyring.Primary(), Targets: ru.targets.list(),
+		EncryptPlaintext: o.EncryptPlaintext, Resign: o.Resign, TransactionalID: o.TransactionalID,
 		Partitions: []*PartitionReport{}, Blocked: []BlockedValue{},
 	}
 	jobs := map[TP][]*job{}
@@ -312,7 +344,7 @@ func buildPlan(v *View, bounds map[TP]kafkax.Bounds, o *Options) (*Result, map[T
 		ts := make([]transformed, len(recs))
 		errs := make([]error, len(recs))
 		parallel(len(recs), func(i int) {
-			ts[i], errs[i] = transform(recs[i].Value, o.Fields, o.Keyring, o.EncryptPlaintext)
+			ts[i], errs[i] = transform(recs[i].Value, o.Fields, ru)
 		})
 		for i, r := range recs {
 			j, err := planTransformed(r, ts[i], errs[i], &pr.Counts, res)

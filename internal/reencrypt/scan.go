@@ -24,18 +24,37 @@ type ScanEntry struct {
 	KeyBase64  string        `json:"key_base64,omitempty"` // the key's bytes, when they are not UTF-8
 	Field      string        `json:"field"`
 	FieldScope string        `json:"field_scope,omitempty"`
-	Status     secret.Status `json:"status"`
-	Kid        string        `json:"kid,omitempty"`
-	Scope      string        `json:"scope,omitempty"`   // the token's flenc_scope
-	Decrypt    secret.Kind   `json:"decrypt,omitempty"` // with a keyring: ok, unknown_kid, tag_mismatch, scope_violation, …; without: scope_violation by the header
-	Error      *ErrorInfo    `json:"error,omitempty"`
-	Plaintext  *PlainInfo    `json:"plaintext,omitempty"`
+	FieldMode  Mode          `json:"field_mode"`
+	Status     secret.Status `json:"status"`            // encrypted, signed, plaintext, corrupt
+	Kid        string        `json:"kid,omitempty"`     // the header's kid: sealing kid of a token, signer of a signed value
+	Scope      string        `json:"scope,omitempty"`   // the stamped flenc_scope
+	Alg        string        `json:"alg,omitempty"`     // dir, ECDH-ES+A256KW or Ed25519
+	Decrypt    secret.Kind   `json:"decrypt,omitempty"` // with a keyring: ok, unknown_kid, seal_only, tag_mismatch, scope_violation, key_binding, …; without: scope_violation by the header
+	Verify     secret.Kind   `json:"verify,omitempty"`  // a signature's verdict through the field's scope: verified, bad_signature, unknown_signer, scope_violation, key_binding, unsigned
+	Signer     string        `json:"signer,omitempty"`  // the signature's kid (inside the token for an encrypted or encrypted-signed field)
+	// With a keyring, where the value belongs now: its scope's sealing
+	// kid (a token) and signing kid (a signature).
+	TargetKid    string      `json:"target_kid,omitempty"`
+	TargetSigner string      `json:"target_signer,omitempty"`
+	Problem      secret.Kind `json:"problem,omitempty"` // what is wrong with the value for its field ("" nothing)
+	Error        *ErrorInfo  `json:"error,omitempty"`
+	Plaintext    *PlainInfo  `json:"plaintext,omitempty"`
 }
 
 // Finding reports whether the entry is one a scan gates on.
-func (e ScanEntry) Finding() bool {
-	return e.Status == secret.StatusPlaintext || e.Status == secret.StatusCorrupt ||
-		(e.Decrypt != "" && e.Decrypt != DecryptOK)
+func (e ScanEntry) Finding() bool { return e.Problem != "" }
+
+// Stale reports whether the entry is a token of an encrypted field that is
+// not under its scope's sealing kid (judged with a keyring; a scope no key
+// can seal has no target, and every token in it is stale).
+func (e ScanEntry) Stale(withKeyring bool) bool {
+	return withKeyring && e.Status == secret.StatusEncrypted && e.FieldMode != ModeSigned && (e.TargetKid == "" || e.Kid != e.TargetKid)
+}
+
+// OldSigner reports whether the entry's signature verified under a signer
+// that is not its scope's signing kid (judged with a keyring that names one).
+func (e ScanEntry) OldSigner() bool {
+	return e.Verify == VerifyOK && e.TargetSigner != "" && e.Signer != e.TargetSigner
 }
 
 // KidCount counts values of one kid and status ("" kid for plaintext and
@@ -46,17 +65,33 @@ type KidCount struct {
 	Count  int           `json:"count"`
 }
 
-// ScanSummary counts what a scan found.
+// SignerCount counts signatures of one signer kid by verdict.
+type SignerCount struct {
+	Kid    string      `json:"kid"`
+	Verify secret.Kind `json:"verify"` // "" when judged without a keyring
+	Count  int         `json:"count"`
+}
+
+// ScanSummary counts what a scan found. Each finding is counted once, in
+// the first of corrupt, plaintext, unsigned, undecryptable, unverified
+// that applies.
 type ScanSummary struct {
 	Records       int                   `json:"records"` // live records in the compacted view
 	Values        int                   `json:"values"`  // secret values (absent and null ones skipped)
 	ByStatus      map[secret.Status]int `json:"by_status"`
 	ByKid         []KidCount            `json:"by_kid"`
+	BySigner      []SignerCount         `json:"by_signer"` // every signature: signed values and those inside tokens
 	ByDecrypt     map[secret.Kind]int   `json:"by_decrypt,omitempty"`
-	Plaintext     int                   `json:"plaintext"`
-	Corrupt       int                   `json:"corrupt"`
+	ByVerify      map[secret.Kind]int   `json:"by_verify,omitempty"`
+	ByProblem     map[secret.Kind]int   `json:"by_problem"`
+	Plaintext     int                   `json:"plaintext"`     // values in the clear where the field encrypts
+	Unsigned      int                   `json:"unsigned"`      // values not signed where the field signs
+	Corrupt       int                   `json:"corrupt"`       // values that do not parse
 	Undecryptable int                   `json:"undecryptable"` // well-formed tokens the field cannot open: by the keyring, or without one by the scope ratchet
-	Findings      int                   `json:"findings"`      // plaintext + corrupt + undecryptable
+	Unverified    int                   `json:"unverified"`    // signatures that do not verify: by the keyring, or without one by their scope
+	Stale         int                   `json:"stale"`         // with a keyring: tokens not under their scope's sealing kid (not a finding: the sweep moves them)
+	OldSigner     int                   `json:"old_signer"`    // with a keyring: signatures by a signer that is not their scope's signing kid
+	Findings      int                   `json:"findings"`      // corrupt + plaintext + unsigned + undecryptable + unverified
 }
 
 // ScanPartition is what the scan read of one partition.
@@ -76,17 +111,22 @@ type ScanReport struct {
 	Fingerprints string          `json:"fingerprints"`
 	Primary      string          `json:"primary,omitempty"` // with a keyring
 	Kids         []string        `json:"kids,omitempty"`    // with a keyring: the kids it holds
+	Targets      []ScopeTarget   `json:"targets,omitempty"` // with a keyring: the sealing and signing kid of each field scope
 	Partitions   []ScanPartition `json:"partitions"`
 	Summary      ScanSummary     `json:"summary"`
 	Clean        bool            `json:"clean"`
 	Entries      []ScanEntry     `json:"entries"`
 }
 
-// TokensUnder counts the tokens whose header names kid.
+// TokensUnder counts the values that depend on kid: tokens whose header
+// names it (of either generation, corrupt ones included) and signatures
+// it made (signed values, and with a keyring those inside tokens). A
+// value both sealed and signed by kid counts once. The guard of `keys
+// remove` refuses while this is not 0.
 func (r *ScanReport) TokensUnder(kid string) int {
 	n := 0
 	for _, e := range r.Entries {
-		if e.Kid == kid && e.Status != secret.StatusPlaintext {
+		if (e.Kid == kid && e.Status != secret.StatusPlaintext) || e.Signer == kid {
 			n++
 		}
 	}
@@ -103,6 +143,67 @@ func (r *ScanReport) TokensNotUnder(kid string) int {
 		}
 	}
 	return n
+}
+
+// KidUse is how many values depend on a kid in one way with one outcome.
+type KidUse struct {
+	// As is "sealing" (a token's kid) or "signer" (a signature's kid).
+	As string `json:"as"`
+	// Outcome is "ok" (a token that opens), "verified" (a signature that
+	// verifies), "corrupt", the failing kind, or "" (judged without a
+	// keyring).
+	Outcome string `json:"outcome"`
+	Count   int    `json:"count"`
+}
+
+// Uses of a kid, as KidUse.As names them.
+const (
+	UseSealing = "sealing"
+	UseSigner  = "signer"
+)
+
+// Use says how the entry depends on kid, as KidUse counts it: As and
+// Outcome, ok false when it does not. A value sealed and signed by the
+// same kid is one use, its sealing.
+func (e ScanEntry) Use(kid string) (use KidUse, ok bool) {
+	switch {
+	case e.Status == secret.StatusPlaintext:
+	case e.Status == secret.StatusCorrupt && e.Kid == kid:
+		// What a corrupt value was meant to be is its field's word.
+		as := UseSealing
+		if e.FieldMode == ModeSigned {
+			as = UseSigner
+		}
+		return KidUse{As: as, Outcome: "corrupt", Count: 1}, true
+	case e.Status == secret.StatusEncrypted && e.Kid == kid:
+		return KidUse{As: UseSealing, Outcome: string(e.Decrypt), Count: 1}, true
+	case e.Signer == kid:
+		return KidUse{As: UseSigner, Outcome: string(e.Verify), Count: 1}, true
+	}
+	return KidUse{}, false
+}
+
+// UsesOf groups the values that depend on kid (TokensUnder) by how and
+// with what outcome, sealing before signer, then by outcome: what the
+// guard of `keys remove` explains a refusal with.
+func (r *ScanReport) UsesOf(kid string) []KidUse {
+	counts := map[[2]string]int{}
+	for _, e := range r.Entries {
+		if u, ok := e.Use(kid); ok {
+			counts[[2]string{u.As, u.Outcome}]++
+		}
+	}
+	out := make([]KidUse, 0, len(counts))
+	for k, n := range counts {
+		out = append(out, KidUse{As: k[0], Outcome: k[1], Count: n})
+	}
+	slices.SortFunc(out, func(a, b KidUse) int {
+		if c := cmp.Compare(a.As, b.As); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Outcome, b.Outcome)
+	})
+	return out
 }
 
 // ScanOptions say what to scan.
@@ -150,10 +251,12 @@ func ScanView(v *View, bounds map[TP]kafkax.Bounds, o ScanOptions) *ScanReport {
 		Topics:  o.Topics,
 		Fields:  FieldSpecs(o.Fields),
 		Entries: []ScanEntry{},
-		Summary: ScanSummary{ByStatus: map[secret.Status]int{}, ByKid: []KidCount{}, ByDecrypt: map[secret.Kind]int{}},
+		Summary: ScanSummary{ByStatus: map[secret.Status]int{}, ByKid: []KidCount{}, BySigner: []SignerCount{},
+			ByDecrypt: map[secret.Kind]int{}, ByVerify: map[secret.Kind]int{}, ByProblem: map[secret.Kind]int{}},
 	}
+	tg := targetsFor(o.Keyring, o.Fields)
 	if o.Keyring != nil {
-		rep.Primary, rep.Kids = o.Keyring.Primary(), o.Keyring.Kids()
+		rep.Primary, rep.Kids, rep.Targets = o.Keyring.Primary(), o.Keyring.Kids(), tg.list()
 	}
 	fp := NewFingerprinter(o.Keyring)
 	rep.Fingerprints = fp.Source
@@ -167,45 +270,78 @@ func ScanView(v *View, bounds map[TP]kafkax.Bounds, o ScanOptions) *ScanReport {
 		rep.Partitions = append(rep.Partitions, ScanPartition{Topic: tp.Topic, Partition: tp.Partition, EndOffset: bounds[tp].End, Records: len(recs)})
 		rep.Summary.Records += len(recs)
 		per := make([][]ScanEntry, len(recs))
-		parallel(len(recs), func(i int) { per[i] = scanRecord(recs[i], o, fp) })
+		parallel(len(recs), func(i int) { per[i] = scanRecord(recs[i], o, tg, fp) })
 		for _, es := range per {
 			rep.Entries = append(rep.Entries, es...)
 		}
 	}
+	rep.Summary.count(rep.Entries, o.Keyring != nil)
+	rep.Clean = rep.Summary.Findings == 0
+	return rep
+}
+
+// count fills the summary from the entries.
+func (s *ScanSummary) count(entries []ScanEntry, withKeyring bool) {
 	byKid := map[[2]string]int{}
-	for _, e := range rep.Entries {
-		s := &rep.Summary
+	bySigner := map[[2]string]int{}
+	for _, e := range entries {
 		s.Values++
 		s.ByStatus[e.Status]++
 		byKid[[2]string{e.Kid, string(e.Status)}]++
+		if e.Signer != "" {
+			bySigner[[2]string{e.Signer, string(e.Verify)}]++
+		}
 		if e.Decrypt != "" {
 			s.ByDecrypt[e.Decrypt]++
 		}
+		if e.Verify != "" {
+			s.ByVerify[e.Verify]++
+		}
+		if e.Problem != "" {
+			s.ByProblem[e.Problem]++
+			s.Findings++
+		}
+		if e.Stale(withKeyring) {
+			s.Stale++
+		}
+		if e.OldSigner() {
+			s.OldSigner++
+		}
 		switch {
-		case e.Status == secret.StatusPlaintext:
-			s.Plaintext++
+		case e.Problem == "":
 		case e.Status == secret.StatusCorrupt:
 			s.Corrupt++
+		case e.Problem == secret.KindPlaintext:
+			s.Plaintext++
+		case e.Problem == secret.KindUnsigned:
+			s.Unsigned++
 		case e.Decrypt != "" && e.Decrypt != DecryptOK:
 			s.Undecryptable++
+		default:
+			s.Unverified++
 		}
 	}
 	for k, n := range byKid {
-		rep.Summary.ByKid = append(rep.Summary.ByKid, KidCount{Kid: k[0], Status: secret.Status(k[1]), Count: n})
+		s.ByKid = append(s.ByKid, KidCount{Kid: k[0], Status: secret.Status(k[1]), Count: n})
 	}
-	slices.SortFunc(rep.Summary.ByKid, func(a, b KidCount) int {
+	slices.SortFunc(s.ByKid, func(a, b KidCount) int {
 		if c := cmp.Compare(a.Kid, b.Kid); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Status, b.Status)
 	})
-	s := &rep.Summary
-	s.Findings = s.Plaintext + s.Corrupt + s.Undecryptable
-	rep.Clean = s.Findings == 0
-	return rep
+	for k, n := range bySigner {
+		s.BySigner = append(s.BySigner, SignerCount{Kid: k[0], Verify: secret.Kind(k[1]), Count: n})
+	}
+	slices.SortFunc(s.BySigner, func(a, b SignerCount) int {
+		if c := cmp.Compare(a.Kid, b.Kid); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Verify, b.Verify)
+	})
 }
 
-func scanRecord(r *Rec, o ScanOptions, fp *Fingerprinter) []ScanEntry {
+func scanRecord(r *Rec, o ScanOptions, tg targets, fp *Fingerprinter) []ScanEntry {
 	base := ScanEntry{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key)}
 	if !utf8.Valid(r.Key) {
 		base.KeyBase64 = base64.StdEncoding.EncodeToString(r.Key)
@@ -217,7 +353,8 @@ func scanRecord(r *Rec, o ScanOptions, fp *Fingerprinter) []ScanEntry {
 		out := make([]ScanEntry, len(o.Fields))
 		for i, f := range o.Fields {
 			e := base
-			e.Field, e.FieldScope, e.Status = f.Name(), f.Scope, secret.StatusCorrupt
+			e.Field, e.FieldScope, e.FieldMode, e.Status = f.Name(), f.Scope, f.mode(), secret.StatusCorrupt
+			e.Problem = secret.KindMalformed
 			e.Error = &ErrorInfo{Kind: secret.KindMalformed, Message: "malformed: " + err.Error()}
 			out[i] = e
 		}
@@ -227,12 +364,19 @@ func scanRecord(r *Rec, o ScanOptions, fp *Fingerprinter) []ScanEntry {
 	for _, s := range slots {
 		v := Judge(s, o.Keyring)
 		e := base
-		e.Field, e.FieldScope = s.Label(), s.Field.Scope
-		e.Status, e.Kid, e.Scope, e.Decrypt = v.Status, v.Kid, v.TokenScope, v.Decrypt
-		if v.Err != nil && (v.Status == secret.StatusCorrupt || v.Decrypt != DecryptOK) {
+		e.Field, e.FieldScope, e.FieldMode = s.Label(), s.Field.Scope, s.Field.mode()
+		e.Status, e.Kid, e.Scope, e.Alg = v.Status, v.Kid, v.TokenScope, v.Alg
+		e.Decrypt, e.Verify, e.Signer, e.Problem = v.Decrypt, v.Verify, v.Signer, v.Problem
+		if v.Problem != "" {
 			e.Error = SafeError(v.Err)
-			if e.Kid == "" {
-				e.Kid = v.Err.Kid
+		}
+		if tg != nil {
+			t := tg.of(s.Field.Scope)
+			if e.Status == secret.StatusEncrypted && s.Field.Encrypted() {
+				e.TargetKid = t.Sealing
+			}
+			if e.Signer != "" {
+				e.TargetSigner = t.Signing
 			}
 		}
 		if v.Status == secret.StatusPlaintext {

@@ -46,6 +46,22 @@ func TestViewIsTheCompactedView(t *testing.T) {
 	}
 }
 
+// An empty value and {} delete a key from the view as a null does, as in
+// every config store and changelog restore; { } does not.
+func TestViewDeletesOnEmptyOrBraces(t *testing.T) {
+	v := NewView()
+	for i, kv := range [][2]string{
+		{"a", `{"v":1}`}, {"b", `{"v":1}`}, {"c", `{"v":1}`}, {"d", `{"v":1}`},
+		{"a", ""}, {"b", "{}"}, {"c", "{ }"}, {"d", "<tombstone>"},
+	} {
+		v.Apply(rec("c", 0, int64(i), kv[0], kv[1]))
+	}
+	live := v.Partition(tp("c", 0))
+	if len(live) != 1 || string(live[0].Key) != "c" || string(live[0].Value) != "{ }" {
+		t.Errorf("live records %+v, want only c with { }", live)
+	}
+}
+
 func TestScanViewReportsEveryValue(t *testing.T) {
 	oldKR, kr := rings(t)
 	fields := mustFields(t, "api_key:api", "tokens[]")

@@ -82,21 +82,27 @@ func Execute(ctx context.Context, reader, producer *kgo.Client, o Options) (*Res
 	if err != nil {
 		return res, fmt.Errorf("verifying by a scan: %w", err)
 	}
-	res.Verification = verify(scan, o.Keyring.Primary())
+	res.Verification = verify(scan, o.Resign)
 	o.Log.Debug("sweep: verified", "clean", res.Verification.Clean, "took", time.Since(start))
 	return res, nil
 }
 
-func verify(s *ScanReport, primary string) *Verification {
+// verify judges the scan that follows a sweep, each token against its own
+// scope's sealing kid. A value the scan could not judge (corrupt, a token
+// that does not open, a signature that does not verify) leaves the sweep
+// unverified: it might name any kid.
+func verify(s *ScanReport, resign bool) *Verification {
+	sum := s.Summary
 	v := &Verification{
-		Primary: primary, Records: s.Summary.Records, Values: s.Summary.Values,
-		NonPrimary: s.TokensNotUnder(primary), Plaintext: s.Summary.Plaintext,
-		Corrupt: s.Summary.Corrupt, Undecryptable: s.Summary.Undecryptable, ByKid: s.Summary.ByKid,
+		Primary: s.Primary, Targets: s.Targets, Records: sum.Records, Values: sum.Values,
+		NonPrimary: sum.Stale, Plaintext: sum.Plaintext, Unsigned: sum.Unsigned, Corrupt: sum.Corrupt,
+		Undecryptable: sum.Undecryptable, Unverified: sum.Unverified, OldSigner: sum.OldSigner,
+		ByKid: sum.ByKid, BySigner: sum.BySigner,
 	}
-	// A corrupt value whose header names no kid is a data error a scan
-	// reports; it does not depend on any key, so it does not fail the
-	// rotation. One that names an old kid is counted in NonPrimary.
-	v.Clean = v.NonPrimary == 0 && v.Undecryptable == 0
+	if v.Targets == nil {
+		v.Targets = []ScopeTarget{}
+	}
+	v.Clean = v.NonPrimary == 0 && v.Corrupt == 0 && v.Undecryptable == 0 && v.Unverified == 0 && (!resign || v.OldSigner == 0)
 	return v
 }
 
@@ -483,19 +489,20 @@ func (e *engine) resweep(ctx context.Context, tp TP) error {
 		e.view.Apply(f) // the other writer's version is the current one again
 		j := newJob(f, f.Value)
 		if f.Value != nil {
-			if t, err := transform(f.Value, e.o.Fields, e.o.Keyring, e.o.EncryptPlaintext); err == nil && t.Changed {
+			if t, err := transform(f.Value, e.o.Fields, e.o.rule()); err == nil && t.Changed {
 				j.value = t.Value
 			}
 		}
 		jobs = append(jobs, j)
 	}
 	scratch := &Result{}
+	ru := e.o.rule()
 	for _, r := range e.view.Partition(tp) {
 		if r.Key != nil && restored[string(r.Key)] {
 			continue
 		}
 		var c Counts
-		j, err := planRecord(r, e.o, &c, scratch)
+		j, err := planRecord(r, ru, e.o.Fields, &c, scratch)
 		if err != nil {
 			return err
 		}

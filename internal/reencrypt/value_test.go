@@ -123,7 +123,7 @@ func TestReportErrorsCarryNoValueText(t *testing.T) {
 			t.Errorf("keyring %v: %+v", ring != nil, info)
 		}
 	}
-	out, err := transform(value, f, kr, false)
+	out, err := transformWith(value, f, kr, false)
 	if err != nil || len(out.Blocked) != 1 || strings.Contains(jsonOf(t, SafeError(out.Blocked[0].Err)), "mysecret") {
 		t.Errorf("blocked: %+v %v", out.Blocked, err)
 	}
@@ -138,7 +138,7 @@ func TestTransformRotatesAndKeepsEveryOtherByte(t *testing.T) {
 	value := fmt.Sprintf("{ \"name\" : \"Zürich ☃ \\u00e9\",\"n\":12345678901234567890,\n\t\"api_key\":\"%s\",\"auth\":{\"user\":\"u\", \"password\" :\"%s\", \"x\":[1.50e3]},"+
 		"\"tokens\":[ \"%s\" ,null,\n \"%s\"],\"f\":-0.0 }",
 		mustTok(t, oldKR, `"sk-1"`, "api_key"), mustTok(t, oldKR, `{"p":1}`, ""), mustTok(t, oldKR, `"t0"`, "t"), mustTok(t, kr, `"t3"`, "t"))
-	out, err := transform([]byte(value), fields, kr, false)
+	out, err := transformWith([]byte(value), fields, kr, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestTransformScopeUpgradePlaintextAndBlocked(t *testing.T) {
 	value := []byte(fmt.Sprintf(`{"a":"%s","b":"plain-secret","c":"%s","d":"%s"}`, unscoped, mustTok(t, oldKR, `"y"`, "wrong"), scopedInUnscoped))
 
 	// Without --encrypt-plaintext: the scope upgrade only.
-	out, err := transform(value, fields, kr, false)
+	out, err := transformWith(value, fields, kr, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestTransformScopeUpgradePlaintextAndBlocked(t *testing.T) {
 	}
 
 	// With it: the plaintext is encrypted, canonically, in the field's scope.
-	out, err = transform([]byte(`{"b":"plain-secret","a":{"z":1, "a":[1.0]}}`), fields, kr, true)
+	out, err = transformWith([]byte(`{"b":"plain-secret","a":{"z":1, "a":[1.0]}}`), fields, kr, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestTransformScopeUpgradePlaintextAndBlocked(t *testing.T) {
 
 	// Nothing to do: the same bytes back, unchanged.
 	clean := []byte(`{"a":"` + mustTok(t, kr, `"v"`, "sa") + `"}`)
-	if out, err := transform(clean, fields, kr, true); err != nil || out.Changed || !bytes.Equal(out.Value, clean) {
+	if out, err := transformWith(clean, fields, kr, true); err != nil || out.Changed || !bytes.Equal(out.Value, clean) {
 		t.Errorf("clean record: %+v %v", out, err)
 	}
 }
@@ -278,7 +278,7 @@ func FuzzTransform(f *testing.F) {
 				t.Fatalf("%s: Slots found %q, LookupField %q (%v)", s.Label(), s.Raw, want, err)
 			}
 		}
-		out, err := transform(value, fields, kr, true)
+		out, err := transformWith(value, fields, kr, true)
 		if err != nil {
 			t.Fatalf("transform failed on a valid object: %v", err)
 		}

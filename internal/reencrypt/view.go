@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 )
 
@@ -33,7 +34,9 @@ func FromKgo(r *kgo.Record) *Rec {
 }
 
 // View is the compacted view of topics: per partition, the latest record of
-// every key; a tombstone removes its key. Compaction is per partition, so a
+// every key; a tombstone removes its key, and so do an empty value and {}
+// (attr.IsStoreTombstone), as they do for every reader of a config topic or
+// changelog. Compaction is per partition, so a
 // key found on two partitions (a record placed off its key's hash
 // partition) is two entries, as it is two live records to every reader.
 // Records without a key cannot be compacted away: each one stays.
@@ -66,7 +69,7 @@ func (v *View) Apply(r *Rec) {
 		if r.Value != nil {
 			p.nullKey = append(p.nullKey, r)
 		}
-	case r.Value == nil:
+	case attr.IsStoreTombstone(r.Value):
 		delete(p.byKey, string(r.Key))
 	default:
 		p.byKey[string(r.Key)] = r

@@ -8,14 +8,16 @@ import (
 type Status string
 
 const (
-	StatusEncrypted Status = "encrypted" // a well-formed, accepted token
-	StatusPlaintext Status = "plaintext" // any non-flenc: value: a legacy or pasted secret
-	StatusCorrupt   Status = "corrupt"   // a flenc: value that does not parse, or (with a keyring) does not open
+	StatusEncrypted Status = "encrypted" // a well-formed, accepted flenc: token
+	StatusSigned    Status = "signed"    // a well-formed, accepted flsig: signed value (in the clear)
+	StatusPlaintext Status = "plaintext" // neither flenc: nor flsig:: a legacy or pasted secret, or an unsigned value
+	StatusCorrupt   Status = "corrupt"   // a flenc: or flsig: value that does not parse, or (with a keyring) does not open
 	StatusAbsent    Status = "absent"    // JSON null: no value, so no leak either
 )
 
 // Classification is one field's verdict. Kid and Scope come from the token
-// header (unauthenticated unless classified with a keyring).
+// header (unauthenticated unless classified with a keyring): the sealing kid
+// of a flenc token, the signer kid of a flsig value.
 type Classification struct {
 	Status Status `json:"status"`
 	Kid    string `json:"kid,omitempty"`
@@ -40,27 +42,39 @@ func ClassifyValue(v any) Classification {
 		return Classification{Status: StatusAbsent}
 	}
 	s, ok := v.(string)
-	if !ok || !IsEncrypted(s) {
+	inspect, status := Inspect, StatusEncrypted
+	switch {
+	case !ok:
+		return Classification{Status: StatusPlaintext}
+	case IsSigned(s):
+		inspect, status = InspectSigned, StatusSigned
+	case !IsEncrypted(s):
 		return Classification{Status: StatusPlaintext}
 	}
-	info, err := Inspect(s)
+	info, err := inspect(s)
 	if err != nil {
 		e := asError(err)
-		return Classification{Status: StatusCorrupt, Kid: e.Kid, Err: e}
+		return Classification{Status: StatusCorrupt, Kid: e.Kid, Scope: e.TokenScope, Err: e}
 	}
-	return Classification{Status: StatusEncrypted, Kid: info.Kid, Scope: info.Scope}
+	return Classification{Status: status, Kid: info.Kid, Scope: info.Scope}
 }
 
-// Classify also opens an encrypted value through a field of the given scope,
-// so a token whose kid is missing, whose tag fails or whose scope is wrong
-// reports as corrupt with that error's kind.
+// Classify also opens an encrypted value, or verifies a signed one, through
+// a field of the given scope, so a token whose kid is missing, whose tag or
+// signature fails or whose scope is wrong reports as corrupt with that
+// error's kind.
 func (kr *Keyring) Classify(raw []byte, scope string) Classification {
 	c := Classify(raw)
-	if c.Status != StatusEncrypted {
-		return c
+	var err error
+	switch c.Status {
+	case StatusEncrypted:
+		v, _ := attr.ParseJSON(raw)
+		_, _, err = kr.Decrypt(v.(string), scope)
+	case StatusSigned:
+		v, _ := attr.ParseJSON(raw)
+		_, _, err = kr.Verify(v.(string), scope)
 	}
-	v, _ := attr.ParseJSON(raw)
-	if _, _, err := kr.Decrypt(v.(string), scope); err != nil {
+	if err != nil {
 		c.Status, c.Err = StatusCorrupt, asError(err)
 	}
 	return c

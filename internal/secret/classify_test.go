@@ -68,3 +68,39 @@ func TestClassifyWithKeyring(t *testing.T) {
 		t.Errorf("JSON form: %s", j)
 	}
 }
+
+// A flsig value is classified as signed (its signer kid and scope from the
+// header), never as plaintext; one that does not parse is corrupt; with a
+// keyring it is verified through the field's scope.
+func TestClassifySigned(t *testing.T) {
+	kr, err := testKeyring(t, false).Generate("sig", TypeEd25519, []string{"billing"})
+	if err == nil {
+		kr, err = kr.SetSigningFor("billing", "sig")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := kr.Sign([]byte(`"v"`), "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(tok)
+	if c := Classify(raw); c.Status != StatusSigned || c.Kid != "sig" || c.Scope != "billing" || c.Err != nil {
+		t.Errorf("signed: %+v", c)
+	}
+	for _, bad := range []string{"flsig:jws:e30.e30.AAAA", "flsig:cose:x", "flsig:"} {
+		b, _ := json.Marshal(bad)
+		if c := Classify(b); c.Status != StatusCorrupt || c.Err == nil {
+			t.Errorf("%q: %+v", bad, c)
+		}
+	}
+	if c := kr.Classify(raw, "billing"); c.Status != StatusSigned || c.Err != nil {
+		t.Errorf("verified: %+v", c)
+	}
+	if c := kr.Classify(raw, "other"); c.Status != StatusCorrupt || c.Err.Kind != KindScopeViolation {
+		t.Errorf("wrong scope: %+v", c)
+	}
+	if c := testKeyring(t, false).Classify(raw, "billing"); c.Status != StatusCorrupt || c.Err.Kind != KindUnknownSigner || c.Kid != "sig" {
+		t.Errorf("unknown signer: %+v", c)
+	}
+}

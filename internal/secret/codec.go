@@ -1,6 +1,7 @@
 package secret
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -31,6 +32,7 @@ type Option func(*options)
 type options struct {
 	scope         string
 	readPlaintext bool
+	readUnsigned  bool
 	keyring       *Keyring
 	observer      Observer
 	logger        *slog.Logger
@@ -44,6 +46,11 @@ func Scope(s string) Option { return func(o *options) { o.scope = s } }
 // ReadPlaintext accepts legacy plaintext during a migration, with a warning
 // and a PlaintextRead per read. Remove it when the scan is clean.
 func ReadPlaintext() Option { return func(o *options) { o.readPlaintext = true } }
+
+// ReadUnsigned makes a SIGNED field accept an unsigned value during a
+// migration, with a warning and an UnsignedRead per read. Remove it when
+// every value is signed.
+func ReadUnsigned() Option { return func(o *options) { o.readUnsigned = true } }
 
 // WithKeyring binds the codec to kr instead of the process keyring (tools
 // that hold a keyring of their own, tests).
@@ -72,7 +79,8 @@ func ENCRYPTED[T any](inner attr.Codec[T], opts ...Option) Encrypted[T] {
 	}
 }
 
-// Encode seals v under the primary key.
+// Encode seals v under the sealing key of the field's scope
+// (Keyring.SealingKid).
 func (c Encrypted[T]) Encode(v T) (any, error) {
 	w, err := c.inner.Encode(v)
 	if err != nil {
@@ -101,7 +109,15 @@ func (c Encrypted[T]) Decode(w any) (T, error) {
 			return zero, &Error{Kind: KindMalformed, Kid: kid, Scope: c.scope, Detail: "decrypted payload is not JSON"}
 		}
 		v, err := c.inner.Decode(inner)
+		var se *Error
+		if errors.As(err, &se) {
+			// A secret codec inside (SIGNED): its kind (unsigned,
+			// bad_signature, …) is the reason, and an *Error never
+			// carries the value.
+			return zero, se
+		}
 		if err != nil {
+			// Another codec's message may quote the value; keep its shape.
 			return zero, &Error{Kind: KindMalformed, Kid: kid, Scope: c.scope, Detail: "decrypted payload does not fit " + c.inner.String()}
 		}
 		c.resolveObserver().Decrypted(c.scope, kid)
@@ -143,11 +159,16 @@ func (c Encrypted[T]) ReadsPlaintext() bool { return c.readPlaintext }
 
 func (Encrypted[T]) sealed() {}
 
+// InnerCodec is the wrapped codec (as any: its type varies with T), so
+// tools can look inside, e.g. SignedOf for ENCRYPTED(SIGNED(…)).
+func (c Encrypted[T]) InnerCodec() any { return c.inner }
+
 // Sealed is implemented by every ENCRYPTED codec whatever its T, so tools
 // (scan, sweep) can find encrypted fields and their scopes.
 type Sealed interface {
 	Scope() string
 	ReadsPlaintext() bool
+	InnerCodec() any
 	sealed()
 }
 

@@ -16,41 +16,79 @@ import (
 type Kind string
 
 const (
-	// KindMalformed: not a well-formed flenc:jwe: token (wrong envelope,
-	// segment count, base64, header JSON, IV or tag length, missing kid), or
-	// an authentic payload that is not the inner codec's JSON.
+	// KindMalformed: not a well-formed flenc:jwe: or flsig:jws: token
+	// (wrong envelope, segment count, base64, header JSON, IV, tag,
+	// encrypted key, epk or signature length, missing kid or signed scope,
+	// a low-order epk), or an authentic payload that is not the inner
+	// codec's JSON.
 	KindMalformed Kind = "malformed"
-	// KindHeaderRejected: the header fails the acceptance rule (alg other
-	// than dir, enc other than A256GCM, zip, crit, or any member outside the
-	// profile). Checked before any cryptography.
+	// KindHeaderRejected: the header fails the acceptance rule: for a flenc
+	// token exactly alg dir or ECDH-ES+A256KW with enc A256GCM, and the
+	// profile the kid's KEY KIND picks (dir for oct, ECDH-ES+A256KW for
+	// X25519); for a flsig token exactly alg Ed25519; zip, crit, apu, apv,
+	// b64, key-carrying members (jwk, jku, x5*) and any member outside the
+	// profile refused. Checked before any cryptography.
 	KindHeaderRejected Kind = "header_rejected"
 	// KindUnknownKid: the token's kid is not in the keyring (the key is
-	// missing here).
+	// missing here), or names an Ed25519 signing key, which opens no token
+	// (the detail says so).
 	KindUnknownKid Kind = "unknown_kid"
-	// KindTagMismatch: the kid is known but GCM authentication failed: the
-	// same kid bound to different key bytes, or a tampered token.
+	// KindTagMismatch: the kid is known but authentication failed (GCM tag,
+	// or for ECDH-ES the key unwrap): the same kid bound to different key
+	// bytes, or a tampered token.
 	KindTagMismatch Kind = "tag_mismatch"
 	// KindScopeViolation: an authentic token read through a field of another
-	// scope, or a scoped token through an unscoped field.
+	// scope, or a scoped token through an unscoped field; a signed value
+	// whose stamped scope is not exactly the field's (no ratchet), or read
+	// with no scope.
 	KindScopeViolation Kind = "scope_violation"
 	// KindPlaintext: a plaintext value in a strict encrypted field (a pasted
 	// secret: treat it as compromised).
 	KindPlaintext Kind = "plaintext"
 	// KindNoKeyring: an encrypted field was used with no keyring installed.
 	KindNoKeyring Kind = "no_keyring"
-	// KindKeyringInvalid: a keyring document that does not validate.
+	// KindKeyringInvalid: a keyring document that does not validate (the
+	// detail names the kid or scope), a protected file's header outside
+	// its profile, or a key used whose private half does not match its
+	// public half.
 	KindKeyringInvalid Kind = "keyring_invalid"
 	// KindKeyringConflict: a keyring operation that would break the
-	// keyring's rules (duplicate kid, removing the primary, a second
-	// different process keyring).
+	// keyring's rules (duplicate kid, removing a key a role names, an edit
+	// whose result upstream would refuse to load, exporting the public half
+	// of an oct key, a second different process keyring).
 	KindKeyringConflict Kind = "keyring_conflict"
+	// KindKeyringPassword: a password-protected keyring file that does not
+	// open: wrong password or damaged file, a password shorter than 14
+	// bytes, or no password given. The password is never echoed.
+	KindKeyringPassword Kind = "keyring_password"
+	// KindKeyBinding: a key's flenc_scopes binding does not cover the
+	// value's scope (or "no scope"): on seal, the scope's sealing key is
+	// bound elsewhere; on open, the token's stamped scope is outside its
+	// key's binding; on verify, the signer is not bound to the scope.
+	KindKeyBinding Kind = "key_binding"
+	// KindSealOnly: the token's kid is an X25519 recipient of which the
+	// keyring holds only the public half: it can seal, not open.
+	KindSealOnly Kind = "seal_only"
+	// KindBadSignature: a signed value whose Ed25519 signature does not
+	// verify under its signer's public half (tampered, or another key's).
+	KindBadSignature Kind = "bad_signature"
+	// KindUnknownSigner: a signed value's kid is not an Ed25519 key of the
+	// keyring (absent, or a key of another kind).
+	KindUnknownSigner Kind = "unknown_signer"
+	// KindUnsigned: a value that is not a flsig: token in a SIGNED field
+	// that does not read unsigned values.
+	KindUnsigned Kind = "unsigned"
+	// KindNoSigningKey: signing a value of a scope for which the keyring
+	// names no signing key (flenc_signing), or of no scope.
+	KindNoSigningKey Kind = "no_signing_key"
 )
 
 // Kinds lists every kind, for documentation and exhaustive tests.
 var Kinds = []Kind{
 	KindMalformed, KindHeaderRejected, KindUnknownKid, KindTagMismatch,
 	KindScopeViolation, KindPlaintext, KindNoKeyring, KindKeyringInvalid,
-	KindKeyringConflict,
+	KindKeyringConflict, KindKeyringPassword, KindKeyBinding, KindSealOnly,
+	KindBadSignature, KindUnknownSigner, KindUnsigned, KindNoSigningKey,
 }
 
 // Error is every failure of this package. It carries what is known (kid,
@@ -121,6 +159,13 @@ var (
 	ErrNoKeyring       = &Error{Kind: KindNoKeyring}
 	ErrKeyringInvalid  = &Error{Kind: KindKeyringInvalid}
 	ErrKeyringConflict = &Error{Kind: KindKeyringConflict}
+	ErrKeyringPassword = &Error{Kind: KindKeyringPassword}
+	ErrKeyBinding      = &Error{Kind: KindKeyBinding}
+	ErrSealOnly        = &Error{Kind: KindSealOnly}
+	ErrBadSignature    = &Error{Kind: KindBadSignature}
+	ErrUnknownSigner   = &Error{Kind: KindUnknownSigner}
+	ErrUnsigned        = &Error{Kind: KindUnsigned}
+	ErrNoSigningKey    = &Error{Kind: KindNoSigningKey}
 )
 
 // KindOf returns the kind of the first *Error in err's chain, or "".

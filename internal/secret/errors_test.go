@@ -9,7 +9,8 @@ import (
 
 func TestKindsAreStableStrings(t *testing.T) {
 	want := []string{"malformed", "header_rejected", "unknown_kid", "tag_mismatch", "scope_violation",
-		"plaintext", "no_keyring", "keyring_invalid", "keyring_conflict"}
+		"plaintext", "no_keyring", "keyring_invalid", "keyring_conflict", "keyring_password", "key_binding",
+		"seal_only", "bad_signature", "unknown_signer", "unsigned", "no_signing_key"}
 	if len(Kinds) != len(want) {
 		t.Fatalf("Kinds = %v", Kinds)
 	}

@@ -112,8 +112,127 @@ func FuzzParseKeyring(f *testing.F) {
 		if err != nil || !again.Equal(kr) {
 			t.Fatalf("JWKS does not round-trip: %v\n%s", err, out)
 		}
-		if _, err := kr.Encrypt([]byte(`1`), ""); err != nil {
+		// A keyring whose primary is bound seals no unscoped value.
+		if _, err := kr.Encrypt([]byte(`1`), ""); err != nil && !errors.Is(err, ErrKeyBinding) {
 			t.Fatal(err)
+		}
+	})
+}
+
+// FuzzOpen017: any string through any scope, against a keyring of every
+// kind, either opens or fails with one *Error of a token kind; Inspect's
+// verdict is Open's whenever Inspect refuses; what opens re-seals.
+func FuzzOpen017(f *testing.F) {
+	kr, err := ParseKeyring([]byte(fullDoc()))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, scope := range []string{"", "api"} {
+		tok, _ := kr.Encrypt([]byte(`"seed"`), scope)
+		f.Add(tok, scope)
+	}
+	if b, err := os.ReadFile(filepath.Join("testdata", "upstream", "vectors.json")); err == nil {
+		var v upstreamVectors
+		json.Unmarshal(b, &v)
+		for _, tv := range v.Tokens {
+			f.Add(tv.Token, tv.Scope)
+		}
+		for _, rv := range v.Rejects {
+			f.Add(rv.Token, rv.Scope)
+		}
+	}
+	kinds := []Kind{KindMalformed, KindHeaderRejected, KindUnknownKid, KindTagMismatch, KindScopeViolation, KindKeyBinding, KindSealOnly}
+	f.Fuzz(func(t *testing.T, tok, scope string) {
+		payload, info, err := kr.Open(tok, scope)
+		_, inspectErr := Inspect(tok)
+		if err != nil {
+			if !slices.Contains(kinds, KindOf(err)) {
+				t.Fatalf("error %T %v", err, err)
+			}
+			if inspectErr != nil && KindOf(inspectErr) != KindOf(err) {
+				t.Fatalf("Inspect says %v, Open says %v", inspectErr, err)
+			}
+			return
+		}
+		if inspectErr != nil {
+			t.Fatalf("opened a token Inspect rejects: %v", inspectErr)
+		}
+		if info.Scope != "" && info.Scope != scope {
+			t.Fatalf("scope ratchet broken")
+		}
+		again, err := kr.Reencrypt(tok, scope)
+		if err != nil {
+			return // the scope's sealing key may refuse it (binding, header size, UTF-8)
+		}
+		if p2, _, err := kr.Open(again, scope); err != nil || !bytes.Equal(p2, payload) {
+			t.Fatalf("re-sealing changed the payload: %v", err)
+		}
+	})
+}
+
+// FuzzVerify: any string through any scope either verifies or fails with one
+// *Error of a signature kind, and InspectSigned agrees on keyless verdicts.
+func FuzzVerify(f *testing.F) {
+	kr, err := ParseKeyring([]byte(fullDoc()))
+	if err != nil {
+		f.Fatal(err)
+	}
+	tok, _ := kr.Sign([]byte(`{"a":1}`), "api")
+	f.Add(tok, "api")
+	f.Add(tok, "cfg")
+	f.Add("flsig:jws:..", "api")
+	kinds := []Kind{KindMalformed, KindHeaderRejected, KindUnknownSigner, KindBadSignature, KindScopeViolation, KindKeyBinding}
+	f.Fuzz(func(t *testing.T, tok, scope string) {
+		_, info, err := kr.Verify(tok, scope)
+		_, inspectErr := InspectSigned(tok)
+		if err != nil {
+			if !slices.Contains(kinds, KindOf(err)) {
+				t.Fatalf("error %T %v", err, err)
+			}
+			if scope != "" && inspectErr != nil && KindOf(inspectErr) != KindOf(err) {
+				t.Fatalf("InspectSigned says %v, Verify says %v", inspectErr, err)
+			}
+			return
+		}
+		if inspectErr != nil || info.Scope != scope {
+			t.Fatalf("verified %+v for scope %q, inspect %v", info, scope, inspectErr)
+		}
+	})
+}
+
+// FuzzReadKeyring: any document, plain or protected, either loads to a
+// keyring whose own document loads back equal, or fails with a keyring kind.
+func FuzzReadKeyring(f *testing.F) {
+	withIterations(f, MinProtectedIterations)
+	f.Add([]byte(fullDoc()))
+	kr, _ := ParseKeyring([]byte(fullDoc()))
+	p, _ := kr.Protect([]byte("fourteen bytes!"))
+	prot, _ := p.Document()
+	f.Add(prot)
+	if b, err := os.ReadFile(filepath.Join("testdata", "upstream", "vectors.json")); err == nil {
+		var v upstreamVectors
+		json.Unmarshal(b, &v)
+		for _, d := range v.Keyrings {
+			f.Add([]byte(d))
+		}
+		f.Add([]byte(v.Protected))
+	}
+	pw := func() ([]byte, error) { return []byte("fourteen bytes!"), nil }
+	f.Fuzz(func(t *testing.T, in []byte) {
+		kr, err := ReadKeyring(in, pw)
+		if err != nil {
+			if k := KindOf(err); k != KindKeyringInvalid && k != KindKeyringPassword {
+				t.Fatalf("error %T %v", err, err)
+			}
+			return
+		}
+		out, err := kr.JWKS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := ParseKeyring(out)
+		if err != nil || !again.Equal(kr) {
+			t.Fatalf("JWKS does not round-trip: %v\n%s", err, out)
 		}
 	})
 }

@@ -86,6 +86,20 @@ type recorder struct {
 	mu        sync.Mutex
 	plaintext []string
 	decrypted [][2]string
+	verified  [][2]string
+	unsigned  []string
+}
+
+func (r *recorder) Verified(scope, kid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.verified = append(r.verified, [2]string{scope, kid})
+}
+
+func (r *recorder) UnsignedRead(scope string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unsigned = append(r.unsigned, scope)
 }
 
 func (r *recorder) PlaintextRead(scope string) {

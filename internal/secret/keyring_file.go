@@ -14,11 +14,18 @@ import (
 // FileOption configures Load, Save, Create and Lock.
 type FileOption func(*fileConfig)
 
-type fileConfig struct{ log *slog.Logger }
+type fileConfig struct {
+	log      *slog.Logger
+	password PasswordFunc
+}
 
 // FileLog sends the file operations' notes (leftovers removed, a stale lock
 // broken) to l instead of slog.Default().
 func FileLog(l *slog.Logger) FileOption { return func(c *fileConfig) { c.log = l } }
+
+// WithPassword gives Load the source of the password of a protected keyring
+// file; it is called only when the file is protected.
+func WithPassword(p PasswordFunc) FileOption { return func(c *fileConfig) { c.password = p } }
 
 func fileOpts(opts []FileOption) fileConfig {
 	c := fileConfig{log: slog.Default()}
@@ -28,11 +35,14 @@ func fileOpts(opts []FileOption) fileConfig {
 	return c
 }
 
-// Load reads and validates a keyring file. A file that group or others may
-// read or write is loaded, with a warning to show the operator: refusing it
-// would turn a permissions slip into an outage, saying nothing would hide it.
-// Temporary files a killed writer left beside it are removed (see
-// removeStale).
+// Load reads and validates a keyring file, plain or password-protected
+// (ReadKeyring; the password comes from WithPassword, and a protected file
+// without one is KindKeyringPassword). The keyring remembers a protected
+// file's password, so Save writes it protected again. A file that group or
+// others may read or write is loaded, with a warning to show the operator:
+// refusing it would turn a permissions slip into an outage, saying nothing
+// would hide it. Temporary files a killed writer left beside it are removed
+// (see removeStale).
 func Load(path string, opts ...FileOption) (kr *Keyring, warnings []string, err error) {
 	c := fileOpts(opts)
 	doc, err := os.ReadFile(path)
@@ -42,7 +52,7 @@ func Load(path string, opts ...FileOption) (kr *Keyring, warnings []string, err 
 	if target, err := filepath.EvalSymlinks(path); err == nil {
 		removeStale(target, c.log)
 	}
-	kr, err = ParseKeyring(doc)
+	kr, err = ReadKeyring(doc, c.password)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
@@ -62,14 +72,15 @@ func Load(path string, opts ...FileOption) (kr *Keyring, warnings []string, err 
 // leave the old file whole.
 var beforeRename func(tmp string) error
 
-// Save writes the keyring to path atomically with mode 0600: a temporary
-// file in the same directory, fsync, rename over path, fsync the directory.
+// Save writes the keyring's Document (protected when Protected) to path
+// atomically with mode 0600: a temporary file in the same directory, fsync,
+// rename over path, fsync the directory.
 // A reader sees the old file or the new one, never half of either, and a
 // failure leaves the old file and no temporary behind. A symlink at path (a
 // mounted secret) is followed, so the link keeps pointing at the keyring.
 func (kr *Keyring) Save(path string, opts ...FileOption) (err error) {
 	c := fileOpts(opts)
-	doc, err := kr.JWKS()
+	doc, err := kr.Document()
 	if err != nil {
 		return err
 	}
@@ -110,7 +121,7 @@ func (kr *Keyring) Save(path string, opts ...FileOption) (err error) {
 // error that matches fs.ErrExist.
 func (kr *Keyring) Create(path string, opts ...FileOption) error {
 	c := fileOpts(opts)
-	doc, err := kr.JWKS()
+	doc, err := kr.Document()
 	if err != nil {
 		return err
 	}

@@ -7,18 +7,24 @@ import (
 )
 
 // Observer receives the events behind flechtwerk_secret_plaintext_reads_total
-// {scope} and flechtwerk_secret_decrypts_total{scope,kid}. The metrics
-// package implements it; calls come from hot read paths, so they must be
-// cheap and must not block.
+// {scope}, flechtwerk_secret_decrypts_total{scope,kid},
+// flechtwerk_secret_verifications_total{scope,kid} and
+// flechtwerk_secret_unsigned_reads_total{scope}. The metrics package
+// implements it; calls come from hot read paths, so they must be cheap and
+// must not block.
 type Observer interface {
 	PlaintextRead(scope string)
 	Decrypted(scope, kid string)
+	Verified(scope, kid string)
+	UnsignedRead(scope string)
 }
 
 type nopObserver struct{}
 
 func (nopObserver) PlaintextRead(string)     {}
 func (nopObserver) Decrypted(string, string) {}
+func (nopObserver) Verified(string, string)  {}
+func (nopObserver) UnsignedRead(string)      {}
 
 // The process keyring and observer. Attributes are package-level values
 // declared long before a keyring is loaded, so an ENCRYPTED codec resolves

@@ -1,6 +1,9 @@
 package secret
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/ecdh"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
@@ -8,21 +11,30 @@ import (
 	"unicode/utf8"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/jose"
 )
 
 // The token: "flenc:jwe:" + an RFC 7516 compact JWE of five base64url
-// segments, protected header . (empty) encrypted key . IV . ciphertext . tag,
-// under alg=dir + enc=A256GCM with the protected header's ASCII as AAD.
+// segments, protected header . encrypted key . IV . ciphertext . tag, with
+// the protected header's ASCII as the AES-GCM additional data. Two
+// generations share the prefix:
+//
+//   - dir + A256GCM under an oct key: the encrypted key segment is empty;
+//   - ECDH-ES+A256KW + A256GCM to an X25519 recipient: the header carries
+//     the ephemeral public key (epk), the encrypted key is the random CEK
+//     wrapped (AES-KW) under the Concat-KDF output of the X25519 agreement.
 const (
-	Scheme  = "flenc"          // any value under this scheme is ciphertext-form
-	Prefix  = Scheme + ":jwe:" // the only envelope this reader understands
-	ivSize  = 12               // 96-bit GCM nonce
-	tagLen  = 16               // 128-bit GCM tag
-	maxHdr  = 4096             // a header segment larger than this is not ours
-	scopeM  = "flenc_scope"    // optional protected-header member
-	algDir  = "dir"            // the only accepted alg
-	encGCM  = "A256GCM"        // the only accepted enc
-	b64Name = "unpadded base64url"
+	Scheme   = "flenc"          // any value under this scheme is ciphertext-form
+	Prefix   = Scheme + ":jwe:" // the only envelope this reader understands
+	ivSize   = 12               // 96-bit GCM nonce
+	tagLen   = 16               // 128-bit GCM tag
+	maxHdr   = 4096             // a header segment larger than this is not ours
+	scopeM   = "flenc_scope"    // optional protected-header member
+	algDir   = "dir"            // the oct generation's alg
+	algECDH  = "ECDH-ES+A256KW" // the X25519 generation's alg
+	encGCM   = "A256GCM"        // the only accepted enc
+	wrapSize = KeySize + 8      // an AES-KW-wrapped 32-byte CEK
+	b64Name  = "unpadded base64url"
 )
 
 var b64url = base64.RawURLEncoding.Strict()
@@ -39,17 +51,22 @@ type TokenInfo struct {
 	Scope string `json:"scope,omitempty"` // flenc_scope, "" when unscoped
 }
 
-// token is a parsed, accepted, not yet authenticated token.
+// token is a parsed, accepted, not yet authenticated flenc token.
 type token struct {
 	TokenInfo
+	alg       string // algDir or algECDH: the profile the header matched
+	epk       []byte // ECDH-ES: the ephemeral X25519 public key
 	protected string // the header segment as sent: the AAD
+	wrapped   []byte // ECDH-ES: the wrapped CEK
 	iv        []byte
 	sealed    []byte // ciphertext || tag, the form cipher.AEAD.Open takes
 }
 
 // Inspect parses a token and applies the acceptance rule without a keyring,
-// returning its kid and scope. The header is not authenticated until a
-// decrypt: use it to classify, never to trust.
+// returning its kid and scope. Without a key there is no key kind to pick
+// the profile, so a header is accepted when it matches either generation's
+// profile exactly. The header is not authenticated until a decrypt: use it
+// to classify, never to trust.
 func Inspect(tok string) (TokenInfo, error) {
 	t, err := parseToken(tok)
 	if err != nil {
@@ -60,7 +77,8 @@ func Inspect(tok string) (TokenInfo, error) {
 
 // parseToken does every check that needs no key, in the order that keeps the
 // acceptance rule ahead of any cryptographic work: envelope, shape, header
-// (alg/enc/zip/crit/unknown members), kid, then the binary segments.
+// (members, alg/enc, kid, the profile its alg names), then the binary
+// segments. Open runs it first, so its verdicts are Inspect's.
 func parseToken(tok string) (*token, error) {
 	malformed := func(detail string, args ...any) error {
 		return &Error{Kind: KindMalformed, Detail: fmt.Sprintf(detail, args...)}
@@ -75,9 +93,8 @@ func parseToken(tok string) (*token, error) {
 	if !ok || envelope != "jwe" {
 		return nil, malformed("unknown %s envelope %s, this reader knows only jwe", Scheme, Echo(envelope, knownEnvelopes))
 	}
-	// SplitN bounds the work on a value made of dots.
-	segs := strings.SplitN(compact, ".", 6)
-	if len(segs) != 5 {
+	segs, ok := jose.SplitCompact(compact, 5)
+	if !ok {
 		return nil, malformed("a compact JWE has 5 segments")
 	}
 	if len(segs[0]) > maxHdr {
@@ -87,95 +104,158 @@ func parseToken(tok string) (*token, error) {
 	if err != nil {
 		return nil, malformed("protected header is not %s", b64Name)
 	}
-	info, err := acceptHeader(hdr)
+	t, err := acceptHeader(hdr)
 	if err != nil {
 		return nil, err
 	}
-	if segs[1] != "" {
-		return nil, &Error{Kind: KindMalformed, Kid: info.Kid, Detail: "alg dir carries no encrypted key, but the segment is not empty"}
+	bad := func(detail string, args ...any) error {
+		return &Error{Kind: KindMalformed, Kid: t.Kid, Detail: fmt.Sprintf(detail, args...)}
 	}
-	iv, err := b64url.DecodeString(segs[2])
-	if err != nil || len(iv) != ivSize {
-		return nil, &Error{Kind: KindMalformed, Kid: info.Kid, Detail: fmt.Sprintf("IV must be %d bytes of %s", ivSize, b64Name)}
+	switch t.alg {
+	case algDir:
+		if segs[1] != "" {
+			return nil, bad("alg dir carries no encrypted key, but the segment is not empty")
+		}
+	case algECDH:
+		if t.wrapped, err = jose.DecodeSegment(segs[1]); err != nil || len(t.wrapped) != wrapSize {
+			return nil, bad("alg %s needs an encrypted key of %d bytes of %s", algECDH, wrapSize, b64Name)
+		}
+	}
+	t.iv, err = jose.DecodeSegment(segs[2])
+	if err != nil || len(t.iv) != ivSize {
+		return nil, bad("IV must be %d bytes of %s", ivSize, b64Name)
 	}
 	// ciphertext || tag in one buffer, the form cipher.AEAD.Open takes.
+	if strings.ContainsAny(segs[3], "\r\n") || strings.ContainsAny(segs[4], "\r\n") {
+		return nil, bad("ciphertext and tag must be %s", b64Name)
+	}
 	sealed := make([]byte, b64url.DecodedLen(len(segs[3]))+b64url.DecodedLen(len(segs[4])))
 	nct, err := b64url.Decode(sealed, []byte(segs[3]))
 	if err != nil {
-		return nil, &Error{Kind: KindMalformed, Kid: info.Kid, Detail: "ciphertext is not " + b64Name}
+		return nil, bad("ciphertext is not %s", b64Name)
 	}
 	ntag, err := b64url.Decode(sealed[nct:], []byte(segs[4]))
 	if err != nil || ntag != tagLen {
-		return nil, &Error{Kind: KindMalformed, Kid: info.Kid, Detail: fmt.Sprintf("tag must be %d bytes of %s", tagLen, b64Name)}
+		return nil, bad("tag must be %d bytes of %s", tagLen, b64Name)
 	}
-	return &token{TokenInfo: info, protected: segs[0], iv: iv, sealed: sealed[:nct+ntag]}, nil
+	t.protected, t.sealed = segs[0], sealed[:nct+ntag]
+	return t, nil
 }
 
-// acceptHeader is the acceptance rule (SPEC §9): exactly alg=dir and
-// enc=A256GCM; zip, crit and any member outside the profile rejected. It runs
-// on the decoded header alone, so a PBES2 header with an enormous p2c costs
-// a JSON parse and nothing more.
-func acceptHeader(hdr []byte) (TokenInfo, error) {
+// acceptHeader is the keyless acceptance rule (SPEC §9, §9a): the members
+// alg, enc, kid, flenc_scope, epk (and typ, cty, tolerated); zip, crit,
+// apu, apv and any other member rejected; then alg names the profile the
+// rest must match exactly: dir + A256GCM without epk, or ECDH-ES+A256KW +
+// A256GCM with an epk of exactly {"kty":"OKP","crv":"X25519","x":…}. It
+// runs on the decoded header alone, so a hostile header costs a JSON parse
+// and nothing more.
+func acceptHeader(hdr []byte) (*token, error) {
 	rejected := func(detail string, args ...any) error {
 		return &Error{Kind: KindHeaderRejected, Detail: fmt.Sprintf(detail, args...)}
 	}
 	members, err := attr.Members(hdr)
 	if err != nil || len(hdr) == 0 {
-		return TokenInfo{}, &Error{Kind: KindMalformed, Detail: "protected header is not a JSON object"}
+		return nil, &Error{Kind: KindMalformed, Detail: "protected header is not a JSON object"}
 	}
-	var alg, enc string
-	var info TokenInfo
+	t := &token{}
+	var enc string
 	var kidSet, scopeSet bool
+	var epkRaw []byte
 	for i, m := range members {
 		for _, prev := range members[:i] {
 			if prev.Key == m.Key {
 				// RFC 7515 §5.2: duplicate header names are rejected, so
 				// that two parsers cannot read two different headers.
-				return TokenInfo{}, rejected("duplicate header member %s", Echo(m.Key, knownHeaders))
+				return nil, rejected("duplicate header member %s", Echo(m.Key, knownHeaders))
 			}
 		}
 		var dst *string
 		switch m.Key {
 		case "alg":
-			dst = &alg
+			dst = &t.alg
 		case "enc":
 			dst = &enc
 		case "kid":
-			dst, kidSet = &info.Kid, true
+			dst, kidSet = &t.Kid, true
 		case scopeM:
-			dst, scopeSet = &info.Scope, true
+			dst, scopeSet = &t.Scope, true
 		case "typ", "cty":
 			dst = new(string) // allowed, checked for type, unused
+		case "epk":
+			epkRaw = m.Value
+			continue
 		case "zip":
-			return TokenInfo{}, rejected("compression (zip) is not accepted")
+			return nil, rejected("compression (zip) is not accepted")
 		case "crit":
-			return TokenInfo{}, rejected("critical extensions (crit) are not accepted")
+			return nil, rejected("critical extensions (crit) are not accepted")
+		case "apu", "apv":
+			return nil, rejected("agreement party info (apu, apv) is not accepted")
 		default:
-			return TokenInfo{}, rejected("header member %s is outside the flenc profile", Echo(m.Key, knownHeaders))
+			return nil, rejected("header member %s is outside the flenc profile", Echo(m.Key, knownHeaders))
 		}
 		s, ok := jsonString(m.Value)
 		if !ok {
 			if m.Key == "kid" || m.Key == scopeM {
-				return TokenInfo{}, &Error{Kind: KindMalformed, Detail: fmt.Sprintf("header %q must be a string", m.Key)}
+				return nil, &Error{Kind: KindMalformed, Detail: fmt.Sprintf("header %q must be a string", m.Key)}
 			}
-			return TokenInfo{}, rejected("header %q must be a string", m.Key)
+			return nil, rejected("header %q must be a string", m.Key)
 		}
 		*dst = s
 	}
-	if alg != algDir {
-		return TokenInfo{}, rejected("alg %s is not accepted, only %s", Echo(alg, knownAlgs), algDir)
+	if t.alg != algDir && t.alg != algECDH {
+		return nil, rejected("alg %s is not accepted, only %s (oct keys) or %s (X25519 keys)", Echo(t.alg, knownAlgs), algDir, algECDH)
 	}
 	if enc != encGCM {
-		return TokenInfo{}, rejected("enc %s is not accepted, only %s", Echo(enc, knownEncs), encGCM)
+		return nil, rejected("enc %s is not accepted, only %s", Echo(enc, knownEncs), encGCM)
 	}
-	if !kidSet || info.Kid == "" {
-		return TokenInfo{}, &Error{Kind: KindMalformed, Detail: "header has no kid"}
+	if !kidSet || t.Kid == "" {
+		return nil, &Error{Kind: KindMalformed, Detail: "header has no kid"}
 	}
-	if scopeSet && info.Scope == "" {
+	if scopeSet && t.Scope == "" {
 		// No writer stamps an empty scope; a token claiming one is not ours.
-		return TokenInfo{}, &Error{Kind: KindMalformed, Kid: info.Kid, Detail: "header has an empty flenc_scope"}
+		return nil, &Error{Kind: KindMalformed, Kid: t.Kid, Detail: "header has an empty flenc_scope"}
 	}
-	return info, nil
+	switch {
+	case t.alg == algDir && epkRaw != nil:
+		return nil, &Error{Kind: KindHeaderRejected, Kid: t.Kid, Detail: "alg dir carries no epk"}
+	case t.alg == algECDH && epkRaw == nil:
+		return nil, &Error{Kind: KindHeaderRejected, Kid: t.Kid, Detail: "alg " + algECDH + " needs an epk"}
+	case t.alg == algECDH:
+		if t.epk, err = acceptEPK(epkRaw); err != nil {
+			err.(*Error).Kid = t.Kid
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// acceptEPK accepts exactly {"kty":"OKP","crv":"X25519","x":<32 bytes>}, in
+// any member order: a private "d", a kid or any other member is refused.
+func acceptEPK(raw []byte) ([]byte, error) {
+	rejected := &Error{Kind: KindHeaderRejected, Detail: `epk must be exactly {"kty":"OKP","crv":"X25519","x":…}`}
+	members, err := attr.Members(raw)
+	if err != nil || len(members) != 3 {
+		return nil, rejected
+	}
+	var x []byte
+	seen := map[string]bool{}
+	for _, m := range members {
+		s, ok := jsonString(m.Value)
+		if !ok || seen[m.Key] {
+			return nil, rejected
+		}
+		seen[m.Key] = true
+		switch {
+		case m.Key == "kty" && s == "OKP", m.Key == "crv" && s == "X25519":
+		case m.Key == "x":
+			if x, err = jose.DecodeSegment(s); err != nil || len(x) != KeySize {
+				return nil, &Error{Kind: KindMalformed, Detail: fmt.Sprintf("epk x must be %d bytes of %s", KeySize, b64Name)}
+			}
+		default:
+			return nil, rejected
+		}
+	}
+	return x, nil
 }
 
 // jsonString decodes a JSON string value; false for any other JSON type.
@@ -190,12 +270,17 @@ func jsonString(raw []byte) (string, bool) {
 	return "", false
 }
 
-// beforeOpen, when set by a test, runs just before every AEAD open: the
-// proof that rejected tokens never reach the cipher.
+// beforeOpen, when set by a test, runs just before every cryptographic
+// step on outside input (an X25519 agreement, a key unwrap, an AEAD open, a
+// signature check, a password derivation): the proof that rejected tokens
+// and files never reach the crypto.
 var beforeOpen func()
 
 // Encrypt seals payload (the JSON encoding of a field's wire value) under the
-// primary key, stamping scope when non-empty.
+// sealing key of scope (SealingKid: flenc_primaries[scope], else primary),
+// stamping scope when non-empty: dir + A256GCM for an oct key,
+// ECDH-ES+A256KW + A256GCM for an X25519 recipient. A bound sealing key that
+// does not cover scope refuses (KindKeyBinding).
 func (kr *Keyring) Encrypt(payload []byte, scope string) (string, error) {
 	if kr == nil || kr.primary == "" {
 		return "", &Error{Kind: KindNoKeyring, Scope: scope, Detail: "no keyring to encrypt with"}
@@ -204,25 +289,56 @@ func (kr *Keyring) Encrypt(payload []byte, scope string) (string, error) {
 		// The header must carry exactly the scope a reader compares with.
 		return "", &Error{Kind: KindMalformed, Detail: "scope is not valid UTF-8"}
 	}
-	k := kr.byKid[kr.primary]
-	protected := b64url.EncodeToString(headerJSON(k.kid, scope))
+	kid, err := kr.SealingKid(scope)
+	if err != nil {
+		return "", err
+	}
+	k := kr.byKid[kid]
+	var hdr []byte
+	var wrapped []byte
+	aead := k.aead
+	if k.typ == TypeX25519 {
+		if k.mismatch {
+			return "", k.mismatchError()
+		}
+		eph, err := ecdh.X25519().GenerateKey(rand.Reader)
+		if err != nil {
+			return "", err
+		}
+		z, err := eph.ECDH(k.xpub)
+		if err != nil {
+			return "", &Error{Kind: KindKeyringInvalid, Kid: kid, Detail: "the recipient's public half is a low-order point: no key agreement possible"}
+		}
+		cek := make([]byte, KeySize)
+		rand.Read(cek) // never fails (crypto/rand)
+		kek, _ := jose.ConcatKDF(z, algECDH, nil, nil, 8*KeySize)
+		if wrapped, err = jose.KeyWrap(kek, cek); err != nil {
+			return "", err
+		}
+		block, _ := aes.NewCipher(cek)
+		aead, _ = cipher.NewGCM(block)
+		hdr = ecdhHeaderJSON(kid, scope, eph.PublicKey().Bytes())
+	} else {
+		hdr = headerJSON(kid, scope)
+	}
+	protected := b64url.EncodeToString(hdr)
 	if len(protected) > maxHdr {
 		// Found by FuzzDecrypt: a token no reader would accept must not be
 		// written.
-		return "", &Error{Kind: KindMalformed, Kid: k.kid, Detail: fmt.Sprintf(
+		return "", &Error{Kind: KindMalformed, Kid: kid, Detail: fmt.Sprintf(
 			"kid and scope make a protected header of %d characters; readers accept at most %d", len(protected), maxHdr)}
 	}
 	iv := make([]byte, ivSize)
-	if _, err := rand.Read(iv); err != nil {
-		return "", err
-	}
-	sealed := k.aead.Seal(nil, iv, payload, []byte(protected))
+	rand.Read(iv) // never fails (crypto/rand)
+	sealed := aead.Seal(nil, iv, payload, []byte(protected))
 	ct, tag := sealed[:len(sealed)-tagLen], sealed[len(sealed)-tagLen:]
 	var b strings.Builder
-	b.Grow(len(Prefix) + len(protected) + 2 + 16 + len(ct)*4/3 + 4 + 22 + 2)
+	b.Grow(len(Prefix) + len(protected) + 4 + 56 + 16 + len(ct)*4/3 + 4 + 22)
 	b.WriteString(Prefix)
 	b.WriteString(protected)
-	b.WriteString("..")
+	b.WriteByte('.')
+	b.WriteString(b64url.EncodeToString(wrapped))
+	b.WriteByte('.')
 	b.WriteString(b64url.EncodeToString(iv))
 	b.WriteByte('.')
 	b.WriteString(b64url.EncodeToString(ct))
@@ -233,12 +349,6 @@ func (kr *Keyring) Encrypt(payload []byte, scope string) (string, error) {
 
 // Decrypt opens a token read through a field of the given scope ("" for an
 // unscoped field) and returns the payload and the kid that opened it.
-//
-// Order: no keyring, then every keyless check (malformed, header_rejected),
-// then the kid (unknown_kid), then GCM (tag_mismatch), then the scope
-// ratchet on the now authentic header (scope_violation): a scoped field
-// accepts its own scope and unscoped tokens; an unscoped field accepts only
-// unscoped tokens.
 func (kr *Keyring) Decrypt(tok, scope string) (payload []byte, kid string, err error) {
 	payload, info, err := kr.Open(tok, scope)
 	return payload, info.Kid, err
@@ -246,8 +356,20 @@ func (kr *Keyring) Decrypt(tok, scope string) (payload []byte, kid string, err e
 
 // Open is Decrypt that also returns what the token's header says (its kid
 // and flenc_scope, authenticated when err is nil), from the one parse: a
-// scan or sweep needs both for every token. The checks, their order and the
-// errors are Decrypt's; info is empty when the token does not parse.
+// scan or sweep needs both for every token. info is empty when the token
+// does not parse.
+//
+// Order: no keyring (no_keyring); every keyless check, Inspect's
+// (malformed, header_rejected); the kid (unknown_kid; an Ed25519 kid opens
+// no token: unknown_kid too, saying so); the profile THE KEY'S KIND picks,
+// never the header: dir for oct, ECDH-ES+A256KW for X25519, any other
+// header_rejected before any crypto; an X25519 kid without its private half
+// (seal_only) or with a mismatched one (keyring_invalid); the crypto
+// (malformed for a low-order epk, tag_mismatch); the scope ratchet on the
+// now authentic header (scope_violation): a scoped field accepts its own
+// scope and unscoped tokens, an unscoped field only unscoped tokens; last
+// the key's binding (key_binding): a bound key opens only tokens stamped
+// with a scope of its binding.
 func (kr *Keyring) Open(tok, scope string) (payload []byte, info TokenInfo, err error) {
 	if kr == nil {
 		return nil, TokenInfo{}, &Error{Kind: KindNoKeyring, Scope: scope, Detail: "no keyring to decrypt with"}
@@ -266,15 +388,60 @@ func (kr *Keyring) Open(tok, scope string) (payload []byte, info TokenInfo, err 
 	if !ok {
 		return nil, t.TokenInfo, fail(KindUnknownKid, "the keyring does not hold this kid")
 	}
-	if beforeOpen != nil {
-		beforeOpen()
+	aead := k.aead
+	switch k.typ {
+	case TypeEd25519:
+		return nil, t.TokenInfo, fail(KindUnknownKid, "the kid names an Ed25519 signing key, which opens no token")
+	case TypeOct:
+		if t.alg != algDir {
+			return nil, t.TokenInfo, fail(KindHeaderRejected, "the kid names an oct key, which accepts only alg dir + enc A256GCM (refused before any decryption)")
+		}
+		if beforeOpen != nil {
+			beforeOpen()
+		}
+	case TypeX25519:
+		if t.alg != algECDH {
+			return nil, t.TokenInfo, fail(KindHeaderRejected, "the kid names an X25519 key, which accepts only alg "+algECDH+" + enc A256GCM (refused before any decryption)")
+		}
+		if !k.private() {
+			return nil, t.TokenInfo, fail(KindSealOnly, "the keyring holds only the public half of this X25519 key: it can seal, not open")
+		}
+		if k.mismatch {
+			return nil, t.TokenInfo, k.mismatchError()
+		}
+		if beforeOpen != nil {
+			beforeOpen()
+		}
+		epk, err := ecdh.X25519().NewPublicKey(t.epk)
+		if err != nil {
+			return nil, t.TokenInfo, fail(KindMalformed, "epk is not an X25519 public key")
+		}
+		z, err := k.xpriv.ECDH(epk)
+		if err != nil {
+			// crypto/ecdh refuses an all-zero shared secret: a low-order epk.
+			return nil, t.TokenInfo, fail(KindMalformed, "epk is a low-order point (all-zero shared secret)")
+		}
+		kek, _ := jose.ConcatKDF(z, algECDH, nil, nil, 8*KeySize)
+		cek, err := jose.KeyUnwrap(kek, t.wrapped)
+		if err != nil {
+			return nil, t.TokenInfo, fail(KindTagMismatch, "key unwrap failed: this keyring's private half is not the one the token was sealed to, or the token was altered")
+		}
+		block, _ := aes.NewCipher(cek)
+		aead, _ = cipher.NewGCM(block)
 	}
-	payload, err = k.aead.Open(nil, t.iv, t.sealed, []byte(t.protected))
+	payload, err = aead.Open(nil, t.iv, t.sealed, []byte(t.protected))
 	if err != nil {
 		return nil, t.TokenInfo, fail(KindTagMismatch, "authentication failed: wrong key bytes for this kid, or a tampered token")
 	}
 	if why := ratchet(scope, t.Scope); why != "" {
 		return nil, t.TokenInfo, fail(KindScopeViolation, why)
+	}
+	if !k.bound(t.Scope) {
+		stamped := "no scope"
+		if t.Scope != "" {
+			stamped = fmt.Sprintf("scope %q", Clip(t.Scope))
+		}
+		return nil, t.TokenInfo, fail(KindKeyBinding, fmt.Sprintf("key is bound to scopes %q; the token is stamped with %s", k.scopes, stamped))
 	}
 	return payload, t.TokenInfo, nil
 }
@@ -309,9 +476,11 @@ func CheckScope(info TokenInfo, fieldScope string) *Error {
 }
 
 // Reencrypt decrypts with the kid the token names and seals the same payload
-// bytes under the primary, stamping scope: the step of a rotation sweep. It
-// also lifts an unscoped token into scope; it cannot strip a scope, because
-// an unscoped Decrypt refuses a scoped token.
+// bytes under the sealing key of scope (SealingKid), stamping scope: the
+// step of a rotation sweep. It moves a token between generations when the
+// sealing key's kind differs. It also lifts an unscoped token into scope;
+// it cannot strip a scope, because an unscoped Decrypt refuses a scoped
+// token.
 func (kr *Keyring) Reencrypt(tok, scope string) (string, error) {
 	payload, _, err := kr.Decrypt(tok, scope)
 	if err != nil {
@@ -333,6 +502,23 @@ func headerJSON(kid, scope string) []byte {
 		writeASCIIString(&b, scope)
 	}
 	b.WriteString("}")
+	return []byte(b.String())
+}
+
+// ecdhHeaderJSON writes the ECDH-ES header as joserfc does (upstream's
+// member order): {"alg":"ECDH-ES+A256KW","enc":"A256GCM","kid":…
+// [,"flenc_scope":…],"epk":{"crv":"X25519","x":…,"kty":"OKP"}}.
+func ecdhHeaderJSON(kid, scope string, epk []byte) []byte {
+	var b strings.Builder
+	b.WriteString(`{"alg":"` + algECDH + `","enc":"A256GCM","kid":`)
+	writeASCIIString(&b, kid)
+	if scope != "" {
+		b.WriteString(`,"flenc_scope":`)
+		writeASCIIString(&b, scope)
+	}
+	b.WriteString(`,"epk":{"crv":"X25519","x":"`)
+	b.WriteString(b64url.EncodeToString(epk))
+	b.WriteString(`","kty":"OKP"}}`)
 	return []byte(b.String())
 }
 

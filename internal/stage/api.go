@@ -1,7 +1,7 @@
 // Package stage runs stages. A transformer is per-record logic behind the
 // runner in this package, which owns everything exactly-once needs: tasks
 // per input partition with fenced transactional producers, state restored
-// from the changelog, batches committed as one transaction per task
+// from the changelog, and per task one transaction per commit interval
 // carrying outputs, state and input offsets (SPEC §3).
 package stage
 
@@ -71,11 +71,26 @@ type Configs interface {
 // Transformer is per-record logic. It must not keep per-key state in
 // memory: state lives in the State it is given and emits, so it survives
 // crashes, rebalances and replays. An error crashes the stage; nothing of
-// the batch commits and the restart processes the record again. A record
+// the task's open transaction commits and the restart processes the record
+// again. A record
 // the transformer cannot use (bad data, not a bug) is rejected with
 // Invalid instead: it then follows the stage's invalid_messages policy.
 type Transformer interface {
 	Transform(ctx context.Context, in *Incoming, state attr.State, out Emit) error
+}
+
+// RawTransformer is a Transformer with a faster path for records it can
+// handle from their value's bytes alone (count stamps one member on a
+// canonical JSON object), skipping the decode into Value and the encoding
+// of its outputs. The runner calls TransformRaw first, with in.Value empty
+// and in.Raw the value's bytes (nil for a tombstone), not yet checked to be
+// valid JSON. When it answers handled=false it must have emitted nothing;
+// the runner then decodes the record as usual (an invalid one follows
+// invalid_messages) and calls Transform. The runner takes this path only
+// when the state key does not read the value.
+type RawTransformer interface {
+	Transformer
+	TransformRaw(ctx context.Context, in *Incoming, state attr.State, out Emit) (handled bool, err error)
 }
 
 // InvalidRecordError rejects one input record as invalid. The runner

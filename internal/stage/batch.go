@@ -6,23 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/attr"
-	"github.com/flecht-dev/flecht/internal/lease"
 	"github.com/flecht-dev/flecht/internal/state"
 )
 
-// stateEntry is one state key's state during a batch.
+// stateEntry is one state key's state during a transaction.
 type stateEntry struct {
-	orig    []byte // as stored before the batch (nil: none)
+	orig    []byte // as it stood before the transaction (nil: none)
 	current attr.State
 	touched bool
+	// final is the entry's bytes at the end of the transaction (set when
+	// it is sealed), where the next transaction's orig starts.
+	final []byte
 }
 
 // emitter collects what one Transform call emits.
@@ -34,131 +34,93 @@ type emitter struct {
 func (e *emitter) Message(m Message)  { e.messages = append(e.messages, m) }
 func (e *emitter) State(s attr.State) { e.state = &s }
 
-// processTask runs one task's share of a batch as one transaction: the
-// outputs, the final changed state per key, and the input offsets commit
-// together or not at all.
-func (r *Runner) processTask(ctx context.Context, t *lease.Lease, recs []*kgo.Record, gen groupGeneration) (err error) {
-	order := r.topicOrder
-	sort.SliceStable(recs, func(i, j int) bool {
-		if a, b := order[recs[i].Topic], order[recs[j].Topic]; a != b {
-			return a < b
-		}
-		return recs[i].Offset < recs[j].Offset
-	})
-
-	if err := t.Prod.BeginTransaction(); err != nil {
-		return fmt.Errorf("task %d: begin transaction: %w", t.N, err)
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			// Best effort: the process is about to crash, and the next
-			// owner's fence aborts anything left open anyway.
-			abortCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			if abortErr := t.Prod.EndTransaction(abortCtx, kgo.TryAbort); abortErr != nil {
-				r.log.Debug("abort after failure", "partition", t.N, "error", abortErr)
-			}
-		}
-	}()
-
-	var (
-		produceMu  sync.Mutex
-		produceErr error
-		produced   int
-	)
-	produce := func(rec *kgo.Record) {
-		produced++
-		t.Prod.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-			if err != nil {
-				produceMu.Lock()
-				if produceErr == nil {
-					produceErr = err
-				}
-				produceMu.Unlock()
-			}
-		})
-	}
-
-	states := map[string]*stateEntry{}
-	offsets := map[string]map[int32]int64{}
-	em := &emitter{}
-	for _, rec := range recs {
-		if offsets[rec.Topic] == nil {
-			offsets[rec.Topic] = map[int32]int64{}
-		}
-		offsets[rec.Topic][rec.Partition] = rec.Offset + 1
-		if err := r.processRecord(ctx, t, rec, states, em, produce); err != nil {
+// processRecord runs the transformer on one record of the task's open
+// transaction and produces what it emits; its new state stays in the
+// transaction until it is sealed.
+func (r *Runner) processRecord(ctx context.Context, t *task, rec *kgo.Record) error {
+	r.obs.MessageIn(rec.Topic, len(rec.Key)+len(rec.Value))
+	if r.raw != nil {
+		if handled, err := r.processRaw(ctx, t, rec); handled || err != nil {
 			return err
 		}
 	}
-
-	writes, err := r.stateWrites(t, states, produce)
-	if err != nil {
-		return err
-	}
-	if err := t.Prod.Flush(ctx); err != nil {
-		return fmt.Errorf("task %d: flush: %w", t.N, err)
-	}
-	if produceErr != nil {
-		return fmt.Errorf("task %d: produce: %w", t.N, produceErr)
-	}
-	if len(offsets) > 0 {
-		if err := commitOffsets(ctx, t.Prod, t.TxnID, r.stage.ApplicationID, gen, offsets); err != nil {
-			return fmt.Errorf("task %d: %w", t.N, err)
-		}
-	}
-	if err := t.Prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return fmt.Errorf("task %d: commit: %w", t.N, err)
-	}
-	if produced == 0 && len(offsets) > 0 {
-		if err := endEmptyTransaction(ctx, t.Prod, t.TxnID); err != nil {
-			return fmt.Errorf("task %d: commit offsets: %w", t.N, err)
-		}
-	}
-	committed = true
-	r.obs.TxnCommitted.Inc()
-	if t.Store != nil {
-		if err := t.Store.Apply(writes); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// processRecord runs the transformer on one record and produces what it
-// emits; its new state stays in states until the batch ends.
-func (r *Runner) processRecord(ctx context.Context, t *lease.Lease, rec *kgo.Record, states map[string]*stateEntry, em *emitter, produce func(*kgo.Record)) error {
-	r.obs.MessageIn(rec.Topic, len(rec.Value))
 	d, reason := r.decode(rec)
 	if reason != "" {
-		return r.invalid(ctx, rec, reason, produce)
+		return r.invalid(ctx, rec, reason, t.produce)
 	}
 	entry := &stateEntry{} // a keyless tombstone's: empty, never written
 	if !d.keyless {
 		var err error
-		if entry, err = r.loadState(t, states, d.stateKey); err != nil {
+		if entry, err = r.loadState(t, d.stateKey); err != nil {
 			return err
 		}
 	}
+	em := &t.em
 	em.messages, em.state = em.messages[:0], nil
 	start := time.Now()
 	if err := r.tf.Transform(ctx, d.in, entry.current, em); err != nil {
-		var rejected *InvalidRecordError
-		if !errors.As(err, &rejected) {
-			return fmt.Errorf("transform %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
-		}
-		// Whatever the call emitted before rejecting is dropped.
-		return r.invalid(ctx, rec, rejected.Reason, produce)
+		return r.transformError(ctx, t, rec, err)
 	}
+	return r.emitted(ctx, t, rec, entry, d.keyless, start)
+}
+
+// processRaw tries the transformer's raw path (RawTransformer): no decode
+// of the value, and outputs as the transformer wrote them. handled is
+// false when the record needs the usual path: a key that does not decode,
+// a state key it cannot have, a value the transformer will not take raw.
+func (r *Runner) processRaw(ctx context.Context, t *task, rec *kgo.Record) (handled bool, err error) {
+	key, err := attr.DecodeKey(rec.Key)
+	if err != nil {
+		return false, nil // the usual path names it
+	}
+	d := decoded{in: &Incoming{
+		Key: key, Tombstone: rec.Value == nil, Topic: rec.Topic, Partition: rec.Partition,
+		Offset: rec.Offset, Timestamp: rec.Timestamp, Headers: rec.Headers, Raw: rec.Value,
+	}, stateKey: key}
+	if reason := r.stateKey(&d); reason != "" || d.keyless {
+		return false, nil
+	}
+	entry, err := r.loadState(t, d.stateKey)
+	if err != nil {
+		return true, err
+	}
+	em := &t.em
+	em.messages, em.state = em.messages[:0], nil
+	start := time.Now()
+	handled, err = r.raw.TransformRaw(ctx, d.in, entry.current, em)
+	switch {
+	case err != nil:
+		return true, r.transformError(ctx, t, rec, err)
+	case !handled && (len(em.messages) > 0 || em.state != nil):
+		return true, fmt.Errorf("transform %s/%d@%d: the raw path emitted, then declined the record", rec.Topic, rec.Partition, rec.Offset)
+	case !handled:
+		return false, nil
+	}
+	return true, r.emitted(ctx, t, rec, entry, false, start)
+}
+
+// transformError routes a Transform error: a rejected record follows the
+// invalid_messages policy, anything else stops the stage.
+func (r *Runner) transformError(ctx context.Context, t *task, rec *kgo.Record, err error) error {
+	var rejected *InvalidRecordError
+	if !errors.As(err, &rejected) {
+		return fmt.Errorf("transform %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+	}
+	// Whatever the call emitted before rejecting is dropped.
+	return r.invalid(ctx, rec, rejected.Reason, t.produce)
+}
+
+// emitted produces what one Transform call emitted and keeps its state.
+func (r *Runner) emitted(ctx context.Context, t *task, rec *kgo.Record, entry *stateEntry, keyless bool, start time.Time) error {
 	r.obs.MessageProcessing.Observe(time.Since(start).Seconds())
+	em := &t.em
 	for _, m := range em.messages {
 		out, err := m.Record(ctx, r.counts)
 		if err != nil {
 			return fmt.Errorf("output of %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
-		r.obs.MessageOut(out.Topic, len(out.Value))
-		produce(out)
+		r.obs.MessageOut(out.Topic, len(out.Key)+len(out.Value))
+		t.produce(out)
 	}
 	if em.state == nil {
 		return nil
@@ -166,7 +128,7 @@ func (r *Runner) processRecord(ctx context.Context, t *lease.Lease, rec *kgo.Rec
 	switch {
 	case !r.stateful:
 		return fmt.Errorf("transform %s/%d@%d emitted state, but the transformer is declared stateless", rec.Topic, rec.Partition, rec.Offset)
-	case d.keyless:
+	case keyless:
 		return fmt.Errorf("transform %s/%d@%d emitted state for a tombstone, which has no state key: state_key %q reads the value and a tombstone has none; emit no state for such a tombstone",
 			rec.Topic, rec.Partition, rec.Offset, r.template.String())
 	}
@@ -226,13 +188,29 @@ func (r *Runner) stateKey(d *decoded) string {
 	return ""
 }
 
-func (r *Runner) loadState(t *lease.Lease, states map[string]*stateEntry, sk string) (*stateEntry, error) {
+// loadState finds a state key's state for the open transaction: its own,
+// else the one the sealed transaction ends with, else the committed one
+// (cache, then store).
+func (r *Runner) loadState(t *task, sk string) (*stateEntry, error) {
+	states := t.open.states
 	if e, ok := states[sk]; ok {
 		return e, nil
 	}
 	e := &stateEntry{}
-	if t.Store != nil {
-		v, ok, err := t.Store.Get(sk)
+	if sealed := t.sealed; sealed != nil {
+		if prev, ok := sealed.states[sk]; ok {
+			e.orig, e.current = prev.final, prev.current
+			states[sk] = e
+			return e, nil
+		}
+	}
+	if c, ok := t.cache.get(sk); ok {
+		e.orig, e.current = c.raw, c.state
+		states[sk] = e
+		return e, nil
+	}
+	if t.lease.Store != nil {
+		v, ok, err := t.lease.Store.Get(sk)
 		if err != nil {
 			return nil, err
 		}
@@ -243,16 +221,19 @@ func (r *Runner) loadState(t *lease.Lease, states map[string]*stateEntry, sk str
 			}
 			e.orig, e.current = v, st
 		}
+		t.cache.put(sk, e.orig, e.current)
 	}
 	states[sk] = e
 	return e, nil
 }
 
 // stateWrites produces one changelog record per state key whose final state
-// differs from where the batch started, and returns the matching store writes.
-func (r *Runner) stateWrites(t *lease.Lease, states map[string]*stateEntry, produce func(*kgo.Record)) ([]state.Write, error) {
-	keys := make([]string, 0, len(states))
-	for k, e := range states {
+// differs from where the transaction started, and returns the matching
+// store writes.
+func (r *Runner) stateWrites(t *task, tx *txn) ([]state.Write, error) {
+	keys := make([]string, 0, len(tx.states))
+	for k, e := range tx.states {
+		e.final = e.orig
 		if e.touched {
 			keys = append(keys, k)
 		}
@@ -260,7 +241,7 @@ func (r *Runner) stateWrites(t *lease.Lease, states map[string]*stateEntry, prod
 	slices.Sort(keys)
 	var writes []state.Write
 	for _, k := range keys {
-		e := states[k]
+		e := tx.states[k]
 		var value []byte
 		if e.current.Len() > 0 {
 			b, err := e.current.Bytes()
@@ -275,9 +256,56 @@ func (r *Runner) stateWrites(t *lease.Lease, states map[string]*stateEntry, prod
 		if value != nil && bytes.Equal(value, e.orig) {
 			continue // unchanged: nothing to write
 		}
-		produce(state.ChangelogRecord(r.changelog, t.N, k, value))
+		e.final = value
+		t.produce(state.ChangelogRecord(r.changelog, t.n, k, value))
 		r.obs.StateWritten(len(value))
 		writes = append(writes, state.Write{Key: k, Value: value})
 	}
 	return writes, nil
+}
+
+// stateCache keeps the committed state of the keys a task used last,
+// decoded, so that a key's first record in a transaction neither reads
+// the store nor decodes JSON. It only ever holds committed state: it is
+// filled from the store and from transactions that committed.
+type stateCache struct {
+	max     int
+	entries map[string]cachedState
+}
+
+type cachedState struct {
+	raw   []byte // nil: no state
+	state attr.State
+}
+
+// stateCacheEntries bounds a task's cache; past it, entries are dropped
+// in map order.
+const stateCacheEntries = 1 << 14
+
+func newStateCache() *stateCache {
+	return &stateCache{max: stateCacheEntries, entries: map[string]cachedState{}}
+}
+
+func (c *stateCache) get(k string) (cachedState, bool) {
+	e, ok := c.entries[k]
+	return e, ok
+}
+
+func (c *stateCache) put(k string, raw []byte, st attr.State) {
+	if _, ok := c.entries[k]; !ok && len(c.entries) >= c.max {
+		for old := range c.entries {
+			delete(c.entries, old)
+			break
+		}
+	}
+	c.entries[k] = cachedState{raw: raw, state: st}
+}
+
+// apply takes a committed transaction's final states.
+func (c *stateCache) apply(tx *txn) {
+	for k, e := range tx.states {
+		if e.touched {
+			c.put(k, e.final, e.current)
+		}
+	}
 }

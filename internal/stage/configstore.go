@@ -19,9 +19,10 @@ import (
 // ConfigStore is the per-process table of config records (SPEC §6): every
 // partition of every config topic, read without a group, bootstrapped to
 // the end offsets captured at startup, then drained each cycle. The latest
-// value per wire key wins; a tombstone removes it. A record that does not
-// decode is logged and skipped — a config table cannot crash-loop its
-// readers, and the bad record is visible in the log.
+// value per wire key wins; a null, empty or {} value removes it
+// (attr.IsStoreTombstone). A record that does not decode is logged and
+// skipped — a config table cannot crash-loop its readers, and the bad
+// record is visible in the log.
 type ConfigStore struct {
 	topics []string
 	log    *slog.Logger
@@ -29,12 +30,14 @@ type ConfigStore struct {
 
 	mu      sync.RWMutex
 	entries map[string]attr.Config
+	weights map[string]int // per key: UTF-8 key bytes plus the config's canonical bytes
+	nbytes  int            // the sum of weights
 	cl      *kgo.Client
 }
 
 // NewConfigStore returns an empty store for the topics.
 func NewConfigStore(topics []string, log *slog.Logger, obs *metrics.Observer) *ConfigStore {
-	return &ConfigStore{topics: topics, log: log, obs: obs, entries: map[string]attr.Config{}}
+	return &ConfigStore{topics: topics, log: log, obs: obs, entries: map[string]attr.Config{}, weights: map[string]int{}}
 }
 
 // Get returns the config under key.
@@ -50,6 +53,15 @@ func (s *ConfigStore) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return len(s.entries)
+}
+
+// Bytes is the store's wire footprint: the UTF-8 keys plus every config's
+// canonical bytes, as the Python library weighs its store
+// (flechtwerk_config_store_bytes). The process holds a small multiple.
+func (s *ConfigStore) Bytes() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.nbytes
 }
 
 // Snapshot returns a copy of all entries (extractors iterate it).
@@ -75,7 +87,7 @@ func (s *ConfigStore) Bootstrap(ctx context.Context, c *kafkax.Cluster, clientID
 	}
 	defer reader.Close()
 	res, err := kafkax.ReadToEndFunc(ctx, reader, s.topics, func(r *kgo.Record) error {
-		s.apply(r)
+		s.apply(r, false)
 		return nil
 	})
 	if err != nil {
@@ -83,6 +95,9 @@ func (s *ConfigStore) Bootstrap(ctx context.Context, c *kafkax.Cluster, clientID
 	}
 	if s.obs != nil {
 		s.obs.ConfigRestored.Add(float64(s.Len()))
+		s.mu.RLock()
+		s.publish()
+		s.mu.RUnlock()
 	}
 	start := map[string]map[int32]kgo.Offset{}
 	for tp, b := range res.Bounds {
@@ -112,7 +127,7 @@ func (s *ConfigStore) Drain(ctx context.Context) error {
 		}
 		return fmt.Errorf("config topic %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
 	}
-	fs.EachRecord(s.apply)
+	fs.EachRecord(func(r *kgo.Record) { s.apply(r, true) })
 	return nil
 }
 
@@ -123,30 +138,54 @@ func (s *ConfigStore) Close() {
 	}
 }
 
-func (s *ConfigStore) apply(r *kgo.Record) {
-	if s.obs != nil {
-		s.obs.ConfigMessagesIn.WithLabelValues(r.Topic).Inc()
-	}
+// apply puts or deletes one record's key. Records applied after the
+// bootstrap (drained) count in config_messages_in_total, as upstream counts
+// the updates it applied; a record skipped as undecodable changed nothing
+// and does not count.
+func (s *ConfigStore) apply(r *kgo.Record, drained bool) {
 	key, err := attr.DecodeKey(r.Key)
 	if err != nil {
 		s.log.Warn("config record skipped", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "error", err)
 		return
 	}
-	cfg, tomb, err := attr.Decode[attr.Config](r.Value)
+	var cfg attr.Config
+	weight := 0
+	deleted := attr.IsStoreTombstone(r.Value)
+	if !deleted {
+		cfg, _, err = attr.Decode[attr.Config](r.Value)
+		var canonical []byte
+		if err == nil {
+			canonical, err = cfg.Bytes()
+		}
+		if err != nil {
+			s.log.Warn("config record skipped", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "key", key, "error", err)
+			return
+		}
+		weight = len(key) + len(canonical)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case err != nil:
-		s.log.Warn("config record skipped", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "key", key, "error", err)
-		return
-	case tomb:
+	s.nbytes -= s.weights[key]
+	if deleted {
 		delete(s.entries, key)
-	default:
+		delete(s.weights, key)
+	} else {
 		s.entries[key] = cfg
+		s.weights[key] = weight
+		s.nbytes += weight
 	}
 	if s.obs != nil {
-		s.obs.ConfigEntries.Set(float64(len(s.entries)))
+		if drained {
+			s.obs.ConfigMessagesIn.WithLabelValues(r.Topic).Inc()
+		}
+		s.publish()
 	}
+}
+
+// publish sets the store's gauges; s.mu is held.
+func (s *ConfigStore) publish() {
+	s.obs.ConfigEntries.Set(float64(len(s.entries)))
+	s.obs.ConfigStoreBytes.Set(float64(s.nbytes))
 }
 
 var cfgSuspended = attr.New("suspended", attr.BOOL).Optional()

@@ -138,16 +138,38 @@ func (b *blocking) Transform(_ context.Context, _ *stage.Incoming, _ attr.State,
 	return nil
 }
 
-// A poll loop stuck in a batch fails liveness once past its limit, saying
-// so, and passes again when the batch goes on.
-func TestStalledPollLoopFailsLiveness(t *testing.T) {
+// check is the check of a report by that name.
+func check(t *testing.T, rep health.Report, name string) health.Check {
+	t.Helper()
+	for _, c := range rep.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no check %q in %+v", name, rep)
+	return health.Check{}
+}
+
+// A task stuck in a step (here its transformer) fails liveness once past
+// its limit, naming the task, although the poll loop, which only hands out
+// records, goes on; when the step ends liveness passes again. A task that
+// waits for records is no stall, however long it waits.
+func TestStalledTaskFailsLiveness(t *testing.T) {
 	f := newFixture(t)
 	f.topics(1, "in")
 	probes := health.New(health.StallLimit(3 * time.Second))
 	tf := &blocking{entered: make(chan struct{}), release: make(chan struct{})}
 	f.startProbed("application_id: app\nkind: transformer\ninput_topics: [in]\ntransform: {builtin: passthrough, output_topic: in}\n", probes, tf, nil)
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(tf.release) }) }
+	t.Cleanup(release) // before the runner's cleanup waits for Run
 	waitFor(t, 30*time.Second, "ready", func() bool { return probes.Readiness().OK })
 	waitFor(t, 30*time.Second, "alive", func() bool { return probes.Liveness().OK })
+	// Idle well past the limit: the task waits for records, which is no stall.
+	time.Sleep(4 * time.Second)
+	if c := check(t, probes.Liveness(), "tasks"); !c.OK || !strings.HasPrefix(c.Detail, "1 task(s) running") {
+		t.Fatalf("an idle task: %+v", c)
+	}
 
 	f.produce("in", &kgo.Record{Key: []byte("k"), Value: []byte(`{}`)})
 	select {
@@ -155,11 +177,11 @@ func TestStalledPollLoopFailsLiveness(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the record never reached the transformer")
 	}
-	waitFor(t, 30*time.Second, "liveness to fail", func() bool { return !probes.Liveness().OK })
+	waitFor(t, 30*time.Second, "liveness to fail", func() bool { return !check(t, probes.Liveness(), "tasks").OK })
 	live := probes.Liveness()
-	if live.Status != "stalled" || live.Checks[0].Name != "poll_loop" || !strings.HasPrefix(live.Checks[0].Detail, "stalled: no progress for") {
+	if c := check(t, live, "tasks"); live.Status != "stalled" || !strings.HasPrefix(c.Detail, "stalled: task 0 in one step for up to") {
 		t.Fatalf("stalled report: %+v", live)
 	}
-	close(tf.release)
+	release()
 	waitFor(t, 30*time.Second, "liveness to recover", func() bool { return probes.Liveness().OK })
 }

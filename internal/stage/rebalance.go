@@ -28,42 +28,84 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 	r.wakeUp()
 }
 
-// onRevoked tears every task down (eager rebalance: nothing is kept across
-// it). The rebalance is blocked while a batch runs, so no transaction is
-// open here.
+// onRevoked ends the revoked tasks before the revoke completes: each
+// commits its open transaction (the membership is still current during the
+// revoke) and stops; then their leases close (eager rebalance: nothing is
+// kept across it). A commit that fails here ends the run.
 func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.tasks.Revoke(revoked)
-	r.obs.TasksAssigned.Set(float64(r.tasks.Len()))
+	r.endTasks(revoked, endFinish)
 	r.log.Info("partitions revoked", "partitions", fmt.Sprint(revoked))
 }
 
-// initPending starts the tasks of newly assigned partitions one at a time
-// (fence → restore → resume).
+// onLost ends the lost tasks without committing: the membership is gone,
+// so their offsets could not commit, and a new owner may already hold them.
+func (r *Runner) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	r.endTasks(lost, endAbort)
+	r.log.Info("partitions lost", "partitions", fmt.Sprint(lost))
+}
+
+func (r *Runner) endTasks(parts map[string][]int32, mode endMode) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ps := range parts {
+		for _, p := range ps {
+			t, ok := r.workers[p]
+			if !ok {
+				continue
+			}
+			delete(r.workers, p)
+			if err := t.end(mode); err != nil {
+				r.fail(err)
+			}
+		}
+	}
+	r.tasks.Revoke(parts)
+	r.obs.TasksAssigned.Set(float64(r.tasks.Len()))
+}
+
+// initPending starts the tasks of newly assigned partitions (fence →
+// restore → resume, the partitions concurrently) and logs how long the
+// restore took.
 func (r *Runner) initPending(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer func() { r.obs.TasksAssigned.Set(float64(r.tasks.Len())) }()
-	return r.tasks.StartPending(ctx, func(p int32) {
+	if len(r.tasks.Pending()) == 0 {
+		return nil
+	}
+	start := time.Now()
+	var started, restored int
+	err := r.tasks.StartPending(ctx, func(p int32) {
+		l, ok := r.tasks.Get(p)
+		if !ok {
+			return
+		}
+		if _, running := r.workers[p]; !running {
+			r.workers[p] = r.newTask(l)
+		}
 		resume := map[string][]int32{}
 		for _, topic := range r.stage.InputTopics {
 			resume[topic] = []int32{p}
 		}
 		r.consumer.ResumeFetchPartitions(resume)
-		r.obs.TasksAssigned.Set(float64(r.tasks.Len()))
-		r.log.Info("task started", "partition", p)
+		started++
+		restored += l.Restored
+		r.log.Info("task started", "partition", p, "restored", l.Restored)
 	})
+	if started > 0 {
+		r.log.Info("tasks started", "tasks", started, "restored", restored, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return err
 }
 
-// shutdown leaves the group and closes the tasks. franz-go's Close waits
+// shutdown leaves the group and closes the leases. franz-go's Close waits
 // for a join in flight to finish (so that a revoke callback may commit one
 // last time), and a join waits for every member to rejoin: for the session
 // timeout when one is gone, up to the rebalance timeout when one is in a
-// long batch. A runner commits nothing on revoke — every batch committed
-// in its own transactions, and no task is open during a join — so the wait
-// is bounded by the leave timeout; after it the process goes on, and the
-// group drops the member when its session expires.
+// long batch. By now the runner has ended its tasks (finishAll on a clean
+// stop, abortAll after a failure), so a revoke has nothing left to commit
+// and the wait is bounded by the leave timeout; after it the process goes
+// on, and the group drops the member when its session expires.
 func (r *Runner) shutdown() {
 	left := make(chan struct{})
 	go func() {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -32,7 +33,8 @@ type Options struct {
 	StateDir string
 	Metrics  *metrics.Observer
 	Log      *slog.Logger
-	// TransactionTimeout bounds a batch's transaction (default 60s).
+	// TransactionTimeout bounds a task's transaction (default 60s): its
+	// commit_interval plus the commit.
 	TransactionTimeout time.Duration
 	// SessionTimeout is the group session timeout (default 10s): how long a
 	// vanished instance keeps its partitions.
@@ -40,7 +42,8 @@ type Options struct {
 	// LeaveTimeout bounds how long shutdown waits to leave the group while
 	// a rebalance is in progress (default 5s).
 	LeaveTimeout time.Duration
-	// Health gets the poll loop's heartbeat and the group's readiness.
+	// Health gets the heartbeats of the poll loop and of the tasks, and the
+	// group's readiness.
 	Health *health.Registry
 }
 
@@ -66,6 +69,7 @@ type Runner struct {
 	configs    *ConfigStore
 
 	tf       Transformer
+	raw      RawTransformer // tf's raw path, when it has one the state key allows
 	stateful bool
 	admin    *kgo.Client
 	consumer *kgo.Client
@@ -77,12 +81,19 @@ type Runner struct {
 
 	counts *kafkax.PartitionCounts // of output topics
 
-	mu     sync.Mutex // held while tasks change or a batch runs
-	tasks  *lease.Set // one task per input partition number
-	closed bool       // shut down: late group callbacks change nothing
+	mu      sync.Mutex      // held while tasks change or records are handed out
+	tasks   *lease.Set      // one lease per input partition number
+	workers map[int32]*task // the running task of each held lease
+	closed  bool            // shut down: late group callbacks change nothing
+
+	commitInterval time.Duration
+
+	failMu  sync.Mutex
+	failure error // the first task failure, which ends Run
 
 	leaveTimeout time.Duration
-	beat         *health.Loop      // one round polls, processes and commits
+	beat         *health.Loop      // one round polls and hands out records
+	taskBeat     *health.Workers   // each task's steps: process, commit
 	ready        *health.Condition // joined, every task started
 
 	wakeMu sync.Mutex
@@ -120,13 +131,35 @@ func NewRunner(o Options) *Runner {
 		stage: o.Stage, cluster: o.Cluster, clientID: o.ClientID, stateDir: o.StateDir,
 		changelog: o.Stage.ChangelogTopic(), template: o.Stage.Template, topicOrder: order,
 		txnTimeout: o.TransactionTimeout, session: o.SessionTimeout, obs: o.Metrics, log: o.Log,
-		configs:      NewConfigStore(o.Stage.ConfigTopics, o.Log, o.Metrics),
-		leaveTimeout: o.LeaveTimeout,
-		// A round may take a batch's whole transaction timeout.
-		beat:  o.Health.Loop("poll_loop", o.TransactionTimeout+time.Minute),
-		ready: o.Health.Condition("group", "starting: checking topics, not joined yet"),
+		configs:        NewConfigStore(o.Stage.ConfigTopics, o.Log, o.Metrics),
+		leaveTimeout:   o.LeaveTimeout,
+		workers:        map[int32]*task{},
+		commitInterval: time.Duration(o.Stage.CommitInterval),
+		// A round may wait for a task that waits for its commit, which
+		// takes up to the transaction timeout; so may a task's step.
+		beat:     o.Health.Loop("poll_loop", o.TransactionTimeout+time.Minute),
+		taskBeat: o.Health.Workers("tasks", "task", o.TransactionTimeout+time.Minute),
+		ready:    o.Health.Condition("group", "starting: checking topics, not joined yet"),
 	}
 }
+
+// taskCompression is zstd (SPEC §1) at its fastest level for the task
+// producers: a task writes every input again, so encoding is per-record
+// CPU, and the fastest level also keeps each encoder's tables small.
+func taskCompression() kgo.Opt {
+	const zstdFastest = 1 // klauspost/compress/zstd.SpeedFastest
+	return kgo.ProducerBatchCompression(kgo.ZstdCompression().WithLevel(zstdFastest))
+}
+
+// Fetch sizes of the input consumer, in compressed bytes per fetch request
+// and per partition in it. Records of a well-compressed topic take ten
+// times that once decompressed, and a fetch is held until its last record
+// is processed: these keep a fetch's memory to a few MiB, while a fetch
+// round trip still brings thousands of records.
+const (
+	fetchMaxBytes          = 512 << 10
+	fetchMaxPartitionBytes = 64 << 10
+)
 
 // DefaultStateDir is ${XDG_STATE_HOME:-~/.local/state}/flecht/<application_id>.
 func DefaultStateDir(applicationID string) string {
@@ -152,6 +185,9 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	r.stateful = true
 	if s, ok := tf.(Stateless); ok && s.Stateless() {
 		r.stateful = false
+	}
+	if raw, ok := tf.(RawTransformer); ok && !r.template.UsesValue() {
+		r.raw = raw
 	}
 	if !r.template.IsDefault() && !r.stateful {
 		r.log.Warn("state_key is set but the transformer keeps no state; it has no effect")
@@ -185,6 +221,7 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 			kgo.MaxVersions(taskProducerVersions()),
 			kgo.ProducerLinger(time.Millisecond),
 			kgo.RecordRetries(10),
+			taskCompression(),
 		},
 	}
 	if r.stateful {
@@ -201,28 +238,38 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// Fetched records keep their whole decompressed batch alive until
+		// the last of them is committed: small fetches bound that memory,
+		// and on a local network they cost little.
+		kgo.FetchMaxBytes(fetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(fetchMaxPartitionBytes),
 		kgo.SessionTimeout(r.session),
 		kgo.HeartbeatInterval(min(3*time.Second, r.session/3)),
 		kgo.RebalanceTimeout(r.txnTimeout),
 		kgo.OnPartitionsAssigned(r.onAssigned),
 		kgo.OnPartitionsRevoked(r.onRevoked),
-		kgo.OnPartitionsLost(r.onRevoked),
+		kgo.OnPartitionsLost(r.onLost),
 	)
 	if err != nil {
 		return err
 	}
 	r.consumer = consumer
 	defer r.shutdown()
+	defer r.abortAll() // after a failure; a clean stop has finished them already
 
 	r.log.Info("transformer running", "application_id", r.stage.ApplicationID, "client_id", r.clientID,
-		"input_topics", strings.Join(r.stage.InputTopics, ","), "state_dir", r.stateDir)
-	// A batch in hand is finished (committed or aborted) even after ctx
-	// ends; only then does the loop stop.
+		"input_topics", strings.Join(r.stage.InputTopics, ","), "state_dir", r.stateDir,
+		"commit_interval", r.commitInterval, "max_transaction_records", r.stage.MaxTransactionRecords)
+	// Records handed to the tasks are finished (committed or aborted) even
+	// after ctx ends; only then does the loop stop.
 	work := context.WithoutCancel(ctx)
 	for {
 		r.beat.Beat()
 		if ctx.Err() != nil {
-			return nil // stopped between batches: no task starts only to be closed
+			return r.finishAll() // between polls: no task starts only to be closed
+		}
+		if err := r.failed(); err != nil {
+			return err
 		}
 		if err := r.initPending(work); err != nil {
 			return err
@@ -233,22 +280,14 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 		fetches := r.poll(ctx)
 		if ctx.Err() != nil {
 			consumer.AllowRebalance()
-			return nil
+			return r.finishAll()
 		}
 		if err := r.fetchError(fetches); err != nil {
 			consumer.AllowRebalance()
 			return err
 		}
-		// A batch cannot outlive its transactions: past the transaction
-		// timeout the coordinator aborts them, so waiting longer (on a
-		// broker that keeps answering "retry") only delays the crash.
-		batchCtx, cancel := context.WithTimeout(work, r.txnTimeout)
-		err := r.processBatch(batchCtx, fetches)
-		cancel()
+		r.dispatch(fetches)
 		consumer.AllowRebalance()
-		if err != nil {
-			return err
-		}
 	}
 }
 
@@ -286,9 +325,11 @@ func (r *Runner) fetchError(fs kgo.Fetches) error {
 	return nil
 }
 
-// processBatch splits a poll by task and commits each task's part in its
-// own transaction; tasks commit concurrently and independently.
-func (r *Runner) processBatch(ctx context.Context, fs kgo.Fetches) error {
+// dispatch hands each task its records of one poll, in the order it
+// processes them: input topics in the stage file's order, offsets rising.
+// A task's channel is short, so a task that falls behind holds the poll
+// loop back (and with it the fetching) rather than memory filling up.
+func (r *Runner) dispatch(fs kgo.Fetches) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	byTask := map[int32][]*kgo.Record{}
@@ -298,36 +339,88 @@ func (r *Runner) processBatch(ctx context.Context, fs kgo.Fetches) error {
 		n++
 	})
 	if n == 0 {
-		return nil
+		return
 	}
-	start := time.Now()
 	r.obs.BatchSize.Observe(float64(n))
-	member, generation := r.consumer.GroupMetadata()
-	gen := groupGeneration{MemberID: member, Generation: generation}
-
-	var wg sync.WaitGroup
-	errs := make(chan error, len(byTask))
+	b := &batchTracker{start: time.Now(), r: r}
+	b.add() // the dispatch itself, released below
+	order := r.topicOrder
 	for p, recs := range byTask {
-		t, ok := r.tasks.Get(p)
+		t, ok := r.workers[p]
 		if !ok {
 			// Fetched before a rebalance took the partition away: never
 			// committed, so the new owner reads it again.
 			r.log.Debug("records of an unowned partition dropped", "partition", p, "records", len(recs))
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := r.processTask(ctx, t, recs, gen); err != nil {
-				errs <- err
-			}
-		}()
+		if len(r.stage.InputTopics) > 1 {
+			sort.SliceStable(recs, func(i, j int) bool {
+				if a, b := order[recs[i].Topic], order[recs[j].Topic]; a != b {
+					return a < b
+				}
+				return recs[i].Offset < recs[j].Offset
+			})
+		}
+		b.add()
+		if !t.send(taskMsg{recs: recs, batch: b}) {
+			b.committed() // a stopped task: its failure ends the run
+		}
 	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return err
+	b.committed()
+}
+
+// generation is the consumer's group membership for an offset commit.
+func (r *Runner) generation() groupGeneration {
+	member, generation := r.consumer.GroupMetadata()
+	return groupGeneration{MemberID: member, Generation: generation}
+}
+
+// fail records a task's failure; the poll loop returns it. Every class
+// ends the run today (see failureClass for what a retriable one could do).
+func (r *Runner) fail(err error) {
+	r.failMu.Lock()
+	first := r.failure == nil
+	if first {
+		r.failure = err
 	}
-	r.obs.BatchProcessing.Observe(time.Since(start).Seconds())
-	return nil
+	r.failMu.Unlock()
+	if first {
+		r.log.Debug("task failed; stopping", "class", classify(err), "error", err)
+	}
+	r.wakeUp()
+}
+
+func (r *Runner) failed() error {
+	r.failMu.Lock()
+	defer r.failMu.Unlock()
+	return r.failure
+}
+
+// finishAll commits every task's open transaction and stops the tasks
+// (SIGTERM): the group membership is still current, so the offsets commit
+// before the group is left.
+func (r *Runner) finishAll() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var first error
+	for p, t := range r.workers {
+		if err := t.end(endFinish); err != nil && first == nil {
+			first = err
+		}
+		delete(r.workers, p)
+	}
+	if first == nil {
+		first = r.failed()
+	}
+	return first
+}
+
+// abortAll stops every task, aborting what it has open (after a failure).
+func (r *Runner) abortAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p, t := range r.workers {
+		_ = t.end(endAbort)
+		delete(r.workers, p)
+	}
 }

@@ -272,6 +272,8 @@ func TestInvalidMessagePolicies(t *testing.T) {
 		{Key: []byte("k1"), Value: []byte(`not json`)},
 		{Key: []byte("k1"), Value: []byte(`{"ok":2}`)},
 	}
+	// The outcome label is upstream's value for what the policy did.
+	outcome := map[string]string{"crash": "raised", "skip": "skipped", "dlq": "dead_lettered"}
 	for _, policy := range []string{"crash", "skip", "dlq"} {
 		t.Run(policy, func(t *testing.T) {
 			f := newFixture(t)
@@ -280,6 +282,12 @@ func TestInvalidMessagePolicies(t *testing.T) {
 			st := stageFile(t, countStage+"invalid_messages: "+policy+"\n")
 			f.produce("raw", bad...)
 			r := f.start(st, t.TempDir(), "c")
+			defer func() {
+				counted := metrics.Value(r.obs.MessagesInvalid.WithLabelValues(outcome[policy], "raw"))
+				if counted != 1 || metrics.Value(r.obs.MessagesInvalid) != 1 {
+					t.Errorf("messages_invalid_total{outcome=%q} = %v (all outcomes %v), want 1", outcome[policy], counted, metrics.Value(r.obs.MessagesInvalid))
+				}
+			}()
 			if policy == "crash" {
 				select {
 				case err := <-r.done:
@@ -755,6 +763,48 @@ func TestEnrichFromConfigTopics(t *testing.T) {
 	}
 	if topics.Has("enrich-app-changelog") {
 		t.Error("a stateless stage created a changelog")
+	}
+}
+
+// On a config topic an empty value and {} delete a config as a null does
+// (upstream's store views), at bootstrap and when drained later, and
+// config_store_bytes follows the table.
+func TestConfigRecordsEmptyOrBracesDelete(t *testing.T) {
+	f := newFixture(t)
+	f.topics(1, "devices.config", "raw", "out")
+	f.produce("devices.config",
+		&kgo.Record{Key: []byte("dev-1"), Value: []byte(`{"site":"berlin"}`)},
+		&kgo.Record{Key: []byte("dev-2"), Value: []byte(`{"site":"paris"}`)},
+		&kgo.Record{Key: []byte("dev-2"), Value: []byte{}},
+		&kgo.Record{Key: []byte("dev-3"), Value: []byte(`{"site": "rome", "n": 1e2}`)},
+	)
+	st := stageFile(t, "application_id: enrich-app\nkind: transformer\ninput_topics: [raw]\nconfig_topics: [devices.config]\n"+
+		"transform: {builtin: enrich, output_topic: out, lookup: device, fields: [site], into: info, missing: pass}\n")
+	r := f.start(st, t.TempDir(), "c")
+	entries := func() float64 { return metrics.Value(r.obs.ConfigEntries) }
+	storeBytes := func() float64 { return metrics.Value(r.obs.ConfigStoreBytes) }
+	// dev-1 + {"site":"berlin"}, dev-3 + {"n":100.0,"site":"rome"}
+	waitFor(t, 30*time.Second, "the config bootstrap", func() bool { return entries() == 2 && storeBytes() == 5+17+5+25 })
+	f.produce("devices.config", &kgo.Record{Key: []byte("dev-1"), Value: []byte(`{}`)})
+	waitFor(t, 30*time.Second, "{} drained", func() bool { return entries() == 1 && storeBytes() == 5+25 })
+	f.produce("raw",
+		&kgo.Record{Key: []byte("r1"), Value: []byte(`{"device":"dev-1"}`)},
+		&kgo.Record{Key: []byte("r2"), Value: []byte(`{"device":"dev-2"}`)},
+		&kgo.Record{Key: []byte("r3"), Value: []byte(`{"device":"dev-3"}`)},
+	)
+	waitFor(t, 30*time.Second, "three outputs", func() bool { return len(f.read("out")) == 3 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"r1": `{"device":"dev-1"}`, // deleted by {}: passed as is
+		"r2": `{"device":"dev-2"}`, // deleted by an empty value
+		"r3": `{"device":"dev-3","info":{"site":"rome"}}`,
+	}
+	for _, o := range f.read("out") {
+		if w := want[string(o.Key)]; string(o.Value) != w {
+			t.Errorf("%s: %s, want %s", o.Key, o.Value, w)
+		}
 	}
 }
 

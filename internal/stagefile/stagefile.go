@@ -18,6 +18,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/statekey"
 )
 
@@ -38,17 +39,38 @@ const (
 // DefaultMaxPollRecords bounds one batch, as upstream.
 const DefaultMaxPollRecords = 500
 
+// DefaultCommitInterval is how long a transformer task's transaction
+// collects records, Kafka Streams' commit.interval.ms under exactly-once.
+const DefaultCommitInterval = 100 * time.Millisecond
+
+// MaxCommitInterval keeps a transaction well inside the runner's 60 s
+// transaction timeout, past which the coordinator would abort it.
+const MaxCommitInterval = 30 * time.Second
+
+// DefaultMaxTransactionRecords caps the input records of one task's
+// transaction: what an abort throws away and what waits in memory while
+// the previous transaction commits.
+const DefaultMaxTransactionRecords = 5_000
+
 // Stage is a parsed, validated stage file.
 type Stage struct {
-	ApplicationID   string   `yaml:"application_id" json:"application_id"`
-	Kind            string   `yaml:"kind" json:"kind"`
-	InputTopics     []string `yaml:"input_topics,omitempty" json:"input_topics,omitempty"`
-	ConfigTopics    []string `yaml:"config_topics,omitempty" json:"config_topics,omitempty"`
-	StateKey        string   `yaml:"state_key,omitempty" json:"state_key,omitempty"`
-	MaxPollRecords  int      `yaml:"max_poll_records,omitempty" json:"max_poll_records,omitempty"`
-	InvalidMessages string   `yaml:"invalid_messages,omitempty" json:"invalid_messages,omitempty"`
-	// SecretFields declares the config fields that hold flenc tokens, as
-	// NAME[:scope] with NAME a dotted path and a trailing [] for a list.
+	ApplicationID  string   `yaml:"application_id" json:"application_id"`
+	Kind           string   `yaml:"kind" json:"kind"`
+	InputTopics    []string `yaml:"input_topics,omitempty" json:"input_topics,omitempty"`
+	ConfigTopics   []string `yaml:"config_topics,omitempty" json:"config_topics,omitempty"`
+	StateKey       string   `yaml:"state_key,omitempty" json:"state_key,omitempty"`
+	MaxPollRecords int      `yaml:"max_poll_records,omitempty" json:"max_poll_records,omitempty"`
+	// CommitInterval is how long a transformer task's transaction stays
+	// open collecting records (several polls) before it commits.
+	CommitInterval Duration `yaml:"commit_interval,omitempty" json:"commit_interval,omitempty"`
+	// MaxTransactionRecords caps the input records of one task's
+	// transaction: it commits early when the cap is reached.
+	MaxTransactionRecords int    `yaml:"max_transaction_records,omitempty" json:"max_transaction_records,omitempty"`
+	InvalidMessages       string `yaml:"invalid_messages,omitempty" json:"invalid_messages,omitempty"`
+	// SecretFields declares the config fields that hold secret values, as
+	// NAME[:scope[:mode]] with NAME a dotted path, a trailing [] for a
+	// list, and mode encrypted (default), signed or encrypted-signed
+	// (ParseSecretField).
 	SecretFields []string           `yaml:"secret_fields,omitempty" json:"secret_fields,omitempty"`
 	PollInterval Duration           `yaml:"poll_interval,omitempty" json:"poll_interval,omitempty"`
 	MQTT         *MQTT              `yaml:"mqtt,omitempty" json:"mqtt,omitempty"`
@@ -59,13 +81,21 @@ type Stage struct {
 	Path         string             `yaml:"-" json:"-"`
 }
 
-// MQTT configures the bridge's connection (kind: mqtt).
+// MQTT configures the bridge's connection (kind: mqtt). An mqtts:// URL
+// connects with TLS, verifying the broker against the system roots or the
+// private CA in ca_file; cert_file and key_file, both or neither, are the
+// client certificate of mutual TLS.
 type MQTT struct {
-	URL           string   `yaml:"url,omitempty" json:"url,omitempty"`
-	Username      string   `yaml:"username,omitempty" json:"username,omitempty"`
-	PasswordEnv   string   `yaml:"password_env,omitempty" json:"password_env,omitempty"`
-	PasswordFile  string   `yaml:"password_file,omitempty" json:"password_file,omitempty"`
-	SessionExpiry Duration `yaml:"session_expiry,omitempty" json:"session_expiry,omitempty"`
+	URL          string `yaml:"url,omitempty" json:"url,omitempty"`
+	Username     string `yaml:"username,omitempty" json:"username,omitempty"`
+	PasswordEnv  string `yaml:"password_env,omitempty" json:"password_env,omitempty"`
+	PasswordFile string `yaml:"password_file,omitempty" json:"password_file,omitempty"`
+	CAFile       string `yaml:"ca_file,omitempty" json:"ca_file,omitempty"`
+	CertFile     string `yaml:"cert_file,omitempty" json:"cert_file,omitempty"`
+	KeyFile      string `yaml:"key_file,omitempty" json:"key_file,omitempty"`
+	// InsecureSkipVerify is read only to be refused with advice.
+	InsecureSkipVerify bool     `yaml:"insecure_skip_verify,omitempty" json:"-"`
+	SessionExpiry      Duration `yaml:"session_expiry,omitempty" json:"session_expiry,omitempty"`
 	// ReceiveMaximum is nil when unset (the broker's own window applies).
 	ReceiveMaximum *int `yaml:"receive_maximum,omitempty" json:"receive_maximum,omitempty"`
 }
@@ -76,6 +106,29 @@ func (m *MQTT) ReceiveMax() int {
 		return 0
 	}
 	return *m.ReceiveMaximum
+}
+
+// checkConnection refuses what the mqtt: block cannot connect with on its
+// own; how it combines with flags, environment and profile is checked
+// when `flecht run` resolves the connection.
+func (m *MQTT) checkConnection() error {
+	if m.InsecureSkipVerify {
+		return fmt.Errorf("insecure_skip_verify: %s", profile.ErrNoInsecureMQTT)
+	}
+	if (m.CertFile == "") != (m.KeyFile == "") {
+		return errors.New("cert_file and key_file go together: give both for mutual TLS, or neither")
+	}
+	if m.URL == "" {
+		return nil
+	}
+	u, err := profile.ParseMQTTURL(m.URL)
+	if err != nil {
+		return fmt.Errorf("url: %w", err)
+	}
+	if !profile.MQTTURLSecure(u) && (m.CAFile != "" || m.CertFile != "" || m.KeyFile != "") {
+		return errors.New("ca_file, cert_file and key_file need a TLS URL, but url is plain MQTT: write mqtts://host:port to connect with TLS, or remove the files")
+	}
+	return nil
 }
 
 // DefaultSessionExpiry is what an MQTT stage asks for unless told.
@@ -264,6 +317,17 @@ func (s *Stage) validate() error {
 	} else if s.MaxPollRecords < 0 {
 		bad("max_poll_records must be positive")
 	}
+	switch ci := time.Duration(s.CommitInterval); {
+	case ci == 0:
+		s.CommitInterval = Duration(DefaultCommitInterval)
+	case ci < time.Millisecond || ci > MaxCommitInterval:
+		bad("commit_interval %s: use 1ms to %s (default %s)", ci, MaxCommitInterval, DefaultCommitInterval)
+	}
+	if s.MaxTransactionRecords == 0 {
+		s.MaxTransactionRecords = DefaultMaxTransactionRecords
+	} else if s.MaxTransactionRecords < 0 {
+		bad("max_transaction_records must be positive")
+	}
 	switch s.InvalidMessages {
 	case "":
 		s.InvalidMessages = InvalidCrash
@@ -322,6 +386,9 @@ func (s *Stage) validate() error {
 			if r := s.MQTT.ReceiveMaximum; r != nil && (*r < 1 || *r > 65535) {
 				bad("mqtt: receive_maximum %d: use 1 to 65535 (MQTT 5's range), or leave it out for the broker's own window", *r)
 			}
+			if err := s.MQTT.checkConnection(); err != nil {
+				bad("mqtt: %v", err)
+			}
 		} else if s.MQTT != nil {
 			bad("mqtt: belongs to an mqtt stage")
 		}
@@ -365,17 +432,59 @@ func TransactionalID(applicationID string, n int32) string {
 // DLQTopic names the dead-letter topic of a source topic (SPEC §1).
 func DLQTopic(topic string) string { return topic + ".dlq" }
 
+// SecretMode is how a secret field is stored, after the upstream codec
+// that reads it.
+type SecretMode string
+
+const (
+	// ModeEncrypted: ENCRYPTED(inner, scope=S), a flenc:jwe: token (the
+	// default).
+	ModeEncrypted SecretMode = "encrypted"
+	// ModeSigned: SIGNED(inner, scope=S), a flsig:jws: signed value in
+	// the clear. S is required.
+	ModeSigned SecretMode = "signed"
+	// ModeEncryptedSigned: ENCRYPTED(SIGNED(inner, scope=S), scope=S), a
+	// flenc:jwe: token whose payload is a flsig:jws: signed value, upstream's
+	// recommended composition. S is required.
+	ModeEncryptedSigned SecretMode = "encrypted-signed"
+)
+
+// SecretModes lists the modes in the order help text names them.
+var SecretModes = []SecretMode{ModeEncrypted, ModeSigned, ModeEncryptedSigned}
+
+func secretMode(s string) (SecretMode, bool) {
+	for _, m := range SecretModes {
+		if string(m) == s {
+			return m, true
+		}
+	}
+	return "", false
+}
+
 // SecretField is one declared secret field.
 type SecretField struct {
 	Path  []string // dotted path into the value
 	List  bool     // the field holds a list of tokens
 	Scope string
+	Mode  SecretMode // never empty after ParseSecretField
 }
 
-// ParseSecretField parses NAME[:scope], NAME a dotted path, NAME[] a list.
+// ParseSecretField parses NAME[:scope[:mode]], NAME a dotted path, NAME[] a
+// list, mode one of encrypted (the default), signed or encrypted-signed.
+//
+// A scope may hold colons, so the mode is read only from a third segment
+// or later, and only when that last segment is a mode word: "k:a:b" is
+// scope "a:b", "k:a:signed" is scope "a" signed, and a scope that itself
+// ends in a mode word is written with its mode ("k:a:signed:encrypted").
+// "k:signed" stays scope "signed", as before modes existed.
 func ParseSecretField(s string) (SecretField, error) {
 	name, scope, _ := strings.Cut(s, ":")
-	f := SecretField{Scope: scope}
+	f := SecretField{Scope: scope, Mode: ModeEncrypted}
+	if i := strings.LastIndexByte(scope, ':'); i >= 0 {
+		if m, ok := secretMode(scope[i+1:]); ok {
+			f.Scope, f.Mode = scope[:i], m
+		}
+	}
 	if n, ok := strings.CutSuffix(name, "[]"); ok {
 		name, f.List = n, true
 	}
@@ -388,7 +497,36 @@ func ParseSecretField(s string) (SecretField, error) {
 			return f, fmt.Errorf("%q: empty segment in dotted path", s)
 		}
 	}
+	if f.Mode != ModeEncrypted && f.Scope == "" {
+		return f, fmt.Errorf("%q: a %s field needs a scope (NAME:SCOPE:%s): a signature always names the scope it vouches for", s, f.Mode, f.Mode)
+	}
 	return f, nil
+}
+
+// Spec renders the field back in the syntax ParseSecretField reads, as
+// short as it parses back the same: the mode only when it is not
+// encrypted, or when the scope would otherwise be misread.
+func (f SecretField) Spec() string {
+	n := strings.Join(f.Path, ".")
+	if f.List {
+		n += "[]"
+	}
+	mode := f.Mode
+	if mode == ModeEncrypted || mode == "" {
+		mode = ""
+		if i := strings.LastIndexByte(f.Scope, ':'); i >= 0 {
+			if _, ok := secretMode(f.Scope[i+1:]); ok {
+				mode = ModeEncrypted
+			}
+		}
+		if mode == "" {
+			if f.Scope == "" {
+				return n
+			}
+			return n + ":" + f.Scope
+		}
+	}
+	return n + ":" + f.Scope + ":" + string(mode)
 }
 
 func duplicate(ss []string) string {

@@ -13,7 +13,8 @@ func TestExampleParses(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.ApplicationID != "sensors-count" || s.Kind != KindTransformer || s.Transform.Name != "count" ||
-		s.MaxPollRecords != 500 || s.InvalidMessages != InvalidCrash || !s.Template.IsDefault() {
+		s.MaxPollRecords != 500 || s.InvalidMessages != InvalidCrash || !s.Template.IsDefault() ||
+		time.Duration(s.CommitInterval) != 100*time.Millisecond || s.MaxTransactionRecords != 5000 {
 		t.Fatalf("unexpected %+v", s)
 	}
 	var opts struct {
@@ -32,7 +33,8 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.MaxPollRecords != DefaultMaxPollRecords || s.InvalidMessages != InvalidCrash || s.StateKey != "{key}" {
+	if s.MaxPollRecords != DefaultMaxPollRecords || s.InvalidMessages != InvalidCrash || s.StateKey != "{key}" ||
+		time.Duration(s.CommitInterval) != 100*time.Millisecond || s.MaxTransactionRecords != DefaultMaxTransactionRecords {
 		t.Errorf("defaults: %+v", s)
 	}
 	m, err := Parse([]byte("application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\n"))
@@ -59,16 +61,47 @@ func TestReceiveMaximum(t *testing.T) {
 	}
 }
 
+func TestMQTTTLS(t *testing.T) {
+	s, err := Parse([]byte(mqttBase + "mqtt: {url: \"mqtts://m:8883\", ca_file: /ca.pem, cert_file: /c.pem, key_file: /c.key}\n"))
+	if err != nil || s.MQTT.CAFile != "/ca.pem" || s.MQTT.CertFile != "/c.pem" || s.MQTT.KeyFile != "/c.key" {
+		t.Fatalf("%+v %v", s, err)
+	}
+	// Files without a URL are fine here: the URL may come from --mqtt-url.
+	if _, err := Parse([]byte(mqttBase + "mqtt: {ca_file: /ca.pem}\n")); err != nil {
+		t.Error(err)
+	}
+	for in, want := range map[string]string{
+		"mqtt: {url: \"mqtts://m\", cert_file: /c.pem}\n":          "cert_file and key_file go together",
+		"mqtt: {key_file: /c.key}\n":                               "cert_file and key_file go together",
+		"mqtt: {url: \"mqtt://m:1883\", ca_file: /ca.pem}\n":       "need a TLS URL, but url is plain MQTT: write mqtts://",
+		"mqtt: {url: \"mqtts://m\", insecure_skip_verify: true}\n": "mqtt: insecure_skip_verify: not verifying the MQTT broker is not offered",
+		"mqtt: {url: \"mqtts://bridge:hunter2@m\"}\n":              "mqtt: url: the MQTT URL must not hold a password",
+		"mqtt: {url: \"ftp://m\"}\n":                               `scheme "ftp" is not supported`,
+	} {
+		_, err := Parse([]byte(mqttBase + in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: want error containing %q, got %v", in, want, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%q: the error shows the password: %v", in, err)
+		}
+	}
+}
+
 func TestErrorsNameTheField(t *testing.T) {
 	base := "application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count}\n"
 	cases := map[string]string{
-		"":                                 "empty stage file",
-		"kind: transformer\n":              "application_id is required",
-		"application_id: a\n":              "kind is required",
-		base + "invalid_messages: retry\n": "invalid_messages \"retry\"",
-		base + "state_key: \"{device}\"\n": "unknown placeholder",
-		base + "max_poll_records: -1\n":    "max_poll_records",
-		base + "typo_field: 1\n":           "typo_field",
+		"":                                     "empty stage file",
+		"kind: transformer\n":                  "application_id is required",
+		"application_id: a\n":                  "kind is required",
+		base + "invalid_messages: retry\n":     "invalid_messages \"retry\"",
+		base + "state_key: \"{device}\"\n":     "unknown placeholder",
+		base + "max_poll_records: -1\n":        "max_poll_records",
+		base + "commit_interval: 31s\n":        "commit_interval 31s: use 1ms to 30s",
+		base + "commit_interval: 500us\n":      "commit_interval 500µs: use 1ms to 30s",
+		base + "commit_interval: -1s\n":        "not a duration",
+		base + "max_transaction_records: -5\n": "max_transaction_records must be positive",
+		base + "typo_field: 1\n":               "typo_field",
 		"application_id: a b\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: x}\n":               "application_id",
 		"application_id: a\nkind: transformer\ntransform: {builtin: x}\n":                                    "needs input_topics",
 		"application_id: a\nkind: transformer\ninput_topics: [t, t]\ntransform: {builtin: x}\n":              "twice",
@@ -110,15 +143,69 @@ func TestBuiltinOptionsAreStrict(t *testing.T) {
 
 func TestSecretField(t *testing.T) {
 	f, err := ParseSecretField("auth.headers[]:api")
-	if err != nil || !f.List || f.Scope != "api" || strings.Join(f.Path, "/") != "auth/headers" {
+	if err != nil || !f.List || f.Scope != "api" || f.Mode != ModeEncrypted || strings.Join(f.Path, "/") != "auth/headers" {
 		t.Fatalf("%+v %v", f, err)
 	}
+}
+
+// The mode is a third segment, read only when it is a mode word, so every
+// spec written before modes existed keeps its meaning.
+func TestSecretFieldModes(t *testing.T) {
+	for spec, want := range map[string]struct {
+		scope string
+		mode  SecretMode
+		back  string
+	}{
+		"k":                           {"", ModeEncrypted, "k"},
+		"k:api":                       {"api", ModeEncrypted, "k:api"},
+		"k:api:encrypted":             {"api", ModeEncrypted, "k:api"},
+		"k::encrypted":                {"", ModeEncrypted, "k"},
+		"k:api:signed":                {"api", ModeSigned, "k:api:signed"},
+		"k:api:encrypted-signed":      {"api", ModeEncryptedSigned, "k:api:encrypted-signed"},
+		"k:signed":                    {"signed", ModeEncrypted, "k:signed"}, // a scope named signed, as before
+		"k:a:b":                       {"a:b", ModeEncrypted, "k:a:b"},       // a scope with a colon, as before
+		"k:a:b:signed":                {"a:b", ModeSigned, "k:a:b:signed"},
+		"k:a:signed:encrypted":        {"a:signed", ModeEncrypted, "k:a:signed:encrypted"},
+		"k:x:encrypted-signed:signed": {"x:encrypted-signed", ModeSigned, "k:x:encrypted-signed:signed"},
+		"k:api:Signed":                {"api:Signed", ModeEncrypted, "k:api:Signed"}, // mode words are exact
+	} {
+		f, err := ParseSecretField(spec)
+		if err != nil || f.Scope != want.scope || f.Mode != want.mode || f.Spec() != want.back {
+			t.Errorf("%q: %+v (spec %q) %v, want scope %q mode %s spec %q", spec, f, f.Spec(), err, want.scope, want.mode, want.back)
+		}
+	}
+	for _, spec := range []string{"k::signed", "k::encrypted-signed", ":api:signed"} {
+		if f, err := ParseSecretField(spec); err == nil {
+			t.Errorf("%q accepted as %+v", spec, f)
+		}
+	}
+	if _, err := ParseSecretField("k::signed"); err == nil || !strings.Contains(err.Error(), "needs a scope") {
+		t.Errorf("unscoped signed field: %v", err)
+	}
+}
+
+// FuzzSecretField: whatever parses renders back (Spec) into the same field.
+func FuzzSecretField(f *testing.F) {
+	for _, s := range []string{"k", "k:a", "k:a:signed", "k:a:b:encrypted-signed", "k:a:signed:encrypted", "t[]:s:signed", "k::x", "a.b:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := ParseSecretField(s)
+		if err != nil {
+			return
+		}
+		b, err := ParseSecretField(a.Spec())
+		if err != nil || strings.Join(a.Path, "\x00") != strings.Join(b.Path, "\x00") || a.List != b.List || a.Scope != b.Scope || a.Mode != b.Mode {
+			t.Fatalf("%q → %+v → %q → %+v (%v)", s, a, a.Spec(), b, err)
+		}
+	})
 }
 
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count, x: [1]}\n"))
 	f.Add([]byte("application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count, nested: {a: [1, x]}, every: 1h, fields: &f [a], more: *f}\n"))
 	f.Add([]byte("application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\nmqtt: {session_expiry: 2h}\n"))
+	f.Add([]byte("application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\nmqtt: {url: \"mqtts://m:8883\", ca_file: /ca.pem, cert_file: /c.pem, key_file: /c.key}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data)
 		if err == nil && s.Template == nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 )
 
@@ -30,17 +31,9 @@ func Restore(ctx context.Context, cl *kgo.Client, topic string, p int32, s *Stor
 // hundred records: a long restore is progress, not a stall, to a liveness
 // probe.
 func RestoreProgress(ctx context.Context, cl *kgo.Client, topic string, p int32, s *Store, progress func()) (int, error) {
-	const flushEvery = 4096
 	const progressEvery = 256
-	pending := map[string][]byte{}
-	flush := func() error {
-		writes := make([]Write, 0, len(pending))
-		for k, v := range pending {
-			writes = append(writes, Write{Key: k, Value: v})
-		}
-		clear(pending)
-		return s.Apply(writes)
-	}
+	l := s.loader()
+	defer l.close()
 	n := 0
 	_, err := kafkax.ReadPartitionsToEnd(ctx, cl, []string{topic}, map[string][]int32{topic: {p}}, func(r *kgo.Record) error {
 		n++
@@ -48,23 +41,16 @@ func RestoreProgress(ctx context.Context, cl *kgo.Client, topic string, p int32,
 			progress()
 		}
 		if isDelete(r.Value) {
-			pending[string(r.Key)] = nil
-		} else {
-			pending[string(r.Key)] = append([]byte(nil), r.Value...)
+			return l.put(r.Key, nil)
 		}
-		if len(pending) >= flushEvery {
-			return flush()
-		}
-		return nil
+		return l.put(r.Key, r.Value)
 	})
 	if err != nil {
 		return n, fmt.Errorf("restoring %s/%d: %w", topic, p, err)
 	}
-	return n, flush()
+	return n, l.flush()
 }
 
 // isDelete reports whether a changelog value removes its key: a tombstone,
 // or an empty state object as the Python library may have written it.
-func isDelete(v []byte) bool {
-	return len(v) == 0 || string(v) == "{}"
-}
+func isDelete(v []byte) bool { return attr.IsStoreTombstone(v) }

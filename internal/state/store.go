@@ -94,6 +94,50 @@ func (s *Store) Apply(writes []Write) error {
 	return nil
 }
 
+// loader writes a restore into the store in large batches, in changelog
+// order: a later write of a key in the same batch wins, as in the log, so
+// no deduplication is needed on the way in.
+type loader struct {
+	s *Store
+	b *pebble.Batch
+}
+
+// loaderBatchBytes is how much a restore batch holds before it commits.
+const loaderBatchBytes = 4 << 20
+
+func (s *Store) loader() *loader { return &loader{s: s, b: s.db.NewBatch()} }
+
+// put sets key to value, or deletes it when value is nil. Both are copied.
+func (l *loader) put(key, value []byte) error {
+	var err error
+	if value == nil {
+		err = l.b.Delete(key, nil)
+	} else {
+		err = l.b.Set(key, value, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("state: batch: %w", err)
+	}
+	if l.b.Len() >= loaderBatchBytes {
+		return l.flush()
+	}
+	return nil
+}
+
+// flush commits what the batch holds and starts the next.
+func (l *loader) flush() error {
+	if l.b.Empty() {
+		return nil
+	}
+	if err := l.b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("state: commit: %w", err)
+	}
+	l.b.Reset()
+	return nil
+}
+
+func (l *loader) close() { _ = l.b.Close() }
+
 // Count returns the number of keys (tests and diagnostics; it scans).
 func (s *Store) Count() (int, error) {
 	it, err := s.db.NewIter(nil)

@@ -58,11 +58,12 @@ type HTTPPoll struct {
 	Now    func() time.Time
 
 	keyring *secret.Keyring
-	// secretHeaders opens the headers declared in secret_fields, each as
-	// a strict field of its scope; unscoped opens any other header that
-	// holds a token.
-	secretHeaders map[string]secret.Encrypted[string]
-	unscoped      secret.Encrypted[string]
+	// secretHeaders reads the headers declared in secret_fields, each as
+	// a strict field of its scope and mode (ENCRYPTED, SIGNED or
+	// ENCRYPTED(SIGNED)); unscoped opens any other header that holds a
+	// token.
+	secretHeaders map[string]attr.Codec[string]
+	unscoped      attr.Codec[string]
 }
 
 // HTTPPollOptions configure the http-poll extractor.
@@ -70,9 +71,12 @@ type HTTPPollOptions struct {
 	// Keyring opens encrypted header values (--keyring); nil refuses them.
 	Keyring *secret.Keyring
 	// SecretFields are the stage's secret_fields. A header declared as
-	// headers.NAME[:scope] (NAME exactly as the config record spells it)
-	// must hold a token, opened with that scope; fields outside headers
-	// are not read by http-poll and are left to scan and sweep.
+	// headers.NAME[:scope[:mode]] (NAME exactly as the config record
+	// spells it) must hold what its mode says: a token opened with that
+	// scope (encrypted), a signed value verified for it (signed), or a
+	// token of a signed value, both checked (encrypted-signed). Fields
+	// outside headers are not read by http-poll and are left to scan and
+	// sweep.
 	SecretFields []string
 	// Observer counts decrypts (flechtwerk_secret_decrypts_total{scope,kid}).
 	Observer secret.Observer
@@ -82,12 +86,19 @@ type HTTPPollOptions struct {
 // 10 redirects and drops the configured headers on a redirect to another
 // host (see keepHeadersOnSameHost).
 func NewHTTPPoll(o HTTPPollOptions) (*HTTPPoll, error) {
-	codec := func(scope string) secret.Encrypted[string] {
-		return secret.ENCRYPTED(attr.STR, secret.Scope(scope), secret.WithKeyring(o.Keyring), secret.WithObserver(o.Observer))
+	kr, obs := secret.WithKeyring(o.Keyring), secret.WithObserver(o.Observer)
+	codec := func(scope string, mode stagefile.SecretMode) attr.Codec[string] {
+		switch mode {
+		case stagefile.ModeSigned:
+			return secret.SIGNED(attr.STR, scope, kr, obs)
+		case stagefile.ModeEncryptedSigned:
+			return secret.ENCRYPTED[string](secret.SIGNED(attr.STR, scope, kr, obs), secret.Scope(scope), kr, obs)
+		}
+		return secret.ENCRYPTED(attr.STR, secret.Scope(scope), kr, obs)
 	}
 	h := &HTTPPoll{
 		Client: &http.Client{Timeout: 30 * time.Second, CheckRedirect: keepHeadersOnSameHost},
-		Now:    time.Now, keyring: o.Keyring, secretHeaders: map[string]secret.Encrypted[string]{}, unscoped: codec(""),
+		Now:    time.Now, keyring: o.Keyring, secretHeaders: map[string]attr.Codec[string]{}, unscoped: codec("", stagefile.ModeEncrypted),
 	}
 	for _, spec := range o.SecretFields {
 		f, err := stagefile.ParseSecretField(spec)
@@ -100,7 +111,7 @@ func NewHTTPPoll(o HTTPPollOptions) (*HTTPPoll, error) {
 		if len(f.Path) > 2 || f.List {
 			return nil, fmt.Errorf("secret_fields: %q: a header holds one value; declare it as headers.NAME[:scope]", spec)
 		}
-		h.secretHeaders[f.Path[1]] = codec(f.Scope)
+		h.secretHeaders[f.Path[1]] = codec(f.Scope, f.Mode)
 	}
 	return h, nil
 }
@@ -190,9 +201,9 @@ func (h *HTTPPoll) parse(key string, c attr.Config) (*hpConfig, error) {
 }
 
 // header opens one header value. A header declared in secret_fields is a
-// strict encrypted field of its scope (plaintext there is refused, as in
-// any strict field); any other header holding a token is opened as an
-// unscoped field, and a plain value is sent as it is.
+// strict field of its scope and mode (plaintext or an unsigned value there
+// is refused, as in any strict field); any other header holding a token is
+// opened as an unscoped field, and a plain value is sent as it is.
 func (h *HTTPPoll) header(name, v string) (string, error) {
 	codec, declared := h.secretHeaders[name]
 	if !declared {
@@ -201,8 +212,8 @@ func (h *HTTPPoll) header(name, v string) (string, error) {
 		}
 		codec = h.unscoped
 	}
-	if secret.IsEncrypted(v) && h.keyring == nil {
-		return "", fmt.Errorf("header %q holds an encrypted value: start flecht with --keyring", name)
+	if (secret.IsEncrypted(v) || secret.IsSigned(v)) && h.keyring == nil {
+		return "", fmt.Errorf("header %q holds an encrypted or signed value: start flecht with --keyring", name)
 	}
 	plain, err := codec.Decode(v)
 	if err != nil {

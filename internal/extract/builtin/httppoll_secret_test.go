@@ -165,3 +165,74 @@ func TestHTTPPollRedirectsKeepHeadersOnTheSameHostOnly(t *testing.T) {
 		t.Errorf("Accept %q after the redirect", got.Get("Accept"))
 	}
 }
+
+// A header declared signed (headers.NAME:scope:signed) sends the value a
+// signature for its scope vouches for, and refuses an unsigned value or one
+// signed for another scope; one declared encrypted-signed needs a token of
+// a signed value, both checked.
+func TestHTTPPollSignedHeaders(t *testing.T) {
+	srv := httptest.NewServer(&feed{total: 5, failAt: -1})
+	defer srv.Close()
+	kr, err := secret.NewKeyring("k1")
+	if err == nil {
+		kr, err = kr.Generate("s1", secret.TypeEd25519, []string{"api", "other"})
+	}
+	if err == nil {
+		kr, err = kr.SetSigningFor("api", "s1")
+	}
+	if err == nil {
+		kr, err = kr.SetSigningFor("other", "s1")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(plain, scope string) string {
+		tok, err := kr.Sign([]byte(`"`+plain+`"`), scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	poller := func(spec string) *builtin.HTTPPoll {
+		h, err := builtin.NewHTTPPoll(builtin.HTTPPollOptions{Keyring: kr, SecretFields: []string{spec}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	signed, both := poller("headers.X-Api-Key:api:signed"), poller("headers.X-Api-Key:api:encrypted-signed")
+	sealSigned := func(plain string) string {
+		b, _ := json.Marshal(sign(plain, "api"))
+		return mustSeal(t, kr, string(b), "api")
+	}
+	for _, tc := range []struct {
+		name  string
+		h     *builtin.HTTPPoll
+		value string
+		want  secret.Kind
+	}{
+		{"signed for its scope", signed, sign("s3cret", "api"), ""},
+		{"unsigned", signed, "s3cret", secret.KindUnsigned},
+		{"signed for another scope", signed, sign("s3cret", "other"), secret.KindScopeViolation},
+		{"sealed and signed", both, sealSigned("s3cret"), ""},
+		{"sealed, not signed", both, sealed(t, kr, "s3cret", "api"), secret.KindUnsigned},
+		{"signed, not sealed", both, sign("s3cret", "api"), secret.KindPlaintext},
+	} {
+		page, err := pollOnce(t, tc.h, srv.URL+"/items", map[string]string{"X-Api-Key": tc.value})
+		switch {
+		case tc.want == "" && (err != nil || len(page.msgs) != 5):
+			t.Errorf("%s: %d items, %v", tc.name, len(page.msgs), err)
+		case tc.want != "" && (!extract.IsConfigError(err) || secret.KindOf(err) != tc.want):
+			t.Errorf("%s: %v (kind %q), want a config error of kind %s", tc.name, err, secret.KindOf(err), tc.want)
+		}
+	}
+}
+
+func mustSeal(t *testing.T, kr *secret.Keyring, payload, scope string) string {
+	t.Helper()
+	tok, err := kr.Encrypt([]byte(payload), scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}

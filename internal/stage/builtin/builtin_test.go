@@ -273,3 +273,44 @@ func TestExamplesAndUsageListEveryOption(t *testing.T) {
 		}
 	}
 }
+
+// count's raw path gives byte for byte what its decoding path gives, keeps
+// the same state and event time, and declines what is not canonical
+// without emitting anything.
+func TestCountRawPathEqualsDecodingPath(t *testing.T) {
+	tf := build(t, "{builtin: count, output_topic: out}", Env{})
+	raw, ok := tf.(stage.RawTransformer)
+	if !ok {
+		t.Fatal("count has no raw path")
+	}
+	ts := time.Unix(1700000000, 0)
+	st := attr.State{}
+	for i, value := range []string{`{"id":"1","pad":"xx"}`, `{}`, `{"a":[1,{"b":null}],"seq":99,"z":"ü"}`, `{"id":"2"}`} {
+		in := incoming(t, "k", value, ts)
+		slow := run(t, tf, in, st)
+		in.Value = attr.Event{} // the raw path gets no decoded value
+		fast := &capture{}
+		handled, err := raw.TransformRaw(context.Background(), in, st, fast)
+		if err != nil || !handled {
+			t.Fatalf("%s: handled %v, %v", value, handled, err)
+		}
+		want := slow.bytes(t)[0]
+		if got := fast.msgs[0].Topic + " " + fast.msgs[0].Key + " " + string(fast.msgs[0].RawValue); got != want {
+			t.Errorf("%s: raw path %s, decoding path %s", value, got, want)
+		}
+		if !fast.msgs[0].Timestamp.Equal(ts) || !fast.state.Equal(*slow.state) {
+			t.Errorf("%s: timestamp %v, state %v; want %v, %v", value, fast.msgs[0].Timestamp, fast.state, ts, slow.state)
+		}
+		if n, _, _ := Seq.Get(*fast.state); n != int64(i+1) {
+			t.Errorf("seq %d after %d records", n, i+1)
+		}
+		st = *fast.state
+	}
+	for _, value := range []string{`{"b":1, "a":2}`, `{"a":"\u00e9"}`, `not json`, `[1]`} {
+		c := &capture{}
+		handled, err := raw.TransformRaw(context.Background(), &stage.Incoming{Key: "k", Raw: []byte(value)}, st, c)
+		if err != nil || handled || len(c.msgs) > 0 || c.state != nil {
+			t.Errorf("%s: handled %v, err %v, emitted %d messages, state %v: want it declined untouched", value, handled, err, len(c.msgs), c.state)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package builtin
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/stage"
@@ -29,6 +30,33 @@ func newCount(b *stagefile.Builtin, _ Env) (stage.Transformer, error) {
 }
 
 func (c *count) OutputTopics() []string { return []string{c.Output} }
+
+// TransformRaw stamps seq on a canonical JSON value without decoding it
+// (the usual input: what flecht and the Python library write); anything
+// else goes to Transform.
+func (c *count) TransformRaw(_ context.Context, in *stage.Incoming, st attr.State, out stage.Emit) (bool, error) {
+	if in.Tombstone {
+		return true, nil
+	}
+	n, _, err := Seq.Get(st)
+	if err != nil {
+		return false, fmt.Errorf("count: state of %q: %w", in.Key, err)
+	}
+	n++
+	v, ok := attr.SetCanonicalMember(in.Raw, Seq.Name(), strconv.AppendInt(nil, n, 10))
+	if !ok {
+		return false, nil
+	}
+	next, err := st.With(Seq.Of(n))
+	if err != nil {
+		return false, err
+	}
+	m := derived(in, c.Output, in.Key, attr.Event{})
+	m.RawValue = v
+	out.Message(m)
+	out.State(next)
+	return true, nil
+}
 
 func (c *count) Transform(_ context.Context, in *stage.Incoming, st attr.State, out stage.Emit) error {
 	if in.Tombstone {

@@ -1,0 +1,22 @@
+package attr
+
+import "testing"
+
+// A sensor reading as a stage sees it: a few strings, integers and floats,
+// one nested object. Decode and write back is what a builtin does per record.
+const benchRecord = `{"device":"sensor-0042","site":"berlin-mitte","seq":123456789,"temp":21.375,` +
+	`"humidity":0.4375,"pressure":1013.25,"ok":true,"tags":["a","b"],` +
+	`"meta":{"fw":"1.4.2","uptime":86400,"rssi":-67,"lat":52.520008,"lon":13.404954}}`
+
+func BenchmarkDecodeAndWrite(b *testing.B) {
+	b.SetBytes(int64(len(benchRecord)))
+	for b.Loop() {
+		ev, _, err := Decode[Event]([]byte(benchRecord))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ev.Bytes(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/ui"
+)
+
+// EnvKeyringPasswordFile names the file holding the password of a
+// password-protected keyring when --password-file is not given.
+const EnvKeyringPasswordFile = "FLECHT_KEYRING_PASSWORD_FILE"
+
+// addPasswordFileFlag adds --password-file beside --keyring: every command
+// that loads a keyring opens a protected one with it.
+func addPasswordFileFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "password-file", "", "file holding the password of a password-protected keyring; one trailing newline is ignored (env "+EnvKeyringPasswordFile+"; a prompt on a terminal)")
+	_ = cmd.MarkFlagFilename("password-file")
+}
+
+// passwordFilePath applies flag > environment.
+func passwordFilePath(flag string, getenv func(string) string) string {
+	if flag != "" {
+		return flag
+	}
+	return getenv(EnvKeyringPasswordFile)
+}
+
+// promptFunc reads one password from the terminal after showing label.
+type promptFunc func(label string) ([]byte, error)
+
+// terminalPrompt reads passwords from standard input without echo, or is
+// nil when standard input is not a terminal: commands never block on a
+// pipe waiting for a password.
+func terminalPrompt(streams *ui.IOStreams) promptFunc {
+	in, ok := streams.In.(*os.File)
+	if !streams.IsStdinTTY() || !ok {
+		return nil
+	}
+	return func(label string) ([]byte, error) {
+		fmt.Fprint(streams.ErrOut, label)
+		pw, err := term.ReadPassword(int(in.Fd()))
+		fmt.Fprintln(streams.ErrOut)
+		if err != nil {
+			return nil, fmt.Errorf("reading the keyring password: %w", err)
+		}
+		return pw, nil
+	}
+}
+
+// keyringPassword is the load option that opens a protected keyring: the
+// password file when one is named, else a prompt when standard input is a
+// terminal, else a keyring_password error saying what to give. It is asked
+// only when the file turns out to be protected, so a plain keyring needs
+// none of it.
+func keyringPassword(passwordFile string, streams *ui.IOStreams) secret.FileOption {
+	if passwordFile != "" {
+		return secret.WithPassword(secret.PasswordFile(passwordFile))
+	}
+	return secret.WithPassword(func() ([]byte, error) {
+		prompt := terminalPrompt(streams)
+		if prompt == nil {
+			return nil, &secret.Error{Kind: secret.KindKeyringPassword,
+				Detail: "the keyring is password-protected: give --password-file FILE or set " + EnvKeyringPasswordFile}
+		}
+		return prompt("Keyring password: ")
+	})
+}
+
+// newKeyringPassword is the password a keyring is newly protected with
+// (keys protect, init --protect, import --protect): the password file when
+// one is named, else asked twice on a terminal, else a usage error saying
+// what to give. A password under secret.MinPasswordBytes is refused before
+// it is asked again. The password is never echoed.
+func newKeyringPassword(passwordFile string, prompt promptFunc) ([]byte, error) {
+	tooShort := fmt.Errorf("a keyring password must be at least %d bytes", secret.MinPasswordBytes)
+	if passwordFile != "" {
+		pw, err := secret.PasswordFile(passwordFile)()
+		if err != nil {
+			return nil, err
+		}
+		if len(pw) < secret.MinPasswordBytes {
+			return nil, exitcode.UsageError(fmt.Errorf("%w; the password file %s holds %d", tooShort, passwordFile, len(pw)))
+		}
+		return pw, nil
+	}
+	if prompt == nil {
+		return nil, exitcode.UsageError(errors.New("protecting a keyring needs a password: give --password-file FILE or set " +
+			EnvKeyringPasswordFile + " (or run on a terminal to be asked)"))
+	}
+	pw, err := prompt("New keyring password: ")
+	if err != nil {
+		return nil, err
+	}
+	if len(pw) < secret.MinPasswordBytes {
+		return nil, exitcode.UsageError(tooShort)
+	}
+	again, err := prompt("Repeat the password: ")
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(pw, again) {
+		return nil, exitcode.UsageError(errors.New("the two passwords differ; nothing was changed"))
+	}
+	return pw, nil
+}
