@@ -1,5 +1,6 @@
-# flecht's build and test entry points. `make test` needs nothing but Go;
-# `make e2e` starts a real Kafka broker (Java + Maven) and Mosquitto.
+# flecht's build and test entry points. `make test` needs Go and promtool
+# (Debian's prometheus package); `make e2e` starts a real Kafka broker
+# (Java + Maven), Mosquitto and Prometheus.
 SHELL     := /bin/bash
 GO        ?= go
 BIN       ?= bin/flecht
@@ -7,14 +8,23 @@ FUZZTIME  ?= 100000x
 BENCHTIME ?= 2s
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build test e2e e2e-cluster upstream bench bench-e2e lint fuzz demo clean
+.PHONY: build test rules e2e e2e-cluster upstream bench bench-e2e lint fuzz demo clean
 
 build:
 	$(GO) build -buildvcs=true -o $(BIN) ./cmd/flecht
 
-# Unit and in-process tests (kfake, mochi-mqtt), with the race detector.
-test:
+# Unit and in-process tests (kfake, mochi-mqtt), with the race detector,
+# and the alert rules' unit tests.
+test: rules
 	$(GO) test -race -count=1 ./...
+
+# The Prometheus rules in deploy/prometheus, checked and unit-tested with
+# promtool (Debian's prometheus package ships it; .ci/run installs it).
+PROMTOOL ?= promtool
+rules:
+	@command -v $(PROMTOOL) >/dev/null 2>&1 || { echo "promtool not found: apt-get install prometheus (.ci/run does), or PROMTOOL=/path/to/promtool"; exit 1; }
+	$(PROMTOOL) check rules deploy/prometheus/flecht-rules.yaml
+	cd deploy/prometheus && $(PROMTOOL) test rules flecht-rules.test.yaml
 
 # Tests against a real Apache Kafka 4.x broker and a real Mosquitto, and
 # (the TestUpstream* tests) beside the real Python library: flechtwerk and

@@ -1,12 +1,21 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/profile"
+	"github.com/flecht-dev/flecht/internal/secret"
 )
 
 // CompletionOptions are the inputs of `flecht completion`.
@@ -51,4 +60,159 @@ func runCompletion(opts *CompletionOptions) error {
 		return opts.Root.GenFishCompletion(opts.Out, true)
 	}
 	return exitcode.UsageError(fmt.Errorf("unsupported shell %q", opts.Shell))
+}
+
+// completionTimeout bounds what a completion asks the cluster: the shell
+// waits for the answer, and an unreachable cluster must not hang it.
+const completionTimeout = 2 * time.Second
+
+// completionClient connects for a completion: the settings every command
+// resolves, but no warnings printed and no logs, since whatever a
+// completion writes lands in the user's shell.
+func completionClient(f *Factory) (*kgo.Client, error) {
+	r, err := profile.Resolve(profile.Inputs{Brokers: f.Brokers, Profile: f.Profile, ProfileSource: profile.SourceFlag, Config: f.ConfigPath, Getenv: f.Getenv})
+	if err != nil {
+		return nil, err
+	}
+	c, err := kafkax.FromProfile(r, f.Getenv, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.Client()
+}
+
+// askCluster runs ask against the cluster within completionTimeout and
+// keeps the candidates that start with toComplete; any failure completes
+// nothing.
+func askCluster(cmd *cobra.Command, f *Factory, toComplete string, ask func(context.Context, *kadm.Client) ([]string, error)) ([]string, cobra.ShellCompDirective) {
+	parent := cmd.Context()
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(parent, completionTimeout)
+	defer cancel()
+	cl, err := completionClient(f)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	defer cl.Close()
+	all, err := ask(ctx, kadm.NewClient(cl))
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []string
+	for _, s := range all {
+		if strings.HasPrefix(s, toComplete) {
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeApplicationIDs completes the first argument with the cluster's
+// consumer groups: a transformer's and an extractor's application id is
+// its group.
+func completeApplicationIDs(f *Factory) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return askCluster(cmd, f, toComplete, func(ctx context.Context, adm *kadm.Client) ([]string, error) {
+			groups, err := adm.ListGroups(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return groups.Groups(), nil
+		})
+	}
+}
+
+// completeTopics completes a comma-separated list of topic names (the
+// cluster's, internal ones left out) one name at a time.
+func completeTopics(f *Factory) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		done, last := "", toComplete
+		if i := strings.LastIndex(toComplete, ","); i >= 0 {
+			done, last = toComplete[:i+1], toComplete[i+1:]
+		}
+		already := map[string]bool{}
+		for _, t := range strings.Split(done, ",") {
+			already[t] = true
+		}
+		names, dir := askCluster(cmd, f, last, func(ctx context.Context, adm *kadm.Client) ([]string, error) {
+			topics, err := adm.ListTopics(ctx)
+			if err != nil {
+				return nil, err
+			}
+			var out []string
+			for _, t := range topics.Names() {
+				if !strings.HasPrefix(t, "__") && !already[t] {
+					out = append(out, t)
+				}
+			}
+			return out, nil
+		})
+		for i := range names {
+			names[i] = done + names[i]
+		}
+		return names, dir | cobra.ShellCompDirectiveNoSpace
+	}
+}
+
+// completeKids completes --kid with the kids of the keyring file the
+// command names (--keyring or FLECHT_KEYRING).
+func completeKids(f *Factory) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		flag := ""
+		if cmd.Flags().Lookup("keyring") != nil {
+			flag, _ = cmd.Flags().GetString("keyring")
+		}
+		path := keyringPath(flag, f.Getenv)
+		if path == "" {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		kr, _, err := secret.Load(path)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []string
+		for _, k := range kr.Kids() {
+			if strings.HasPrefix(k, toComplete) {
+				out = append(out, k)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// Flags whose values are topic names, completed from the cluster.
+var topicFlags = []string{"topics", "input-topics", "raw", "config-topics", "input"}
+
+// registerCompletions wires the cluster's names into the command tree:
+// application ids as the first argument of status, replay and doctor;
+// topic names for the topic flags; kids for --kid (profiles for --profile
+// are the root's).
+func registerCompletions(root *cobra.Command, f *Factory) {
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		switch c.Name() {
+		case "status", "replay", "doctor":
+			if c.Parent() == root {
+				c.ValidArgsFunction = completeApplicationIDs(f)
+			}
+		}
+		for _, name := range topicFlags {
+			if c.LocalFlags().Lookup(name) != nil {
+				_ = c.RegisterFlagCompletionFunc(name, completeTopics(f))
+			}
+		}
+		if c.LocalFlags().Lookup("kid") != nil {
+			_ = c.RegisterFlagCompletionFunc("kid", completeKids(f))
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 }

@@ -6,18 +6,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/promscrape"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -25,7 +23,7 @@ import (
 
 // KeysLoadedMetric is the gauge every stage exposes, one series per kid of
 // its installed keyring (SPEC §10).
-const KeysLoadedMetric = "flechtwerk_keyring_keys_loaded"
+const KeysLoadedMetric = promscrape.KeysLoadedMetric
 
 // Reader statuses in a keys check.
 const (
@@ -154,45 +152,18 @@ func printReaders(h *ui.Human, rep *KeysCheckReport) {
 	h.Table([]string{"reader", "status", "kids loaded"}, rows)
 }
 
-// metricsURL completes host:port into http://host:port/metrics.
-func metricsURL(s string) string {
-	if !strings.Contains(s, "://") {
-		s = "http://" + s
-	}
-	if u, err := url.Parse(s); err == nil && (u.Path == "" || u.Path == "/") {
-		u.Path = "/metrics"
-		return u.String()
-	}
-	return s
-}
-
 // scrapeKeyring reads the kids a reader has loaded from its metrics.
 func scrapeKeyring(ctx context.Context, client *http.Client, raw string) KeysCheckReader {
-	u := metricsURL(raw)
-	r := KeysCheckReader{URL: u, Kids: []string{}}
-	fail := func(status, format string, args ...any) KeysCheckReader {
-		r.Status, r.Error = status, fmt.Sprintf(format, args...)
+	r := KeysCheckReader{URL: promscrape.URL(raw), Kids: []string{}}
+	s, err := promscrape.Scrape(ctx, client, raw)
+	if err != nil {
+		r.Status, r.Error = readerUnreachable, err.Error()
 		return r
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return fail(readerUnreachable, "bad URL: %v", err)
-	}
-	req.Header.Set("Accept", "text/plain; version=0.0.4")
-	resp, err := client.Do(req)
-	if err != nil {
-		return fail(readerUnreachable, "%v", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fail(readerUnreachable, "HTTP %s", resp.Status)
-	}
-	kids, found, err := ParseKeysLoaded(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fail(readerUnreachable, "%v", err)
-	}
+	kids, found := s.KidsLoaded()
 	if !found {
-		return fail(readerNoMetric, "no %s metric (not a flecht or flechtwerk stage, or no keyring installed)", KeysLoadedMetric)
+		r.Status, r.Error = readerNoMetric, fmt.Sprintf("no %s metric (not a flecht or flechtwerk stage, or no keyring installed)", KeysLoadedMetric)
+		return r
 	}
 	r.Kids = kids
 	return r
@@ -201,32 +172,12 @@ func scrapeKeyring(ctx context.Context, client *http.Client, raw string) KeysChe
 // ParseKeysLoaded reads the kids with a non-zero keyring_keys_loaded series
 // from a Prometheus text exposition; found says whether the metric is there.
 func ParseKeysLoaded(r io.Reader) (kids []string, found bool, err error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(r)
+	fams, err := promscrape.Parse(r)
 	if err != nil {
-		return nil, false, fmt.Errorf("not Prometheus text format: %w", err)
+		return nil, false, err
 	}
-	mf, ok := families[KeysLoadedMetric]
-	if !ok {
-		return []string{}, false, nil
-	}
-	kids = []string{}
-	for _, m := range mf.GetMetric() {
-		v := m.GetGauge().GetValue()
-		if m.GetUntyped() != nil {
-			v = m.GetUntyped().GetValue()
-		}
-		if v == 0 {
-			continue
-		}
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "kid" && !slices.Contains(kids, l.GetValue()) {
-				kids = append(kids, l.GetValue())
-			}
-		}
-	}
-	slices.Sort(kids)
-	return kids, true, nil
+	kids, found = (&promscrape.Sample{Families: fams}).KidsLoaded()
+	return kids, found, nil
 }
 
 // keysRemoveGuard makes `keys remove` refuse while a scan of the given

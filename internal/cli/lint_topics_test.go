@@ -15,105 +15,8 @@ import (
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lint"
 )
-
-func facts(n int, kv ...string) TopicFacts {
-	f := TopicFacts{Exists: true, Partitions: n, Configs: map[string]string{}}
-	for i := 0; i+1 < len(kv); i += 2 {
-		f.Configs[kv[i]] = kv[i+1]
-	}
-	return f
-}
-
-func problemKinds(r *LintTopicsReport) []string {
-	var out []string
-	for _, p := range r.Problems {
-		out = append(out, p.Kind+":"+p.Topic)
-	}
-	return out
-}
-
-func TestCheckTopicsClean(t *testing.T) {
-	spec := topicsSpec{Raw: []string{"raw"}, Config: []string{"cfg"}, Input: []string{"raw", "raw2"}, TaskTopics: []string{"raw", "raw2"},
-		Changelog: "app-changelog", DLQ: []string{"raw.dlq", "raw2.dlq"}}
-	f := map[string]TopicFacts{
-		"raw":           facts(3, "cleanup.policy", "delete", "retention.ms", "-1", "retention.bytes", "-1"),
-		"raw2":          facts(3, "cleanup.policy", "delete", "retention.ms", "-1"),
-		"cfg":           facts(1, "cleanup.policy", "compact", "retention.ms", "604800000"),
-		"app-changelog": facts(3, "cleanup.policy", "compact"),
-		"raw.dlq":       facts(3),
-		"raw2.dlq":      facts(3),
-	}
-	r := checkTopics(spec, f)
-	if r.Findings != 0 || len(r.Problems) != 0 {
-		t.Fatalf("problems %+v", r.Problems)
-	}
-	if len(r.Topics) != 6 || !reflect.DeepEqual(r.Topics[0].Roles, []string{"raw", "input"}) || !r.Topics[0].OK {
-		t.Errorf("topics %+v", r.Topics)
-	}
-	if r.MinRetention != "infinite" {
-		t.Errorf("min retention %q", r.MinRetention)
-	}
-}
-
-func TestCheckTopicsFindings(t *testing.T) {
-	spec := topicsSpec{Raw: []string{"raw", "compacted", "sized", "gone"}, Config: []string{"cfg", "cfg2"}, Input: []string{"raw", "compacted"},
-		TaskTopics: []string{"raw", "compacted"}, Changelog: "app-changelog", DLQ: []string{"raw.dlq"}}
-	f := map[string]TopicFacts{
-		"raw":           facts(3, "cleanup.policy", "delete", "retention.ms", "604800000"),
-		"compacted":     facts(6, "cleanup.policy", "compact", "retention.ms", "-1"),
-		"sized":         facts(1, "cleanup.policy", "delete", "retention.ms", "-1", "retention.bytes", "1000"),
-		"gone":          {},
-		"cfg":           facts(1, "cleanup.policy", "delete"),
-		"cfg2":          facts(1, "cleanup.policy", "compact,delete"),
-		"app-changelog": facts(3, "cleanup.policy", "delete"),
-		"raw.dlq":       {},
-	}
-	r := checkTopics(spec, f)
-	want := []string{
-		"raw_retention:raw", "raw_compacted:compacted", "raw_retention_bytes:sized", "missing_topic:gone",
-		"config_not_compacted:cfg", "config_not_compacted:cfg2", "input_partitions:",
-		"changelog_not_compacted:app-changelog", "changelog_partitions:app-changelog", "missing_dlq:raw.dlq",
-	}
-	if got := problemKinds(r); !reflect.DeepEqual(got, want) {
-		t.Fatalf("problems\n got %v\nwant %v", got, want)
-	}
-	if r.Findings != len(want) {
-		t.Errorf("findings %d", r.Findings)
-	}
-	msgs := map[string]string{}
-	for _, p := range r.Problems {
-		msgs[p.Kind+":"+p.Topic] = p.Message
-	}
-	for k, sub := range map[string]string{
-		"raw_retention:raw":                     "retention.ms=604800000 (7d)",
-		"config_not_compacted:cfg2":             "compact,delete also deletes",
-		"input_partitions:":                     "compacted has 6, raw has 3",
-		"changelog_partitions:app-changelog":    "3 partitions but the stage has 6 tasks",
-		"changelog_not_compacted:app-changelog": "cleanup.policy=delete",
-	} {
-		if !strings.Contains(msgs[k], sub) {
-			t.Errorf("%s: %q lacks %q", k, msgs[k], sub)
-		}
-	}
-
-	// With --min-retention 7d the raw topic passes; 8d it fails again.
-	spec = topicsSpec{Raw: []string{"raw"}, MinRetention: 7 * 24 * time.Hour}
-	if r := checkTopics(spec, f); r.Findings != 0 || r.MinRetention != "7d" {
-		t.Errorf("7d: %+v", r.Problems)
-	}
-	spec.MinRetention = 8 * 24 * time.Hour
-	if r := checkTopics(spec, f); r.Findings != 1 || !strings.Contains(r.Problems[0].Message, "at least 8d") {
-		t.Errorf("8d: %+v", r.Problems)
-	}
-
-	// A changelog that does not exist yet is a note, not a finding.
-	spec = topicsSpec{Changelog: "new-changelog", Input: []string{"raw"}, TaskTopics: []string{"raw"}}
-	r = checkTopics(spec, map[string]TopicFacts{"raw": facts(3), "new-changelog": {}})
-	if r.Findings != 0 || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "does not exist yet") {
-		t.Errorf("%+v", r)
-	}
-}
 
 func TestLintTopicsCommand(t *testing.T) {
 	env := devenvtest.Start(t)
@@ -145,7 +48,7 @@ func TestLintTopicsCommand(t *testing.T) {
 	if r.code != exitcode.Findings {
 		t.Fatalf("findings: exit %d %s", r.code, r.err)
 	}
-	var rep LintTopicsReport
+	var rep lint.TopicsReport
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +149,7 @@ func TestLintTopicsExtractorRawTopics(t *testing.T) {
 	for _, kind := range []string{"extractor", "mqtt"} {
 		stage := replayFile(t, kind+".yaml", "application_id: poller\nkind: "+kind+"\nconfig_topics: [polls]\nextract: {builtin: http-poll}\n")
 		r := run(t, e, "", "lint", "topics", "-f", stage, "-o", "json")
-		var rep LintTopicsReport
+		var rep lint.TopicsReport
 		if err := json.Unmarshal([]byte(r.out), &rep); err != nil || r.code != exitcode.Findings {
 			t.Fatalf("%s: exit %d %v\n%s%s", kind, r.code, err, r.out, r.err)
 		}
@@ -255,7 +158,7 @@ func TestLintTopicsExtractorRawTopics(t *testing.T) {
 		}
 		var raws []string
 		for _, lt := range rep.Topics {
-			if slices.Contains(lt.Roles, roleRaw) {
+			if slices.Contains(lt.Roles, lint.RoleRaw) {
 				raws = append(raws, lt.Topic)
 			}
 		}
@@ -271,7 +174,7 @@ func TestLintTopicsExtractorRawTopics(t *testing.T) {
 	// records that name none (upstream's records hold only "topic").
 	relay := replayFile(t, "relay.yaml", "application_id: bridge\nkind: mqtt\nconfig_topics: [polls]\nextract: {builtin: mqtt-relay, output_topic: relay.raw, key: \"{topic}\"}\n")
 	r := run(t, e, "", "lint", "topics", "-f", relay, "-o", "json")
-	var relayRep LintTopicsReport
+	var relayRep lint.TopicsReport
 	if err := json.Unmarshal([]byte(r.out), &relayRep); err != nil || r.code != exitcode.Findings {
 		t.Fatalf("relay: exit %d %v\n%s%s", r.code, err, r.out, r.err)
 	}
@@ -283,11 +186,19 @@ func TestLintTopicsExtractorRawTopics(t *testing.T) {
 	// missing topic's finding.
 	stage := replayFile(t, "gone.yaml", "application_id: poller\nkind: extractor\nconfig_topics: [nope]\nextract: {builtin: http-poll}\n")
 	r = run(t, e, "", "lint", "topics", "-f", stage, "-o", "json")
-	var rep LintTopicsReport
+	var rep lint.TopicsReport
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || r.code != exitcode.Findings {
 		t.Fatalf("exit %d %v\n%s%s", r.code, err, r.out, r.err)
 	}
 	if notes := strings.Join(rep.Notes, "\n"); !strings.Contains(notes, "the raw topics were not checked") || !strings.Contains(notes, `"nope" does not exist`) {
 		t.Errorf("notes %q", notes)
 	}
+}
+
+func problemKinds(r *lint.TopicsReport) []string {
+	var out []string
+	for _, p := range r.Problems {
+		out = append(out, p.Kind+":"+p.Topic)
+	}
+	return out
 }

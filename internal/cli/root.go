@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -78,7 +79,7 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 		}
 	}
 	add("run", NewCmdRun(f, nil), NewCmdDev(f, nil))
-	add("operate", NewCmdCluster(f, nil), NewCmdKeys(f), NewCmdSecrets(f), NewCmdBudget(f, nil), NewCmdLint(f), NewCmdReplay(f, nil), NewCmdStatus(f, nil))
+	add("operate", NewCmdCluster(f, nil), NewCmdKeys(f), NewCmdSecrets(f), NewCmdBudget(f, nil), NewCmdLint(f), NewCmdReplay(f, nil), NewCmdStatus(f, nil), NewCmdDoctor(f, nil))
 	add("tools",
 		NewCmdPartition(f, nil),
 		NewCmdProfile(f),
@@ -89,6 +90,7 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 	help.GroupID = "tools"
 	root.SetHelpCommand(help)
 	guardGroups(root)
+	registerCompletions(root, f)
 	return root
 }
 
@@ -99,6 +101,12 @@ func Main(ctx context.Context, f *Factory, args []string) int {
 	root.SetIn(f.IO.In)
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
+	if len(args) > 0 && strings.HasPrefix(args[0], cobra.ShellCompRequestCmd) {
+		// The completion scripts discard standard error; cobra's own note
+		// there ("Completion ended with directive ...") is only noise in a
+		// shell that does not.
+		root.SetErr(io.Discard)
+	}
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitcode.OK

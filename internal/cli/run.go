@@ -15,8 +15,8 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/extract"
+	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/lint"
-	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stage/builtin"
 	"github.com/flecht-dev/flecht/internal/stagefile"
@@ -240,34 +240,24 @@ func runTransformer(ctx context.Context, opts *RunOptions, st *stagefile.Stage) 
 		return err
 	}
 
-	var labels map[string]string
-	listen := opts.MetricsListen
-	if st.Metrics != nil {
-		labels = st.Metrics.Labels
-		if listen == "" {
-			listen = st.Metrics.Listen
-		}
-	}
-	obs := metrics.New(labels, metrics.MaxPollRecords(st.MaxPollRecords))
+	obs, listen := stageObserver(st, opts.MetricsListen)
 	if _, err := loadRunKeyring(opts, obs, log); err != nil {
 		return err
 	}
+	probes := health.New()
 	runner := stage.NewRunner(stage.Options{
 		Stage: st, Cluster: cluster, ClientID: opts.ClientID, StateDir: opts.StateDir,
-		Metrics: obs, Log: log, SessionTimeout: opts.SessionTimeout,
+		Metrics: obs, Log: log, SessionTimeout: opts.SessionTimeout, Health: probes,
 	})
 	tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: configsOrNil(st, runner)})
 	if err != nil {
 		return exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
 	}
-	if listen != "" {
-		srv, err := obs.Serve(listen)
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-		log.Info("metrics", "url", "http://"+srv.Addr+"/metrics")
+	stop, err := serveStage(ctx, st, listen, obs, probes, cluster, opts.ClientID, log)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	return runner.Run(ctx, tf)
 }
 

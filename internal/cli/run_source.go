@@ -6,10 +6,15 @@ import (
 	"log/slog"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/brokerview"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/extract"
 	extractbuiltin "github.com/flecht-dev/flecht/internal/extract/builtin"
+	"github.com/flecht-dev/flecht/internal/health"
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/mqtt"
 	"github.com/flecht-dev/flecht/internal/profile"
@@ -55,12 +60,14 @@ func runSource(ctx context.Context, opts *RunOptions, st *stagefile.Stage) error
 	if err != nil {
 		return err
 	}
-	obs, closeMetrics, err := serveMetrics(st, opts.MetricsListen, log)
+	probes := health.New()
+	obs, listen := stageObserver(st, opts.MetricsListen)
+	stop, err := serveStage(ctx, st, listen, obs, probes, cluster, opts.ClientID, log)
 	if err != nil {
 		return err
 	}
-	defer closeMetrics()
-	bridge, err := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: cluster, ClientID: opts.ClientID, Endpoint: endpoint, Metrics: obs, Log: log})
+	defer stop()
+	bridge, err := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: cluster, ClientID: opts.ClientID, Endpoint: endpoint, Metrics: obs, Log: log, Health: probes})
 	if err != nil {
 		return exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
 	}
@@ -121,11 +128,13 @@ func runExtractor(ctx context.Context, opts *RunOptions, st *stagefile.Stage) er
 	if err != nil {
 		return err
 	}
-	obs, closeMetrics, err := serveMetrics(st, opts.MetricsListen, log)
+	probes := health.New()
+	obs, listen := stageObserver(st, opts.MetricsListen)
+	stop, err := serveStage(ctx, st, listen, obs, probes, cluster, opts.ClientID, log)
 	if err != nil {
 		return err
 	}
-	defer closeMetrics()
+	defer stop()
 	kr, err := loadRunKeyring(opts, obs, log)
 	if err != nil {
 		return err
@@ -134,15 +143,24 @@ func runExtractor(ctx context.Context, opts *RunOptions, st *stagefile.Stage) er
 	if err != nil {
 		return exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
 	}
+	// Zero from the start for each declared scope: a counter series born
+	// at 1 hides its first increase from increase() and from alert rules.
+	for _, spec := range st.SecretFields {
+		if sf, err := stagefile.ParseSecretField(spec); err == nil {
+			obs.PlaintextReads.WithLabelValues(sf.Scope)
+		}
+	}
 	runner := extract.NewRunner(extract.Options{
 		Stage: st, Cluster: cluster, ClientID: opts.ClientID, StateDir: opts.StateDir,
-		Metrics: obs, Log: log, SessionTimeout: opts.SessionTimeout,
+		Metrics: obs, Log: log, SessionTimeout: opts.SessionTimeout, Health: probes,
 	})
 	return runner.Run(ctx, poll)
 }
 
-// serveMetrics makes the stage's observer and serves it when asked to.
-func serveMetrics(st *stagefile.Stage, flagListen string, log *slog.Logger) (*metrics.Observer, func(), error) {
+// stageObserver makes a stage's observer, with the stage's metric labels,
+// and says where to serve it: --metrics-listen, else metrics.listen (empty:
+// nowhere).
+func stageObserver(st *stagefile.Stage, flagListen string) (*metrics.Observer, string) {
 	var labels map[string]string
 	listen := flagListen
 	if st.Metrics != nil {
@@ -151,14 +169,47 @@ func serveMetrics(st *stagefile.Stage, flagListen string, log *slog.Logger) (*me
 			listen = st.Metrics.Listen
 		}
 	}
-	obs := metrics.New(labels, metrics.MaxPollRecords(st.MaxPollRecords))
+	return metrics.New(labels, metrics.MaxPollRecords(st.MaxPollRecords)), listen
+}
+
+// serveStage serves a stage's metrics and, on the same listener, its
+// liveness and readiness probes, and samples its lag and open transactions
+// from the brokers beside them (brokerview) until the returned stop. With
+// no listen address it does nothing.
+func serveStage(ctx context.Context, st *stagefile.Stage, listen string, obs *metrics.Observer, probes *health.Registry,
+	cluster *kafkax.Cluster, clientID string, log *slog.Logger) (stop func(), err error) {
 	if listen == "" {
-		return obs, func() {}, nil
+		return func() {}, nil
 	}
-	srv, err := obs.Serve(listen)
+	srv, err := obs.Serve(listen,
+		metrics.Route{Path: health.LivenessPath, Handler: probes.LivenessHandler()},
+		metrics.Route{Path: health.ReadinessPath, Handler: probes.ReadinessHandler()},
+	)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	log.Info("metrics", "url", "http://"+srv.Addr+"/metrics")
-	return obs, func() { _ = srv.Close() }, nil
+	base := "http://" + srv.Addr
+	log.Info("metrics", "url", base+"/metrics", "liveness", base+health.LivenessPath, "readiness", base+health.ReadinessPath)
+	cl, err := cluster.Client(kgo.ClientID(clientID))
+	if err != nil {
+		_ = srv.Close()
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var inputs []string
+		if st.Kind == stagefile.KindTransformer {
+			inputs = st.InputTopics
+		}
+		brokerview.Run(sctx, brokerview.Options{Admin: kadm.NewClient(cl), ApplicationID: st.ApplicationID, ClientID: clientID,
+			Kind: st.Kind, InputTopics: inputs, Gauges: obs.BrokerView(), Log: log})
+	}()
+	return func() {
+		cancel()
+		<-done
+		cl.Close()
+		_ = srv.Close()
+	}, nil
 }

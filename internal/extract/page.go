@@ -185,6 +185,7 @@ func (p *page) commit(ctx context.Context, s *attr.State) error {
 		return fmt.Errorf("commit page: %w", err)
 	}
 	p.open = false
+	p.r.beat.Beat() // a committed page is progress, however long the cycle
 	if p.produced > 0 {
 		p.r.obs.TxnCommitted.Inc()
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lease"
 	"github.com/flecht-dev/flecht/internal/logx"
@@ -32,6 +33,8 @@ type Options struct {
 	Metrics        *metrics.Observer
 	Log            *slog.Logger
 	SessionTimeout time.Duration
+	// Health gets the cycle loop's heartbeat and the group's readiness.
+	Health *health.Registry
 }
 
 // TransactionTimeout bounds one page (SPEC §4: a page may not outlive it).
@@ -52,6 +55,10 @@ type Runner struct {
 	configs   *stage.ConfigStore
 	// problems logs each config's error once, not every cycle.
 	problems *logx.Recurring
+	// beat is the cycle loop's heartbeat, also beaten by every page; ready
+	// says whether the member joined and started its tokens.
+	beat  *health.Loop
+	ready *health.Condition
 
 	ex     Extractor
 	admin  *kgo.Client
@@ -88,6 +95,9 @@ func NewRunner(o Options) *Runner {
 		session: o.SessionTimeout, obs: o.Metrics, log: o.Log,
 		configs:  stage.NewConfigStore(o.Stage.ConfigTopics, o.Log, o.Metrics),
 		problems: logx.NewRecurring(o.Log),
+		// A page may run for its whole transaction timeout.
+		beat:  o.Health.Loop("cycle_loop", TransactionTimeout+time.Minute),
+		ready: o.Health.Condition("group", "starting: checking topics, not joined yet"),
 	}
 }
 
@@ -151,6 +161,7 @@ func (r *Runner) Run(ctx context.Context, ex Extractor) error {
 		Cluster: r.cluster, Admin: admin, ApplicationID: r.stage.ApplicationID, ClientID: r.clientID,
 		StateDir: r.stateDir, Changelog: r.changelog, What: "token", Metrics: r.obs, Log: r.log,
 		ProducerOpts: []kgo.Opt{kgo.TransactionTimeout(TransactionTimeout)},
+		Ready:        r.ready, Progress: r.beat,
 	})
 
 	// The group only leases tokens: its partitions are never fetched. Its
@@ -185,6 +196,7 @@ func (r *Runner) Run(ctx context.Context, ex Extractor) error {
 	// kafkax.Retriable does not recognise ends it.
 	bo := kafkax.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
 	for {
+		r.beat.Beat()
 		err := r.step(ctx, work)
 		switch {
 		case err == nil:
@@ -209,6 +221,7 @@ func (r *Runner) Run(ctx context.Context, ex Extractor) error {
 		default:
 			return err
 		}
+		r.beat.Idle(r.interval) // the ticker's wait is not a stall
 		select {
 		case <-ctx.Done():
 			return nil

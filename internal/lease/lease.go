@@ -19,6 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/stagefile"
@@ -64,6 +65,11 @@ type Spec struct {
 	What    string
 	Metrics *metrics.Observer
 	Log     *slog.Logger
+	// Ready, when set, tells the readiness probe whether the member has
+	// joined its group and started every lease assigned to it; Progress is
+	// beaten while a lease starts, so a long restore is not a stall.
+	Ready    *health.Condition
+	Progress *health.Loop
 }
 
 // Start brings up lease n in the order the contract requires: initialise
@@ -106,7 +112,8 @@ func Start(ctx context.Context, s *Spec, n int32) (*Lease, error) {
 		return nil, err
 	}
 	l.Store = store
-	restored, err := state.Restore(ctx, s.Admin, s.Changelog, n, store)
+	s.Progress.Beat()
+	restored, err := state.RestoreProgress(ctx, s.Admin, s.Changelog, n, store, s.Progress.Beat)
 	if err != nil {
 		l.Close()
 		return nil, fmt.Errorf("%s %d: %w", s.What, n, err)
@@ -132,6 +139,7 @@ type Set struct {
 	spec    Spec
 	held    map[int32]*Lease
 	pending map[int32]bool
+	joined  bool // an assignment arrived: the member is in its group
 }
 
 // NewSet returns an empty set whose leases start as spec says.
@@ -147,6 +155,8 @@ func (s *Set) Assign(assigned map[string][]int32) {
 			s.pending[p] = true
 		}
 	}
+	s.joined = true
+	s.report()
 }
 
 // Revoke closes the leases of a revocation and forgets pending ones.
@@ -160,6 +170,7 @@ func (s *Set) Revoke(revoked map[string][]int32) {
 			}
 		}
 	}
+	s.report()
 }
 
 // Restart closes lease n and marks it pending again, so that the caller's
@@ -222,6 +233,8 @@ func (s *Set) StartPending(ctx context.Context, started func(n int32)) error {
 		if started != nil {
 			started(p)
 		}
+		s.spec.Progress.Beat()
+		s.report() // after started: the caller's work on p has resumed
 	}
 	return first
 }
@@ -242,4 +255,27 @@ func (s *Set) CloseAll() {
 		delete(s.held, p)
 	}
 	clear(s.pending)
+	s.spec.Ready.Set(false, "stopped: left group "+s.spec.ApplicationID)
+}
+
+// report tells the readiness probe where the member stands: ready once it
+// has joined and every assigned lease is fenced and restored.
+func (s *Set) report() {
+	if s.spec.Ready == nil || !s.joined {
+		return
+	}
+	started := plural(len(s.held), s.spec.What)
+	if len(s.pending) > 0 {
+		s.spec.Ready.Set(false, fmt.Sprintf("joined group %s; %s started, %s %v waiting to be fenced and restored",
+			s.spec.ApplicationID, started, s.spec.What, s.Pending()))
+		return
+	}
+	s.spec.Ready.Set(true, fmt.Sprintf("joined group %s; every assigned %s started (%s)", s.spec.ApplicationID, s.spec.What, started))
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
 }

@@ -2,9 +2,11 @@ package lease_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
+	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lease"
 	"github.com/flecht-dev/flecht/internal/state"
@@ -216,5 +219,74 @@ func TestSetStartFailure(t *testing.T) {
 	}
 	if s.Len() != 0 || !slices.Equal(s.Pending(), []int32{0}) {
 		t.Fatalf("held %d, pending %v", s.Len(), s.Pending())
+	}
+}
+
+// The set tells readiness where the member stands: not ready before it
+// joined, nor while an assigned lease waits to be fenced and restored;
+// ready once every one started, also after a revocation leaves it fewer;
+// not ready once closed. A restore beats the progress loop as it reads, so
+// a long one is not taken for a stall.
+func TestSetReportsReadiness(t *testing.T) {
+	spec, cl := setup(t)
+	ctx := context.Background()
+	var recs []*kgo.Record
+	for i := range 600 {
+		recs = append(recs, state.ChangelogRecord("app-changelog", 0, fmt.Sprintf("k%d", i), []byte(`{"n":1}`)))
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		now   = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		beats int
+	)
+	// Every call to the clock after registration is a beat (or a probe,
+	// which this test does not make while restoring).
+	reg := health.New(health.Clock(func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		beats++
+		return now
+	}))
+	spec.Ready = reg.Condition("group", "not joined yet")
+	spec.Progress = reg.Loop("poll", time.Minute)
+	s := lease.NewSet(spec)
+	ready := func() (bool, string) {
+		r := reg.Readiness()
+		return r.OK, r.Checks[0].Detail
+	}
+	if ok, d := ready(); ok || d != "not joined yet" {
+		t.Fatalf("before joining: %v %q", ok, d)
+	}
+	s.Assign(map[string][]int32{"in": {0, 1}})
+	if ok, d := ready(); ok || d != "joined group app; 0 tasks started, task [0 1] waiting to be fenced and restored" {
+		t.Fatalf("assigned: %v %q", ok, d)
+	}
+	mu.Lock()
+	beats = 0
+	mu.Unlock()
+	if err := s.StartPending(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := beats
+	mu.Unlock()
+	// 600 records restored for partition 0: two beats while reading (every
+	// 256), one before each restore and one after each start.
+	if got < 2+2+2 {
+		t.Fatalf("restoring 600 records beat the loop %d times", got)
+	}
+	if ok, d := ready(); !ok || d != "joined group app; every assigned task started (2 tasks)" {
+		t.Fatalf("started: %v %q", ok, d)
+	}
+	s.Revoke(map[string][]int32{"in": {1}})
+	if ok, d := ready(); !ok || d != "joined group app; every assigned task started (1 task)" {
+		t.Fatalf("after a revoke: %v %q", ok, d)
+	}
+	s.CloseAll()
+	if ok, d := ready(); ok || d != "stopped: left group app" {
+		t.Fatalf("closed: %v %q", ok, d)
 	}
 }

@@ -12,9 +12,9 @@ import "slices"
 // flecht's additions. README's "Metrics" section is this table.
 //
 // Every stage kind builds the same Observer, so a flecht stage of any kind
-// registers every family (a family with labels appears once it has a
-// series); upstream creates a family on its first use. Stages lists the
-// kinds that update a family.
+// registers every family but the lazy ones (a family with labels appears
+// once it has a series); upstream creates a family on its first use.
+// Stages lists the kinds that update a family.
 
 // Type is a metric family's Prometheus type.
 type Type string
@@ -87,7 +87,11 @@ type Family struct {
 	Ladder Ladder // histograms only
 	Origin Origin
 	Stages []string // the stage kinds that update it
-	Note   string
+	// Lazy families are registered by the stages that update them, not by
+	// every observer (flecht.go): a bridge's session expiry, and what a
+	// stage served on a metrics listener samples from the brokers.
+	Lazy bool
+	Note string
 }
 
 // Catalog is every family a flecht stage exports, in upstream's order.
@@ -162,6 +166,14 @@ var Catalog = []Family{
 		Stages: []string{kindMQTT}, Note: "receive → PUBACK, sent only after the Kafka commit"},
 	{Name: "mqtt_subscriptions_refused_total", Type: Counter, Labels: []string{"topic"}, Origin: Flecht,
 		Stages: []string{kindMQTT}, Note: "SUBACK refusals by filter; the config is retried every poll interval"},
+	{Name: "mqtt_session_expiry_seconds", Type: Gauge, Origin: Flecht, Lazy: true,
+		Stages: []string{kindMQTT}, Note: "the session expiry the bridge asks for in CONNECT: the bound of its outage budget"},
+	{Name: "consumer_lag", Type: Gauge, Labels: []string{"topic", "partition"}, Origin: Flecht, Lazy: true,
+		Stages: []string{kindTransformer}, Note: "end offset minus the group's committed offset of each input partition the instance owns, sampled from the brokers every 15 s by a stage with a metrics listener"},
+	{Name: "transaction_open_seconds", Type: Gauge, Labels: []string{"transactional_id"}, Origin: Flecht, Lazy: true,
+		Stages: []string{kindTransformer, kindExtractor, kindMQTT}, Note: "how long each transactional ID of the instance has had a transaction open (0: none), per its coordinator; sampled likewise"},
+	{Name: "transaction_timeout_seconds", Type: Gauge, Labels: []string{"transactional_id"}, Origin: Flecht, Lazy: true,
+		Stages: []string{kindTransformer, kindExtractor, kindMQTT}, Note: "the transaction timeout of each of those IDs, per its coordinator; sampled likewise"},
 }
 
 // Lookup returns the catalog row of a family name (without the prefix).

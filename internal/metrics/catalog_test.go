@@ -62,8 +62,52 @@ func exercised(t *testing.T) *Observer {
 	o.MQTTDropped.WithLabelValues(DropStale, UnmatchedTopic).Inc()
 	o.MQTTAck.Observe(0.01)
 	o.MQTTSubscriptionsRefused.WithLabelValues("a/#").Inc()
+	o.MQTTSessionExpiry().Set(3600)
+	bv := o.BrokerView()
+	bv.ConsumerLag.WithLabelValues("in", "0").Set(12)
+	bv.TransactionOpen.WithLabelValues("app-0").Set(1.5)
+	bv.TransactionTimeout.WithLabelValues("app-0").Set(60)
 	touchUntouched(t, reflect.ValueOf(o).Elem())
 	return o
+}
+
+// The lazy families are the ones an observer registers only when a stage
+// asks for them: a fresh observer exports every other row and none of
+// them, and asking (twice: one registration) adds exactly them.
+func TestLazyFamiliesComeWithTheirStage(t *testing.T) {
+	o := New(testStageLabels)
+	touchUntouched(t, reflect.ValueOf(o).Elem())
+	exported := func() map[string]*dto.MetricFamily {
+		mfs, err := o.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return byName(t, mfs)
+	}
+	got := exported()
+	for _, row := range Catalog {
+		if _, there := got[row.Name]; there == row.Lazy {
+			t.Errorf("a fresh observer: %s exported %v, lazy %v", row.Name, there, row.Lazy)
+		}
+	}
+	bv := o.BrokerView()
+	if again := o.BrokerView(); again != bv {
+		t.Fatal("BrokerView builds its gauges again")
+	}
+	expiry := o.MQTTSessionExpiry()
+	if again := o.MQTTSessionExpiry(); again != expiry {
+		t.Fatal("MQTTSessionExpiry builds its gauge again")
+	}
+	expiry.Set(60)
+	bv.ConsumerLag.WithLabelValues("in", "0").Set(1)
+	bv.TransactionOpen.WithLabelValues("app-0").Set(0)
+	bv.TransactionTimeout.WithLabelValues("app-0").Set(60)
+	got = exported()
+	for _, row := range Catalog {
+		if _, there := got[row.Name]; !there {
+			t.Errorf("asked for, %s is not exported", row.Name)
+		}
+	}
 }
 
 var variableLabels = regexp.MustCompile(`variableLabels: \{([^}]*)\}`)

@@ -63,6 +63,7 @@ type Observer struct {
 
 	maxIn, maxOut maxPerTopic
 	maxState      maxTracker
+	flecht        flechtFamilies // flecht.go
 }
 
 // Option changes how New builds an observer.
@@ -237,14 +238,18 @@ type Server struct {
 }
 
 // Serve starts an HTTP server on listen ("host:port"; port 0 picks a free
-// one) serving the observer's metrics at /metrics.
-func (o *Observer) Serve(listen string) (*Server, error) {
+// one) serving the observer's metrics at /metrics, and routes beside them
+// (the health probes).
+func (o *Observer) Serve(listen string, routes ...Route) (*Server, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listening on %s: %w", listen, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", o.Handler())
+	for _, r := range routes {
+		mux.Handle(r.Path, r.Handler)
+	}
 	s := &Server{Addr: ln.Addr().String(), srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, done: make(chan error, 1)}
 	go func() { s.done <- s.srv.Serve(ln) }()
 	return s, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/stage"
@@ -34,6 +35,9 @@ type Options struct {
 	Log      *slog.Logger
 	// MaxBatch bounds the messages one transaction carries (default 1000).
 	MaxBatch int
+	// Health gets the heartbeats of the relay loop and the connection
+	// supervisor, and readiness: connected and subscribed.
+	Health *health.Registry
 }
 
 // Bridge relays MQTT messages into Kafka, one transaction per batch, and
@@ -115,6 +119,15 @@ type Bridge struct {
 	lastConfig time.Time
 	// defaults are the stage file's mqtt-relay options.
 	defaults RelayDefaults
+
+	// relayBeat and connBeat are the heartbeats of the relay loop and the
+	// connection supervisor; ready is met while the current connection is
+	// subscribed to every active filter (reconciled is the session the
+	// last complete reconciliation ran on).
+	relayBeat, connBeat *health.Loop
+	ready               *health.Condition
+	reconciled          *session
+	refusedNow          []string // filters the broker refused, for readiness (b.mu)
 }
 
 type inbound struct {
@@ -151,6 +164,7 @@ func NewBridge(o Options) (*Bridge, error) {
 	if r := st.MQTT.ReceiveMax(); r > 0 && r <= 65535 {
 		recvMax = uint16(r)
 	}
+	o.Metrics.MQTTSessionExpiry().Set(st.SessionExpiry().Seconds())
 	return &Bridge{
 		app: st.ApplicationID, clientID: o.ClientID, endpoint: o.Endpoint,
 		sessionExpiry: st.SessionExpiry(), receiveMaximum: recvMax, pollInterval: interval,
@@ -159,6 +173,12 @@ func NewBridge(o Options) (*Bridge, error) {
 		counts: map[string]int{}, wake: make(chan struct{}, 1),
 		subscribed: map[string]string{}, unsubscribed: map[string]bool{}, unacked: newUnacked(),
 		refusedAt: map[string]time.Time{}, defaults: defaults,
+		// A cycle drains configs, reconciles (15 s at most) and commits a
+		// batch (its transaction times out after a minute).
+		relayBeat: o.Health.Loop("relay_loop", interval+2*time.Minute),
+		// Dial, CONNECT and the early SUBSCRIBE each time out within 15 s.
+		connBeat: o.Health.Loop("mqtt_connection", 2*time.Minute),
+		ready:    o.Health.Condition("mqtt", "starting: config topics and the Kafka producer come first"),
 	}, nil
 }
 
@@ -168,6 +188,7 @@ func (b *Bridge) TransactionalID() string { return b.app + "-" + b.clientID }
 // Run relays until ctx ends (then it commits and ACKs the batch in hand,
 // disconnects without unsubscribing, and returns nil) or something fails.
 func (b *Bridge) Run(ctx context.Context) error {
+	defer b.ready.Set(false, "stopped")
 	admin, err := b.cluster.Client(kgo.ClientID(b.clientID))
 	if err != nil {
 		return err
@@ -202,6 +223,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	ticker := time.NewTicker(b.pollInterval)
 	defer ticker.Stop()
 	for {
+		b.relayBeat.Beat()
 		select {
 		case <-ctx.Done():
 			// Commit and ACK a batch of what is already here; the rest
@@ -339,7 +361,26 @@ func (b *Bridge) setSession(s *session, early []string) {
 		b.sawSession = true
 	}
 	b.sess = s
+	b.reportReady()
 	b.signal()
+}
+
+// reportReady tells readiness whether the current connection is subscribed
+// (b.mu held).
+func (b *Bridge) reportReady() {
+	broker := b.endpoint.hostPort()
+	switch {
+	case b.sess == nil:
+		b.ready.Set(false, "not connected to MQTT broker "+broker+"; reconnecting")
+	case b.reconciled != b.sess:
+		b.ready.Set(false, "connected to MQTT broker "+broker+"; subscribing")
+	default:
+		detail := fmt.Sprintf("connected to MQTT broker %s as %s; subscribed to %d active filter(s)", broker, b.clientID, len(b.lastSubs))
+		if len(b.refusedNow) > 0 {
+			detail += "; refused by the broker (ACL?): " + strings.Join(b.refusedNow, ", ")
+		}
+		b.ready.Set(true, detail)
+	}
 }
 
 // readDeclaredFilters reads the config topics' whole retained history for
@@ -521,7 +562,14 @@ func (b *Bridge) reconcile(ctx context.Context, relays map[string]*Relay) error 
 	if b.sess == s {
 		b.resumed = b.resumed && !resumed
 		b.resubscribe = b.resubscribe && !resubscribe
+		b.reconciled = s
 	}
+	b.refusedNow = b.refusedNow[:0]
+	for f := range b.refusedAt {
+		b.refusedNow = append(b.refusedNow, f)
+	}
+	sort.Strings(b.refusedNow)
+	b.reportReady()
 	b.mu.Unlock()
 	return nil
 }

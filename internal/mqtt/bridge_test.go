@@ -18,6 +18,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/devenv"
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
+	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/logx/logxtest"
 	"github.com/flecht-dev/flecht/internal/metrics"
@@ -32,6 +33,8 @@ type bridgeFixture struct {
 	cl  *kgo.Client
 	// extract is the stage file's extract: block.
 	extract string
+	// probes, when set, gets the bridges' heartbeats and readiness.
+	probes *health.Registry
 }
 
 func newBridgeFixture(t *testing.T) *bridgeFixture {
@@ -115,7 +118,7 @@ func (f *bridgeFixture) startBridgeAt(clientID string, endpoint mqtt.Endpoint, e
 		out = io.MultiWriter(logs, os.Stderr)
 	}
 	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	b, err := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: &kafkax.Cluster{Brokers: []string{f.env.KafkaAddr()}}, ClientID: clientID, Endpoint: endpoint, Metrics: obs, Log: log})
+	b, err := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: &kafkax.Cluster{Brokers: []string{f.env.KafkaAddr()}}, ClientID: clientID, Endpoint: endpoint, Metrics: obs, Log: log, Health: f.probes})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -287,6 +287,7 @@ func (b *Bridge) maintainConnection(ctx context.Context) {
 	var bo backoff
 	var gen uint64
 	for ctx.Err() == nil {
+		b.connBeat.Beat()
 		gen++
 		s, err := b.connectOnce(ctx, gen)
 		if err != nil {
@@ -295,6 +296,9 @@ func (b *Bridge) maintainConnection(ctx context.Context) {
 			}
 			wait := bo.wait()
 			b.log.Warn("MQTT connect failed; retrying", "error", err, "in", wait)
+			b.mu.Lock()
+			b.ready.Set(false, fmt.Sprintf("%v; retrying in %s", err, wait))
+			b.mu.Unlock()
 			if !sleep(ctx, wait) {
 				return
 			}
@@ -308,8 +312,8 @@ func (b *Bridge) maintainConnection(ctx context.Context) {
 			b.beforeCurrent()
 		}
 		b.setSession(s, early)
-		select {
-		case <-ctx.Done():
+		switch b.watchConnection(ctx, s) {
+		case connStopping:
 			b.setSession(nil, nil)
 			// The last batch is committed and its messages handed to Ack:
 			// let paho's ack timer write them before the connection goes,
@@ -323,13 +327,37 @@ func (b *Bridge) maintainConnection(ctx context.Context) {
 			<-s.client.Done()
 			_ = s.state.Close()
 			return
-		case <-s.client.Done():
+		case connLost:
 			_ = s.state.Close()
 			b.setSession(nil, nil)
 			b.obs.MQTTDisconnects.Inc()
 			if !b.reconnectPause(ctx, &bo, time.Since(connectedAt)) {
 				return
 			}
+		}
+	}
+}
+
+// How a watched connection ended.
+const (
+	connStopping = iota // the bridge is stopping
+	connLost            // the connection dropped
+)
+
+// watchConnection waits until the bridge stops or the connection drops,
+// beating the supervisor's heartbeat meanwhile: a connected, idle
+// supervisor is alive.
+func (b *Bridge) watchConnection(ctx context.Context, s *session) int {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		b.connBeat.Beat()
+		select {
+		case <-ctx.Done():
+			return connStopping
+		case <-s.client.Done():
+			return connLost
+		case <-tick.C:
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lease"
 	"github.com/flecht-dev/flecht/internal/metrics"
@@ -41,6 +42,9 @@ type Options struct {
 	// LeaveTimeout bounds how long shutdown waits to leave the group while
 	// a rebalance is in progress (default 5s).
 	LeaveTimeout time.Duration
+	// Health gets the heartbeats of the poll loop and of the tasks, and the
+	// group's readiness.
+	Health *health.Registry
 }
 
 // Stateless is implemented by transformers that never emit state; the
@@ -88,6 +92,9 @@ type Runner struct {
 	failure error // the first task failure, which ends Run
 
 	leaveTimeout time.Duration
+	beat         *health.Loop      // one round polls and hands out records
+	taskBeat     *health.Workers   // each task's steps: process, commit
+	ready        *health.Condition // joined, every task started
 
 	wakeMu sync.Mutex
 	wake   context.CancelFunc // ends the poll in progress
@@ -128,6 +135,11 @@ func NewRunner(o Options) *Runner {
 		leaveTimeout:   o.LeaveTimeout,
 		workers:        map[int32]*task{},
 		commitInterval: time.Duration(o.Stage.CommitInterval),
+		// A round may wait for a task that waits for its commit, which
+		// takes up to the transaction timeout; so may a task's step.
+		beat:     o.Health.Loop("poll_loop", o.TransactionTimeout+time.Minute),
+		taskBeat: o.Health.Workers("tasks", "task", o.TransactionTimeout+time.Minute),
+		ready:    o.Health.Condition("group", "starting: checking topics, not joined yet"),
 	}
 }
 
@@ -215,6 +227,7 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	if r.stateful {
 		spec.Changelog = r.changelog
 	}
+	spec.Ready, spec.Progress = r.ready, r.beat
 	r.tasks = lease.NewSet(spec)
 
 	consumer, err := r.cluster.Client(
@@ -251,6 +264,7 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	// after ctx ends; only then does the loop stop.
 	work := context.WithoutCancel(ctx)
 	for {
+		r.beat.Beat()
 		if ctx.Err() != nil {
 			return r.finishAll() // between polls: no task starts only to be closed
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/lease"
 	"github.com/flecht-dev/flecht/internal/state"
 )
@@ -44,6 +45,8 @@ type task struct {
 
 	cache *stateCache // committed state of recently used keys
 	em    emitter     // reused by every Transform call
+
+	beat *health.Worker // busy in a step, or waiting for work
 }
 
 // taskMsg is one message to a task: records of one poll, or a request to
@@ -104,6 +107,7 @@ func (r *Runner) newTask(l *lease.Lease) *task {
 		open:   newTxn(),
 		result: make(chan commitResult, 1),
 		cache:  newStateCache(),
+		beat:   r.taskBeat.Add(l.N),
 	}
 	go t.run()
 	return t
@@ -138,6 +142,7 @@ func (t *task) end(mode endMode) error {
 // aborted, and the runner hears of it through r.fail.
 func (t *task) run() {
 	defer close(t.done)
+	defer t.beat.Done()
 	defer func() {
 		if t.timer != nil {
 			t.timer.Stop()
@@ -151,10 +156,13 @@ func (t *task) run() {
 		in := t.in
 		if t.sealed != nil && t.atCap() {
 			in = nil // full: take nothing until the commit in flight is done
+		} else {
+			t.beat.Waiting() // for work: no stall, however long it takes
 		}
 		var err error
 		select {
 		case m := <-in:
+			t.beat.Busy()
 			if m.end != endNone {
 				err = t.stop(m.end)
 				m.reply <- err
@@ -163,8 +171,10 @@ func (t *task) run() {
 			}
 			err = t.process(m)
 		case res := <-t.result:
+			t.beat.Busy()
 			err = t.committed(res)
 		case <-timerC:
+			t.beat.Busy()
 			t.timer = nil
 			err = t.commitIfDue()
 		}

@@ -24,11 +24,22 @@ func ChangelogRecord(topic string, p int32, key string, value []byte) *kgo.Recor
 // Call it only after the task's producer has fenced the previous owner, so
 // that no transaction of that owner can still commit below the end.
 func Restore(ctx context.Context, cl *kgo.Client, topic string, p int32, s *Store) (int, error) {
+	return RestoreProgress(ctx, cl, topic, p, s, nil)
+}
+
+// RestoreProgress is Restore calling progress (when not nil) every few
+// hundred records: a long restore is progress, not a stall, to a liveness
+// probe.
+func RestoreProgress(ctx context.Context, cl *kgo.Client, topic string, p int32, s *Store, progress func()) (int, error) {
+	const progressEvery = 256
 	l := s.loader()
 	defer l.close()
 	n := 0
 	_, err := kafkax.ReadPartitionsToEnd(ctx, cl, []string{topic}, map[string][]int32{topic: {p}}, func(r *kgo.Record) error {
 		n++
+		if progress != nil && n%progressEvery == 0 {
+			progress()
+		}
 		if isDelete(r.Value) {
 			return l.put(r.Key, nil)
 		}

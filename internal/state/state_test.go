@@ -2,8 +2,10 @@ package state_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -119,5 +121,46 @@ func TestRestoreFromChangelogPartition(t *testing.T) {
 		if v, ok := get(t, s, k); ok {
 			t.Errorf("%s = %q, want no state", k, v)
 		}
+	}
+}
+
+// RestoreProgress calls progress every 256 records read, also across the
+// restore's batch commits (about 5 MiB here, over the 4 MiB batch), and
+// restores the same as Restore.
+func TestRestoreProgressBeatsAsItReads(t *testing.T) {
+	env := devenvtest.Start(t)
+	cl := devenvtest.KafkaClient(t, env, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx := context.Background()
+	const topic = "app-changelog"
+	if err := kafkax.CreateTopic(ctx, kadm.NewClient(cl), topic, 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
+		t.Fatal(err)
+	}
+	const records = 5000
+	value := []byte(`{"pad":"` + strings.Repeat("x", 1000) + `"}`)
+	var recs []*kgo.Record
+	for i := range records {
+		recs = append(recs, state.ChangelogRecord(topic, 0, fmt.Sprintf("k%04d", i), value))
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := state.Open(filepath.Join(t.TempDir(), "0"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	calls := 0
+	n, err := state.RestoreProgress(ctx, devenvtest.KafkaClient(t, env, kgo.FetchIsolationLevel(kgo.ReadCommitted())), topic, 0, s, func() { calls++ })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != records || calls != records/256 {
+		t.Errorf("restored %d records with %d progress calls, want %d and %d", n, calls, records, records/256)
+	}
+	if c, err := s.Count(); err != nil || c != records {
+		t.Errorf("the store holds %d keys (%v), want %d", c, err, records)
+	}
+	if v, _ := get(t, s, "k4999"); v != string(value) {
+		t.Errorf("k4999 = %.40q…", v)
 	}
 }

@@ -1,0 +1,227 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/budget"
+	"github.com/flecht-dev/flecht/internal/doctor"
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/stage/builtin"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/ui"
+)
+
+// DoctorOptions are the inputs of `flecht doctor`.
+type DoctorOptions struct {
+	IO      *ui.IOStreams
+	Printer func() *ui.Printer
+	Getenv  func(string) string
+
+	ApplicationID string
+	StageFile     string
+	MetricsURLs   []string
+	Interval      string
+	Keyring       string
+	QueueLimit    int64
+	MinBudget     string
+	MinRetention  string
+
+	// Kafka connects to the cluster; the caller closes the client.
+	Kafka func(ctx context.Context) (*kgo.Client, error)
+	// Brokers names the cluster in the findings' commands.
+	Brokers func() string
+	// Sources gathers from a connected client (tests replace it).
+	Sources func(cl *kgo.Client) doctor.Sources
+}
+
+const doctorLong = `One runbook step that checks a running pipeline stage end to end and
+prints what it found, each finding with the command that fixes or
+diagnoses it:
+
+  members           someone runs the stage, and every task (an extractor's
+                    token) has an owner; not rebalancing in both samples
+  lag               a transformer's lag in two samples --interval apart:
+                    growing, or standing with nothing committed (stuck)
+  transactions      no transaction of the stage open past half its timeout
+                    (past all of it: hanging, and read_committed readers wait)
+  topics            what 'flecht lint topics' checks: the changelog compacted
+                    with one partition per task, raw topics retained, config
+                    topics compacted, dead-letter topics present; and a
+                    stateful stage that has run has its changelog
+  metrics           every --metrics-url answers
+  record_size       no state or message record above 80 % of the 1 MiB
+                    record ceiling (the *_max_bytes gauges)
+  invalid_messages  records a transformer skipped or sent to <topic>.dlq
+  mqtt_connection   the bridge connected, and not more than once (churn)
+  outage_budget     min(session_expiry, --queue-limit / measured rate) above
+                    --min-budget, and the rate under the online capacity
+  keyring           every reader holds every kid of --keyring (without it:
+                    every kid another reader holds)
+
+The checks that read metrics need --metrics-url of every instance (host:port
+means http://host:port/metrics); without it they are skipped. Exit 0 when
+clean, 4 with findings, 1 when the pipeline cannot be checked (Kafka does
+not answer). -o json prints {application_id, kind, interval_s,
+checks[{name,status,detail}], findings[{check,subject,message,command}],
+notes}.`
+
+// NewCmdDoctor builds `flecht doctor`.
+func NewCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
+	opts := &DoctorOptions{IO: f.IO, Printer: f.Printer, Getenv: f.Getenv, Kafka: f.KafkaClient,
+		Brokers: func() string {
+			if r, err := f.Resolve(); err == nil {
+				return strings.Join(r.Brokers, ",")
+			}
+			return ""
+		},
+		Sources: func(cl *kgo.Client) doctor.Sources { return doctor.ClusterSources(cl, nil) },
+	}
+	cmd := &cobra.Command{
+		Use:   "doctor [APP] -f stage.yaml [--metrics-url URL...]",
+		Short: "Check a running pipeline stage end to end; each finding with the command for it",
+		Long:  doctorLong,
+		Example: `  flecht doctor -f examples/count.yaml --metrics-url count-0:9464,count-1:9464
+  flecht doctor sensors-bridge -f bridge.yaml --metrics-url bridge-0:9464 --queue-limit 10000 -o json
+  flecht doctor -f poll.yaml --metrics-url poll-0:9464 --keyring keyring.json`,
+		Args: usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.ApplicationID = args[0]
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runDoctor(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&opts.StageFile, "file", "f", "", "the stage file of the pipeline stage to check (required)")
+	fl.StringSliceVar(&opts.MetricsURLs, "metrics-url", nil, "an instance's metrics endpoint (repeatable or comma-separated)")
+	fl.StringVar(&opts.Interval, "interval", "10s", "time between the two samples (lag trend, rates)")
+	fl.StringVar(&opts.Keyring, "keyring", "", "the kids every reader must hold: this keyring file's (env "+EnvKeyring+")")
+	fl.Int64Var(&opts.QueueLimit, "queue-limit", doctor.DefaultQueueLimit, "the MQTT broker's per-session queue (Mosquitto max_queued_messages)")
+	fl.StringVar(&opts.MinBudget, "min-budget", "5m", "the least MQTT outage budget that is no finding")
+	fl.StringVar(&opts.MinRetention, "min-retention", "", "the least retention.ms of a raw topic (e.g. 365d); default: only infinite (-1)")
+	_ = cmd.RegisterFlagCompletionFunc("file", cobra.FixedCompletions([]string{"yaml", "yml"}, cobra.ShellCompDirectiveFilterFileExt))
+	return cmd
+}
+
+func runDoctor(ctx context.Context, opts *DoctorOptions) error {
+	in, err := doctorInputs(opts)
+	if err != nil {
+		return err
+	}
+	cl, err := opts.Kafka(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	in.Brokers = opts.Brokers()
+	progress := ui.NewProgress(opts.IO, fmt.Sprintf("sampling %s twice, %s apart", in.Stage.ApplicationID, budget.FormatDuration(in.Interval)))
+	rep, err := doctor.Run(ctx, in, opts.Sources(cl))
+	progress.Done()
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", in.Stage.ApplicationID, err)
+	}
+	if err := opts.Printer().Print(rep, func(h *ui.Human) error { printDoctor(h, rep); return nil }); err != nil {
+		return err
+	}
+	if len(rep.Findings) > 0 {
+		return &exitcode.Silent{Code: exitcode.Findings}
+	}
+	return nil
+}
+
+// doctorInputs turns the flags into the doctor's inputs, refusing what is
+// wrong before anything connects.
+func doctorInputs(opts *DoctorOptions) (doctor.Inputs, error) {
+	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
+	var in doctor.Inputs
+	if opts.StageFile == "" {
+		return in, usage("give the stage file with -f stage.yaml: the doctor checks what it declares")
+	}
+	st, err := stagefile.Load(opts.StageFile)
+	if err != nil {
+		return in, exitcode.UsageError(err)
+	}
+	if app := strings.TrimSpace(opts.ApplicationID); app != "" && app != st.ApplicationID {
+		return in, usage("the application id %q differs from %s's application_id %q", app, opts.StageFile, st.ApplicationID)
+	}
+	in.Stage = st
+	if st.Kind == stagefile.KindTransformer {
+		// Only the builtin knows whether it keeps state (and so has a
+		// changelog to miss).
+		tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: noConfigs{}})
+		if err != nil {
+			return in, exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+		}
+		if s, ok := tf.(stage.Stateless); ok && s.Stateless() {
+			in.Stateless = true
+		}
+	}
+	in.MetricsURLs = dedupeStrings(opts.MetricsURLs)
+	if in.Interval, err = budget.ParseDuration(opts.Interval); err != nil || in.Interval <= 0 {
+		return in, usage("--interval %q: want a duration above 0 such as 10s", opts.Interval)
+	}
+	if in.MinBudget, err = budget.ParseDuration(opts.MinBudget); err != nil || in.MinBudget < 0 {
+		return in, usage("--min-budget %q: want a duration such as 5m", opts.MinBudget)
+	}
+	if opts.MinRetention != "" {
+		if in.MinRetention, err = budget.ParseDuration(opts.MinRetention); err != nil || in.MinRetention <= 0 {
+			return in, usage("--min-retention %q: want a duration such as 30d or 8760h", opts.MinRetention)
+		}
+	}
+	if opts.QueueLimit <= 0 {
+		return in, usage("--queue-limit %d: want the broker's per-session queue in messages, above 0", opts.QueueLimit)
+	}
+	in.QueueLimit = opts.QueueLimit
+	if path := keyringPath(opts.Keyring, opts.Getenv); path != "" {
+		kr, _, err := secret.Load(path)
+		if err != nil {
+			return in, exitcode.UsageError(fmt.Errorf("--keyring: %w", err))
+		}
+		in.Kids = kr.Kids()
+	}
+	if err := checkNames(st.ApplicationID, nil); err != nil {
+		return in, err
+	}
+	return in, nil
+}
+
+// noConfigs stands in for the config store of a builtin built only to ask
+// whether it keeps state.
+type noConfigs struct{}
+
+func (noConfigs) Get(string) (attr.Config, bool) { return attr.Config{}, false }
+
+func printDoctor(h *ui.Human, r *doctor.Report) {
+	h.KV([2]string{"stage", r.ApplicationID + h.Faint(" ("+r.Kind+")")})
+	h.Printf("\n")
+	rows := make([][]string, len(r.Checks))
+	for i, c := range r.Checks {
+		mark := h.Good("✓")
+		switch c.Status {
+		case doctor.StatusFindings:
+			mark = h.Bad("✗")
+		case doctor.StatusSkipped:
+			mark = h.Faint("–")
+		}
+		rows[i] = []string{mark, c.Name, c.Detail}
+	}
+	h.Table([]string{"", "check", "detail"}, rows)
+	for _, fd := range r.Findings {
+		h.Printf("\n%s %s\n  %s %s\n", h.Bad("✗"), fd.Message, h.Faint("→"), fd.Command)
+	}
+	for _, n := range r.Notes {
+		h.Printf("%s %s\n", h.Faint("note:"), n)
+	}
+	printFindingsLine(h, len(r.Findings))
+}

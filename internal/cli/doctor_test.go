@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
+	"github.com/flecht-dev/flecht/internal/doctor"
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/health"
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/logx/logxtest"
+	"github.com/flecht-dev/flecht/internal/ui"
+)
+
+// What the doctor refuses before it connects, and a cluster it cannot
+// reach (exit 1: it could not check).
+func TestDoctorUsage(t *testing.T) {
+	dir := t.TempDir()
+	st := writeAt(t, dir, "count.yaml", fmt.Sprintf(countStageFmt, "refine"))
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"doctor", "refine"}, exitcode.Usage, "-f stage.yaml"},
+		{[]string{"doctor", "other", "-f", st}, exitcode.Usage, `differs from`},
+		{[]string{"doctor", "-f", st, "--interval", "0"}, exitcode.Usage, "--interval"},
+		{[]string{"doctor", "-f", st, "--queue-limit", "0"}, exitcode.Usage, "--queue-limit"},
+		{[]string{"doctor", "-f", st, "--keyring", filepath.Join(dir, "none.json")}, exitcode.Usage, "--keyring"},
+		{[]string{"doctor", "-b", "127.0.0.1:1", "-f", st, "--interval", "1s"}, exitcode.Failure, "127.0.0.1:1"},
+	} {
+		r := run(t, nil, "", tc.args...)
+		if r.code != tc.code || !strings.Contains(r.err, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d naming %q", tc.args, r.code, r.err, tc.code, tc.want)
+		}
+	}
+}
+
+// The doctor against a real stage on the embedded Kafka: clean while the
+// stage runs well (exit 0); a poison record under skip is a finding (exit
+// 4, JSON naming the check and the command); the stage stopped leaves a
+// group without members and an instance that cannot be scraped.
+func TestDoctorOnARunningStage(t *testing.T) {
+	env := devenvtest.Start(t)
+	cl := devenvtest.KafkaClient(t, env)
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	if err := kafkax.CreateTopic(ctx, adm, "items.raw", 2, map[string]string{"retention.ms": "-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kafkax.CreateTopic(ctx, adm, "items.counted", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	stagePath := writeAt(t, dir, "count.yaml", fmt.Sprintf(countStageFmt, "refine")+"invalid_messages: skip\nmetrics: {listen: \"127.0.0.1:0\"}\n")
+	var recs []*kgo.Record
+	for i := range 20 {
+		recs = append(recs, &kgo.Record{Topic: "items.raw", Key: []byte(fmt.Sprintf("k%d", i%3)), Value: []byte(`{}`)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	logs := &logxtest.Buffer{}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	f := &Factory{IO: &ui.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: logs}, Getenv: func(k string) string { return map[string]string{"HOME": dir}[k] }}
+	go func() {
+		done <- Main(runCtx, f, []string{"run", "-b", env.KafkaAddr(), "--client-id", "c0", "--session-timeout", "6s", "--state-dir", filepath.Join(dir, "state"), "-f", stagePath})
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	var base string
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(45 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s:\n%s", what, logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitFor("the metrics address", func() bool {
+		if m := regexp.MustCompile(`url=(http://[0-9.:]+)/metrics`).FindStringSubmatch(logs.String()); m != nil {
+			base = m[1]
+		}
+		return base != ""
+	})
+	waitFor("ready, and every record counted", func() bool {
+		rep, err := get(base + health.ReadinessPath)
+		if err != nil || !strings.Contains(rep, `"status":"ready"`) {
+			return false
+		}
+		out, _ := kafkax.ReadToEnd(ctx, cl, "items.counted")
+		return len(out) == 20
+	})
+
+	doc := func() (doctor.Report, result) {
+		t.Helper()
+		r := run(t, nil, "", "doctor", "refine", "-b", env.KafkaAddr(), "-f", stagePath, "--metrics-url", base, "--interval", "1s", "-o", "json")
+		var rep doctor.Report
+		if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
+			t.Fatalf("doctor: exit %d %v\n%s%s", r.code, err, r.out, r.err)
+		}
+		return rep, r
+	}
+	rep, r := doc()
+	if r.code != 0 || len(rep.Findings) != 0 {
+		t.Fatalf("a healthy stage: exit %d, findings %+v, checks %+v", r.code, rep.Findings, rep.Checks)
+	}
+	for _, c := range rep.Checks {
+		want := doctor.StatusOK
+		if c.Name == doctor.CheckMQTT || c.Name == doctor.CheckBudget || c.Name == doctor.CheckKeyring {
+			want = doctor.StatusSkipped
+		}
+		if c.Status != want {
+			t.Errorf("check %s: %s (%s), want %s", c.Name, c.Status, c.Detail, want)
+		}
+	}
+
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "items.raw", Key: []byte("bad"), Value: []byte("\xff not json")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the poison record skipped", func() bool { return strings.Contains(logs.String(), "invalid message skipped") })
+	rep, r = doc()
+	if r.code != exitcode.Findings || len(rep.Findings) != 1 || rep.Findings[0].Check != doctor.CheckInvalid ||
+		!strings.Contains(rep.Findings[0].Message, "skipped 1 invalid record(s) of items.raw") || rep.Findings[0].Command == "" {
+		t.Fatalf("after a poison record: exit %d, findings %+v", r.code, rep.Findings)
+	}
+	// The table says the same, with the command under the finding.
+	table := run(t, nil, "", "doctor", "-b", env.KafkaAddr(), "-f", stagePath, "--metrics-url", base, "--interval", "1s")
+	for _, want := range []string{"invalid_messages", "skipped 1 invalid record(s)", "→ the stage's log names each", "1 problem found"} {
+		if !strings.Contains(table.out, want) {
+			t.Errorf("table lacks %q:\n%s", want, table.out)
+		}
+	}
+
+	stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("the stage exited %d", code)
+	}
+	done <- 0 // for the cleanup
+	waitFor("the group empty", func() bool {
+		g, err := kafkax.DescribeGroup(ctx, adm, "refine")
+		return err == nil && len(g.Members) == 0
+	})
+	rep, r = doc()
+	var checks []string
+	for _, fd := range rep.Findings {
+		checks = append(checks, fd.Check)
+	}
+	if r.code != exitcode.Findings || !strings.Contains(strings.Join(checks, ","), doctor.CheckMembers) || !strings.Contains(strings.Join(checks, ","), doctor.CheckMetrics) {
+		t.Fatalf("stopped: exit %d, findings %+v", r.code, rep.Findings)
+	}
+}
+
+// get returns the body of GET url.
+func get(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}

@@ -1,0 +1,245 @@
+// Package doctor checks a running pipeline stage end to end, the runbook
+// step an operator runs when an alert fires or before a change: its group
+// members against its tasks, the lag trend over two samples, old or
+// hanging transactions, its topics (changelog, raw retention, config
+// compaction), and, from each instance's metrics, record sizes against the
+// 1 MiB ceiling, invalid messages, MQTT churn and the outage budget, and
+// the keyring kids every reader holds. Every finding comes with the
+// command that fixes or diagnoses it.
+//
+// Run gathers (status samples, lint's topic checks, scrapes) through
+// Sources, so tests substitute fakes; Diagnose is pure.
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/flecht-dev/flecht/internal/lint"
+	"github.com/flecht-dev/flecht/internal/promscrape"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/status"
+)
+
+// Check names, stable for scripts.
+const (
+	CheckMembers      = "members"
+	CheckLag          = "lag"
+	CheckTransactions = "transactions"
+	CheckTopics       = "topics"
+	CheckMetrics      = "metrics"
+	CheckRecordSize   = "record_size"
+	CheckInvalid      = "invalid_messages"
+	CheckMQTT         = "mqtt_connection"
+	CheckBudget       = "outage_budget"
+	CheckKeyring      = "keyring"
+)
+
+// Check statuses.
+const (
+	StatusOK       = "ok"
+	StatusFindings = "findings"
+	StatusSkipped  = "skipped"
+)
+
+// Inputs say what to check and against what limits.
+type Inputs struct {
+	Stage *stagefile.Stage
+	// Brokers name the cluster in the commands of findings.
+	Brokers string
+	// MetricsURLs are the instances' metrics endpoints.
+	MetricsURLs []string
+	// Interval separates the two samples (lag trend, rates).
+	Interval time.Duration
+	// Kids are the kids every reader must hold (the keyring file's);
+	// empty: the readers must agree with each other.
+	Kids []string
+	// QueueLimit is the MQTT broker's per-session queue (0: Mosquitto's
+	// default, 1000).
+	QueueLimit int64
+	// MinBudget is the least outage budget that is no finding.
+	MinBudget time.Duration
+	// MinRetention is the least retention.ms of a raw topic (0: only
+	// infinite).
+	MinRetention time.Duration
+	// Stateless says the transformer keeps no state, so it has no
+	// changelog to miss.
+	Stateless bool
+}
+
+// Defaults.
+const (
+	DefaultInterval   = 10 * time.Second
+	DefaultQueueLimit = 1000
+	DefaultMinBudget  = 5 * time.Minute
+	// RecordCeiling is Kafka's default record limit (max.message.bytes);
+	// a record above NearCeiling of it is a finding.
+	RecordCeiling = 1 << 20
+	NearCeiling   = 0.8
+)
+
+// Report is what `flecht doctor -o json` prints.
+type Report struct {
+	ApplicationID string    `json:"application_id"`
+	Kind          string    `json:"kind"`
+	IntervalS     float64   `json:"interval_s"`
+	Checks        []Check   `json:"checks"`
+	Findings      []Finding `json:"findings"`
+	Notes         []string  `json:"notes"`
+}
+
+// Check is one check and how it went.
+type Check struct {
+	Name   string `json:"name"`
+	Status string `json:"status"` // ok, findings, skipped
+	Detail string `json:"detail"`
+}
+
+// Finding is one problem and the command that fixes or diagnoses it.
+type Finding struct {
+	Check   string `json:"check"`
+	Subject string `json:"subject,omitempty"` // a topic, an instance, a transactional ID
+	Message string `json:"message"`
+	Command string `json:"command"`
+}
+
+// Scrape is one instance's metrics, sampled twice.
+type Scrape struct {
+	URL           string
+	First, Second *promscrape.Sample
+	Err           error
+}
+
+// Observations are what Run gathered.
+type Observations struct {
+	First, Second *status.Sample
+	Topics        *lint.TopicsReport
+	Scrapes       []Scrape
+}
+
+// Sources are where Run gathers from.
+type Sources struct {
+	Status func(ctx context.Context, req status.Request) (*status.Sample, error)
+	Topics func(ctx context.Context, spec lint.TopicsSpec) (*lint.TopicsReport, error)
+	Scrape func(ctx context.Context, url string) (*promscrape.Sample, error)
+	Sleep  func(ctx context.Context, d time.Duration) error
+}
+
+// Request is the status request for a stage: a transformer's inputs, an
+// extractor's config topics (its tokens are their partition numbers).
+func Request(st *stagefile.Stage) status.Request {
+	req := status.Request{ApplicationID: st.ApplicationID, Kind: st.Kind}
+	switch st.Kind {
+	case stagefile.KindTransformer:
+		req.InputTopics = st.InputTopics
+	case stagefile.KindExtractor:
+		req.InputTopics = st.ConfigTopics
+	}
+	return req
+}
+
+// Run gathers two samples Interval apart (status and every instance's
+// metrics) and the topic checks, then diagnoses. An error means the
+// pipeline could not be checked (Kafka did not answer); an instance that
+// cannot be scraped is a finding.
+func Run(ctx context.Context, in Inputs, src Sources) (*Report, error) {
+	if in.Interval <= 0 {
+		in.Interval = DefaultInterval
+	}
+	spec, err := lint.SpecFromStage(in.Stage)
+	if err != nil {
+		return nil, err
+	}
+	spec.MinRetention = in.MinRetention
+	req := Request(in.Stage)
+	var obs Observations
+	if obs.First, err = src.Status(ctx, req); err != nil {
+		return nil, err
+	}
+	obs.Scrapes = make([]Scrape, len(in.MetricsURLs))
+	for i, u := range in.MetricsURLs {
+		obs.Scrapes[i].URL = promscrape.URL(u)
+		obs.Scrapes[i].First, obs.Scrapes[i].Err = src.Scrape(ctx, u)
+	}
+	if obs.Topics, err = src.Topics(ctx, spec); err != nil {
+		return nil, err
+	}
+	if err := src.Sleep(ctx, in.Interval); err != nil {
+		return nil, err
+	}
+	if obs.Second, err = src.Status(ctx, req); err != nil {
+		return nil, err
+	}
+	for i, u := range in.MetricsURLs {
+		if obs.Scrapes[i].Err != nil {
+			continue
+		}
+		obs.Scrapes[i].Second, obs.Scrapes[i].Err = src.Scrape(ctx, u)
+	}
+	return Diagnose(in, obs), nil
+}
+
+// Diagnose turns the observations into the report.
+func Diagnose(in Inputs, obs Observations) *Report {
+	if in.Interval <= 0 {
+		in.Interval = DefaultInterval
+	}
+	d := &diagnosis{in: in, obs: obs, st: in.Stage, rep: &Report{
+		ApplicationID: in.Stage.ApplicationID, Kind: in.Stage.Kind, IntervalS: in.Interval.Seconds(),
+		Checks: []Check{}, Findings: []Finding{}, Notes: []string{},
+	}}
+	d.members()
+	d.lag()
+	d.transactions()
+	d.topics()
+	d.metrics()
+	return d.rep
+}
+
+type diagnosis struct {
+	in  Inputs
+	obs Observations
+	st  *stagefile.Stage
+	rep *Report
+	// found counts the findings of the check in progress.
+	found int
+}
+
+// finding adds a finding to the check in progress.
+func (d *diagnosis) finding(check, subject, command, format string, args ...any) {
+	d.rep.Findings = append(d.rep.Findings, Finding{Check: check, Subject: subject, Message: fmt.Sprintf(format, args...), Command: command})
+	d.found++
+}
+
+// done records a check: findings when any was added since begin, else ok.
+func (d *diagnosis) done(name string, before int, detail string) {
+	s := StatusOK
+	if d.found > before {
+		s = StatusFindings
+	}
+	d.rep.Checks = append(d.rep.Checks, Check{Name: name, Status: s, Detail: detail})
+}
+
+func (d *diagnosis) skipped(name, why string) {
+	d.rep.Checks = append(d.rep.Checks, Check{Name: name, Status: StatusSkipped, Detail: why})
+}
+
+func (d *diagnosis) note(format string, args ...any) {
+	d.rep.Notes = append(d.rep.Notes, fmt.Sprintf(format, args...))
+}
+
+// stageFlags are the flags that name the stage in a suggested command.
+func (d *diagnosis) stageFlags() string {
+	if d.st.Path != "" {
+		return "-f " + shellQuote(d.st.Path)
+	}
+	return shellQuote(d.st.ApplicationID)
+}
+
+func (d *diagnosis) brokers() string {
+	if d.in.Brokers != "" {
+		return d.in.Brokers
+	}
+	return "<brokers>"
+}

@@ -1,0 +1,363 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lint"
+	"github.com/flecht-dev/flecht/internal/promscrape"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/status"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func stage(t *testing.T, yaml string) *stagefile.Stage {
+	t.Helper()
+	st, err := stagefile.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Path = "stage.yaml"
+	return st
+}
+
+const countYAML = "application_id: app\nkind: transformer\ninput_topics: [in]\ninvalid_messages: skip\ntransform: {builtin: count, output_topic: out}\n"
+const bridgeYAML = "application_id: br\nkind: mqtt\nconfig_topics: [cfg]\nextract: {builtin: mqtt-relay, output_topic: raw, key: \"{topic}\"}\nmqtt: {session_expiry: 1h}\n"
+
+// sample is a status sample of group app on topic in (2 partitions):
+// members name the partitions each owns, committed and ends the offsets.
+func sample(at time.Time, state string, members map[string][]int32, committed, ends [2]int64, pending ...status.PendingTransaction) *status.Sample {
+	s := &status.Sample{At: at, Inputs: []string{"in"}, Partitions: map[string][]int32{"in": {0, 1}},
+		Committed: map[status.TP]int64{}, Starts: map[status.TP]int64{}, Ends: map[status.TP]int64{},
+		Group:       kafkax.Group{Group: "app", State: state, Members: []kafkax.GroupMember{}},
+		Transaction: status.Transactions{Supported: true, Pending: pending}}
+	for id, ps := range members {
+		s.Group.Members = append(s.Group.Members, kafkax.GroupMember{ClientID: id, Assigned: []kafkax.TopicPartitions{{Topic: "in", Partitions: ps}}})
+	}
+	for p := range 2 {
+		tp := status.TP{Topic: "in", Partition: int32(p)}
+		s.Committed[tp], s.Ends[tp] = committed[p], ends[p]
+	}
+	return s
+}
+
+func scrape(t *testing.T, at time.Time, text string) *promscrape.Sample {
+	t.Helper()
+	f, err := promscrape.Parse(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &promscrape.Sample{At: at, Families: f}
+}
+
+func cleanTopics() *lint.TopicsReport {
+	return &lint.TopicsReport{Topics: []lint.Topic{{Topic: "in", Roles: []string{"raw", "input"}, Exists: true, Partitions: 2, OK: true}},
+		Problems: []lint.TopicProblem{}, Notes: []string{}}
+}
+
+const healthyMetrics = `# TYPE flechtwerk_state_record_max_bytes gauge
+flechtwerk_state_record_max_bytes 2048
+# TYPE flechtwerk_message_out_max_bytes gauge
+flechtwerk_message_out_max_bytes{topic="out"} 300
+# TYPE flechtwerk_keyring_keys_loaded gauge
+flechtwerk_keyring_keys_loaded{kid="k1"} 1
+`
+
+func statuses(r *Report) map[string]string {
+	out := map[string]string{}
+	for _, c := range r.Checks {
+		out[c.Name] = c.Status
+	}
+	return out
+}
+
+func findings(r *Report, check string) []Finding {
+	var out []Finding
+	for _, f := range r.Findings {
+		if f.Check == check {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// A healthy transformer: two members own both tasks, the lag falls, no
+// transaction is old, the topics are right, records are small, nothing
+// invalid, every reader holds the keyring's kid. Every check passes, and
+// the bridge-only checks say why they were skipped.
+func TestDiagnoseCleanTransformer(t *testing.T) {
+	st := stage(t, countYAML)
+	members := map[string][]int32{"c0": {0}, "c1": {1}}
+	obs := Observations{
+		First:  sample(t0, "Stable", members, [2]int64{90, 50}, [2]int64{100, 60}),
+		Second: sample(t0.Add(10*time.Second), "Stable", members, [2]int64{180, 100}, [2]int64{185, 100}, status.PendingTransaction{TransactionalID: "app-0", StartedAt: t0.Add(9 * time.Second), TimeoutMillis: 60000}),
+		Topics: cleanTopics(),
+		Scrapes: []Scrape{
+			{URL: "http://c0:9464/metrics", First: scrape(t, t0, healthyMetrics), Second: scrape(t, t0.Add(10*time.Second), healthyMetrics)},
+			{URL: "http://c1:9464/metrics", First: scrape(t, t0, healthyMetrics), Second: scrape(t, t0.Add(10*time.Second), healthyMetrics)},
+		},
+	}
+	r := Diagnose(Inputs{Stage: st, Interval: 10 * time.Second, Kids: []string{"k1"}}, obs)
+	if len(r.Findings) != 0 {
+		t.Fatalf("findings on a healthy stage: %+v", r.Findings)
+	}
+	want := map[string]string{CheckMembers: StatusOK, CheckLag: StatusOK, CheckTransactions: StatusOK, CheckTopics: StatusOK, CheckMetrics: StatusOK,
+		CheckRecordSize: StatusOK, CheckInvalid: StatusOK, CheckMQTT: StatusSkipped, CheckBudget: StatusSkipped, CheckKeyring: StatusOK}
+	if got := statuses(r); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("checks\n got %v\nwant %v", got, want)
+	}
+	if r.ApplicationID != "app" || r.Kind != "transformer" || r.IntervalS != 10 {
+		t.Errorf("report head %+v", r)
+	}
+}
+
+// Everything that can go wrong with a transformer, each with its command.
+func TestDiagnoseTransformerFindings(t *testing.T) {
+	st := stage(t, countYAML)
+	grown := `# TYPE flechtwerk_state_record_max_bytes gauge
+flechtwerk_state_record_max_bytes 943718
+# TYPE flechtwerk_messages_invalid_total counter
+flechtwerk_messages_invalid_total{outcome="skipped",topic="in"} %d
+# TYPE flechtwerk_keyring_keys_loaded gauge
+flechtwerk_keyring_keys_loaded{kid="k1"} 1
+`
+	obs := Observations{
+		// Nobody owns task 1, and the lag grows from 30 to 1,600.
+		First: sample(t0, "Stable", map[string][]int32{"c0": {0}}, [2]int64{70, 0}, [2]int64{100, 0}),
+		Second: sample(t0.Add(10*time.Second), "Stable", map[string][]int32{"c0": {0}}, [2]int64{100, 0}, [2]int64{700, 1000},
+			status.PendingTransaction{TransactionalID: "app-0", StartedAt: t0.Add(-90 * time.Second), TimeoutMillis: 60000, Partitions: []string{"out/0"}},
+			status.PendingTransaction{TransactionalID: "app-1", StartedAt: t0.Add(-25 * time.Second), TimeoutMillis: 60000}),
+		Topics: &lint.TopicsReport{Topics: []lint.Topic{{Topic: "in", Roles: []string{"raw", "input"}, Exists: true, Partitions: 2}},
+			Problems: []lint.TopicProblem{{Kind: lint.ProblemRawRetention, Topic: "in", Message: "in has retention.ms=604800000 (7d)"}}, Notes: []string{}},
+		Scrapes: []Scrape{
+			{URL: "http://c0:9464/metrics", First: scrape(t, t0, fmt.Sprintf(grown, 1)), Second: scrape(t, t0.Add(10*time.Second), fmt.Sprintf(grown, 3))},
+			{URL: "http://c1:9464/metrics", Err: errors.New("connection refused")},
+		},
+	}
+	r := Diagnose(Inputs{Stage: st, Brokers: "k:9092", Interval: 10 * time.Second, Kids: []string{"k1", "k2"}}, obs)
+	type want struct{ check, message, command string }
+	for _, w := range []want{
+		{CheckMembers, "task(s) [1] of group app are assigned to no member", "flecht status -f stage.yaml"},
+		{CheckLag, "lag grew from 30 to 1600 in 10s", "flecht status -f stage.yaml --watch"},
+		{CheckTransactions, "app-0 has had a transaction open for 1m40s, past its 1m timeout: it hangs, and every read_committed reader of out/0 stops at it", "restart the instance that owns app-0"},
+		{CheckTransactions, "app-1 has had a transaction open for 35s of its 1m timeout", "flecht status -f stage.yaml --watch"},
+		{CheckTopics, "in has retention.ms=604800000 (7d)", "kafka-configs.sh --bootstrap-server k:9092 --alter --entity-type topics --entity-name in --add-config retention.ms=-1"},
+		{CheckMetrics, "http://c1:9464/metrics cannot be scraped: connection refused", "curl -s http://c1:9464/readyz"},
+		{CheckRecordSize, "wrote a state record of 921.6 KiB, 90% of the 1 MiB record ceiling", "flecht lint state-key -f stage.yaml"},
+		{CheckInvalid, "skipped 3 invalid record(s) of in since it started, 2 of them in the last 10s: data lost by policy", "invalid_messages: dlq"},
+		{CheckKeyring, `http://c0:9464/metrics has not loaded key "k2" (it holds k1)`, "flecht keys check --kid k2 --metrics-url http://c0:9464/metrics"},
+	} {
+		found := false
+		for _, f := range findings(r, w.check) {
+			if strings.Contains(f.Message, w.message) && strings.Contains(f.Command, w.command) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no %s finding with %q / %q in %+v", w.check, w.message, w.command, findings(r, w.check))
+		}
+	}
+	if len(r.Findings) != 9 {
+		t.Errorf("%d findings, want 9: %+v", len(r.Findings), r.Findings)
+	}
+}
+
+// A member that commits nothing while lag stands is stuck; a group with no
+// member runs nothing; a group rebalancing in both samples churns.
+func TestDiagnoseStuckAndAbsent(t *testing.T) {
+	st := stage(t, countYAML)
+	m := map[string][]int32{"c0": {0, 1}}
+	stuck := Diagnose(Inputs{Stage: st}, Observations{
+		First: sample(t0, "Stable", m, [2]int64{10, 10}, [2]int64{20, 20}), Second: sample(t0.Add(10*time.Second), "Stable", m, [2]int64{10, 10}, [2]int64{20, 20}),
+		Topics: cleanTopics(),
+	})
+	if f := findings(stuck, CheckLag); len(f) != 1 || !strings.Contains(f[0].Message, "lag 20 and no offset committed in 10s: the stage is stuck") {
+		t.Errorf("stuck: %+v", f)
+	}
+	none := Diagnose(Inputs{Stage: st}, Observations{
+		First: sample(t0, "Empty", nil, [2]int64{10, 10}, [2]int64{10, 10}), Second: sample(t0.Add(10*time.Second), "Empty", nil, [2]int64{10, 10}, [2]int64{10, 10}),
+		Topics: cleanTopics(),
+	})
+	if f := findings(none, CheckMembers); len(f) != 1 || !strings.Contains(f[0].Message, "group app has no member") || !strings.Contains(f[0].Command, "flecht run -f stage.yaml") {
+		t.Errorf("no member: %+v", f)
+	}
+	churn := Diagnose(Inputs{Stage: st}, Observations{
+		First: sample(t0, "PreparingRebalance", m, [2]int64{10, 10}, [2]int64{10, 10}), Second: sample(t0.Add(10*time.Second), "CompletingRebalance", m, [2]int64{10, 10}, [2]int64{10, 10}),
+		Topics: cleanTopics(),
+	})
+	if f := findings(churn, CheckMembers); len(f) != 1 || !strings.Contains(f[0].Message, "rebalancing in both samples") {
+		t.Errorf("churn: %+v", f)
+	}
+	// Without --metrics-url the metric checks are skipped, not passed.
+	for _, c := range []string{CheckMetrics, CheckRecordSize, CheckInvalid, CheckKeyring} {
+		if s := statuses(none)[c]; s != StatusSkipped {
+			t.Errorf("%s: %s without metrics", c, s)
+		}
+	}
+}
+
+func bridgeMetrics(connects, disconnects, in int, ackCount int, ackSum float64) string {
+	return fmt.Sprintf(`# TYPE flechtwerk_mqtt_connects_total counter
+flechtwerk_mqtt_connects_total %d
+# TYPE flechtwerk_mqtt_disconnects_total counter
+flechtwerk_mqtt_disconnects_total %d
+# TYPE flechtwerk_mqtt_messages_in_total counter
+flechtwerk_mqtt_messages_in_total{topic="s/+"} %d
+# TYPE flechtwerk_mqtt_ack_seconds histogram
+flechtwerk_mqtt_ack_seconds_bucket{le="+Inf"} %d
+flechtwerk_mqtt_ack_seconds_sum %g
+flechtwerk_mqtt_ack_seconds_count %d
+`, connects, disconnects, in, ackCount, ackSum, ackCount)
+}
+
+func bridgeObs(t *testing.T, first, second string) Observations {
+	s := &status.Sample{At: t0, Group: kafkax.Group{State: kafkax.GroupStateDead, Members: []kafkax.GroupMember{}}, Transaction: status.Transactions{Supported: true}}
+	s2 := *s
+	s2.At = t0.Add(10 * time.Second)
+	return Observations{First: s, Second: &s2, Topics: cleanTopics(),
+		Scrapes: []Scrape{{URL: "http://b0:9464/metrics", First: scrape(t, t0, first), Second: scrape(t, t0.Add(10*time.Second), second)}}}
+}
+
+// The bridge: one connect, 1 msg/s against a 1,000-message queue and a
+// 1 h session expiry: 16m40s of budget, over the 5m minimum, no finding.
+// Reconnects are churn; no connection is a finding; 10 msg/s leaves 1m40s
+// of budget; a rate above window / ack latency fills the queue while
+// connected.
+func TestDiagnoseBridge(t *testing.T) {
+	st := stage(t, bridgeYAML)
+	in := Inputs{Stage: st, Interval: 10 * time.Second}
+	ok := Diagnose(in, bridgeObs(t, bridgeMetrics(1, 0, 100, 10, 0.1), bridgeMetrics(1, 0, 110, 20, 0.2)))
+	if len(ok.Findings) != 0 {
+		t.Fatalf("a healthy bridge: %+v", ok.Findings)
+	}
+	if s := statuses(ok); s[CheckMQTT] != StatusOK || s[CheckBudget] != StatusOK || s[CheckMembers] != StatusSkipped || s[CheckLag] != StatusSkipped || s[CheckInvalid] != StatusSkipped {
+		t.Errorf("checks %v", s)
+	}
+	if d := ok.Checks[len(ok.Checks)-2].Detail; !strings.Contains(d, "16m40s at 1/s") {
+		t.Errorf("budget detail %q", d)
+	}
+
+	churn := Diagnose(in, bridgeObs(t, bridgeMetrics(3, 2, 100, 10, 0.1), bridgeMetrics(3, 2, 110, 20, 0.2)))
+	if f := findings(churn, CheckMQTT); len(f) != 1 || !strings.Contains(f[0].Message, "connected 3 times since it started") {
+		t.Errorf("churn: %+v", f)
+	}
+	down := Diagnose(in, bridgeObs(t, bridgeMetrics(1, 1, 100, 10, 0.1), bridgeMetrics(1, 1, 100, 10, 0.1)))
+	if f := findings(down, CheckMQTT); len(f) != 1 || !strings.Contains(f[0].Message, "is not connected to its MQTT broker") || !strings.Contains(f[0].Command, "http://b0:9464/readyz") {
+		t.Errorf("down: %+v", f)
+	}
+	busy := Diagnose(in, bridgeObs(t, bridgeMetrics(1, 0, 0, 10, 0.1), bridgeMetrics(1, 0, 100, 110, 1.1)))
+	if f := findings(busy, CheckBudget); len(f) != 1 || !strings.Contains(f[0].Message, "the outage budget is 1m40s (queue binds") ||
+		!strings.Contains(f[0].Command, "flecht budget -f stage.yaml --queue-limit 1000 --rate 10.00/s") {
+		t.Errorf("short budget: %+v", f)
+	}
+	// 100 acks in 10 s took 1 s each: 20 in flight / 1 s = 20/s < 30/s.
+	slow := Diagnose(Inputs{Stage: st, Interval: 10 * time.Second, QueueLimit: 1_000_000}, bridgeObs(t, bridgeMetrics(1, 0, 0, 0, 0), bridgeMetrics(1, 0, 300, 100, 100)))
+	if f := findings(slow, CheckBudget); len(f) != 1 || !strings.Contains(f[0].Message, "messages arrive at 30/s but the bridge acknowledges at most about 20/s") {
+		t.Errorf("over capacity: %+v", f)
+	}
+}
+
+// Without --keyring the readers must agree: one lacking a kid another
+// holds is a finding, and one without a keyring at all too.
+func TestDiagnoseKeyringAgreement(t *testing.T) {
+	st := stage(t, countYAML)
+	m := map[string][]int32{"c0": {0, 1}}
+	kids := func(ks ...string) string {
+		out := "# TYPE flechtwerk_keyring_keys_loaded gauge\n"
+		for _, k := range ks {
+			out += fmt.Sprintf("flechtwerk_keyring_keys_loaded{kid=%q} 1\n", k)
+		}
+		return out
+	}
+	obs := Observations{
+		First: sample(t0, "Stable", m, [2]int64{1, 1}, [2]int64{1, 1}), Second: sample(t0.Add(time.Second), "Stable", m, [2]int64{1, 1}, [2]int64{1, 1}),
+		Topics: cleanTopics(),
+		Scrapes: []Scrape{
+			{URL: "a", First: scrape(t, t0, kids("k1", "k2")), Second: scrape(t, t0, kids("k1", "k2"))},
+			{URL: "b", First: scrape(t, t0, kids("k1")), Second: scrape(t, t0, kids("k1"))},
+			{URL: "c", First: scrape(t, t0, "# TYPE up gauge\nup 1\n"), Second: scrape(t, t0, "# TYPE up gauge\nup 1\n")},
+		},
+	}
+	r := Diagnose(Inputs{Stage: st}, obs)
+	f := findings(r, CheckKeyring)
+	if len(f) != 2 || f[0].Subject != "b" || !strings.Contains(f[0].Message, `has not loaded key "k2"`) || f[1].Subject != "c" || !strings.Contains(f[1].Message, "has no keyring loaded") {
+		t.Errorf("%+v", f)
+	}
+}
+
+// Run samples twice, Interval apart, scrapes each instance twice (an
+// unreachable one once), asks for the topics once; a failure to reach
+// Kafka is an error, not a finding.
+func TestRunGathersTwoSamples(t *testing.T) {
+	st := stage(t, countYAML)
+	var calls []string
+	m := map[string][]int32{"c0": {0, 1}}
+	src := Sources{
+		Status: func(_ context.Context, req status.Request) (*status.Sample, error) {
+			calls = append(calls, "status "+req.ApplicationID+" "+strings.Join(req.InputTopics, ","))
+			return sample(t0, "Stable", m, [2]int64{1, 1}, [2]int64{1, 1}), nil
+		},
+		Topics: func(_ context.Context, spec lint.TopicsSpec) (*lint.TopicsReport, error) {
+			calls = append(calls, fmt.Sprintf("topics raw=%v changelog=%s min=%s", spec.Raw, spec.Changelog, spec.MinRetention))
+			return cleanTopics(), nil
+		},
+		Scrape: func(_ context.Context, u string) (*promscrape.Sample, error) {
+			calls = append(calls, "scrape "+u)
+			if u == "down:1" {
+				return nil, errors.New("refused")
+			}
+			return scrape(t, t0, healthyMetrics), nil
+		},
+		Sleep: func(_ context.Context, d time.Duration) error { calls = append(calls, "sleep "+d.String()); return nil },
+	}
+	r, err := Run(context.Background(), Inputs{Stage: st, MetricsURLs: []string{"c0:9464", "down:1"}, Interval: 3 * time.Second, MinRetention: time.Hour}, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "status app in|scrape c0:9464|scrape down:1|topics raw=[in] changelog=app-changelog min=1h0m0s|sleep 3s|status app in|scrape c0:9464"
+	if got := strings.Join(calls, "|"); got != want {
+		t.Errorf("calls\n got %s\nwant %s", got, want)
+	}
+	if f := findings(r, CheckMetrics); len(f) != 1 || f[0].Subject != "http://down:1/metrics" {
+		t.Errorf("%+v", f)
+	}
+	src.Status = func(context.Context, status.Request) (*status.Sample, error) { return nil, errors.New("no broker") }
+	if _, err := Run(context.Background(), Inputs{Stage: st}, src); err == nil || err.Error() != "no broker" {
+		t.Errorf("Kafka away: %v", err)
+	}
+}
+
+// A stateful stage that has run without its changelog has lost its state;
+// a stateless one has no changelog to lose, and one that never ran creates
+// it at its first start.
+func TestDiagnoseMissingChangelog(t *testing.T) {
+	st := stage(t, countYAML)
+	topics := func() *lint.TopicsReport {
+		r := cleanTopics()
+		r.Topics = append(r.Topics, lint.Topic{Topic: "app-changelog", Roles: []string{lint.RoleChangelog}, OK: true})
+		return r
+	}
+	m := map[string][]int32{"c0": {0, 1}}
+	ran := Observations{First: sample(t0, "Stable", m, [2]int64{5, 5}, [2]int64{5, 5}), Second: sample(t0.Add(time.Second), "Stable", m, [2]int64{5, 5}, [2]int64{5, 5}), Topics: topics()}
+	r := Diagnose(Inputs{Stage: st}, ran)
+	if f := findings(r, CheckTopics); len(f) != 1 || !strings.Contains(f[0].Message, "changelog app-changelog does not exist, but group app has run") ||
+		!strings.Contains(f[0].Command, "flecht replay -f stage.yaml --execute") {
+		t.Errorf("stateful: %+v", f)
+	}
+	if f := findings(Diagnose(Inputs{Stage: st, Stateless: true}, ran), CheckTopics); len(f) != 0 {
+		t.Errorf("stateless: %+v", f)
+	}
+	fresh := ran
+	fresh.First = &status.Sample{At: t0, Partitions: map[string][]int32{"in": {0, 1}}, Group: kafkax.Group{State: kafkax.GroupStateDead}, Transaction: status.Transactions{Supported: true}}
+	s2 := *fresh.First
+	fresh.Second = &s2
+	if f := findings(Diagnose(Inputs{Stage: st}, fresh), CheckTopics); len(f) != 0 {
+		t.Errorf("never ran: %+v", f)
+	}
+}

@@ -1,0 +1,211 @@
+package doctor
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flecht-dev/flecht/internal/budget"
+	"github.com/flecht-dev/flecht/internal/lint"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/status"
+)
+
+// members compares the group's members with the stage's tasks (tokens for
+// an extractor): someone must run it, and every task must have an owner.
+func (d *diagnosis) members() {
+	if d.st.Kind == stagefile.KindMQTT {
+		d.skipped(CheckMembers, "an MQTT bridge has no consumer group; its instances are its client ids")
+		return
+	}
+	before := d.found
+	what := "task"
+	if d.st.Kind == stagefile.KindExtractor {
+		what = "token"
+	}
+	s := d.obs.Second
+	tasks := 0
+	for _, ps := range s.Partitions {
+		tasks = max(tasks, len(ps))
+	}
+	assigned := map[int32]bool{}
+	for _, m := range s.Group.Members {
+		for _, a := range m.Assigned {
+			for _, p := range a.Partitions {
+				assigned[p] = true
+			}
+		}
+	}
+	var orphans []int32
+	for p := range int32(tasks) {
+		if !assigned[p] {
+			orphans = append(orphans, p)
+		}
+	}
+	n := len(s.Group.Members)
+	app := d.st.ApplicationID
+	rebalancing := s.Group.Exists() && s.Group.State != "Stable" && s.Group.State != "Empty" &&
+		d.obs.First.Group.State != "Stable" && d.obs.First.Group.State != "Empty"
+	switch {
+	case n == 0:
+		d.finding(CheckMembers, app, "flecht run "+d.stageFlags()+" --client-id <instance> (or: kubectl get pods; kubectl logs --previous <pod>)",
+			"group %s has no member: no instance runs the stage, and its %d %s(s) stand still", app, tasks, what)
+	case rebalancing:
+		d.finding(CheckMembers, app, "flecht status "+d.stageFlags()+" --watch",
+			"group %s was rebalancing in both samples (%s, then %s): members keep joining or leaving (a crash loop, or session timeouts)", app, d.obs.First.Group.State, s.Group.State)
+	case len(orphans) > 0:
+		d.finding(CheckMembers, app, "flecht status "+d.stageFlags(),
+			"%s(s) %v of group %s are assigned to no member: nothing reads them", what, orphans, app)
+	}
+	if n > tasks && tasks > 0 {
+		d.note("%d members for %d %ss: %d stand by (a member takes over when another leaves)", n, tasks, what, n-tasks)
+	}
+	d.done(CheckMembers, before, fmt.Sprintf("%d member(s), %d %s(s), group %s", n, tasks, what, s.Group.State))
+}
+
+// lag compares the transformer's lag in the two samples.
+func (d *diagnosis) lag() {
+	if d.st.Kind != stagefile.KindTransformer {
+		d.skipped(CheckLag, "a "+d.st.Kind+" stage has no input to lag behind")
+		return
+	}
+	before := d.found
+	first := status.Build(d.st.ApplicationID, nil, d.obs.First)
+	rep := status.Build(d.st.ApplicationID, d.obs.First, d.obs.Second)
+	th := rep.Throughput
+	cmd := "flecht status " + d.stageFlags() + " --watch"
+	detail := fmt.Sprintf("lag %d (was %d)", rep.Lag, first.Lag)
+	if th != nil {
+		detail += fmt.Sprintf(", consumed %s, produced %s over %s", budget.FormatRate(th.ConsumedPerSecond), budget.FormatRate(th.ProducedPerSecond),
+			budget.FormatDuration(time.Duration(th.IntervalSeconds*float64(time.Second))))
+	}
+	batch := max(d.st.MaxPollRecords, 1)
+	switch {
+	case th != nil && rep.Lag > 0 && th.ConsumedPerSecond == 0 && len(d.obs.Second.Group.Members) > 0:
+		d.finding(CheckLag, d.st.ApplicationID, cmd,
+			"lag %d and no offset committed in %s: the stage is stuck (a batch or a transaction that does not end) or cannot keep up at all", rep.Lag, budget.FormatDuration(d.in.Interval))
+	case rep.Lag > first.Lag && rep.Lag > int64(batch):
+		d.finding(CheckLag, d.st.ApplicationID, cmd,
+			"lag grew from %d to %d in %s: the stage is slower than its input (more instances, up to the %d input partitions, or a faster transform)",
+			first.Lag, rep.Lag, budget.FormatDuration(d.in.Interval), tasksOf(d.obs.Second))
+	}
+	d.done(CheckLag, before, detail)
+}
+
+func tasksOf(s *status.Sample) int {
+	n := 0
+	for _, ps := range s.Partitions {
+		n = max(n, len(ps))
+	}
+	return n
+}
+
+// transactions finds transactions of the stage open past their timeout
+// (hanging: the coordinator should have aborted them, and every
+// read_committed reader of their partitions waits) or past half of it.
+func (d *diagnosis) transactions() {
+	tx := d.obs.Second.Transaction
+	if !tx.Supported {
+		d.skipped(CheckTransactions, "the broker does not list transactions: "+tx.Error)
+		return
+	}
+	before := d.found
+	var oldest time.Duration
+	for _, p := range tx.Pending {
+		if p.StartedAt.IsZero() {
+			continue
+		}
+		age := d.obs.Second.At.Sub(p.StartedAt)
+		oldest = max(oldest, age)
+		timeout := time.Duration(p.TimeoutMillis) * time.Millisecond
+		if timeout <= 0 {
+			continue
+		}
+		parts := strings.Join(p.Partitions, ", ")
+		switch {
+		case age > timeout:
+			d.finding(CheckTransactions, p.TransactionalID,
+				"restart the instance that owns "+p.TransactionalID+" (its producer fences the ID and aborts the transaction), or: kafka-transactions.sh --bootstrap-server "+d.brokers()+" find-hanging --broker-id <id>",
+				"%s has had a transaction open for %s, past its %s timeout: it hangs, and every read_committed reader of %s stops at it",
+				p.TransactionalID, budget.FormatDuration(age), budget.FormatDuration(timeout), parts)
+		case age > timeout/2:
+			d.finding(CheckTransactions, p.TransactionalID, "flecht status "+d.stageFlags()+" --watch",
+				"%s has had a transaction open for %s of its %s timeout: it is likely to be aborted (a batch or page that does not finish)",
+				p.TransactionalID, budget.FormatDuration(age), budget.FormatDuration(timeout))
+		}
+	}
+	detail := fmt.Sprintf("%d open", len(tx.Pending))
+	if oldest > 0 {
+		detail += ", the oldest for " + budget.FormatDuration(oldest)
+	}
+	if tx.Error != "" {
+		d.note("describing the open transactions: %s", tx.Error)
+	}
+	d.done(CheckTransactions, before, detail)
+}
+
+// topics turns lint's topic problems into findings with the command that
+// fixes each.
+func (d *diagnosis) topics() {
+	before := d.found
+	t := d.obs.Topics
+	for _, p := range t.Problems {
+		d.finding(CheckTopics, p.Topic, d.topicFix(p, t), "%s", p.Message)
+	}
+	// lint lets a missing changelog pass (the stage creates it at its
+	// first start); a stage that has run without one has lost its state.
+	s := d.obs.Second
+	ran := len(s.Committed) > 0 || len(s.Group.Members) > 0
+	keepsState := d.st.Kind == stagefile.KindExtractor || d.st.Kind == stagefile.KindTransformer && !d.in.Stateless
+	for _, tp := range t.Topics {
+		if slices.Contains(tp.Roles, lint.RoleChangelog) && !tp.Exists && ran && keepsState {
+			d.finding(CheckTopics, tp.Topic, "flecht replay "+d.stageFlags()+" --execute (stop the stage first; it rebuilds the state from the raw topics)",
+				"changelog %s does not exist, but group %s has run: the stage's state is gone, and its tasks restore empty stores", tp.Topic, d.st.ApplicationID)
+		}
+	}
+	d.rep.Notes = append(d.rep.Notes, t.Notes...)
+	names := make([]string, 0, len(t.Topics))
+	for _, tp := range t.Topics {
+		names = append(names, tp.Topic+" ("+strings.Join(tp.Roles, ",")+")")
+	}
+	d.done(CheckTopics, before, fmt.Sprintf("%d topic(s): %s", len(t.Topics), strings.Join(names, "; ")))
+}
+
+func (d *diagnosis) topicFix(p lint.TopicProblem, t *lint.TopicsReport) string {
+	alter := func(kv string) string {
+		return "kafka-configs.sh --bootstrap-server " + d.brokers() + " --alter --entity-type topics --entity-name " + shellQuote(p.Topic) + " --add-config " + kv
+	}
+	switch p.Kind {
+	case lint.ProblemRawRetention:
+		return alter("retention.ms=-1")
+	case lint.ProblemRawRetentionBytes:
+		return alter("retention.bytes=-1")
+	case lint.ProblemRawCompacted:
+		return alter("cleanup.policy=delete")
+	case lint.ProblemConfigNotCompacted, lint.ProblemChangelogNotCompacted:
+		return alter("cleanup.policy=compact")
+	case lint.ProblemChangelogPartitions:
+		return "flecht replay " + d.stageFlags() + " --execute (stop the stage first: it rebuilds the changelog with one partition per task)"
+	case lint.ProblemMissing, lint.ProblemMissingDLQ:
+		n := 1
+		for _, tp := range t.Topics {
+			if slices.Contains(tp.Roles, lint.RoleInput) && tp.Partitions > n {
+				n = tp.Partitions
+			}
+		}
+		return "kafka-topics.sh --bootstrap-server " + d.brokers() + " --create --topic " + shellQuote(p.Topic) + " --partitions " + strconv.Itoa(n)
+	}
+	return "flecht lint topics " + d.stageFlags()
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,@+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
