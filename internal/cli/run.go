@@ -85,13 +85,30 @@ stops the process (exit 1); SIGTERM stops them all.
 Startup checks everything before it joins the group: the stage file, the
 topics and their partition counts, the changelog. A wrong stage file
 (unknown field or builtin, a bad option, a state_key that coarsens) exits 2
-before any connection. SIGTERM or Ctrl-C stops cleanly and exits 0: a
-transformer commits the transactions it has open; an extractor aborts the page in hand
-(its cursor stays at the last committed page, which is polled again after
-the restart); the MQTT bridge commits and ACKs what it holds.
+before any connection. Once a broker answered, a transformer retries its
+checks for up to 2 minutes while Kafka is unavailable or changing (a node
+down or restarting); no broker answering, and what retrying cannot fix
+(a missing topic), fail at once. SIGTERM or
+Ctrl-C stops cleanly and exits 0: a transformer commits the transactions it
+has open; an extractor aborts the page in hand (its cursor stays at the
+last committed page, which is polled again after the restart); the MQTT
+bridge commits and ACKs what it holds.
 
-Beyond those, any other error exits 1 (let it crash: the restart recovers
-from the changelog and aborts what was left open).`
+A node of the cluster dying, pausing or restarting does not end a stage:
+what it fails is aborted and tried again with a backoff (a transformer's
+task starts again from its committed offsets and its changelog, while the
+other tasks go on), and the logs say so ("... failed; the cluster is
+unavailable or changing, retrying"). The group members are static
+(group.instance.id = --client-id): a restarted instance takes its own
+partitions back at once, without moving the others'. A stopped one keeps
+them idle until its session times out (10s), unless it stops with
+--leave-group (a scale-down). Two processes with one --client-id fence each
+other: the older exits.
+
+Beyond those, a fence by another owner (a paused instance whose tasks moved
+on), a refused authorisation and any error retrying cannot fix exit 1 (let
+it crash: the restart recovers from the changelog and aborts what was left
+open).`
 
 // RunOptions are the inputs of `flecht run`.
 type RunOptions struct {
@@ -103,6 +120,9 @@ type RunOptions struct {
 	// SessionTimeout is the group session timeout (hidden flag; tests
 	// shorten it so a killed instance's partitions move sooner).
 	SessionTimeout time.Duration
+	// LeaveGroup makes a clean stop of a transformer leave its group at
+	// once (--leave-group), for a scale-down.
+	LeaveGroup bool
 	// MQTTURL is the MQTT broker of an mqtt stage (--mqtt-url).
 	MQTTURL string
 	// MQTTCAFile, MQTTCertFile and MQTTKeyFile are its TLS files
@@ -161,6 +181,7 @@ func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
 	cmd.Flags().StringVar(&opts.MQTTURL, "mqtt-url", "", "MQTT broker of an mqtt stage, mqtts:// for TLS (env FLECHT_MQTT_URL; default: stage file, profile, mqtt://127.0.0.1:1883); no password in it: use the stage file's mqtt.password_env or password_file")
 	addMQTTTLSFlags(cmd, &opts.MQTTCAFile, &opts.MQTTCertFile, &opts.MQTTKeyFile)
 	cmd.Flags().StringVar(&opts.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on this address (overrides metrics.listen)")
+	cmd.Flags().BoolVar(&opts.LeaveGroup, "leave-group", false, "on SIGTERM, a transformer leaves its group at once, so the other instances take its partitions now rather than after its session timeout (for a scale-down; a rolling restart is quicker without it)")
 	cmd.Flags().DurationVar(&opts.SessionTimeout, "session-timeout", 0, "consumer group session timeout (default 10s)")
 	_ = cmd.Flags().MarkHidden("session-timeout")
 	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the run to this file when it stops (for performance work)")
@@ -247,7 +268,7 @@ func runTransformer(ctx context.Context, opts *RunOptions, st *stagefile.Stage) 
 	probes := health.New()
 	runner := stage.NewRunner(stage.Options{
 		Stage: st, Cluster: cluster, ClientID: opts.ClientID, StateDir: opts.StateDir,
-		Metrics: obs, Log: log, SessionTimeout: opts.SessionTimeout, Health: probes,
+		Metrics: obs, Log: log, SessionTimeout: opts.SessionTimeout, Health: probes, LeaveGroup: opts.LeaveGroup,
 	})
 	tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: configsOrNil(st, runner)})
 	if err != nil {

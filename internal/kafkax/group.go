@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // GroupStateDead is the state Kafka reports for a group that does not
@@ -141,4 +143,65 @@ func (g *Group) sort() {
 func noConsumerGroup(err error) bool {
 	return errors.Is(err, kerr.GroupIDNotFound) || errors.Is(err, kerr.UnsupportedVersion) ||
 		strings.Contains(err.Error(), "broker is too old")
+}
+
+// StableOffsets returns group's committed offset of each given partition
+// once no transaction holds a commit of it pending (KIP-447's
+// require_stable): after the transactional ID that commits them was fenced,
+// that is the offset the fence settled on. A partition the group never
+// committed is -1. A pending commit comes back as UNSTABLE_OFFSET_COMMIT,
+// which Retriable accepts: ask again.
+func StableOffsets(ctx context.Context, cl *kgo.Client, group string, partitions map[string][]int32) (map[string]map[int32]int64, error) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group, req.RequireStable = group, true
+	for topic, ps := range partitions {
+		t := kmsg.NewOffsetFetchRequestTopic()
+		t.Topic, t.Partitions = topic, ps
+		req.Topics = append(req.Topics, t)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("fetching the committed offsets of group %q: %w", group, err)
+	}
+	out := map[string]map[int32]int64{}
+	put := func(topic string, p int32, at int64, code int16) error {
+		if err := kerr.ErrorForCode(code); err != nil {
+			return fmt.Errorf("committed offset of %s/%d in group %q: %w", topic, p, group, err)
+		}
+		if out[topic] == nil {
+			out[topic] = map[int32]int64{}
+		}
+		out[topic][p] = at
+		return nil
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, fmt.Errorf("fetching the committed offsets of group %q: %w", group, err)
+	}
+	for _, g := range resp.Groups { // v8+
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			return nil, fmt.Errorf("fetching the committed offsets of group %q: %w", group, err)
+		}
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				if err := put(t.Topic, p.Partition, p.Offset, p.ErrorCode); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := put(t.Topic, p.Partition, p.Offset, p.ErrorCode); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for topic, ps := range partitions {
+		for _, p := range ps {
+			if _, ok := out[topic][p]; !ok {
+				return nil, fmt.Errorf("committed offset of %s/%d in group %q: not in the answer", topic, p, group)
+			}
+		}
+	}
+	return out, nil
 }

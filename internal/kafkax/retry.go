@@ -133,10 +133,7 @@ func (b *Backoff) Reset() { b.attempt = 0 }
 // backoff. It returns ctx's error if ctx ends first.
 func (b *Backoff) Wait(ctx context.Context, log *slog.Logger, what string, err error) error {
 	d := b.Next()
-	if log != nil {
-		log.Warn(what+" failed; the cluster is unavailable or changing, retrying",
-			"error", err, "attempt", b.attempt, "retry_in", d.Round(time.Millisecond))
-	}
+	LogRetry(log, what, err, b.attempt, d)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -145,6 +142,21 @@ func (b *Backoff) Wait(ctx context.Context, log *slog.Logger, what string, err e
 	case <-t.C:
 		return nil
 	}
+}
+
+// LogRetry logs, in the words every stage uses, that what failed on a
+// retriable error and is tried again in d (attempt counts the failures in
+// a row; d 0: franz-go retries by itself); more key-value pairs may
+// follow.
+func LogRetry(log *slog.Logger, what string, err error, attempt int, d time.Duration, more ...any) {
+	if log == nil {
+		return
+	}
+	args := []any{"error", err, "attempt", attempt}
+	if d > 0 {
+		args = append(args, "retry_in", d.Round(time.Millisecond))
+	}
+	log.Warn(what+" failed; the cluster is unavailable or changing, retrying", append(args, more...)...)
 }
 
 // StaticMember makes a group member static (KIP-345): its group.instance.id

@@ -183,6 +183,7 @@ func (s *Set) Restart(n int32) {
 		l.Close()
 		delete(s.held, n)
 		s.pending[n] = true
+		s.report() // not ready until it started again
 	}
 }
 
@@ -202,7 +203,26 @@ func (s *Set) Pending() []int32 {
 // order (where a runner resumes fetching n). The first failure is
 // returned; the leases that started are kept.
 func (s *Set) StartPending(ctx context.Context, started func(n int32)) error {
-	pending := s.Pending()
+	failed := s.StartEligible(ctx, nil, started)
+	for _, p := range s.Pending() {
+		if err, ok := failed[p]; ok {
+			return err
+		}
+	}
+	return nil
+}
+
+// StartEligible is StartPending for the pending numbers eligible admits
+// (every one when it is nil): a caller that backs off before starting a
+// lease again leaves it pending meanwhile. It returns each failure by
+// number; a number that failed stays pending.
+func (s *Set) StartEligible(ctx context.Context, eligible func(n int32) bool, started func(n int32)) map[int32]error {
+	var pending []int32
+	for _, p := range s.Pending() {
+		if eligible == nil || eligible(p) {
+			pending = append(pending, p)
+		}
+	}
 	type result struct {
 		l   *Lease
 		err error
@@ -219,12 +239,13 @@ func (s *Set) StartPending(ctx context.Context, started func(n int32)) error {
 		})
 	}
 	wg.Wait()
-	var first error
+	var failed map[int32]error
 	for i, p := range pending {
 		if res := results[i]; res.err != nil {
-			if first == nil {
-				first = res.err
+			if failed == nil {
+				failed = map[int32]error{}
 			}
+			failed[p] = res.err
 			continue
 		} else if res.l != nil {
 			s.held[p] = res.l
@@ -236,7 +257,7 @@ func (s *Set) StartPending(ctx context.Context, started func(n int32)) error {
 		s.spec.Progress.Beat()
 		s.report() // after started: the caller's work on p has resumed
 	}
-	return first
+	return failed
 }
 
 // Get returns the lease on n, if held.

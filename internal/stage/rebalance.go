@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -16,6 +17,7 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 	if r.closed {
 		return
 	}
+	r.forget(assigned)
 	r.tasks.Assign(assigned)
 	pause := map[string][]int32{}
 	for _, p := range r.tasks.Pending() {
@@ -31,7 +33,8 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 // onRevoked ends the revoked tasks before the revoke completes: each
 // commits its open transaction (the membership is still current during the
 // revoke) and stops; then their leases close (eager rebalance: nothing is
-// kept across it). A commit that fails here ends the run.
+// kept across it). A commit that fails here is aborted (onTaskError says
+// what else it means).
 func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	r.endTasks(revoked, endFinish)
 	r.log.Info("partitions revoked", "partitions", fmt.Sprint(revoked))
@@ -55,10 +58,11 @@ func (r *Runner) endTasks(parts map[string][]int32, mode endMode) {
 			}
 			delete(r.workers, p)
 			if err := t.end(mode); err != nil {
-				r.fail(err)
+				r.onTaskError(p, err, t.hasCommitted, true)
 			}
 		}
 	}
+	r.forget(parts)
 	r.tasks.Revoke(parts)
 	r.obs.TasksAssigned.Set(float64(r.tasks.Len()))
 }
@@ -75,19 +79,18 @@ func (r *Runner) initPending(ctx context.Context) error {
 	}
 	start := time.Now()
 	var started, restored int
-	err := r.tasks.StartPending(ctx, func(p int32) {
+	failed := r.tasks.StartEligible(ctx, r.startable, func(p int32) {
 		l, ok := r.tasks.Get(p)
 		if !ok {
 			return
 		}
+		rs := r.restarts[p]
 		if _, running := r.workers[p]; !running {
-			r.workers[p] = r.newTask(l)
+			r.workers[p] = r.newTask(l, rs)
 		}
-		resume := map[string][]int32{}
-		for _, topic := range r.stage.InputTopics {
-			resume[topic] = []int32{p}
-		}
-		r.consumer.ResumeFetchPartitions(resume)
+		if rs == nil {
+			r.consumer.ResumeFetchPartitions(r.inputsOf(p))
+		} // else: resumeRestarted seeks it to its committed offsets first
 		started++
 		restored += l.Restored
 		r.log.Info("task started", "partition", p, "restored", l.Restored)
@@ -95,7 +98,14 @@ func (r *Runner) initPending(ctx context.Context) error {
 	if started > 0 {
 		r.log.Info("tasks started", "tasks", started, "restored", restored, "took", time.Since(start).Round(time.Millisecond))
 	}
-	return err
+	for _, p := range r.tasks.Pending() {
+		if err, ok := failed[p]; ok {
+			if err := r.startFailed(p, err); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // shutdown leaves the group and closes the leases. franz-go's Close waits
@@ -118,9 +128,31 @@ func (r *Runner) shutdown() {
 		r.log.Warn("leaving the group waits for a rebalance in progress; not waiting longer (the group drops this member when its session expires)",
 			"waited", r.leaveTimeout)
 	}
+	if r.leaveGroup && r.stoppedCleanly {
+		r.leave()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
 	r.tasks.CloseAll()
 	r.obs.TasksAssigned.Set(0)
+}
+
+// leave removes this instance's static member from the group, as Kafka
+// Streams' close with leaveGroup does: the others take its partitions in
+// the rebalance this starts, without waiting for its session to expire.
+// franz-go never sends a static member's LeaveGroup itself.
+func (r *Runner) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), r.leaveTimeout)
+	defer cancel()
+	resp, err := kadm.NewClient(r.admin).LeaveGroup(ctx, kadm.LeaveGroup(r.stage.ApplicationID).
+		InstanceIDs(r.clientID).Reason("flecht run stopped with --leave-group (scale-down)"))
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		r.log.Warn("leaving the group failed; the group drops this member when its session expires", "error", err)
+		return
+	}
+	r.log.Info("left the group: the other instances take its partitions now", "group", r.stage.ApplicationID, "instance_id", r.clientID)
 }

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/health"
@@ -42,6 +42,16 @@ type Options struct {
 	// LeaveTimeout bounds how long shutdown waits to leave the group while
 	// a rebalance is in progress (default 5s).
 	LeaveTimeout time.Duration
+	// LeaveGroup makes a clean stop remove this instance from the group
+	// (its static member, by --client-id) at once, so that the others take
+	// its partitions now rather than once its session timed out: for a
+	// scale-down. Without it a stop leaves the member in place, so that a
+	// restart within the session timeout (a rolling restart) takes its
+	// partitions back without moving anyone else's.
+	LeaveGroup bool
+	// StartupTimeout bounds how long the start-up checks are retried
+	// while the cluster is unreachable or changing (default 2m).
+	StartupTimeout time.Duration
 	// Health gets the heartbeats of the poll loop and of the tasks, and the
 	// group's readiness.
 	Health *health.Registry
@@ -89,12 +99,25 @@ type Runner struct {
 	commitInterval time.Duration
 
 	failMu  sync.Mutex
-	failure error // the first task failure, which ends Run
+	failure error // the first fatal failure, which ends Run
 
-	leaveTimeout time.Duration
-	beat         *health.Loop      // one round polls and hands out records
-	taskBeat     *health.Workers   // each task's steps: process, commit
-	ready        *health.Condition // joined, every task started
+	// Recovery (recovery.go): failed tasks as they reported themselves,
+	// and, under mu, the tasks restarting, their backoffs, the tasks the
+	// group is asked about, and the partitions sought in this round.
+	failedMu    sync.Mutex
+	failedTasks []taskFailure
+	restarts    map[int32]*restart
+	backoffs    map[int32]*kafkax.Backoff
+	owners      map[int32]*ownerCheck
+	sought      map[int32]bool
+
+	leaveTimeout   time.Duration
+	leaveGroup     bool
+	stoppedCleanly bool // finishAll committed every task: shutdown may leave
+	startupTimeout time.Duration
+	beat           *health.Loop      // one round polls and hands out records
+	taskBeat       *health.Workers   // each task's steps: process, commit
+	ready          *health.Condition // joined, every task started
 
 	wakeMu sync.Mutex
 	wake   context.CancelFunc // ends the poll in progress
@@ -118,6 +141,9 @@ func NewRunner(o Options) *Runner {
 	if o.LeaveTimeout == 0 {
 		o.LeaveTimeout = 5 * time.Second
 	}
+	if o.StartupTimeout == 0 {
+		o.StartupTimeout = 2 * time.Minute
+	}
 	if o.StateDir == "" {
 		o.StateDir = DefaultStateDir(o.Stage.ApplicationID)
 	}
@@ -133,7 +159,13 @@ func NewRunner(o Options) *Runner {
 		txnTimeout: o.TransactionTimeout, session: o.SessionTimeout, obs: o.Metrics, log: o.Log,
 		configs:        NewConfigStore(o.Stage.ConfigTopics, o.Log, o.Metrics),
 		leaveTimeout:   o.LeaveTimeout,
+		leaveGroup:     o.LeaveGroup,
+		startupTimeout: o.StartupTimeout,
 		workers:        map[int32]*task{},
+		restarts:       map[int32]*restart{},
+		backoffs:       map[int32]*kafkax.Backoff{},
+		owners:         map[int32]*ownerCheck{},
+		sought:         map[int32]bool{},
 		commitInterval: time.Duration(o.Stage.CommitInterval),
 		// A round may wait for a task that waits for its commit, which
 		// takes up to the transaction timeout; so may a task's step.
@@ -199,14 +231,10 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	}
 	defer admin.Close()
 	r.admin = admin
-	if err := r.cluster.Ping(ctx, admin); err != nil {
-		return err
-	}
-	r.counts = kafkax.NewPartitionCounts(kadm.NewClient(admin))
-	if err := r.prepareTopics(ctx, kadm.NewClient(admin)); err != nil {
-		return err
-	}
-	if err := r.configs.Bootstrap(ctx, r.cluster, r.clientID); err != nil {
+	if err := r.prepare(ctx, admin); err != nil {
+		if errors.Is(err, errStopped) {
+			return nil
+		}
 		return err
 	}
 	defer r.configs.Close()
@@ -233,6 +261,11 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	consumer, err := r.cluster.Client(
 		kgo.ClientID(r.clientID),
 		kgo.ConsumerGroup(r.stage.ApplicationID),
+		// A static member (group.instance.id = --client-id): a restarted
+		// process takes its own partitions back at once, without a
+		// rebalance that moves everyone's tasks and without waiting for
+		// its killed incarnation's session to expire.
+		kafkax.StaticMember(r.clientID),
 		kgo.ConsumeTopics(r.stage.InputTopics...),
 		kgo.Balancers(kgo.RangeBalancer()),
 		kgo.DisableAutoCommit(),
@@ -268,20 +301,23 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 		if ctx.Err() != nil {
 			return r.finishAll() // between polls: no task starts only to be closed
 		}
+		r.recoverTasks(work)
 		if err := r.failed(); err != nil {
 			return err
 		}
 		if err := r.initPending(work); err != nil {
 			return err
 		}
-		if err := r.configs.Drain(work); err != nil {
+		r.fetchResumeOffsets(work)
+		if err := r.drainConfigs(work); err != nil {
 			return err
 		}
-		fetches := r.poll(ctx)
+		fetches := r.poll(ctx, r.pollWait())
 		if ctx.Err() != nil {
 			consumer.AllowRebalance()
 			return r.finishAll()
 		}
+		r.resumeRestarted()
 		if err := r.fetchError(fetches); err != nil {
 			consumer.AllowRebalance()
 			return err
@@ -291,11 +327,11 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	}
 }
 
-// poll waits for records, but returns early when partitions are assigned
-// (their tasks must start before anything is fetched for them) and at least
-// once a second, so config topics are drained while input is idle.
-func (r *Runner) poll(ctx context.Context) kgo.Fetches {
-	pollCtx, cancel := context.WithTimeout(ctx, time.Second)
+// poll waits up to wait for records, but returns early when partitions
+// are assigned (their tasks must start before anything is fetched for
+// them).
+func (r *Runner) poll(ctx context.Context, wait time.Duration) kgo.Fetches {
+	pollCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	r.wakeMu.Lock()
 	r.wake = cancel
@@ -307,6 +343,29 @@ func (r *Runner) poll(ctx context.Context) kgo.Fetches {
 	return fs
 }
 
+// pollWait is how long the next poll may wait for records: a second, so
+// config topics are drained while input is idle; less when a restarting
+// task's backoff ends sooner; hardly at all when a restarted task waits to
+// be sought to its offsets after the poll.
+func (r *Runner) pollWait() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	const least = time.Millisecond // franz-go returns nothing at all for a context already done
+	wait := time.Second
+	for n, rs := range r.restarts {
+		if _, running := r.workers[n]; running {
+			if rs.offsets != nil {
+				return least
+			}
+			continue
+		}
+		if _, asking := r.owners[n]; !asking {
+			wait = min(wait, max(time.Until(rs.notBefore), least))
+		}
+	}
+	return wait
+}
+
 func (r *Runner) wakeUp() {
 	r.wakeMu.Lock()
 	defer r.wakeMu.Unlock()
@@ -315,14 +374,42 @@ func (r *Runner) wakeUp() {
 	}
 }
 
+// fetchError returns the poll's first error that ends the stage. A
+// retriable one (a node down, a coordinator moving: franz-go fetches and
+// rejoins the group again by itself, and a lost membership has ended the
+// tasks through onLost) is logged and ridden out.
 func (r *Runner) fetchError(fs kgo.Fetches) error {
 	for _, fe := range fs.Errors() {
 		if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) {
 			continue
 		}
-		return fmt.Errorf("fetching %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+		what := fmt.Sprintf("fetching %s/%d", fe.Topic, fe.Partition)
+		if fe.Topic == "" {
+			what = "the group session"
+		}
+		err := fmt.Errorf("%s: %w", what, fe.Err)
+		switch {
+		case errors.Is(err, kerr.FencedInstanceID):
+			return fmt.Errorf("%w: another process joined group %s with this --client-id (%s), which is its group.instance.id; every instance needs its own client id, and this one, the older, stops",
+				err, r.stage.ApplicationID, r.clientID)
+		case !kafkax.Fatal(err) && kafkax.Retriable(err):
+			kafkax.LogRetry(r.log, what, fe.Err, 1, 0)
+			continue
+		}
+		return err
 	}
 	return nil
+}
+
+// drainConfigs applies new config records; the config consumer retries
+// what a node's failure costs it, so only other errors end the stage.
+func (r *Runner) drainConfigs(ctx context.Context) error {
+	err := r.configs.Drain(ctx)
+	if err != nil && !kafkax.Fatal(err) && kafkax.Retriable(err) {
+		kafkax.LogRetry(r.log, "reading the config topics", err, 1, 0)
+		return nil
+	}
+	return err
 }
 
 // dispatch hands each task its records of one poll, in the order it
@@ -347,10 +434,11 @@ func (r *Runner) dispatch(fs kgo.Fetches) {
 	order := r.topicOrder
 	for p, recs := range byTask {
 		t, ok := r.workers[p]
-		if !ok {
-			// Fetched before a rebalance took the partition away: never
-			// committed, so the new owner reads it again.
-			r.log.Debug("records of an unowned partition dropped", "partition", p, "records", len(recs))
+		if !ok || r.stale(p) {
+			// Fetched before a rebalance took the partition away, or before
+			// its task restarted: never committed, so the partition's
+			// owner reads it again from the committed offsets.
+			r.log.Debug("records of an unowned or restarting partition dropped", "partition", p, "records", len(recs))
 			continue
 		}
 		if len(r.stage.InputTopics) > 1 {
@@ -375,8 +463,7 @@ func (r *Runner) generation() groupGeneration {
 	return groupGeneration{MemberID: member, Generation: generation}
 }
 
-// fail records a task's failure; the poll loop returns it. Every class
-// ends the run today (see failureClass for what a retriable one could do).
+// fail records a failure that ends the stage; the poll loop returns it.
 func (r *Runner) fail(err error) {
 	r.failMu.Lock()
 	first := r.failure == nil
@@ -385,7 +472,7 @@ func (r *Runner) fail(err error) {
 	}
 	r.failMu.Unlock()
 	if first {
-		r.log.Debug("task failed; stopping", "class", classify(err), "error", err)
+		r.log.Debug("stopping on a failure retrying cannot help", "class", classify(err), "error", err)
 	}
 	r.wakeUp()
 }
@@ -412,6 +499,7 @@ func (r *Runner) finishAll() error {
 	if first == nil {
 		first = r.failed()
 	}
+	r.stoppedCleanly = first == nil
 	return first
 }
 

@@ -37,6 +37,15 @@ type task struct {
 	in   chan taskMsg  // records and requests, in the order they were sent
 	done chan struct{} // closed when the worker has stopped
 	err  error         // why it stopped, read after done
+	// stopping is closed when the worker fails, before it aborts what it
+	// holds: from then on the poll loop hands it nothing.
+	stopping chan struct{}
+	// hasCommitted: a transaction of this worker committed (read after
+	// done).
+	hasCommitted bool
+	// recovered, when set, is the restart this worker ends: its first
+	// commit says the task is back.
+	recovered *restart
 
 	open   *txn              // collecting records; never nil while running
 	sealed *txn              // committing on its own goroutine, or nil
@@ -98,35 +107,43 @@ type commitResult struct {
 // falls behind holds the fetching back instead of filling memory.
 const taskQueue = 2
 
-// newTask starts the worker of a started lease.
-func (r *Runner) newTask(l *lease.Lease) *task {
+// newTask starts the worker of a started lease; recovered is the restart
+// it ends, if it is one.
+func (r *Runner) newTask(l *lease.Lease, recovered *restart) *task {
 	t := &task{
 		r: r, lease: l, n: l.N,
-		in:     make(chan taskMsg, taskQueue),
-		done:   make(chan struct{}),
-		open:   newTxn(),
-		result: make(chan commitResult, 1),
-		cache:  newStateCache(),
-		beat:   r.taskBeat.Add(l.N),
+		in:        make(chan taskMsg, taskQueue),
+		done:      make(chan struct{}),
+		stopping:  make(chan struct{}),
+		recovered: recovered,
+		open:      newTxn(),
+		result:    make(chan commitResult, 1),
+		cache:     newStateCache(),
+		beat:      r.taskBeat.Add(l.N),
 	}
 	go t.run()
 	return t
 }
 
-// send hands the task a message; false if the task has stopped.
+// send hands the task records; false if the task has failed or stopped.
 func (t *task) send(m taskMsg) bool {
 	select {
 	case t.in <- m:
 		return true
+	case <-t.stopping:
+		return false
 	case <-t.done:
 		return false
 	}
 }
 
-// end asks the task to finish or abort and waits until it has.
+// end asks the task to finish or abort and waits until it has; a task
+// that failed meanwhile returns its failure.
 func (t *task) end(mode endMode) error {
 	reply := make(chan error, 1)
-	if !t.send(taskMsg{end: mode, reply: reply}) {
+	select {
+	case t.in <- taskMsg{end: mode, reply: reply}:
+	case <-t.done:
 		return t.err
 	}
 	select {
@@ -185,11 +202,13 @@ func (t *task) run() {
 	}
 }
 
-// fail aborts what the task holds and reports err to the runner.
+// fail aborts what the task holds and reports err to the runner, which
+// decides whether the task restarts or the stage ends (recovery.go).
 func (t *task) fail(err error) {
+	close(t.stopping)
 	t.abortAll()
 	t.err = err
-	t.r.fail(err)
+	t.r.taskFailed(t, err)
 }
 
 // process runs one poll's records of this task into the open transaction,
@@ -307,6 +326,12 @@ func (t *task) settle(res commitResult) error {
 		return res.err
 	}
 	t.r.obs.TxnCommitted.Inc()
+	if !t.hasCommitted && t.recovered != nil {
+		rs := t.recovered
+		t.r.log.Info("task commits again: Kafka is back", "partition", t.n, "failed_attempts", rs.attempts,
+			"since_first_failure", time.Since(rs.since).Round(time.Millisecond))
+	}
+	t.hasCommitted = true
 	if t.lease.Store != nil {
 		if err := t.lease.Store.Apply(tx.writes); err != nil {
 			return err
