@@ -656,7 +656,7 @@ func TestKubernetesExampleFitsTogether(t *testing.T) {
 			t.Errorf("%s: scrape annotations %v, want port %s", name, a, port)
 		}
 		// A transformer finishes its batch (60 s transaction timeout) and
-		// leaves its group (5 s) on SIGTERM.
+		// stops heartbeating (5 s) on SIGTERM.
 		minGrace := 10
 		if st.Kind == stagefile.KindTransformer {
 			minGrace = 65

@@ -17,7 +17,7 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 	if r.closed {
 		return
 	}
-	r.forget(assigned)
+	r.forget(assigned, true)
 	r.tasks.Assign(assigned)
 	pause := map[string][]int32{}
 	for _, p := range r.tasks.Pending() {
@@ -62,7 +62,7 @@ func (r *Runner) endTasks(parts map[string][]int32, mode endMode) {
 			}
 		}
 	}
-	r.forget(parts)
+	r.forget(parts, false)
 	r.tasks.Revoke(parts)
 	r.obs.TasksAssigned.Set(float64(r.tasks.Len()))
 }

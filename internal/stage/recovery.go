@@ -199,14 +199,18 @@ func (r *Runner) startFailed(n int32, err error) error {
 	return nil
 }
 
-// forget drops what recovery knows of tasks the group revoked or assigned
-// anew: a new assignment starts from the group's offsets anyway. r.mu is
-// held.
-func (r *Runner) forget(parts map[string][]int32) {
+// forget drops the restarts of tasks the group revoked or assigned anew (a
+// new assignment starts from the group's offsets anyway), and, when
+// assigned, the question who owns them: the group just answered it. A
+// revoke leaves that question open: a zombie's revoke follows its fence,
+// and only the group's answer tells it to stop. r.mu is held.
+func (r *Runner) forget(parts map[string][]int32, assigned bool) {
 	for _, ps := range parts {
 		for _, p := range ps {
 			delete(r.restarts, p)
-			delete(r.owners, p)
+			if assigned {
+				delete(r.owners, p)
+			}
 		}
 	}
 }
