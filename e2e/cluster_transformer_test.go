@@ -4,12 +4,15 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 )
 
@@ -95,7 +98,8 @@ func TestClusterCountFaults(t *testing.T) {
 		}
 		return v
 	}
-	run := k.injectAll(faults, topics, progressBound, p.alive, commits)
+	probes := &probeSampler{p: p}
+	run := k.injectAll(faults, topics, progressBound, func() { p.alive(); probes.sample(t) }, commits)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +111,10 @@ func TestClusterCountFaults(t *testing.T) {
 	rep := checkExactlyOnce(t, out, want)
 	t.Logf("count under %d faults: %s; the process never exited; %s%s", len(run.Faults), rep, retries, run)
 	t.Logf("what the stage logged at warn level, by message: %s", warnings(p))
+	t.Logf("probes through the faults: liveness 200 in all %d samples; readiness 503 in %d (%s)", probes.n, probes.notReady, probes.lastNotReady)
+	if probes.notReady == 0 {
+		t.Error("readiness never said not ready while the cluster's faults restarted the tasks")
+	}
 	logFigures(t, "transformer count", len(run.Faults), records, rep.Outputs, rep.Duplicates, rep.Missing)
 }
 
@@ -135,4 +143,41 @@ func warnings(p *proc) string {
 		fmt.Fprintf(&b, "\n  %4d  %s", counts[k], k)
 	}
 	return b.String()
+}
+
+// probeSampler reads a stage's probes every half second while faults are
+// injected: liveness must hold throughout (a stage waiting out an outage
+// is alive), and readiness is expected to say "not ready" at times (a task
+// restarting, a group session being rejoined).
+type probeSampler struct {
+	p            *proc
+	last         time.Time
+	n, notReady  int
+	lastNotReady string
+}
+
+func (s *probeSampler) sample(t *testing.T) {
+	t.Helper()
+	if time.Since(s.last) < 500*time.Millisecond {
+		return
+	}
+	s.last = time.Now()
+	base := strings.TrimSuffix(s.p.metricsURL(), "/metrics")
+	get := func(path string) (int, string) {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	s.n++
+	if code, body := get(health.LivenessPath); code != http.StatusOK {
+		t.Errorf("liveness failed while the stage rode out a fault: %d %s", code, body)
+	}
+	if code, body := get(health.ReadinessPath); code != http.StatusOK {
+		s.notReady++
+		s.lastNotReady = strings.TrimSpace(body)
+	}
 }

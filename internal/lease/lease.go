@@ -173,6 +173,19 @@ func (s *Set) Revoke(revoked map[string][]int32) {
 	s.report()
 }
 
+// Lost closes every lease and forgets the pending numbers after the
+// member's group session was lost: until an assignment arrives again the
+// member is not ready.
+func (s *Set) Lost(why string) {
+	for p, l := range s.held {
+		l.Close()
+		delete(s.held, p)
+	}
+	clear(s.pending)
+	s.joined = false
+	s.spec.Ready.Set(false, fmt.Sprintf("rejoining group %s: %s", s.spec.ApplicationID, why))
+}
+
 // Restart closes lease n and marks it pending again, so that the caller's
 // next StartPending fences its producer anew and restores its store from
 // the changelog: what a retriable failure of a transaction whose outcome

@@ -225,7 +225,8 @@ func TestSetStartFailure(t *testing.T) {
 // The set tells readiness where the member stands: not ready before it
 // joined, nor while an assigned lease waits to be fenced and restored;
 // ready once every one started, also after a revocation leaves it fewer;
-// not ready once closed. A restore beats the progress loop as it reads, so
+// not ready after a lost session until it started what it is assigned
+// again, nor while a lease restarts; not ready once closed. A restore beats the progress loop as it reads, so
 // a long one is not taken for a stall.
 func TestSetReportsReadiness(t *testing.T) {
 	spec, cl := setup(t)
@@ -284,6 +285,27 @@ func TestSetReportsReadiness(t *testing.T) {
 	s.Revoke(map[string][]int32{"in": {1}})
 	if ok, d := ready(); !ok || d != "joined group app; every assigned task started (1 task)" {
 		t.Fatalf("after a revoke: %v %q", ok, d)
+	}
+	s.Lost("its session was lost")
+	if ok, d := ready(); ok || d != "rejoining group app: its session was lost" || s.Len() != 0 {
+		t.Fatalf("after a lost session: %v %q, %d held", ok, d, s.Len())
+	}
+	s.Assign(map[string][]int32{"in": {1}})
+	if ok, d := ready(); ok || d != "joined group app; 0 tasks started, task [1] waiting to be fenced and restored" {
+		t.Fatalf("assigned again: %v %q", ok, d)
+	}
+	if err := s.StartPending(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Restart(1)
+	if ok, d := ready(); ok || d != "joined group app; 0 tasks started, task [1] waiting to be fenced and restored" {
+		t.Fatalf("restarting: %v %q", ok, d)
+	}
+	if err := s.StartPending(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, d := ready(); !ok || d != "joined group app; every assigned task started (1 task)" {
+		t.Fatalf("restarted: %v %q", ok, d)
 	}
 	s.CloseAll()
 	if ok, d := ready(); ok || d != "stopped: left group app" {

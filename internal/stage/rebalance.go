@@ -44,6 +44,11 @@ func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 // so their offsets could not commit, and a new owner may already hold them.
 func (r *Runner) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	r.endTasks(lost, endAbort)
+	r.mu.Lock()
+	if !r.closed {
+		r.tasks.Lost("the group session was lost (a coordinator unavailable, or this member dropped)")
+	}
+	r.mu.Unlock()
 	r.log.Info("partitions lost", "partitions", fmt.Sprint(lost))
 }
 
