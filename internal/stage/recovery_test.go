@@ -263,3 +263,27 @@ func TestStopLeavesTheGroupOnlyWhenAsked(t *testing.T) {
 		}
 	}
 }
+
+// Two processes with one --client-id share one static member: the newer
+// fences the older, which stops with an error that says what to change,
+// while the newer goes on.
+func TestSameClientIDFencesTheOlder(t *testing.T) {
+	f := newFixture(t)
+	f.topics(2, "in", "out")
+	yaml := "application_id: app\nkind: transformer\ninput_topics: [in]\ntransform: {builtin: count, output_topic: out}\n"
+	older, logs := f.startLogged(yaml, "twin", nil)
+	waitFor(t, 30*time.Second, "the older joined", func() bool { older.alive(t); return logs.Count("tasks started") > 0 })
+	newer, _ := f.startLogged(yaml, "twin", nil)
+	select {
+	case err := <-older.done:
+		older.done <- err
+		if err == nil || !contains(err.Error(), "FENCED_INSTANCE_ID") || !contains(err.Error(), "every instance needs its own client id") {
+			t.Fatalf("the older stopped with %v", err)
+		}
+		t.Logf("the older stopped: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the older runner kept running beside a newer one with its client id")
+	}
+	f.produce("in", keyed(20, 4, "a")...)
+	waitFor(t, 30*time.Second, "the newer processing", func() bool { newer.alive(t); return len(f.read("out")) == 20 })
+}
