@@ -179,7 +179,7 @@ func TestRunnerStaticMembers(t *testing.T) {
 	// 3. SIGTERM with --leave-group: B leaves at once.
 	b = startRun(t, stageFile, "static-b", bDir, "--leave-group")
 	split(b)
-	c = waitCommitted(t, adm, app, in, c+2000, 2*time.Minute, a, b)
+	waitCommitted(t, adm, app, in, c+2000, 2*time.Minute, a, b)
 	b.stop()
 	stopped = time.Now()
 	if hasInstance(groupMembers(t, app), "static-b") {
