@@ -452,6 +452,32 @@ func TestSignedCodec(t *testing.T) {
 
 func json7() any { v, _ := attr.ParseJSON([]byte(`7`)); return v }
 
+// TestSignValue: the write-side boundary signs with the field's codec and
+// refuses a field that does not sign, naming it but never the value.
+func TestSignValue(t *testing.T) {
+	kr := mustParse(t, fullDoc())
+	endpoint := attr.New("endpoint", SIGNED(attr.STR, "api", WithKeyring(kr)))
+	tok, err := SignValue(endpoint, "https://hooks.example/7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if payload, info, err := kr.Verify(tok, "api"); err != nil || string(payload) != `"https://hooks.example/7"` || info.Scope != "api" {
+		t.Errorf("Verify = %s %+v %v", payload, info, err)
+	}
+	for _, a := range []attr.Attribute[string]{
+		attr.New("plain", attr.STR),
+		attr.New("sealed", ENCRYPTED(SIGNED(attr.STR, "api", WithKeyring(kr)), Scope("api"), WithKeyring(kr))),
+	} {
+		_, err := SignValue(a, "SECRET-v")
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), a.String()+" is not a signed attribute") || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("SignValue(%s) = %v", a.Name(), err)
+		}
+	}
+	if _, err := EncryptValue(endpoint, "x"); err == nil || !strings.Contains(err.Error(), endpoint.String()+" is not an encrypted attribute") {
+		t.Errorf("EncryptValue on a SIGNED field = %v", err)
+	}
+}
+
 func TestProtectedKeyringFile(t *testing.T) {
 	withIterations(t, 2000)
 	kr := mustParse(t, fullDoc())
