@@ -50,29 +50,13 @@ func InspectSigned(tok string) (TokenInfo, error) {
 }
 
 func parseSigned(tok string) (*signedToken, error) {
-	malformed := func(detail string, args ...any) error {
-		return &Error{Kind: KindMalformed, Detail: fmt.Sprintf(detail, args...)}
-	}
-	if !IsSigned(tok) {
-		return nil, malformed("not a %s: value", SignedScheme)
-	}
-	envelope, compact, ok := strings.Cut(tok[len(SignedScheme)+1:], ":")
-	if !ok && envelope == "jws" {
-		return nil, malformed("no compact JWS after %q", SignedScheme+":jws")
-	}
-	if !ok || envelope != "jws" {
-		return nil, malformed("unknown %s envelope %s, this reader knows only jws", SignedScheme, Echo(envelope, knownEnvelopes))
-	}
-	segs, ok := jose.SplitCompact(compact, 3)
-	if !ok {
-		return nil, malformed("a compact JWS has 3 segments")
-	}
-	if len(segs[0]) > maxHdr {
-		return nil, malformed("protected header longer than %d characters", maxHdr)
+	segs, err := compactSegments(tok, SignedScheme, "jws", 3)
+	if err != nil {
+		return nil, err
 	}
 	hdr, err := jose.DecodeSegment(segs[0])
 	if err != nil {
-		return nil, malformed("protected header is not %s", b64Name)
+		return nil, &Error{Kind: KindMalformed, Detail: "protected header is not " + b64Name}
 	}
 	info, err := acceptSignedHeader(hdr)
 	if err != nil {

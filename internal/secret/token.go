@@ -80,29 +80,16 @@ func Inspect(tok string) (TokenInfo, error) {
 // (members, alg/enc, kid, the profile its alg names), then the binary
 // segments. Open runs it first, so its verdicts are Inspect's.
 func parseToken(tok string) (*token, error) {
-	malformed := func(detail string, args ...any) error {
-		return &Error{Kind: KindMalformed, Detail: fmt.Sprintf(detail, args...)}
+	segs, err := compactSegments(tok, Scheme, "jwe", 5)
+	if err != nil {
+		return nil, err
 	}
-	if !IsEncrypted(tok) {
-		return nil, malformed("not a %s: value", Scheme)
-	}
-	envelope, compact, ok := strings.Cut(tok[len(Scheme)+1:], ":")
-	if !ok && envelope == "jwe" {
-		return nil, malformed("no compact JWE after %q", Scheme+":jwe")
-	}
-	if !ok || envelope != "jwe" {
-		return nil, malformed("unknown %s envelope %s, this reader knows only jwe", Scheme, Echo(envelope, knownEnvelopes))
-	}
-	segs, ok := jose.SplitCompact(compact, 5)
-	if !ok {
-		return nil, malformed("a compact JWE has 5 segments")
-	}
-	if len(segs[0]) > maxHdr {
-		return nil, malformed("protected header longer than %d characters", maxHdr)
-	}
+	// Lenient where the flsig reader is strict (jose.DecodeSegment): line
+	// breaks in the header segment are skipped, and such a token fails
+	// later, at the tag, since the segment as sent is the AAD.
 	hdr, err := b64url.DecodeString(segs[0])
 	if err != nil {
-		return nil, malformed("protected header is not %s", b64Name)
+		return nil, &Error{Kind: KindMalformed, Detail: "protected header is not " + b64Name}
 	}
 	t, err := acceptHeader(hdr)
 	if err != nil {
@@ -140,6 +127,35 @@ func parseToken(tok string) (*token, error) {
 	}
 	t.protected, t.sealed = segs[0], sealed[:nct+ntag]
 	return t, nil
+}
+
+// compactSegments strips scheme:envelope: from tok and splits the compact
+// serialization behind it into its n segments, refusing a protected header
+// segment too long to be ours: the keyless first checks a flenc token and a
+// flsig value share, before either decodes anything.
+func compactSegments(tok, scheme, envelope string, n int) ([]string, error) {
+	malformed := func(detail string, args ...any) error {
+		return &Error{Kind: KindMalformed, Detail: fmt.Sprintf(detail, args...)}
+	}
+	form := strings.ToUpper(envelope) // JWE, JWS
+	if !strings.HasPrefix(tok, scheme+":") {
+		return nil, malformed("not a %s: value", scheme)
+	}
+	got, compact, ok := strings.Cut(tok[len(scheme)+1:], ":")
+	if !ok && got == envelope {
+		return nil, malformed("no compact %s after %q", form, scheme+":"+envelope)
+	}
+	if !ok || got != envelope {
+		return nil, malformed("unknown %s envelope %s, this reader knows only %s", scheme, Echo(got, knownEnvelopes), envelope)
+	}
+	segs, ok := jose.SplitCompact(compact, n)
+	if !ok {
+		return nil, malformed("a compact %s has %d segments", form, n)
+	}
+	if len(segs[0]) > maxHdr {
+		return nil, malformed("protected header longer than %d characters", maxHdr)
+	}
+	return segs, nil
 }
 
 // acceptHeader is the keyless acceptance rule (SPEC §9, §9a): the members
