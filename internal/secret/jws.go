@@ -113,12 +113,9 @@ func acceptSignedHeader(hdr []byte) (TokenInfo, error) {
 		default:
 			return TokenInfo{}, rejected("header member %s is outside the flsig profile", Echo(m.Key, knownHeaders))
 		}
-		s, ok := jsonString(m.Value)
-		if !ok {
-			if m.Key == "kid" || m.Key == scopeM {
-				return TokenInfo{}, &Error{Kind: KindMalformed, Detail: fmt.Sprintf("header %q must be a string", m.Key)}
-			}
-			return TokenInfo{}, rejected("header %q must be a string", m.Key)
+		s, err := headerString(m)
+		if err != nil {
+			return TokenInfo{}, err
 		}
 		*dst = s
 	}
@@ -166,10 +163,9 @@ func (kr *Keyring) Sign(payload []byte, scope string) (string, error) {
 	if k.mismatch {
 		return "", k.mismatchError()
 	}
-	protected := b64url.EncodeToString(signedHeaderJSON(kid, scope))
-	if len(protected) > maxHdr {
-		return "", &Error{Kind: KindMalformed, Kid: kid, Detail: fmt.Sprintf(
-			"kid and scope make a protected header of %d characters; readers accept at most %d", len(protected), maxHdr)}
+	protected, err := protectedHeader(signedHeaderJSON(kid, scope), kid)
+	if err != nil {
+		return "", err
 	}
 	input := protected + "." + b64url.EncodeToString(payload)
 	sig := ed25519.Sign(k.edpriv, []byte(input))

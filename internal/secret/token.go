@@ -209,12 +209,9 @@ func acceptHeader(hdr []byte) (*token, error) {
 		default:
 			return nil, rejected("header member %s is outside the flenc profile", Echo(m.Key, knownHeaders))
 		}
-		s, ok := jsonString(m.Value)
-		if !ok {
-			if m.Key == "kid" || m.Key == scopeM {
-				return nil, &Error{Kind: KindMalformed, Detail: fmt.Sprintf("header %q must be a string", m.Key)}
-			}
-			return nil, rejected("header %q must be a string", m.Key)
+		s, err := headerString(m)
+		if err != nil {
+			return nil, err
 		}
 		*dst = s
 	}
@@ -243,6 +240,21 @@ func acceptHeader(hdr []byte) (*token, error) {
 		}
 	}
 	return t, nil
+}
+
+// headerString is the value of a header member that must be a string, as
+// every member the two profiles read is: another type is malformed for the
+// kid and the scope (the token names no key or scope at all), and rejected
+// for any other member.
+func headerString(m attr.RawMember) (string, error) {
+	s, ok := jsonString(m.Value)
+	if ok {
+		return s, nil
+	}
+	if m.Key == "kid" || m.Key == scopeM {
+		return "", &Error{Kind: KindMalformed, Detail: fmt.Sprintf("header %q must be a string", m.Key)}
+	}
+	return "", &Error{Kind: KindHeaderRejected, Detail: fmt.Sprintf("header %q must be a string", m.Key)}
 }
 
 // acceptEPK accepts exactly {"kty":"OKP","crv":"X25519","x":<32 bytes>}, in
@@ -337,12 +349,9 @@ func (kr *Keyring) Encrypt(payload []byte, scope string) (string, error) {
 	} else {
 		hdr = headerJSON(kid, scope)
 	}
-	protected := b64url.EncodeToString(hdr)
-	if len(protected) > maxHdr {
-		// Found by FuzzDecrypt: a token no reader would accept must not be
-		// written.
-		return "", &Error{Kind: KindMalformed, Kid: kid, Detail: fmt.Sprintf(
-			"kid and scope make a protected header of %d characters; readers accept at most %d", len(protected), maxHdr)}
+	protected, err := protectedHeader(hdr, kid)
+	if err != nil {
+		return "", err
 	}
 	iv := make([]byte, ivSize)
 	rand.Read(iv) // never fails (crypto/rand)
@@ -361,6 +370,19 @@ func (kr *Keyring) Encrypt(payload []byte, scope string) (string, error) {
 	b.WriteByte('.')
 	b.WriteString(b64url.EncodeToString(tag))
 	return b.String(), nil
+}
+
+// protectedHeader is the header segment a writer puts in a token or
+// signed value. Found by FuzzDecrypt: a header longer than any reader
+// accepts (a long kid or scope) is refused, since a value no reader would
+// accept must not be written.
+func protectedHeader(hdr []byte, kid string) (string, error) {
+	protected := b64url.EncodeToString(hdr)
+	if len(protected) > maxHdr {
+		return "", &Error{Kind: KindMalformed, Kid: kid, Detail: fmt.Sprintf(
+			"kid and scope make a protected header of %d characters; readers accept at most %d", len(protected), maxHdr)}
+	}
+	return protected, nil
 }
 
 // Decrypt opens a token read through a field of the given scope ("" for an
