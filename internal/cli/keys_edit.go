@@ -182,7 +182,16 @@ func runKeysInit(opts *KeysOptions) error {
 	if kr, err = applyRoles(kr, opts.Kid, keyRoles{PrimaryFor: opts.Roles.PrimaryFor}, true); err != nil {
 		return keysKidError(err, nil)
 	}
+	return createKeyring(opts, kr)
+}
+
+// createKeyring writes kr as the new keyring file of init, or of an import
+// that creates it: password-protected first when --protect asks, never
+// over an existing file (not even one another process creates meanwhile),
+// and reported as created.
+func createKeyring(opts *KeysOptions, kr *secret.Keyring) error {
 	if opts.Protect {
+		var err error
 		if kr, err = protectWithNewPassword(opts, kr); err != nil {
 			return err
 		}
@@ -271,6 +280,20 @@ func checkRoleVerb(verb string, scopeRequired bool) func(*KeysOptions, []string)
 	}
 }
 
+// clearScopeRole is --scope S --clear of promote and signing: it removes
+// S's entry from one of the keyring's per-scope role tables (held:
+// flenc_primaries or flenc_signing) with clear; a scope without an entry
+// leaves the keyring unchanged.
+func clearScopeRole(opts *KeysOptions, held func(*secret.Keyring) map[string]string,
+	clear func(*secret.Keyring, string) (*secret.Keyring, error)) error {
+	return changeKeyring(opts, keysCleared, func(kr *secret.Keyring) (*secret.Keyring, error) {
+		if _, ok := held(kr)[opts.Scope]; !ok {
+			return kr, nil
+		}
+		return clear(kr, opts.Scope)
+	})
+}
+
 func newCmdKeysPromote(f *Factory, runF func(*KeysOptions) error) *cobra.Command {
 	cmd, opts := keysCommand(f, &cobra.Command{
 		Use:   "promote --kid KID [--scope S] | --scope S --clear",
@@ -298,12 +321,7 @@ sealed under the primary again.`,
 
 func runKeysPromote(opts *KeysOptions) error {
 	if opts.Clear {
-		return changeKeyring(opts, keysCleared, func(kr *secret.Keyring) (*secret.Keyring, error) {
-			if _, ok := kr.PrimaryFor()[opts.Scope]; !ok {
-				return kr, nil
-			}
-			return kr.ClearPrimaryFor(opts.Scope)
-		})
+		return clearScopeRole(opts, (*secret.Keyring).PrimaryFor, (*secret.Keyring).ClearPrimaryFor)
 	}
 	return changeKeyring(opts, keysPromoted, func(kr *secret.Keyring) (*secret.Keyring, error) {
 		if !kr.Has(opts.Kid) {
@@ -344,12 +362,7 @@ sign its values.`,
 
 func runKeysSigning(opts *KeysOptions) error {
 	if opts.Clear {
-		return changeKeyring(opts, keysCleared, func(kr *secret.Keyring) (*secret.Keyring, error) {
-			if _, ok := kr.SigningFor()[opts.Scope]; !ok {
-				return kr, nil
-			}
-			return kr.ClearSigningFor(opts.Scope)
-		})
+		return clearScopeRole(opts, (*secret.Keyring).SigningFor, (*secret.Keyring).ClearSigningFor)
 	}
 	return changeKeyring(opts, keysAssigned, func(kr *secret.Keyring) (*secret.Keyring, error) {
 		if !kr.Has(opts.Kid) {
