@@ -10,7 +10,6 @@ import (
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/secret"
-	"github.com/flecht-dev/flecht/internal/ui"
 )
 
 // SignResult is what `flecht secrets sign` prints.
@@ -71,7 +70,7 @@ func runSecretsSign(opts *SecretsOptions) error {
 	}
 	kr, err := secretsKeyring(opts)
 	if err != nil {
-		return secretFailure(opts, err, nil)
+		return err
 	}
 	tok, err := kr.Sign(payload, opts.Scope)
 	if err != nil {
@@ -79,10 +78,7 @@ func runSecretsSign(opts *SecretsOptions) error {
 	}
 	h, _ := secret.InspectHeader(tok)
 	res := SignResult{Token: tok, Kid: h.Kid, Scope: h.Scope}
-	return opts.Printer().Print(res, func(h *ui.Human) error {
-		h.Printf("%s\n", res.Token)
-		return nil
-	})
+	return printToken(opts, res, res.Token)
 }
 
 func newCmdSecretsVerify(f *Factory, runF func(*SecretsOptions) error) *cobra.Command {
@@ -118,7 +114,7 @@ func runSecretsVerify(opts *SecretsOptions) error {
 	}
 	kr, err := secretsKeyring(opts)
 	if err != nil {
-		return secretFailure(opts, err, nil)
+		return err
 	}
 	if !secret.IsSigned(token) {
 		detail := "the value is not a flsig: signed value"
