@@ -131,13 +131,7 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 	if err != nil {
 		return fmt.Errorf("checking %s: %w", in.Stage.ApplicationID, err)
 	}
-	if err := opts.Printer().Print(rep, func(h *ui.Human) error { printDoctor(h, rep); return nil }); err != nil {
-		return err
-	}
-	if len(rep.Findings) > 0 {
-		return &exitcode.Silent{Code: exitcode.Findings}
-	}
-	return nil
+	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { printDoctor(h, rep); return nil }, len(rep.Findings) > 0)
 }
 
 // doctorInputs turns the flags into the doctor's inputs, refusing what is

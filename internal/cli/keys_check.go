@@ -99,7 +99,7 @@ guess. Exit 0 when every reader has it, 4 otherwise.`,
 
 func runKeysCheck(ctx context.Context, opts *KeysCheckOptions) error {
 	rep := checkReaders(ctx, opts.Kid, opts.URLs, opts.Scrape)
-	if err := opts.Printer().Print(rep, func(h *ui.Human) error {
+	return printCheck(opts.Printer(), rep, func(h *ui.Human) error {
 		printReaders(h, rep)
 		if rep.Ready {
 			h.Printf("%s\n", h.Good(fmt.Sprintf("every reader (%d) has loaded key %q: it may be promoted", len(rep.Readers), rep.Kid)))
@@ -108,13 +108,7 @@ func runKeysCheck(ctx context.Context, opts *KeysCheckOptions) error {
 				rep.Lacking, len(rep.Readers), rep.Kid)))
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	if !rep.Ready {
-		return &exitcode.Silent{Code: exitcode.Findings}
-	}
-	return nil
+	}, !rep.Ready)
 }
 
 func checkReaders(ctx context.Context, kid string, urls []string, scrape func(context.Context, string) KeysCheckReader) *KeysCheckReport {
