@@ -38,6 +38,15 @@ const (
 	MaxProtectedIterations = 300000
 )
 
+// checkPasswordLength refuses a password under MinPasswordBytes, on write
+// and on read alike.
+func checkPasswordLength(password []byte) error {
+	if len(password) < MinPasswordBytes {
+		return &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf("a keyring password must be at least %d bytes", MinPasswordBytes)}
+	}
+	return nil
+}
+
 // writeIterations is the p2c Protect writes; tests lower it to stay fast.
 var writeIterations = ProtectedIterations
 
@@ -122,8 +131,8 @@ func OpenProtected(doc []byte, password []byte) (*Keyring, error) {
 	invalid := func(format string, args ...any) error {
 		return &Error{Kind: KindKeyringInvalid, Detail: "protected keyring: " + fmt.Sprintf(format, args...)}
 	}
-	if len(password) < MinPasswordBytes {
-		return nil, &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf("a keyring password must be at least %d bytes", MinPasswordBytes)}
+	if err := checkPasswordLength(password); err != nil {
+		return nil, err
 	}
 	segs, ok := jose.SplitCompact(string(bytes.TrimSpace(doc)), 5)
 	if !ok {
@@ -277,8 +286,8 @@ func jsonSmallInt(raw json.RawMessage) (int, error) {
 // fresh random salt and CEK, refusing a password under MinPasswordBytes
 // (KindKeyringPassword).
 func (kr *Keyring) SealProtected(password []byte) ([]byte, error) {
-	if len(password) < MinPasswordBytes {
-		return nil, &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf("a keyring password must be at least %d bytes", MinPasswordBytes)}
+	if err := checkPasswordLength(password); err != nil {
+		return nil, err
 	}
 	plain, err := kr.JWKS()
 	if err != nil {
@@ -313,8 +322,8 @@ func (kr *Keyring) SealProtected(password []byte) ([]byte, error) {
 // Protect returns a copy that Document and Save write password-protected
 // with password (refused under MinPasswordBytes: KindKeyringPassword).
 func (kr *Keyring) Protect(password []byte) (*Keyring, error) {
-	if len(password) < MinPasswordBytes {
-		return nil, &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf("a keyring password must be at least %d bytes", MinPasswordBytes)}
+	if err := checkPasswordLength(password); err != nil {
+		return nil, err
 	}
 	out := kr.clone()
 	out.protect = &protection{password: bytes.Clone(password)}
