@@ -30,6 +30,7 @@ type DoctorOptions struct {
 	MetricsURLs   []string
 	Interval      string
 	Keyring       string
+	PasswordFile  string // opens a protected --keyring: --password-file, else FLECHT_KEYRING_PASSWORD_FILE
 	QueueLimit    int64
 	MinBudget     string
 	MinRetention  string
@@ -67,9 +68,12 @@ diagnoses it:
                     every kid another reader holds)
 
 The checks that read metrics need --metrics-url of every instance (host:port
-means http://host:port/metrics); without it they are skipped. Exit 0 when
-clean, 4 with findings, 1 when the pipeline cannot be checked (Kafka does
-not answer). -o json prints {application_id, kind, interval_s,
+means http://host:port/metrics); without it they are skipped. APP, when
+given, must be the stage file's application_id: a guard against checking
+another stage than the one meant.
+
+Exit 0 when clean, 4 with findings, 1 when the pipeline cannot be checked
+(Kafka does not answer). -o json prints {application_id, kind, interval_s,
 checks[{name,status,detail}], findings[{check,subject,message,command}],
 notes}.`
 
@@ -106,7 +110,8 @@ func NewCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
 	fl.StringVarP(&opts.StageFile, "file", "f", "", "the stage file of the pipeline stage to check (required)")
 	fl.StringSliceVar(&opts.MetricsURLs, "metrics-url", nil, "an instance's metrics endpoint (repeatable or comma-separated)")
 	fl.StringVar(&opts.Interval, "interval", "10s", "time between the two samples (lag trend, rates)")
-	fl.StringVar(&opts.Keyring, "keyring", "", "the kids every reader must hold: this keyring file's (env "+EnvKeyring+")")
+	fl.StringVar(&opts.Keyring, "keyring", "", "a keyring file: every reader must have loaded each of its kids (env "+EnvKeyring+")")
+	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	fl.Int64Var(&opts.QueueLimit, "queue-limit", doctor.DefaultQueueLimit, "the MQTT broker's per-session queue (Mosquitto max_queued_messages)")
 	fl.StringVar(&opts.MinBudget, "min-budget", "5m", "the least MQTT outage budget that is no finding")
 	fl.StringVar(&opts.MinRetention, "min-retention", "", "the least retention.ms of a raw topic (e.g. 365d); default: only infinite (-1)")
@@ -178,7 +183,7 @@ func doctorInputs(opts *DoctorOptions) (doctor.Inputs, error) {
 	}
 	in.QueueLimit = opts.QueueLimit
 	if path := keyringPath(opts.Keyring, opts.Getenv); path != "" {
-		kr, _, err := secret.Load(path)
+		kr, _, err := secret.Load(path, keyringPassword(passwordFilePath(opts.PasswordFile, opts.Getenv), opts.IO))
 		if err != nil {
 			return in, exitcode.UsageError(fmt.Errorf("--keyring: %w", err))
 		}

@@ -29,6 +29,9 @@ import (
 func TestDoctorUsage(t *testing.T) {
 	dir := t.TempDir()
 	st := writeAt(t, dir, "count.yaml", fmt.Sprintf(countStageFmt, "refine"))
+	pw := writeAt(t, dir, "pw", "a-keyring-password\n")
+	protected := filepath.Join(dir, "protected.json")
+	mustRun(t, nil, "", "keys", "init", "--keyring", protected, "--kid", "k1", "--protect", "--password-file", pw)
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -40,6 +43,10 @@ func TestDoctorUsage(t *testing.T) {
 		{[]string{"doctor", "-f", st, "--queue-limit", "0"}, exitcode.Usage, "--queue-limit"},
 		{[]string{"doctor", "-f", st, "--keyring", filepath.Join(dir, "none.json")}, exitcode.Usage, "--keyring"},
 		{[]string{"doctor", "-b", "127.0.0.1:1", "-f", st, "--interval", "1s"}, exitcode.Failure, "127.0.0.1:1"},
+		// A protected keyring opens with its password, and without one
+		// the refusal says what to give.
+		{[]string{"doctor", "-b", "127.0.0.1:1", "-f", st, "--interval", "1s", "--keyring", protected}, exitcode.Usage, "give --password-file FILE"},
+		{[]string{"doctor", "-b", "127.0.0.1:1", "-f", st, "--interval", "1s", "--keyring", protected, "--password-file", pw}, exitcode.Failure, "127.0.0.1:1"},
 	} {
 		r := run(t, nil, "", tc.args...)
 		if r.code != tc.code || !strings.Contains(r.err, tc.want) {
