@@ -157,10 +157,15 @@ an existing keyring, use 'flecht keys add'. The file is written with mode
 		if typ == secret.TypeEd25519 {
 			return errors.New("an ed25519 key signs and cannot seal, so it cannot be the primary a new keyring needs: init with --type oct or x25519, then add the signing key with 'flecht keys add --type ed25519 --kid K --scope S --signing-for S'")
 		}
+		if len(opts.Roles.SigningFor) > 0 {
+			// checkNewKey would ask for --type ed25519, which init refuses.
+			return errors.New("init's key is the primary, a sealing key, so it cannot sign: drop --signing-for, then add the signing key with 'flecht keys add --type ed25519 --kid K --scope S --signing-for S'")
+		}
 		return checkNewKey(typ, opts.Scopes, opts.Roles)
 	}, runF, runKeysInit)
 	addNewKeyFlags(cmd, opts, true, "oct or x25519 (an ed25519 key cannot be primary)")
 	cmd.Flags().Lookup("primary").Usage = "accepted for symmetry with add: init's key is always the primary"
+	cmd.Flags().Lookup("signing-for").Usage = "refused: init's key seals and cannot sign (add a signing key with 'keys add --type ed25519')"
 	cmd.Flags().BoolVar(&opts.Protect, "protect", false, "write the new file password-protected (--password-file, "+EnvKeyringPasswordFile+", or asked twice on a terminal)")
 	return cmd
 }

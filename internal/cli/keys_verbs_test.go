@@ -93,7 +93,8 @@ func TestKeysInitOfEachKind(t *testing.T) {
 		{[]string{"--type", "ed25519", "--scope", "api"}, "keys add --type ed25519"},
 		{[]string{"--type", "x25519"}, "give --scope S"},
 		{[]string{"--type", "rsa"}, `unknown --type "rsa"`},
-		{[]string{"--signing-for", "api"}, "only an ed25519 key signs"},
+		{[]string{"--signing-for", "api"}, "drop --signing-for, then add the signing key with 'flecht keys add --type ed25519"},
+		{[]string{"--type", "x25519", "--scope", "api", "--signing-for", "api"}, "cannot sign: drop --signing-for"},
 		{[]string{"--type", "x25519", "--scope", "db", "--primary-for", "api"}, "add --scope api"},
 		{[]string{"--scope", "bad\nscope"}, "a scope must be printable"},
 	} {
