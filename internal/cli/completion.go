@@ -37,7 +37,13 @@ func NewCmdCompletion(f *Factory, runF func(*CompletionOptions) error) *cobra.Co
   bash:  source <(flecht completion bash)
          or: flecht completion bash > /etc/bash_completion.d/flecht
   zsh:   flecht completion zsh > "${fpath[1]}/_flecht"
-  fish:  flecht completion fish > ~/.config/fish/completions/flecht.fish`,
+  fish:  flecht completion fish > ~/.config/fish/completions/flecht.fish
+
+Besides commands and flags, it completes application ids (status, replay,
+doctor) and topic names from the cluster the connection settings name,
+asking it for at most 2 s, and --kid from the keyring file (--keyring or
+FLECHT_KEYRING; not a password-protected one, which completion cannot
+open).`,
 		ValidArgs: []string{"bash", "zsh", "fish"},
 		Args:      usageArgs(cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs)),
 		RunE: func(cmd *cobra.Command, args []string) error {
