@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -161,17 +160,6 @@ func scrapeKeyring(ctx context.Context, client *http.Client, raw string) KeysChe
 	}
 	r.Kids = kids
 	return r
-}
-
-// ParseKeysLoaded reads the kids with a non-zero keyring_keys_loaded series
-// from a Prometheus text exposition; found says whether the metric is there.
-func ParseKeysLoaded(r io.Reader) (kids []string, found bool, err error) {
-	fams, err := promscrape.Parse(r)
-	if err != nil {
-		return nil, false, err
-	}
-	kids, found = (&promscrape.Sample{Families: fams}).KidsLoaded()
-	return kids, found, nil
 }
 
 // keysRemoveGuard makes `keys remove` refuse while a scan of the given

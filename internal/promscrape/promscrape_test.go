@@ -52,6 +52,9 @@ func TestSampleReadsSeries(t *testing.T) {
 	if kids, found := (&Sample{Families: map[string]*dto.MetricFamily{}}).KidsLoaded(); found || len(kids) != 0 {
 		t.Errorf("no metric: %v %v", kids, found)
 	}
+	if _, err := Parse(strings.NewReader("{{{")); err == nil {
+		t.Error("garbage parsed")
+	}
 }
 
 func TestScrapeCompletesTheURL(t *testing.T) {
