@@ -109,11 +109,11 @@ func NewCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVarP(&opts.StageFile, "file", "f", "", "the stage file of the pipeline stage to check (required)")
 	fl.StringSliceVar(&opts.MetricsURLs, "metrics-url", nil, "an instance's metrics endpoint (repeatable or comma-separated)")
-	fl.StringVar(&opts.Interval, "interval", "10s", "time between the two samples (lag trend, rates)")
+	fl.StringVar(&opts.Interval, "interval", budget.FormatDuration(doctor.DefaultInterval), "time between the two samples (lag trend, rates)")
 	fl.StringVar(&opts.Keyring, "keyring", "", "a keyring file: every reader must have loaded each of its kids (env "+EnvKeyring+")")
 	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	fl.Int64Var(&opts.QueueLimit, "queue-limit", doctor.DefaultQueueLimit, "the MQTT broker's per-session queue (Mosquitto max_queued_messages)")
-	fl.StringVar(&opts.MinBudget, "min-budget", "5m", "the least MQTT outage budget that is no finding")
+	fl.StringVar(&opts.MinBudget, "min-budget", budget.FormatDuration(doctor.DefaultMinBudget), "the least MQTT outage budget that is no finding")
 	fl.StringVar(&opts.MinRetention, "min-retention", "", "the least retention.ms of a raw topic (e.g. 365d); default: only infinite (-1)")
 	_ = cmd.RegisterFlagCompletionFunc("file", cobra.FixedCompletions([]string{"yaml", "yml"}, cobra.ShellCompDirectiveFilterFileExt))
 	return cmd
