@@ -84,10 +84,10 @@ func parseToken(tok string) (*token, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Lenient where the flsig reader is strict (jose.DecodeSegment): line
-	// breaks in the header segment are skipped, and such a token fails
-	// later, at the tag, since the segment as sent is the AAD.
-	hdr, err := b64url.DecodeString(segs[0])
+	// Strict, as the flsig reader: Go's decoder would skip line breaks, and
+	// such a token would fail only at the tag (the segment as sent is the
+	// AAD), where upstream calls it malformed before any crypto.
+	hdr, err := jose.DecodeSegment(segs[0])
 	if err != nil {
 		return nil, &Error{Kind: KindMalformed, Detail: "protected header is not " + b64Name}
 	}

@@ -471,3 +471,27 @@ func TestEnvelopeMessagesOfBothParsers(t *testing.T) {
 		}
 	}
 }
+
+// A line break in the header segment is malformed before any crypto, as
+// upstream says, not a tag mismatch after it.
+func TestHeaderLineBreakIsMalformed(t *testing.T) {
+	kr, err := NewKeyring("k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := kr.Encrypt([]byte(`"v"`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdrEnd := len(Prefix) + 10
+	broken := tok[:hdrEnd] + "\n" + tok[hdrEnd:]
+	opened := 0
+	beforeOpen = func() { opened++ }
+	defer func() { beforeOpen = nil }()
+	if _, _, err := kr.Decrypt(broken, ""); KindOf(err) != KindMalformed {
+		t.Fatalf("a line break in the header: %v, want %s", err, KindMalformed)
+	}
+	if opened != 0 {
+		t.Errorf("the cipher ran %d times on a malformed token", opened)
+	}
+}
