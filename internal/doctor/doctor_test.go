@@ -361,3 +361,78 @@ func TestDiagnoseMissingChangelog(t *testing.T) {
 		t.Errorf("never ran: %+v", f)
 	}
 }
+
+// A lag that stands because the input ends in transaction markers (or
+// aborted records) is no stuck stage: a read_committed reader has nothing
+// left to read there. The stage commits the offset after its last record,
+// so every partition written by a transactional producer (an extractor,
+// the bridge, another transformer) keeps a lag of at least 1 at rest.
+// Records left to read are still a stuck stage, and so is a lag whose
+// range could not be read.
+func TestDiagnoseStandingLagOfMarkersOnly(t *testing.T) {
+	st := stage(t, countYAML)
+	m := map[string][]int32{"c0": {0, 1}}
+	obs := func(unread *bool, err error) Observations {
+		return Observations{
+			First:  sample(t0, "Stable", m, [2]int64{10, 7}, [2]int64{11, 8}),
+			Second: sample(t0.Add(10*time.Second), "Stable", m, [2]int64{10, 7}, [2]int64{11, 8}),
+			Topics: cleanTopics(), Unread: unread, UnreadErr: err,
+		}
+	}
+	no, yes := false, true
+	idle := Diagnose(Inputs{Stage: st, Interval: 10 * time.Second}, obs(&no, nil))
+	if f := findings(idle, CheckLag); len(f) != 0 {
+		t.Errorf("lag of markers only: %+v", f)
+	}
+	if !strings.Contains(strings.Join(idle.Notes, "\n"), "lag 2 is transaction markers or aborted records") {
+		t.Errorf("notes %q", idle.Notes)
+	}
+	for name, o := range map[string]Observations{"records left": obs(&yes, nil), "unread": obs(nil, errors.New("fetch failed"))} {
+		r := Diagnose(Inputs{Stage: st, Interval: 10 * time.Second}, o)
+		if f := findings(r, CheckLag); len(f) != 1 || !strings.Contains(f[0].Message, "lag 2 and no offset committed in 10s: the stage is stuck") {
+			t.Errorf("%s: %+v", name, f)
+		}
+	}
+}
+
+// Run reads what a standing lag holds, from the committed offsets to the
+// ends of the second sample, only when the lag stands; a moving stage is
+// not read.
+func TestRunReadsAStandingLag(t *testing.T) {
+	st := stage(t, countYAML)
+	m := map[string][]int32{"c0": {0, 1}}
+	var asked []map[status.TP][2]int64
+	samples := []*status.Sample{}
+	src := Sources{
+		Status: func(context.Context, status.Request) (*status.Sample, error) {
+			s := samples[0]
+			samples = samples[1:]
+			return s, nil
+		},
+		Topics: func(context.Context, lint.TopicsSpec) (*lint.TopicsReport, error) { return cleanTopics(), nil },
+		Scrape: func(context.Context, string) (*promscrape.Sample, error) { return nil, errors.New("unused") },
+		Sleep:  func(context.Context, time.Duration) error { return nil },
+		Unread: func(_ context.Context, ranges map[status.TP][2]int64) (bool, error) {
+			asked = append(asked, ranges)
+			return false, nil
+		},
+	}
+	samples = []*status.Sample{sample(t0, "Stable", m, [2]int64{10, 7}, [2]int64{11, 7}), sample(t0.Add(time.Second), "Stable", m, [2]int64{10, 7}, [2]int64{11, 7})}
+	r, err := Run(context.Background(), Inputs{Stage: st, Interval: time.Second}, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[status.TP][2]int64{{Topic: "in", Partition: 0}: {10, 11}}
+	if len(asked) != 1 || fmt.Sprint(asked[0]) != fmt.Sprint(want) {
+		t.Errorf("read %v, want %v", asked, want)
+	}
+	if f := findings(r, CheckLag); len(f) != 0 {
+		t.Errorf("%+v", f)
+	}
+	asked = nil
+	samples = []*status.Sample{sample(t0, "Stable", m, [2]int64{10, 7}, [2]int64{20, 7}), sample(t0.Add(time.Second), "Stable", m, [2]int64{15, 7}, [2]int64{20, 7})}
+	if _, err := Run(context.Background(), Inputs{Stage: st, Interval: time.Second}, src); err != nil || len(asked) != 0 {
+		t.Errorf("a moving stage: read %v (%v)", asked, err)
+	}
+}
+
