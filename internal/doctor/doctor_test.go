@@ -436,3 +436,22 @@ func TestRunReadsAStandingLag(t *testing.T) {
 	}
 }
 
+// The bridge reads no secret (its config records hold none), so it loads
+// no keyring and exports no flechtwerk_keyring_keys_loaded: a --keyring
+// (or FLECHT_KEYRING, which an operator of rotations has set) makes no
+// finding on a bridge, where "run the stage with --keyring" cannot be
+// followed. The check says why it was skipped.
+func TestDiagnoseBridgeHoldsNoKeyring(t *testing.T) {
+	st := stage(t, bridgeYAML)
+	r := Diagnose(Inputs{Stage: st, Interval: 10 * time.Second, Kids: []string{"k1"}},
+		bridgeObs(t, bridgeMetrics(1, 0, 100, 10, 0.1), bridgeMetrics(1, 0, 110, 20, 0.2)))
+	if f := findings(r, CheckKeyring); len(f) != 0 {
+		t.Errorf("keyring findings on a bridge: %+v", f)
+	}
+	for _, c := range r.Checks {
+		if c.Name == CheckKeyring && (c.Status != StatusSkipped || !strings.Contains(c.Detail, "reads no secrets")) {
+			t.Errorf("keyring check %+v", c)
+		}
+	}
+}
+

@@ -226,6 +226,12 @@ func (d *diagnosis) budget(live []Scrape) {
 // keyring checks that every reader holds the kids it must: the keyring
 // file's when given, else every kid another reader holds.
 func (d *diagnosis) keyring(live []Scrape) {
+	// Only the stage kinds that decrypt load a keyring (the catalog's
+	// keyring_keys_loaded row); the bridge's config records hold no secret.
+	if row, ok := metrics.Lookup(strings.TrimPrefix(promscrape.KeysLoadedMetric, "flechtwerk_")); ok && !slices.Contains(row.Stages, d.st.Kind) {
+		d.skipped(CheckKeyring, "a "+d.st.Kind+" stage reads no secrets: it loads no keyring")
+		return
+	}
 	before := d.found
 	held := map[string][]string{}
 	var any bool
