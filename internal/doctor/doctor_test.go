@@ -455,3 +455,30 @@ func TestDiagnoseBridgeHoldsNoKeyring(t *testing.T) {
 	}
 }
 
+// An invalid record raised (invalid_messages: crash; a Python stage's
+// handler that raises) stopped the stage: nothing was lost, and getting
+// past it takes skip or dlq. Only skipped and substituted records are data
+// lost by policy.
+func TestDiagnoseInvalidOutcomes(t *testing.T) {
+	st := stage(t, countYAML)
+	m := map[string][]int32{"c0": {0, 1}}
+	text := `# TYPE flechtwerk_messages_invalid_total counter
+flechtwerk_messages_invalid_total{outcome="raised",topic="in"} 1
+flechtwerk_messages_invalid_total{outcome="substituted",topic="in"} 2
+`
+	r := Diagnose(Inputs{Stage: st, Interval: 10 * time.Second}, Observations{
+		First: sample(t0, "Stable", m, [2]int64{1, 1}, [2]int64{1, 1}), Second: sample(t0.Add(10*time.Second), "Stable", m, [2]int64{1, 1}, [2]int64{1, 1}),
+		Topics:  cleanTopics(),
+		Scrapes: []Scrape{{URL: "u", First: scrape(t, t0, text), Second: scrape(t, t0, text)}},
+	})
+	got := map[string]Finding{}
+	for _, f := range findings(r, CheckInvalid) {
+		got[strings.Fields(f.Message)[1]] = f
+	}
+	if f := got["raised"]; strings.Contains(f.Message, "data lost") || !strings.Contains(f.Message, "stopped the stage") || !strings.Contains(f.Command, "invalid_messages: skip or dlq") {
+		t.Errorf("raised: %+v", f)
+	}
+	if f := got["substituted"]; !strings.Contains(f.Message, "substituted 2 invalid record(s) of in since it started: data lost by policy") {
+		t.Errorf("substituted: %+v", f)
+	}
+}
