@@ -239,6 +239,11 @@ func TestDiagnoseBridge(t *testing.T) {
 	if s := statuses(ok); s[CheckMQTT] != StatusOK || s[CheckBudget] != StatusOK || s[CheckMembers] != StatusSkipped || s[CheckLag] != StatusSkipped || s[CheckInvalid] != StatusSkipped {
 		t.Errorf("checks %v", s)
 	}
+	for _, c := range ok.Checks {
+		if c.Name == CheckLag && c.Detail != "an MQTT bridge has no input to lag behind" {
+			t.Errorf("lag skipped: %q", c.Detail)
+		}
+	}
 	if d := ok.Checks[len(ok.Checks)-2].Detail; !strings.Contains(d, "16m40s at 1/s") {
 		t.Errorf("budget detail %q", d)
 	}

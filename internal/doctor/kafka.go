@@ -68,7 +68,7 @@ func (d *diagnosis) members() {
 // lag compares the transformer's lag in the two samples.
 func (d *diagnosis) lag() {
 	if d.st.Kind != stagefile.KindTransformer {
-		d.skipped(CheckLag, "a "+d.st.Kind+" stage has no input to lag behind")
+		d.skipped(CheckLag, kindName(d.st.Kind)+" has no input to lag behind")
 		return
 	}
 	before := d.found
@@ -125,6 +125,17 @@ func standingLag(st *stagefile.Stage, first, second *status.Sample) map[status.T
 		}
 	}
 	return out
+}
+
+// kindName names a stage kind in a sentence.
+func kindName(kind string) string {
+	switch kind {
+	case stagefile.KindExtractor:
+		return "an extractor"
+	case stagefile.KindMQTT:
+		return "an MQTT bridge"
+	}
+	return "a " + kind
 }
 
 func tasksOf(s *status.Sample) int {

@@ -232,7 +232,7 @@ func (d *diagnosis) keyring(live []Scrape) {
 	// Only the stage kinds that decrypt load a keyring (the catalog's
 	// keyring_keys_loaded row); the bridge's config records hold no secret.
 	if row, ok := metrics.Lookup(strings.TrimPrefix(promscrape.KeysLoadedMetric, "flechtwerk_")); ok && !slices.Contains(row.Stages, d.st.Kind) {
-		d.skipped(CheckKeyring, "a "+d.st.Kind+" stage reads no secrets: it loads no keyring")
+		d.skipped(CheckKeyring, kindName(d.st.Kind)+" reads no secrets: it loads no keyring")
 		return
 	}
 	before := d.found
