@@ -65,7 +65,8 @@ diagnoses it:
   outage_budget     min(session_expiry, --queue-limit / measured rate) above
                     --min-budget, and the rate under the online capacity
   keyring           every reader holds every kid of --keyring (without it:
-                    every kid another reader holds)
+                    every kid another reader holds); an MQTT bridge reads
+                    no secrets and is not checked
 
 The checks that read metrics need --metrics-url of every instance (host:port
 means http://host:port/metrics); without it they are skipped. APP, when
@@ -182,7 +183,9 @@ func doctorInputs(opts *DoctorOptions) (doctor.Inputs, error) {
 		return in, usage("--queue-limit %d: want the broker's per-session queue in messages, above 0", opts.QueueLimit)
 	}
 	in.QueueLimit = opts.QueueLimit
-	if path := keyringPath(opts.Keyring, opts.Getenv); path != "" {
+	// Only a stage that loads a keyring is checked against one: a bridge
+	// is not, so its --keyring (or FLECHT_KEYRING) is not even opened.
+	if path := keyringPath(opts.Keyring, opts.Getenv); path != "" && doctor.LoadsKeyring(st.Kind) {
 		kr, _, err := secret.Load(path, keyringPassword(passwordFilePath(opts.PasswordFile, opts.Getenv), opts.IO))
 		if err != nil {
 			return in, exitcode.UsageError(fmt.Errorf("--keyring: %w", err))

@@ -54,6 +54,14 @@ func TestDoctorUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want %d naming %q", tc.args, r.code, r.err, tc.code, tc.want)
 		}
 	}
+	// A bridge loads no keyring, so FLECHT_KEYRING naming a protected one
+	// (as an operator of rotations has it set) asks for no password: the
+	// doctor goes on to Kafka.
+	bridge := writeAt(t, dir, "bridge.yaml", fmt.Sprintf(mqttStageFmt, "relay"))
+	r := run(t, map[string]string{EnvKeyring: protected}, "", "doctor", "-b", "127.0.0.1:1", "-f", bridge, "--interval", "1s")
+	if r.code != exitcode.Failure || !strings.Contains(r.err, "127.0.0.1:1") {
+		t.Errorf("a bridge with FLECHT_KEYRING protected: exit %d, stderr %q", r.code, r.err)
+	}
 }
 
 // The doctor against a real stage on the embedded Kafka: clean while the

@@ -226,12 +226,18 @@ func (d *diagnosis) budget(live []Scrape) {
 		budget.FormatDuration(d.st.SessionExpiry())))
 }
 
+// LoadsKeyring reports whether a stage of kind loads a keyring (the
+// metric catalog's keyring_keys_loaded row): an MQTT bridge does not, as
+// its config records hold no secret.
+func LoadsKeyring(kind string) bool {
+	row, ok := metrics.Lookup(strings.TrimPrefix(promscrape.KeysLoadedMetric, "flechtwerk_"))
+	return ok && slices.Contains(row.Stages, kind)
+}
+
 // keyring checks that every reader holds the kids it must: the keyring
 // file's when given, else every kid another reader holds.
 func (d *diagnosis) keyring(live []Scrape) {
-	// Only the stage kinds that decrypt load a keyring (the catalog's
-	// keyring_keys_loaded row); the bridge's config records hold no secret.
-	if row, ok := metrics.Lookup(strings.TrimPrefix(promscrape.KeysLoadedMetric, "flechtwerk_")); ok && !slices.Contains(row.Stages, d.st.Kind) {
+	if !LoadsKeyring(d.st.Kind) {
 		d.skipped(CheckKeyring, kindName(d.st.Kind)+" reads no secrets: it loads no keyring")
 		return
 	}
