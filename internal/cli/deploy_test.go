@@ -499,6 +499,17 @@ func TestRunServesProbesOfEveryStageKind(t *testing.T) {
 	}
 }
 
+// run --help tells a newcomer where the probes are: on the metrics
+// listener, beside /metrics, and what each asks.
+func TestRunHelpNamesTheProbes(t *testing.T) {
+	r := run(t, nil, "", "run", "--help")
+	for _, want := range []string{health.LivenessPath, health.ReadinessPath, "/metrics", "503"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("run --help does not name %s", want)
+		}
+	}
+}
+
 // The Kubernetes example parses, and its pieces fit together: each
 // StatefulSet takes --client-id from the pod name, probes /healthz and
 // /readyz on the port its stage file's metrics.listen opens (the port
