@@ -100,7 +100,7 @@ var Catalog = []Family{
 		Stages: []string{kindTransformer}, Note: "every record read from an input topic, invalid ones included (upstream counts the decoded ones)"},
 	{Name: "messages_invalid_total", Type: Counter, Labels: []string{"outcome", "topic"}, Origin: Upstream,
 		Values: map[string][]string{"outcome": {OutcomeRaised, OutcomeSkipped, OutcomeSubstituted, OutcomeDeadLettered}},
-		Stages: []string{kindTransformer}, Note: "invalid_messages crash → raised, skip → skipped, dlq → dead_lettered (flecht's value); substituted is upstream's only"},
+		Stages: []string{kindTransformer, kindExtractor, kindMQTT}, Note: "invalid_messages crash → raised, skip → skipped, dlq → dead_lettered (flecht's value); substituted is upstream's only; an undecodable config record is always skipped"},
 	{Name: "messages_out_total", Type: Counter, Labels: []string{"topic"}, Origin: Upstream,
 		Stages: []string{kindTransformer, kindExtractor, kindMQTT}},
 	{Name: "message_in_bytes", Type: Histogram, Labels: []string{"topic"}, Ladder: ByteLadder, Origin: Upstream,
