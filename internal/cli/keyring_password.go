@@ -83,6 +83,10 @@ func newKeyringPassword(passwordFile string, prompt promptFunc) ([]byte, error) 
 	tooShort := fmt.Errorf("a keyring password must be at least %d bytes", secret.MinPasswordBytes)
 	if passwordFile != "" {
 		pw, err := secret.PasswordFile(passwordFile)()
+		var se *secret.Error
+		if errors.As(err, &se) {
+			return nil, errors.New(secretLine(se, nil))
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -7,7 +7,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -69,7 +71,14 @@ func PasswordFile(path string) PasswordFunc {
 	return func() ([]byte, error) {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("reading the keyring password file: %w", err)
+			// Not wrapped: a missing password file must never read as a
+			// missing keyring (fs.ErrNotExist) to the caller.
+			reason := err
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				reason = pe.Err
+			}
+			return nil, &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf("cannot read the password file %s: %v", path, reason)}
 		}
 		return bytes.TrimSuffix(b, []byte("\n")), nil
 	}
