@@ -84,8 +84,8 @@ verb prints key bytes.
 A password-protected keyring (an encrypted JWK Set, PBES2-HS512+A256KW)
 opens with --password-file FILE or ` + EnvKeyringPasswordFile + `, or a prompt
 on a terminal, and every edit writes it back protected with the same
-password. Passwords are at least 14 bytes; one trailing newline of a
-password file is ignored.
+password. Passwords are at least 14 bytes. A password file is read as
+flechtctl reads it: UTF-8 text, one trailing line break (\n, \r\n) ignored.
 
 A new KID or scope name must be printable text, without control
 characters or surrounding whitespace, of at most 128 bytes, so that it shows

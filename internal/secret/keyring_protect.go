@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/jose"
@@ -65,8 +66,12 @@ func (p *protection) Format(f fmt.State, _ rune) { fmt.Fprint(f, p.String()) }
 // FLECHT_KEYRING_PASSWORD_FILE names, or a terminal prompt.
 type PasswordFunc func() ([]byte, error)
 
-// PasswordFile reads the password from the file at path, with one trailing
-// newline stripped (as upstream's --password-file).
+// PasswordFile reads the password from the file at path as flechtctl's
+// --password-file does (Python's text mode): UTF-8 text whose line breaks
+// ("\r\n", "\r") read as "\n", one trailing "\n" dropped. So a password
+// file written on Windows opens the same keyring in both tools, and a file
+// that is not UTF-8, which flechtctl cannot read, is refused rather than
+// protecting a keyring flechtctl could never open.
 func PasswordFile(path string) PasswordFunc {
 	return func() ([]byte, error) {
 		b, err := os.ReadFile(path)
@@ -80,6 +85,12 @@ func PasswordFile(path string) PasswordFunc {
 			}
 			return nil, &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf("cannot read the password file %s: %v", path, reason)}
 		}
+		if !utf8.Valid(b) {
+			return nil, &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf(
+				"the password file %s is not UTF-8 text (flechtctl reads a password file as UTF-8 and could not use it)", path)}
+		}
+		b = bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n"))
+		b = bytes.ReplaceAll(b, []byte("\r"), []byte("\n"))
 		return bytes.TrimSuffix(b, []byte("\n")), nil
 	}
 }
