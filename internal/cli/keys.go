@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -361,7 +362,10 @@ func runKeysList(opts *KeysOptions) error {
 // changeKeyring is one read-modify-write of the keyring, under its lock so
 // that a concurrent keys verb cannot drop this change (or this one theirs):
 // load, change, save, print what changed. A change that leaves the keyring
-// as it was writes nothing and reports it unchanged.
+// as it was writes nothing and reports it unchanged. The lock is released
+// before anything is printed: a reader that closes the pipe early (| head)
+// kills the process with SIGPIPE mid-print, and a lock left behind would
+// hold the next verb until it turns stale.
 func changeKeyring(opts *KeysOptions, action string, change func(*secret.Keyring) (*secret.Keyring, error)) error {
 	if err := opts.askPasswordFirst(); err != nil {
 		return err
@@ -373,7 +377,8 @@ func changeKeyring(opts *KeysOptions, action string, change func(*secret.Keyring
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	release := sync.OnceFunc(unlock)
+	defer release()
 	kr, err := loadKeyringForKeys(opts)
 	if err != nil {
 		return err
@@ -390,11 +395,13 @@ func changeKeyring(opts *KeysOptions, action string, change func(*secret.Keyring
 	rep.Action, rep.Kid, rep.Scope = action, opts.Kid, opts.Scope
 	if len(rep.Changes) == 0 {
 		rep.Action = keysUnchanged
+		release()
 		return printKeyring(opts, rep)
 	}
 	if err := next.Save(opts.Keyring, opts.fileLog()); err != nil {
 		return err
 	}
+	release()
 	return printKeyring(opts, rep)
 }
 
