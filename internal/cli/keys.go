@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -665,7 +664,7 @@ func (opts *KeysOptions) passwordOption() secret.FileOption {
 // fileIsPlain reports whether the keyring file at path is a plain JWK Set
 // (or anything but a protected one); an error when it cannot be read.
 func fileIsPlain(path string) (bool, error) {
-	doc, err := os.ReadFile(path)
+	doc, err := secret.ReadKeyringFile(path)
 	if err != nil {
 		return false, err
 	}

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 	"unicode/utf8"
 
@@ -66,6 +65,9 @@ func (p *protection) Format(f fmt.State, _ rune) { fmt.Fprint(f, p.String()) }
 // FLECHT_KEYRING_PASSWORD_FILE names, or a terminal prompt.
 type PasswordFunc func() ([]byte, error)
 
+// maxPasswordFileBytes bounds what is read of a password file.
+const maxPasswordFileBytes = 64 << 10
+
 // PasswordFile reads the password from the file at path as flechtctl's
 // --password-file does (Python's text mode): UTF-8 text whose line breaks
 // ("\r\n", "\r") read as "\n", one trailing "\n" dropped. So a password
@@ -74,7 +76,14 @@ type PasswordFunc func() ([]byte, error)
 // protecting a keyring flechtctl could never open.
 func PasswordFile(path string) PasswordFunc {
 	return func() ([]byte, error) {
-		b, err := os.ReadFile(path)
+		b, err := readBounded(path, maxPasswordFileBytes, func() error {
+			return &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf(
+				"the password file %s is larger than %d KiB: not a password file", path, maxPasswordFileBytes>>10)}
+		})
+		var se *Error
+		if errors.As(err, &se) {
+			return nil, err
+		}
 		if err != nil {
 			// Not wrapped: a missing password file must never read as a
 			// missing keyring (fs.ErrNotExist) to the caller.
