@@ -392,8 +392,10 @@ names KID.
 A key that a role names is never removed (exit 3): the primary, the
 sealing key of a scope (flenc_primaries) or the signing key of a scope
 (flenc_signing). The refusal lists every such role with the command that
-moves it (flechtctl drops those roles silently, and Flechtwerk 0.17 stages
-then refuse to load the file).`,
+moves it. (flechtctl refuses only the primary and drops a key's per-scope
+roles silently, so a scope's values fall back to the primary, or lose
+their signer, unnoticed; and a file whose roles name a missing key is one
+Flechtwerk 0.17 stages refuse to load.)`,
 		Example: `  flecht keys remove --keyring keyring.json --kid prod-2026-01`,
 	}, true, requireKid, runF, runKeysRemove)
 	return guardKeysRemove(f, cmd, opts)

@@ -591,3 +591,34 @@ func TestProtectedHeaderAsUpstreamWrites(t *testing.T) {
 		t.Error("two writes share a salt")
 	}
 }
+
+// A password file is read as flechtctl reads it (Python's text mode:
+// UTF-8, universal newlines, then one trailing newline dropped), so one
+// password file opens a keyring in both tools.
+func TestPasswordFileReadAsFlechtctlReadsIt(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ file, want string }{
+		{"correct horse battery\n", "correct horse battery"},
+		{"correct horse battery", "correct horse battery"},
+		{"correct horse battery\r\n", "correct horse battery"},
+		{"correct horse battery\r", "correct horse battery"},
+		{"correct horse battery\n\n", "correct horse battery\n"},
+		{"line one\r\nline two\rthree\n", "line one\nline two\nthree"},
+		{"pässwort mit umlaut\n", "pässwort mit umlaut"},
+	} {
+		path := filepath.Join(dir, "pw")
+		if err := os.WriteFile(path, []byte(c.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := PasswordFile(path)()
+		if err != nil || string(got) != c.want {
+			t.Errorf("%q: got %q, %v; want %q", c.file, got, err, c.want)
+		}
+	}
+	path := filepath.Join(dir, "latin1")
+	os.WriteFile(path, []byte("correct horse b\xe9ttery\n"), 0o600)
+	if _, err := PasswordFile(path)(); !errors.Is(err, ErrKeyringPassword) || !strings.Contains(err.Error(), "UTF-8") ||
+		strings.Contains(err.Error(), "horse") {
+		t.Errorf("a password file that is not UTF-8: %v", err)
+	}
+}

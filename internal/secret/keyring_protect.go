@@ -7,9 +7,11 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/jose"
@@ -63,14 +65,41 @@ func (p *protection) Format(f fmt.State, _ rune) { fmt.Fprint(f, p.String()) }
 // FLECHT_KEYRING_PASSWORD_FILE names, or a terminal prompt.
 type PasswordFunc func() ([]byte, error)
 
-// PasswordFile reads the password from the file at path, with one trailing
-// newline stripped (as upstream's --password-file).
+// maxPasswordFileBytes bounds what is read of a password file.
+const maxPasswordFileBytes = 64 << 10
+
+// PasswordFile reads the password from the file at path as flechtctl's
+// --password-file does (Python's text mode): UTF-8 text whose line breaks
+// ("\r\n", "\r") read as "\n", one trailing "\n" dropped. So a password
+// file written on Windows opens the same keyring in both tools, and a file
+// that is not UTF-8, which flechtctl cannot read, is refused rather than
+// protecting a keyring flechtctl could never open.
 func PasswordFile(path string) PasswordFunc {
 	return func() ([]byte, error) {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("reading the keyring password file: %w", err)
+		b, err := readBounded(path, maxPasswordFileBytes, func() error {
+			return &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf(
+				"the password file %s is larger than %d KiB: not a password file", path, maxPasswordFileBytes>>10)}
+		})
+		var se *Error
+		if errors.As(err, &se) {
+			return nil, err
 		}
+		if err != nil {
+			// Not wrapped: a missing password file must never read as a
+			// missing keyring (fs.ErrNotExist) to the caller.
+			reason := err
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				reason = pe.Err
+			}
+			return nil, &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf("cannot read the password file %s: %v", path, reason)}
+		}
+		if !utf8.Valid(b) {
+			return nil, &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf(
+				"the password file %s is not UTF-8 text (flechtctl reads a password file as UTF-8 and could not use it)", path)}
+		}
+		b = bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n"))
+		b = bytes.ReplaceAll(b, []byte("\r"), []byte("\n"))
 		return bytes.TrimSuffix(b, []byte("\n")), nil
 	}
 }

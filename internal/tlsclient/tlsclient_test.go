@@ -350,3 +350,23 @@ func FuzzParseCAs(f *testing.F) {
 		}
 	})
 }
+
+// A CA, certificate or key path that names something huge (a log,
+// /dev/zero) is refused after a bounded read, never read into memory whole.
+func TestLoadRefusesHugeFiles(t *testing.T) {
+	huge := filepath.Join(t.TempDir(), "huge.pem")
+	f, err := os.Create(huge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64 << 20); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := tlsclient.LoadCAFile(huge); err == nil || !strings.Contains(err.Error(), "CA file "+huge+": larger than 16 MiB") {
+		t.Errorf("LoadCAFile: %v", err)
+	}
+	if _, err := tlsclient.LoadKeyPair(huge, huge); err == nil || !strings.Contains(err.Error(), "client certificate file "+huge+": larger than 16 MiB") {
+		t.Errorf("LoadKeyPair: %v", err)
+	}
+}
