@@ -59,7 +59,7 @@ upstream:
 	e2e/upstream/build.sh $(UPSTREAM_ROOT)
 
 # with_broker runs $(1) against a broker it starts on FLECHT_E2E_KAFKA_PORT
-# (default 39092), unless FLECHT_E2E_BROKERS names a cluster, which it never
+# (default 29092), unless FLECHT_E2E_BROKERS names a cluster, which it never
 # touches. The EXIT trap stops the broker even when the test binary panics
 # or hits -timeout, where TestMain's own stop never runs; it is set only
 # after start succeeded, so a broker someone else started is never stopped.
@@ -67,7 +67,7 @@ define with_broker
 	@if [ -n "$$FLECHT_E2E_BROKERS" ]; then $(1); else \
 	  e2e/kafka/broker.sh start || exit 1; \
 	  trap 'e2e/kafka/broker.sh stop' EXIT; \
-	  FLECHT_E2E_BROKERS=127.0.0.1:$${FLECHT_E2E_KAFKA_PORT:-39092} $(1); \
+	  FLECHT_E2E_BROKERS=127.0.0.1:$${FLECHT_E2E_KAFKA_PORT:-29092} $(1); \
 	fi
 endef
 

@@ -478,7 +478,7 @@ func brokerPID() int {
 	if runDir == "" {
 		runDir = filepath.Join(repoRoot, "e2e", ".run")
 	}
-	port := envOr("FLECHT_E2E_KAFKA_PORT", "39092")
+	port := envOr("FLECHT_E2E_KAFKA_PORT", "29092")
 	if _, p, ok := strings.Cut(brokers, ":"); ok && !strings.Contains(brokers, ",") {
 		port = p
 	}

@@ -114,15 +114,20 @@ func sweepThroughFault(t *testing.T, k *kafkaNodes, fx *rxFixture, f fault, edit
 			}
 			value := fmt.Sprintf(`{"edit":%d,"api_key":"%s","note":"a concurrent edit, sealed with the old key"}`, i, tok)
 			r := &kgo.Record{Topic: fx.Topic, Partition: fx.Live[key].Partition, Key: []byte(key), Value: []byte(value)}
-			for attempt := 0; ; attempt++ {
+			// The writer is a client like any other: it rides out the
+			// faults, the longest of which (all three nodes down, then a
+			// start that may take half a minute on a loaded machine) lasts
+			// well over a minute; it gives up only after three.
+			giveUp := time.Now().Add(3 * time.Minute)
+			for {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				err := w.ProduceSync(ctx, r).FirstErr()
 				cancel()
 				if err == nil {
 					break
 				}
-				if attempt > 20 {
-					t.Errorf("the writer could not write an edit: %v", err)
+				if time.Now().After(giveUp) {
+					t.Errorf("the writer could not write an edit for 3 minutes: %v", err)
 					return
 				}
 				time.Sleep(200 * time.Millisecond)

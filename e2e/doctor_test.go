@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/doctor"
+	"github.com/flecht-dev/flecht/internal/kafkax"
 )
 
 // flecht doctor on a real Kafka against a running count stage: clean (exit
@@ -61,11 +62,7 @@ func TestDoctorOnRealKafka(t *testing.T) {
 	if code != 0 || len(rep.Findings) != 0 {
 		t.Fatalf("a healthy stage: exit %d\n%s", code, stdout)
 	}
-	for _, c := range rep.Checks {
-		if c.Status == doctor.StatusFindings {
-			t.Errorf("check %s: %s", c.Name, c.Detail)
-		}
-	}
+	checkClean(t, rep)
 
 	day := "86400000"
 	res, err := adm.AlterTopicConfigs(testCtx(t, 30*time.Second), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: &day}}, in)
@@ -83,6 +80,71 @@ func TestDoctorOnRealKafka(t *testing.T) {
 	if f.Check != doctor.CheckTopics || f.Subject != in || !strings.Contains(f.Message, "retention.ms=86400000") ||
 		f.Command != "kafka-configs.sh --bootstrap-server "+brokers+" --alter --entity-type topics --entity-name "+in+" --add-config retention.ms=-1" {
 		t.Fatalf("finding %+v", f)
+	}
+	p.stop()
+}
+
+func checkClean(t *testing.T, rep doctor.Report) {
+	t.Helper()
+	for _, c := range rep.Checks {
+		if c.Status == doctor.StatusFindings {
+			t.Errorf("check %s: %s", c.Name, c.Detail)
+		}
+	}
+}
+
+// A count stage idle on an input written transactionally, as an
+// extractor or the bridge writes its raw topic: it commits the offset
+// after its last record, so each partition keeps a lag of the markers
+// after it (and of an aborted transaction's records) on the real broker.
+// The doctor reads that range, finds nothing a consumer would read, and
+// calls the stage clean (it called it stuck before).
+func TestDoctorOnAnIdleStageOfTransactionalInput(t *testing.T) {
+	in, out := topicName(t, "raw"), topicName(t, "counted")
+	createTopic(t, in, 3, map[string]string{"retention.ms": "-1"})
+	createTopic(t, out, 3, nil)
+	app := "doctor-txn-" + strings.TrimPrefix(in, "e2e-testdoctoronanidlestageoftransactionalinput-raw-")
+	stage := countStage(t, app, in, out, "crash", 500)
+	p := startRun(t, stage, "doctor-txn-0", t.TempDir())
+
+	w := client(t, kgo.TransactionalID(app+"-upstream"), kgo.DefaultProduceTopic(in))
+	ctx := testCtx(t, time.Minute)
+	for i, end := range []kgo.TransactionEndTry{kgo.TryCommit, kgo.TryCommit, kgo.TryAbort, kgo.TryCommit} {
+		if err := w.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for k := range 9 {
+			if err := w.ProduceSync(ctx, &kgo.Record{Key: []byte(fmt.Sprintf("k%d", k)), Value: []byte(fmt.Sprintf(`{"n":%d}`, i))}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.EndTransaction(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The outputs and the offsets commit in one transaction: once the 27
+	// committed records are counted, the offsets after them are committed,
+	// and the markers (and the 9 aborted records) are the lag left.
+	waitUntil(t, 2*time.Minute, "every committed record counted", func() bool {
+		p.alive()
+		recs, err := kafkax.ReadToEnd(testCtx(t, time.Minute), client(t), out)
+		return err == nil && len(recs) == 27
+	})
+	lag, err := admin(t).Lag(testCtx(t, 30*time.Second), app)
+	if err != nil || lag[app].Lag.Total() < 3 {
+		t.Fatalf("the lag of markers: %v %v", lag[app].Lag.Total(), err)
+	}
+	stdout, stderr, code := runFlecht(t, "", "doctor", app, "-b", brokers, "-f", stage, "--metrics-url", p.metricsURL(), "--interval", "2s", "-o", "json")
+	var rep doctor.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("doctor: exit %d %v\n%s%s", code, err, stdout, stderr)
+	}
+	if code != 0 || len(rep.Findings) != 0 {
+		t.Fatalf("an idle stage: exit %d\n%s", code, stdout)
+	}
+	checkClean(t, rep)
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "transaction markers or aborted records") {
+		t.Errorf("notes %q", rep.Notes)
 	}
 	p.stop()
 }

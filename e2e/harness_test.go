@@ -72,7 +72,7 @@ func runMain(m *testing.M) int {
 			stop.Stdout, stop.Stderr = os.Stderr, os.Stderr
 			_ = stop.Run()
 		}()
-		brokers = "127.0.0.1:" + envOr("FLECHT_E2E_KAFKA_PORT", "39092")
+		brokers = "127.0.0.1:" + envOr("FLECHT_E2E_KAFKA_PORT", "29092")
 	}
 	if err := warmUp(brokers); err != nil {
 		fmt.Fprintln(os.Stderr, "Kafka is not ready:", err)

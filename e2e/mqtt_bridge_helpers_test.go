@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,7 +52,13 @@ func writeStage(t *testing.T, yaml string) string {
 // bridgeStage is an mqtt stage file; extraMQTT adds lines under mqtt:.
 func bridgeStage(t *testing.T, app, configTopic, mqttAddr string, extraMQTT ...string) string {
 	t.Helper()
-	mq := fmt.Sprintf("  url: \"mqtt://%s\"\n  session_expiry: 1h\n", mqttAddr)
+	return mqttStage(t, app, configTopic, "mqtt://"+mqttAddr, extraMQTT...)
+}
+
+// mqttStage is an mqtt-relay stage file for the broker at url.
+func mqttStage(t *testing.T, app, configTopic, url string, extraMQTT ...string) string {
+	t.Helper()
+	mq := fmt.Sprintf("  url: \"%s\"\n  session_expiry: 1h\n", url)
 	for _, l := range extraMQTT {
 		mq += "  " + l + "\n"
 	}
@@ -85,10 +92,15 @@ func relayConfig(filter, output, key string) map[string]any {
 	return map[string]any{"topic": filter, "output_topic": output, "key": key, "qos": 1, "payload": "json"}
 }
 
+// hasMsg reports whether a log line is msg=<msg>, bare or quoted.
+func hasMsg(line, msg string) bool {
+	return strings.Contains(line, " msg="+msg+" ") || strings.Contains(line, ` msg="`+msg+`" `)
+}
+
 // logged reports whether a log line has msg=<msg> and every given k=v.
 func logged(logs, msg string, kv ...string) bool {
 	for line := range strings.SplitSeq(logs, "\n") {
-		if !strings.Contains(line, " msg="+msg+" ") && !strings.Contains(line, ` msg="`+msg+`" `) {
+		if !hasMsg(line, msg) {
 			continue
 		}
 		all := true
@@ -322,6 +334,32 @@ func (p *mqttPub) retriedNumbers() map[int]bool {
 		out[n] = true
 	}
 	return out
+}
+
+// publishPaced publishes the messages 0 … total-1 (numbered) from a
+// goroutine, message n to sensors/dev-<n%10>/events no sooner than
+// publishFor·n/total after the start: paced, so that what a test does
+// meanwhile (a kill, a restart) falls while publishing goes on. published
+// counts the messages published; done gets nil, or the first error, when
+// the goroutine ends.
+func publishPaced(ctx context.Context, pub *mqttPub, total int, publishFor time.Duration) (published *atomic.Int64, done <-chan error) {
+	published = new(atomic.Int64)
+	errc := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		for n := range total {
+			if ahead := time.Until(start.Add(publishFor * time.Duration(n) / time.Duration(total))); ahead > 0 {
+				time.Sleep(ahead)
+			}
+			if err := pub.publish(ctx, fmt.Sprintf("sensors/dev-%d/events", n%10), n, numbered(n)); err != nil {
+				errc <- err
+				return
+			}
+			published.Store(int64(n + 1))
+		}
+		errc <- nil
+	}()
+	return published, errc
 }
 
 // numbered is the payload of message n: the id the raw topic is checked by.

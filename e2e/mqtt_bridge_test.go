@@ -208,25 +208,11 @@ func TestMQTTBridgeSIGKILL(t *testing.T) {
 	p := startSource(t, stage, "bridge-0")
 	waitSubscribedLog(t, p, app, "sensors/+/events")
 
+	// Paced, so that the kills fall while publishing goes on (unpaced, it
+	// outran the restarts).
 	pub := newMQTTPub(t, m.Addr, "e2e-kill-pub")
-	var published atomic.Int64
-	pubErr := make(chan error, 1)
 	pubStart := time.Now()
-	go func() {
-		for n := range total {
-			// Paced, so that the kills fall while publishing goes on
-			// (unpaced, it outran the restarts).
-			if ahead := time.Until(pubStart.Add(publishFor * time.Duration(n) / total)); ahead > 0 {
-				time.Sleep(ahead)
-			}
-			if err := pub.publish(ctx, fmt.Sprintf("sensors/dev-%d/events", n%10), n, numbered(n)); err != nil {
-				pubErr <- err
-				return
-			}
-			published.Store(int64(n + 1))
-		}
-		pubErr <- nil
-	}()
+	published, pubErr := publishPaced(ctx, pub, total, publishFor)
 
 	type kill struct {
 		at, restarted  time.Time

@@ -5,7 +5,6 @@ package e2e
 import (
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,11 +36,7 @@ func startMosquittoTLS(t *testing.T, pki *tlstest.PKI, mutual bool) *Mosquitto {
 // adds lines under mqtt:.
 func tlsBridgeStage(t *testing.T, app, configTopic, mqttAddr string, extraMQTT ...string) string {
 	t.Helper()
-	mq := fmt.Sprintf("  url: \"mqtts://%s\"\n  session_expiry: 1h\n", mqttAddr)
-	for _, l := range extraMQTT {
-		mq += "  " + l + "\n"
-	}
-	return writeStage(t, fmt.Sprintf("application_id: %s\nkind: mqtt\nconfig_topics: [%s]\nextract: {builtin: mqtt-relay}\npoll_interval: 1s\nmqtt:\n%s", app, configTopic, mq))
+	return mqttStage(t, app, configTopic, "mqtts://"+mqttAddr, extraMQTT...)
 }
 
 // tlsPublisher is a numbered QoS 1 publisher with the test CA and client
@@ -60,7 +55,7 @@ func tlsPublisher(t *testing.T, pki *tlstest.PKI, addr, id string) *mqttPub {
 // logLine is the first log line with msg=<msg>, "" when there is none.
 func logLine(logs, msg string) string {
 	for line := range strings.SplitSeq(logs, "\n") {
-		if strings.Contains(line, " msg="+msg+" ") || strings.Contains(line, ` msg="`+msg+`" `) {
+		if hasMsg(line, msg) {
 			return line
 		}
 	}
@@ -90,23 +85,7 @@ func TestMQTTBridgeTLSPrivateCA(t *testing.T) {
 		t.Errorf("no TLS connection logged:\n%s", tail(p.logs(), 20))
 	}
 
-	pub := tlsPublisher(t, pki, m.Addr, "e2e-tls-pub")
-	var published atomic.Int64
-	pubErr := make(chan error, 1)
-	pubStart := time.Now()
-	go func() {
-		for n := range total {
-			if ahead := time.Until(pubStart.Add(publishFor * time.Duration(n) / total)); ahead > 0 {
-				time.Sleep(ahead)
-			}
-			if err := pub.publish(ctx, fmt.Sprintf("sensors/dev-%d/events", n%10), n, numbered(n)); err != nil {
-				pubErr <- err
-				return
-			}
-			published.Store(int64(n + 1))
-		}
-		pubErr <- nil
-	}()
+	published, pubErr := publishPaced(ctx, tlsPublisher(t, pki, m.Addr, "e2e-tls-pub"), total, publishFor)
 
 	waitUntil(t, 2*time.Minute, "40% published", func() bool { return published.Load() >= total*40/100 })
 	waitUntil(t, 2*time.Minute, p.name+" relaying", func() bool {

@@ -8,11 +8,11 @@
 #   broker.sh stop    stop the node started by `start` (by PID)
 #   broker.sh class C ARGS...   run a Kafka tool class (e.g. org.apache.kafka.tools.ProducerPerformance)
 #
-# Ports: FLECHT_E2E_KAFKA_PORT (default 39092) and that port + 1 for the controller.
+# Ports: FLECHT_E2E_KAFKA_PORT (default 29092) and that port + 1 for the controller.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-port=${FLECHT_E2E_KAFKA_PORT:-39092}
+port=${FLECHT_E2E_KAFKA_PORT:-29092}
 # One directory per port, so two brokers (a developer's and a CI run's)
 # never share data or a PID file.
 run=${FLECHT_E2E_RUN:-$here/../.run}/kafka-$port

@@ -103,16 +103,6 @@ func SetCanonicalMember(raw []byte, name string, value []byte) (out []byte, ok b
 	return out, true
 }
 
-// IsCanonicalObject reports whether raw is one JSON object in the canonical
-// wire form: Marshal of its decoded value gives raw back byte for byte.
-func IsCanonicalObject(raw []byte) bool {
-	if len(raw) < 2 || raw[0] != '{' {
-		return false
-	}
-	end, ok := canonicalValue(raw, 0, 0)
-	return ok && end == len(raw)
-}
-
 // plainKey: a member name that canonical JSON writes without escapes.
 func plainKey(s string) bool {
 	for i := 0; i < len(s); i++ {

@@ -261,19 +261,7 @@ func Probe(ctx context.Context, o ProbeOptions) (*ProbeResult, error) {
 		if !useTLS {
 			return d.DialContext(ctx, "tcp", addr)
 		}
-		cfg := o.TLS
-		if cfg == nil {
-			cfg = &tls.Config{MinVersion: tls.VersionTLS12}
-		}
-		if cfg.ServerName == "" {
-			cfg = cfg.Clone()
-			cfg.ServerName = host
-		}
-		conn, err := (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return nil, tlsclient.ExplainHandshake(err, peer)
-		}
-		return tlsclient.NewConn(conn.(*tls.Conn)), nil
+		return tlsclient.Dial(ctx, d, addr, host, o.TLS, peer)
 	}
 	connect := func(ctx context.Context, id string, clean bool, expiry uint32, onMsg func(*paho.Publish)) (*paho.Client, *paho.Connack, error) {
 		conn, err := dial(ctx)

@@ -37,7 +37,14 @@ func NewCmdCompletion(f *Factory, runF func(*CompletionOptions) error) *cobra.Co
   bash:  source <(flecht completion bash)
          or: flecht completion bash > /etc/bash_completion.d/flecht
   zsh:   flecht completion zsh > "${fpath[1]}/_flecht"
-  fish:  flecht completion fish > ~/.config/fish/completions/flecht.fish`,
+  fish:  flecht completion fish > ~/.config/fish/completions/flecht.fish
+
+Besides commands and flags, it completes application ids (status, replay,
+doctor) and topic names from the cluster the connection settings name,
+asking it for at most 2 s; --kid and the KID of keys export from the
+keyring file (--keyring or FLECHT_KEYRING; not a password-protected one,
+which completion cannot open); and profile names (--profile, profile show)
+from the config file.`,
 		ValidArgs: []string{"bash", "zsh", "fish"},
 		Args:      usageArgs(cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -186,21 +193,51 @@ func completeKids(f *Factory) cobra.CompletionFunc {
 	}
 }
 
+// completeProfiles completes a profile name with the config file's.
+func completeProfiles(f *Factory) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		file, _, _, err := profile.Load(profile.Inputs{Config: f.ConfigPath, Getenv: f.Getenv})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []string
+		for _, n := range file.Names() {
+			if strings.HasPrefix(n, toComplete) {
+				out = append(out, n)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// firstArg completes only a command's first argument with complete.
+func firstArg(complete cobra.CompletionFunc) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return complete(cmd, args, toComplete)
+	}
+}
+
 // Flags whose values are topic names, completed from the cluster.
 var topicFlags = []string{"topics", "input-topics", "raw", "config-topics", "input"}
 
 // registerCompletions wires the cluster's names into the command tree:
 // application ids as the first argument of status, replay and doctor;
-// topic names for the topic flags; kids for --kid (profiles for --profile
-// are the root's).
+// topic names for the topic flags; kids for --kid and the KID of keys
+// export; profile names for the NAME of profile show (and for --profile,
+// the root's).
 func registerCompletions(root *cobra.Command, f *Factory) {
 	var walk func(*cobra.Command)
 	walk = func(c *cobra.Command) {
-		switch c.Name() {
+		switch strings.TrimPrefix(c.CommandPath(), root.Name()+" ") {
 		case "status", "replay", "doctor":
-			if c.Parent() == root {
-				c.ValidArgsFunction = completeApplicationIDs(f)
-			}
+			c.ValidArgsFunction = completeApplicationIDs(f)
+		case "keys export":
+			c.ValidArgsFunction = firstArg(completeKids(f))
+		case "profile show":
+			c.ValidArgsFunction = firstArg(completeProfiles(f))
 		}
 		for _, name := range topicFlags {
 			if c.LocalFlags().Lookup(name) != nil {

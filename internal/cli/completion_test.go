@@ -100,6 +100,19 @@ func TestCompletionFromTheCluster(t *testing.T) {
 	if got, _, _ := complete(t, nil, "--config", conf, "status", "--profile", ""); !slices.Equal(got, []string{"prod", "staging"}) {
 		t.Errorf("--profile: %q", got)
 	}
+	// The arguments that name a kid or a profile complete alike, once.
+	if got, dir, _ := complete(t, nil, "keys", "export", "--keyring", keyring, "prod-2026-0"); !slices.Equal(got, []string{"prod-2026-01", "prod-2026-07"}) || dir != ":4" {
+		t.Errorf("keys export KID: %q %s", got, dir)
+	}
+	if got, _, _ := complete(t, nil, "keys", "export", "--keyring", keyring, "prod-2026-01", ""); len(got) != 0 {
+		t.Errorf("keys export, a second KID: %q", got)
+	}
+	if got, dir, _ := complete(t, nil, "--config", conf, "profile", "show", "st"); !slices.Equal(got, []string{"staging"}) || dir != ":4" {
+		t.Errorf("profile show NAME: %q %s", got, dir)
+	}
+	if got, _, _ := complete(t, nil, "--config", conf, "profile", "show", "prod", ""); len(got) != 0 {
+		t.Errorf("profile show, a second NAME: %q", got)
+	}
 }
 
 // An unreachable cluster completes nothing, at once or within the

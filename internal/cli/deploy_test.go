@@ -499,6 +499,17 @@ func TestRunServesProbesOfEveryStageKind(t *testing.T) {
 	}
 }
 
+// run --help tells a newcomer where the probes are: on the metrics
+// listener, beside /metrics, and what each asks.
+func TestRunHelpNamesTheProbes(t *testing.T) {
+	r := run(t, nil, "", "run", "--help")
+	for _, want := range []string{health.LivenessPath, health.ReadinessPath, "/metrics", "503"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("run --help does not name %s", want)
+		}
+	}
+}
+
 // The Kubernetes example parses, and its pieces fit together: each
 // StatefulSet takes --client-id from the pod name, probes /healthz and
 // /readyz on the port its stage file's metrics.listen opens (the port
@@ -528,7 +539,11 @@ func TestKubernetesExampleFitsTogether(t *testing.T) {
 					Annotations map[string]string `yaml:"annotations"`
 				} `yaml:"metadata"`
 				Spec struct {
-					Grace      int `yaml:"terminationGracePeriodSeconds"`
+					Grace           int `yaml:"terminationGracePeriodSeconds"`
+					SecurityContext struct {
+						RunAsUser *int64 `yaml:"runAsUser"`
+						FSGroup   *int64 `yaml:"fsGroup"`
+					} `yaml:"securityContext"`
 					Containers []struct {
 						Args []string `yaml:"args"`
 						Env  []struct {
@@ -622,7 +637,18 @@ func TestKubernetesExampleFitsTogether(t *testing.T) {
 			case v.ConfigMap != nil:
 				vols[v.Name] = "configmap:" + fmt.Sprint(v.ConfigMap["name"])
 			case v.Secret != nil:
-				vols[v.Name] = "secret:" + fmt.Sprint(v.Secret["secretName"])
+				secret := fmt.Sprint(v.Secret["secretName"])
+				vols[v.Name] = "secret:" + secret
+				// A Secret's files belong to root; a non-root container reads
+				// them through the group fsGroup gives them (the kubelet adds
+				// group read), or through a mode that lets others read.
+				mode, _ := v.Secret["defaultMode"].(int)
+				if sc := ps.SecurityContext; sc.RunAsUser != nil && *sc.RunAsUser != 0 && sc.FSGroup == nil && mode&0o004 == 0 {
+					t.Errorf("%s: runs as user %d without fsGroup, so it cannot read Secret %s (mode %#o, owned by root)", name, *sc.RunAsUser, secret, mode)
+				}
+				if !strings.Contains(string(raw), "kubectl create secret generic "+secret+" ") {
+					t.Errorf("%s: the header does not say to create Secret %s, which the pod mounts", name, secret)
+				}
 			default:
 				vols[v.Name] = "other"
 			}

@@ -30,6 +30,7 @@ type DoctorOptions struct {
 	MetricsURLs   []string
 	Interval      string
 	Keyring       string
+	PasswordFile  string // opens a protected --keyring: --password-file, else FLECHT_KEYRING_PASSWORD_FILE
 	QueueLimit    int64
 	MinBudget     string
 	MinRetention  string
@@ -64,12 +65,16 @@ diagnoses it:
   outage_budget     min(session_expiry, --queue-limit / measured rate) above
                     --min-budget, and the rate under the online capacity
   keyring           every reader holds every kid of --keyring (without it:
-                    every kid another reader holds)
+                    every kid another reader holds); an MQTT bridge reads
+                    no secrets and is not checked
 
 The checks that read metrics need --metrics-url of every instance (host:port
-means http://host:port/metrics); without it they are skipped. Exit 0 when
-clean, 4 with findings, 1 when the pipeline cannot be checked (Kafka does
-not answer). -o json prints {application_id, kind, interval_s,
+means http://host:port/metrics); without it they are skipped. APP, when
+given, must be the stage file's application_id: a guard against checking
+another stage than the one meant.
+
+Exit 0 when clean, 4 with findings, 1 when the pipeline cannot be checked
+(Kafka does not answer). -o json prints {application_id, kind, interval_s,
 checks[{name,status,detail}], findings[{check,subject,message,command}],
 notes}.`
 
@@ -105,10 +110,11 @@ func NewCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVarP(&opts.StageFile, "file", "f", "", "the stage file of the pipeline stage to check (required)")
 	fl.StringSliceVar(&opts.MetricsURLs, "metrics-url", nil, "an instance's metrics endpoint (repeatable or comma-separated)")
-	fl.StringVar(&opts.Interval, "interval", "10s", "time between the two samples (lag trend, rates)")
-	fl.StringVar(&opts.Keyring, "keyring", "", "the kids every reader must hold: this keyring file's (env "+EnvKeyring+")")
+	fl.StringVar(&opts.Interval, "interval", budget.FormatDuration(doctor.DefaultInterval), "time between the two samples (lag trend, rates)")
+	fl.StringVar(&opts.Keyring, "keyring", "", "a keyring file: every reader must have loaded each of its kids (env "+EnvKeyring+")")
+	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	fl.Int64Var(&opts.QueueLimit, "queue-limit", doctor.DefaultQueueLimit, "the MQTT broker's per-session queue (Mosquitto max_queued_messages)")
-	fl.StringVar(&opts.MinBudget, "min-budget", "5m", "the least MQTT outage budget that is no finding")
+	fl.StringVar(&opts.MinBudget, "min-budget", budget.FormatDuration(doctor.DefaultMinBudget), "the least MQTT outage budget that is no finding")
 	fl.StringVar(&opts.MinRetention, "min-retention", "", "the least retention.ms of a raw topic (e.g. 365d); default: only infinite (-1)")
 	_ = cmd.RegisterFlagCompletionFunc("file", cobra.FixedCompletions([]string{"yaml", "yml"}, cobra.ShellCompDirectiveFilterFileExt))
 	return cmd
@@ -131,13 +137,7 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 	if err != nil {
 		return fmt.Errorf("checking %s: %w", in.Stage.ApplicationID, err)
 	}
-	if err := opts.Printer().Print(rep, func(h *ui.Human) error { printDoctor(h, rep); return nil }); err != nil {
-		return err
-	}
-	if len(rep.Findings) > 0 {
-		return &exitcode.Silent{Code: exitcode.Findings}
-	}
-	return nil
+	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { printDoctor(h, rep); return nil }, len(rep.Findings) > 0)
 }
 
 // doctorInputs turns the flags into the doctor's inputs, refusing what is
@@ -183,8 +183,10 @@ func doctorInputs(opts *DoctorOptions) (doctor.Inputs, error) {
 		return in, usage("--queue-limit %d: want the broker's per-session queue in messages, above 0", opts.QueueLimit)
 	}
 	in.QueueLimit = opts.QueueLimit
-	if path := keyringPath(opts.Keyring, opts.Getenv); path != "" {
-		kr, _, err := secret.Load(path)
+	// Only a stage that loads a keyring is checked against one: a bridge
+	// is not, so its --keyring (or FLECHT_KEYRING) is not even opened.
+	if path := keyringPath(opts.Keyring, opts.Getenv); path != "" && doctor.LoadsKeyring(st.Kind) {
+		kr, _, err := secret.Load(path, keyringPassword(passwordFilePath(opts.PasswordFile, opts.Getenv), opts.IO))
 		if err != nil {
 			return in, exitcode.UsageError(fmt.Errorf("--keyring: %w", err))
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/devenv"
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/doctor"
 	"github.com/flecht-dev/flecht/internal/exitcode"
@@ -29,6 +30,9 @@ import (
 func TestDoctorUsage(t *testing.T) {
 	dir := t.TempDir()
 	st := writeAt(t, dir, "count.yaml", fmt.Sprintf(countStageFmt, "refine"))
+	pw := writeAt(t, dir, "pw", "a-keyring-password\n")
+	protected := filepath.Join(dir, "protected.json")
+	mustRun(t, nil, "", "keys", "init", "--keyring", protected, "--kid", "k1", "--protect", "--password-file", pw)
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -40,11 +44,23 @@ func TestDoctorUsage(t *testing.T) {
 		{[]string{"doctor", "-f", st, "--queue-limit", "0"}, exitcode.Usage, "--queue-limit"},
 		{[]string{"doctor", "-f", st, "--keyring", filepath.Join(dir, "none.json")}, exitcode.Usage, "--keyring"},
 		{[]string{"doctor", "-b", "127.0.0.1:1", "-f", st, "--interval", "1s"}, exitcode.Failure, "127.0.0.1:1"},
+		// A protected keyring opens with its password, and without one
+		// the refusal says what to give.
+		{[]string{"doctor", "-b", "127.0.0.1:1", "-f", st, "--interval", "1s", "--keyring", protected}, exitcode.Usage, "give --password-file FILE"},
+		{[]string{"doctor", "-b", "127.0.0.1:1", "-f", st, "--interval", "1s", "--keyring", protected, "--password-file", pw}, exitcode.Failure, "127.0.0.1:1"},
 	} {
 		r := run(t, nil, "", tc.args...)
 		if r.code != tc.code || !strings.Contains(r.err, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %d naming %q", tc.args, r.code, r.err, tc.code, tc.want)
 		}
+	}
+	// A bridge loads no keyring, so FLECHT_KEYRING naming a protected one
+	// (as an operator of rotations has it set) asks for no password: the
+	// doctor goes on to Kafka.
+	bridge := writeAt(t, dir, "bridge.yaml", fmt.Sprintf(mqttStageFmt, "relay"))
+	r := run(t, map[string]string{EnvKeyring: protected}, "", "doctor", "-b", "127.0.0.1:1", "-f", bridge, "--interval", "1s")
+	if r.code != exitcode.Failure || !strings.Contains(r.err, "127.0.0.1:1") {
+		t.Errorf("a bridge with FLECHT_KEYRING protected: exit %d, stderr %q", r.code, r.err)
 	}
 }
 
@@ -73,31 +89,8 @@ func TestDoctorOnARunningStage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	logs := &logxtest.Buffer{}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	f := &Factory{IO: &ui.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: logs}, Getenv: func(k string) string { return map[string]string{"HOME": dir}[k] }}
-	go func() {
-		done <- Main(runCtx, f, []string{"run", "-b", env.KafkaAddr(), "--client-id", "c0", "--session-timeout", "6s", "--state-dir", filepath.Join(dir, "state"), "-f", stagePath})
-	}()
-	t.Cleanup(func() { stop(); <-done })
-	var base string
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(45 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s:\n%s", what, logs.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	waitFor("the metrics address", func() bool {
-		if m := regexp.MustCompile(`url=(http://[0-9.:]+)/metrics`).FindStringSubmatch(logs.String()); m != nil {
-			base = m[1]
-		}
-		return base != ""
-	})
+	st := startInProcess(t, env, stagePath, dir)
+	logs, base, waitFor := st.logs, st.base, st.waitFor
 	waitFor("ready, and every record counted", func() bool {
 		rep, err := get(base + health.ReadinessPath)
 		if err != nil || !strings.Contains(rep, `"status":"ready"`) {
@@ -147,11 +140,9 @@ func TestDoctorOnARunningStage(t *testing.T) {
 		}
 	}
 
-	stop()
-	if code := <-done; code != 0 {
+	if code := st.stop(); code != 0 {
 		t.Fatalf("the stage exited %d", code)
 	}
-	done <- 0 // for the cleanup
 	waitFor("the group empty", func() bool {
 		g, err := kafkax.DescribeGroup(ctx, adm, "refine")
 		return err == nil && len(g.Members) == 0
@@ -163,6 +154,126 @@ func TestDoctorOnARunningStage(t *testing.T) {
 	}
 	if r.code != exitcode.Findings || !strings.Contains(strings.Join(checks, ","), doctor.CheckMembers) || !strings.Contains(strings.Join(checks, ","), doctor.CheckMetrics) {
 		t.Fatalf("stopped: exit %d, findings %+v", r.code, rep.Findings)
+	}
+}
+
+// inProcess is one stage run by `flecht run` in this process on the
+// embedded brokers, serving its metrics at base.
+type inProcess struct {
+	t      *testing.T
+	logs   *logxtest.Buffer
+	base   string
+	cancel context.CancelFunc
+	done   chan int
+	code   *int
+}
+
+// startInProcess runs the stage file at stagePath as client c0 until the
+// test ends (or stop), and waits for its metrics address.
+func startInProcess(t *testing.T, env *devenv.Env, stagePath, dir string) *inProcess {
+	t.Helper()
+	p := &inProcess{t: t, logs: &logxtest.Buffer{}, done: make(chan int, 1)}
+	var runCtx context.Context
+	runCtx, p.cancel = context.WithCancel(context.Background())
+	f := &Factory{IO: &ui.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: p.logs}, Getenv: func(k string) string { return map[string]string{"HOME": dir}[k] }}
+	go func() {
+		p.done <- Main(runCtx, f, []string{"run", "-b", env.KafkaAddr(), "--client-id", "c0", "--session-timeout", "6s", "--state-dir", filepath.Join(dir, "state"), "-f", stagePath})
+	}()
+	t.Cleanup(func() { p.stop() })
+	p.waitFor("the metrics address", func() bool {
+		if m := regexp.MustCompile(`url=(http://[0-9.:]+)/metrics`).FindStringSubmatch(p.logs.String()); m != nil {
+			p.base = m[1]
+		}
+		return p.base != ""
+	})
+	return p
+}
+
+// waitFor waits up to 45 s for cond, failing the test with the stage's
+// log when it does not come.
+func (p *inProcess) waitFor(what string, cond func() bool) {
+	p.t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("timed out waiting for %s:\n%s", what, p.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop stops the stage (once) and returns its exit code.
+func (p *inProcess) stop() int {
+	if p.code == nil {
+		p.cancel()
+		code := <-p.done
+		p.code = &code
+	}
+	return *p.code
+}
+
+// A stage idle on an input written by a transactional producer, as every
+// raw topic of an extractor or the bridge is, is healthy: the stage
+// commits the offset after its last record, so each partition keeps a lag
+// of transaction markers (and, after an aborted transaction, its records)
+// that no read_committed reader can consume. The doctor reads that range
+// and finds it clean (exit 0), where it called the stage stuck before.
+func TestDoctorOnAnIdleStageOfTransactionalInput(t *testing.T) {
+	env := devenvtest.Start(t)
+	cl := devenvtest.KafkaClient(t, env)
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	if err := kafkax.CreateTopic(ctx, adm, "items.raw", 2, map[string]string{"retention.ms": "-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kafkax.CreateTopic(ctx, adm, "items.counted", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	txn, err := kgo.NewClient(kgo.SeedBrokers(env.KafkaAddr()), kgo.TransactionalID("upstream-extractor"), kgo.DefaultProduceTopic("items.raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txn.Close()
+	transaction := func(commit kgo.TransactionEndTry, keys ...string) {
+		t.Helper()
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if err := txn.ProduceSync(ctx, &kgo.Record{Key: []byte(k), Value: []byte(`{}`)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txn.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 {
+		transaction(kgo.TryCommit, fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i), fmt.Sprintf("c%d", i))
+	}
+	transaction(kgo.TryAbort, "a9", "b9", "c9")
+
+	dir := t.TempDir()
+	stagePath := writeAt(t, dir, "count.yaml", fmt.Sprintf(countStageFmt, "refine")+"metrics: {listen: \"127.0.0.1:0\"}\n")
+	p := startInProcess(t, env, stagePath, dir)
+	p.waitFor("every committed record counted, and the lag standing", func() bool {
+		out, _ := kafkax.ReadToEnd(ctx, cl, "items.counted")
+		if len(out) != 12 {
+			return false
+		}
+		g, err := adm.Lag(ctx, "refine")
+		return err == nil && g["refine"].Lag.Total() > 0
+	})
+	r := run(t, nil, "", "doctor", "-b", env.KafkaAddr(), "-f", stagePath, "--metrics-url", p.base, "--interval", "1s", "-o", "json")
+	var rep doctor.Report
+	if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
+		t.Fatalf("doctor: exit %d %v\n%s%s", r.code, err, r.out, r.err)
+	}
+	if r.code != 0 || len(rep.Findings) != 0 {
+		t.Fatalf("an idle stage: exit %d, findings %+v, checks %+v", r.code, rep.Findings, rep.Checks)
+	}
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "transaction markers or aborted records") {
+		t.Errorf("notes %q", rep.Notes)
 	}
 }
 

@@ -161,3 +161,31 @@ func TestSecretsEncryptUsesTheScopesSealingKey(t *testing.T) {
 		t.Errorf("unscoped: %s", r.out)
 	}
 }
+
+// A password file that cannot be read is named as what it is: never as a
+// missing keyring, which a newcomer would then try to create.
+func TestMissingPasswordFileIsNotAMissingKeyring(t *testing.T) {
+	v := loadCLIVectors(t)
+	dir := t.TempDir()
+	path := writeKeyringFile(t, dir, "protected.json", v.Protected+"\n")
+	missing := filepath.Join(dir, "no-such-password")
+	for _, args := range [][]string{
+		{"keys", "list"},
+		{"keys", "add", "--kid", "k9"},
+		{"secrets", "encrypt", "--scope", "api", `"v"`},
+	} {
+		r := run(t, map[string]string{EnvKeyring: path, EnvKeyringPasswordFile: missing}, "", args...)
+		if r.code == 0 || !strings.Contains(r.err, "password file "+missing) || strings.Contains(r.err, "does not exist; create it") ||
+			strings.Contains(r.err, "keyring file "+path+" does not exist") {
+			t.Errorf("%v: exit %d %q", args, r.code, r.err)
+		}
+	}
+	if b, _ := os.ReadFile(path); string(b) != v.Protected+"\n" {
+		t.Error("the keyring changed")
+	}
+	plain := writeKeyringFile(t, dir, "plain.json", `{"keys":[{"kty":"oct","kid":"a","k":"`+strings.Repeat("A", 43)+`"}],"primary":"a"}`)
+	r := run(t, map[string]string{EnvKeyring: plain, EnvKeyringPasswordFile: missing}, "", "keys", "protect")
+	if r.code != 1 || r.err != "error: keyring_password: cannot read the password file "+missing+": no such file or directory\n" {
+		t.Errorf("keys protect: exit %d %q", r.code, r.err)
+	}
+}

@@ -21,7 +21,7 @@ const EnvKeyringPasswordFile = "FLECHT_KEYRING_PASSWORD_FILE"
 // addPasswordFileFlag adds --password-file beside --keyring: every command
 // that loads a keyring opens a protected one with it.
 func addPasswordFileFlag(cmd *cobra.Command, p *string) {
-	cmd.Flags().StringVar(p, "password-file", "", "file holding the password of a password-protected keyring; one trailing newline is ignored (env "+EnvKeyringPasswordFile+"; a prompt on a terminal)")
+	cmd.Flags().StringVar(p, "password-file", "", "file holding the password of a password-protected keyring; UTF-8, one trailing line break is ignored (env "+EnvKeyringPasswordFile+"; a prompt on a terminal)")
 	_ = cmd.MarkFlagFilename("password-file")
 }
 
@@ -83,6 +83,10 @@ func newKeyringPassword(passwordFile string, prompt promptFunc) ([]byte, error) 
 	tooShort := fmt.Errorf("a keyring password must be at least %d bytes", secret.MinPasswordBytes)
 	if passwordFile != "" {
 		pw, err := secret.PasswordFile(passwordFile)()
+		var se *secret.Error
+		if errors.As(err, &se) {
+			return nil, errors.New(secretLine(se, nil))
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -7,9 +7,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -84,8 +84,8 @@ verb prints key bytes.
 A password-protected keyring (an encrypted JWK Set, PBES2-HS512+A256KW)
 opens with --password-file FILE or ` + EnvKeyringPasswordFile + `, or a prompt
 on a terminal, and every edit writes it back protected with the same
-password. Passwords are at least 14 bytes; one trailing newline of a
-password file is ignored.
+password. Passwords are at least 14 bytes. A password file is read as
+flechtctl reads it: UTF-8 text, one trailing line break (\n, \r\n) ignored.
 
 A new KID or scope name must be printable text, without control
 characters or surrounding whitespace, of at most 128 bytes, so that it shows
@@ -361,7 +361,10 @@ func runKeysList(opts *KeysOptions) error {
 // changeKeyring is one read-modify-write of the keyring, under its lock so
 // that a concurrent keys verb cannot drop this change (or this one theirs):
 // load, change, save, print what changed. A change that leaves the keyring
-// as it was writes nothing and reports it unchanged.
+// as it was writes nothing and reports it unchanged. The lock is released
+// before anything is printed: a reader that closes the pipe early (| head)
+// kills the process with SIGPIPE mid-print, and a lock left behind would
+// hold the next verb until it turns stale.
 func changeKeyring(opts *KeysOptions, action string, change func(*secret.Keyring) (*secret.Keyring, error)) error {
 	if err := opts.askPasswordFirst(); err != nil {
 		return err
@@ -373,7 +376,8 @@ func changeKeyring(opts *KeysOptions, action string, change func(*secret.Keyring
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	release := sync.OnceFunc(unlock)
+	defer release()
 	kr, err := loadKeyringForKeys(opts)
 	if err != nil {
 		return err
@@ -390,11 +394,13 @@ func changeKeyring(opts *KeysOptions, action string, change func(*secret.Keyring
 	rep.Action, rep.Kid, rep.Scope = action, opts.Kid, opts.Scope
 	if len(rep.Changes) == 0 {
 		rep.Action = keysUnchanged
+		release()
 		return printKeyring(opts, rep)
 	}
 	if err := next.Save(opts.Keyring, opts.fileLog()); err != nil {
 		return err
 	}
+	release()
 	return printKeyring(opts, rep)
 }
 
@@ -658,7 +664,7 @@ func (opts *KeysOptions) passwordOption() secret.FileOption {
 // fileIsPlain reports whether the keyring file at path is a plain JWK Set
 // (or anything but a protected one); an error when it cannot be read.
 func fileIsPlain(path string) (bool, error) {
-	doc, err := os.ReadFile(path)
+	doc, err := secret.ReadKeyringFile(path)
 	if err != nil {
 		return false, err
 	}

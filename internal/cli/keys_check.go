@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -99,7 +98,7 @@ guess. Exit 0 when every reader has it, 4 otherwise.`,
 
 func runKeysCheck(ctx context.Context, opts *KeysCheckOptions) error {
 	rep := checkReaders(ctx, opts.Kid, opts.URLs, opts.Scrape)
-	if err := opts.Printer().Print(rep, func(h *ui.Human) error {
+	return printCheck(opts.Printer(), rep, func(h *ui.Human) error {
 		printReaders(h, rep)
 		if rep.Ready {
 			h.Printf("%s\n", h.Good(fmt.Sprintf("every reader (%d) has loaded key %q: it may be promoted", len(rep.Readers), rep.Kid)))
@@ -108,13 +107,7 @@ func runKeysCheck(ctx context.Context, opts *KeysCheckOptions) error {
 				rep.Lacking, len(rep.Readers), rep.Kid)))
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	if !rep.Ready {
-		return &exitcode.Silent{Code: exitcode.Findings}
-	}
-	return nil
+	}, !rep.Ready)
 }
 
 func checkReaders(ctx context.Context, kid string, urls []string, scrape func(context.Context, string) KeysCheckReader) *KeysCheckReport {
@@ -167,17 +160,6 @@ func scrapeKeyring(ctx context.Context, client *http.Client, raw string) KeysChe
 	}
 	r.Kids = kids
 	return r
-}
-
-// ParseKeysLoaded reads the kids with a non-zero keyring_keys_loaded series
-// from a Prometheus text exposition; found says whether the metric is there.
-func ParseKeysLoaded(r io.Reader) (kids []string, found bool, err error) {
-	fams, err := promscrape.Parse(r)
-	if err != nil {
-		return nil, false, err
-	}
-	kids, found = (&promscrape.Sample{Families: fams}).KidsLoaded()
-	return kids, found, nil
 }
 
 // keysRemoveGuard makes `keys remove` refuse while a scan of the given

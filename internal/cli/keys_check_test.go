@@ -59,20 +59,3 @@ func TestKeysCheckGatesOnEveryReader(t *testing.T) {
 		}
 	}
 }
-
-func TestParseKeysLoaded(t *testing.T) {
-	kids, found, err := ParseKeysLoaded(strings.NewReader(`# TYPE flechtwerk_keyring_keys_loaded gauge
-flechtwerk_keyring_keys_loaded{kid="b",stage="s"} 1
-flechtwerk_keyring_keys_loaded{kid="a",stage="s"} 1
-flechtwerk_keyring_keys_loaded{kid="gone",stage="s"} 0
-`))
-	if err != nil || !found || strings.Join(kids, ",") != "a,b" {
-		t.Errorf("%v %v %v", kids, found, err)
-	}
-	if _, found, err := ParseKeysLoaded(strings.NewReader("up 1\n")); found || err != nil {
-		t.Errorf("no metric: %v %v", found, err)
-	}
-	if _, _, err := ParseKeysLoaded(strings.NewReader("{{{")); err == nil {
-		t.Error("garbage parsed")
-	}
-}

@@ -157,10 +157,15 @@ an existing keyring, use 'flecht keys add'. The file is written with mode
 		if typ == secret.TypeEd25519 {
 			return errors.New("an ed25519 key signs and cannot seal, so it cannot be the primary a new keyring needs: init with --type oct or x25519, then add the signing key with 'flecht keys add --type ed25519 --kid K --scope S --signing-for S'")
 		}
+		if len(opts.Roles.SigningFor) > 0 {
+			// checkNewKey would ask for --type ed25519, which init refuses.
+			return errors.New("init's key is the primary, a sealing key, so it cannot sign: drop --signing-for, then add the signing key with 'flecht keys add --type ed25519 --kid K --scope S --signing-for S'")
+		}
 		return checkNewKey(typ, opts.Scopes, opts.Roles)
 	}, runF, runKeysInit)
 	addNewKeyFlags(cmd, opts, true, "oct or x25519 (an ed25519 key cannot be primary)")
 	cmd.Flags().Lookup("primary").Usage = "accepted for symmetry with add: init's key is always the primary"
+	cmd.Flags().Lookup("signing-for").Usage = "refused: init's key seals and cannot sign (add a signing key with 'keys add --type ed25519')"
 	cmd.Flags().BoolVar(&opts.Protect, "protect", false, "write the new file password-protected (--password-file, "+EnvKeyringPasswordFile+", or asked twice on a terminal)")
 	return cmd
 }
@@ -182,7 +187,16 @@ func runKeysInit(opts *KeysOptions) error {
 	if kr, err = applyRoles(kr, opts.Kid, keyRoles{PrimaryFor: opts.Roles.PrimaryFor}, true); err != nil {
 		return keysKidError(err, nil)
 	}
+	return createKeyring(opts, kr)
+}
+
+// createKeyring writes kr as the new keyring file of init, or of an import
+// that creates it: password-protected first when --protect asks, never
+// over an existing file (not even one another process creates meanwhile),
+// and reported as created.
+func createKeyring(opts *KeysOptions, kr *secret.Keyring) error {
 	if opts.Protect {
+		var err error
 		if kr, err = protectWithNewPassword(opts, kr); err != nil {
 			return err
 		}
@@ -271,6 +285,20 @@ func checkRoleVerb(verb string, scopeRequired bool) func(*KeysOptions, []string)
 	}
 }
 
+// clearScopeRole is --scope S --clear of promote and signing: it removes
+// S's entry from one of the keyring's per-scope role tables (held:
+// flenc_primaries or flenc_signing) with clear; a scope without an entry
+// leaves the keyring unchanged.
+func clearScopeRole(opts *KeysOptions, held func(*secret.Keyring) map[string]string,
+	clear func(*secret.Keyring, string) (*secret.Keyring, error)) error {
+	return changeKeyring(opts, keysCleared, func(kr *secret.Keyring) (*secret.Keyring, error) {
+		if _, ok := held(kr)[opts.Scope]; !ok {
+			return kr, nil
+		}
+		return clear(kr, opts.Scope)
+	})
+}
+
 func newCmdKeysPromote(f *Factory, runF func(*KeysOptions) error) *cobra.Command {
 	cmd, opts := keysCommand(f, &cobra.Command{
 		Use:   "promote --kid KID [--scope S] | --scope S --clear",
@@ -298,12 +326,7 @@ sealed under the primary again.`,
 
 func runKeysPromote(opts *KeysOptions) error {
 	if opts.Clear {
-		return changeKeyring(opts, keysCleared, func(kr *secret.Keyring) (*secret.Keyring, error) {
-			if _, ok := kr.PrimaryFor()[opts.Scope]; !ok {
-				return kr, nil
-			}
-			return kr.ClearPrimaryFor(opts.Scope)
-		})
+		return clearScopeRole(opts, (*secret.Keyring).PrimaryFor, (*secret.Keyring).ClearPrimaryFor)
 	}
 	return changeKeyring(opts, keysPromoted, func(kr *secret.Keyring) (*secret.Keyring, error) {
 		if !kr.Has(opts.Kid) {
@@ -344,12 +367,7 @@ sign its values.`,
 
 func runKeysSigning(opts *KeysOptions) error {
 	if opts.Clear {
-		return changeKeyring(opts, keysCleared, func(kr *secret.Keyring) (*secret.Keyring, error) {
-			if _, ok := kr.SigningFor()[opts.Scope]; !ok {
-				return kr, nil
-			}
-			return kr.ClearSigningFor(opts.Scope)
-		})
+		return clearScopeRole(opts, (*secret.Keyring).SigningFor, (*secret.Keyring).ClearSigningFor)
 	}
 	return changeKeyring(opts, keysAssigned, func(kr *secret.Keyring) (*secret.Keyring, error) {
 		if !kr.Has(opts.Kid) {
@@ -374,8 +392,10 @@ names KID.
 A key that a role names is never removed (exit 3): the primary, the
 sealing key of a scope (flenc_primaries) or the signing key of a scope
 (flenc_signing). The refusal lists every such role with the command that
-moves it (flechtctl drops those roles silently, and Flechtwerk 0.17 stages
-then refuse to load the file).`,
+moves it. (flechtctl refuses only the primary and drops a key's per-scope
+roles silently, so a scope's values fall back to the primary, or lose
+their signer, unnoticed; and a file whose roles name a missing key is one
+Flechtwerk 0.17 stages refuse to load.)`,
 		Example: `  flecht keys remove --keyring keyring.json --kid prod-2026-01`,
 	}, true, requireKid, runF, runKeysRemove)
 	return guardKeysRemove(f, cmd, opts)

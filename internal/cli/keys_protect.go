@@ -21,7 +21,7 @@ over the JWK Set, the file 'flechtctl keyring protect' writes and
 Flechtwerk 0.17 and flechtctl open.
 
 The password comes from --password-file FILE or ` + EnvKeyringPasswordFile + `
-(one trailing newline ignored), or is asked twice on a terminal; it must be
+(UTF-8, one trailing line break ignored), or is asked twice on a terminal; it must be
 at least 14 bytes. From then on every verb opens the file with it and
 writes it back protected, and every reader needs it too: 'flecht run
 --password-file', or the Python stage's own.

@@ -183,20 +183,7 @@ func runKeysImport(opts *KeysOptions) error {
 	if err != nil {
 		return keysKidError(err, nil)
 	}
-	if opts.Protect {
-		if kr, err = protectWithNewPassword(opts, kr); err != nil {
-			return err
-		}
-	}
-	if err := kr.Create(opts.Keyring, opts.fileLog()); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return errKeyringExists(opts.Keyring)
-		}
-		return err
-	}
-	rep := newKeyringReport(opts.Keyring, kr)
-	rep.Action, rep.Kid, rep.Changes = keysCreated, opts.Kid, keyringChanges(nil, kr)
-	return printKeyring(opts, rep)
+	return createKeyring(opts, kr)
 }
 
 // jwkInfo is what an import needs to know of its JWK before the keyring

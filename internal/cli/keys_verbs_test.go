@@ -93,7 +93,8 @@ func TestKeysInitOfEachKind(t *testing.T) {
 		{[]string{"--type", "ed25519", "--scope", "api"}, "keys add --type ed25519"},
 		{[]string{"--type", "x25519"}, "give --scope S"},
 		{[]string{"--type", "rsa"}, `unknown --type "rsa"`},
-		{[]string{"--signing-for", "api"}, "only an ed25519 key signs"},
+		{[]string{"--signing-for", "api"}, "drop --signing-for, then add the signing key with 'flecht keys add --type ed25519"},
+		{[]string{"--type", "x25519", "--scope", "api", "--signing-for", "api"}, "cannot sign: drop --signing-for"},
 		{[]string{"--type", "x25519", "--scope", "db", "--primary-for", "api"}, "add --scope api"},
 		{[]string{"--scope", "bad\nscope"}, "a scope must be printable"},
 	} {
@@ -550,6 +551,49 @@ func TestKeysConcurrentMixedEditsLoseNothing(t *testing.T) {
 	for w := range writers {
 		if kid, _ := kr.SigningKid(fmt.Sprintf("scope%d", w)); kid != fmt.Sprintf("s%d-%d", w, rounds-1) {
 			t.Errorf("scope%d signs with %q", w, kid)
+		}
+	}
+}
+
+// lockWatcher is standard output that notes whether the keyring's lock was
+// held when the verb first wrote to it.
+type lockWatcher struct {
+	dir       string
+	wrote     bool
+	heldWhile bool
+	buf       strings.Builder
+}
+
+func (w *lockWatcher) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.wrote = true
+		locks, _ := filepath.Glob(filepath.Join(w.dir, ".*.lock"))
+		w.heldWhile = len(locks) > 0
+	}
+	return w.buf.Write(p)
+}
+
+// A verb prints only once it released the keyring's lock: a reader that
+// closes the pipe early ('keys add … | head -1') kills the process with
+// SIGPIPE mid-print, and a lock left then makes the next verb wait 10
+// seconds for it to turn stale.
+func TestKeysVerbsPrintAfterUnlocking(t *testing.T) {
+	v := loadCLIVectors(t)
+	for _, verb := range [][]string{
+		{"add", "--kid", "n1"},
+		{"promote", "--kid", "a"}, // already the primary: nothing changes
+		{"signing", "--scope", "cfg", "--clear"},
+	} {
+		dir := t.TempDir()
+		path := writeKeyringFile(t, dir, "k.json", string(v.Keyrings["x25519_ed25519"]))
+		w := &lockWatcher{dir: dir}
+		f := &Factory{IO: &ui.IOStreams{In: strings.NewReader(""), Out: w, ErrOut: &strings.Builder{}},
+			Getenv: func(k string) string { return map[string]string{EnvKeyring: path, "HOME": dir}[k] }}
+		if code := Main(t.Context(), f, append([]string{"keys"}, verb...)); code != 0 {
+			t.Fatalf("%v: exit %d: %s", verb, code, w.buf.String())
+		}
+		if !w.wrote || w.heldWhile {
+			t.Errorf("%v: printed %v, while the lock was held %v", verb, w.wrote, w.heldWhile)
 		}
 	}
 }

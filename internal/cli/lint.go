@@ -190,13 +190,7 @@ func runLintStateKey(ctx context.Context, opts *LintStateKeyOptions) error {
 		rep.Warnings = append(rep.Warnings, "no topics sampled: give --topics (or a stage file with input_topics) for the proof on data")
 	}
 
-	if err := opts.Printer().Print(rep, func(h *ui.Human) error { return printLint(h, rep) }); err != nil {
-		return err
-	}
-	if rep.Findings > 0 {
-		return &exitcode.Silent{Code: exitcode.Findings}
-	}
-	return nil
+	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { return printLint(h, rep) }, rep.Findings > 0)
 }
 
 func dedupeStrings(ss []string) []string {
@@ -329,6 +323,18 @@ func describeExample(e lint.Example) string {
 	}
 	fmt.Fprintf(&b, " → %q", e.StateKey)
 	return b.String()
+}
+
+// printCheck prints the report of a command that checks something, then
+// exits 4 when the check found problems (silently: the report says so).
+func printCheck(p *ui.Printer, rep any, human func(*ui.Human) error, found bool) error {
+	if err := p.Print(rep, human); err != nil {
+		return err
+	}
+	if found {
+		return &exitcode.Silent{Code: exitcode.Findings}
+	}
+	return nil
 }
 
 // printFindingsLine closes a linter's table: how many problems it found.

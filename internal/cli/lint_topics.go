@@ -101,13 +101,7 @@ func runLintTopics(ctx context.Context, opts *LintTopicsOptions) error {
 		return err
 	}
 	rep.ApplicationID = app
-	if err := opts.Printer().Print(rep, func(h *ui.Human) error { printLintTopics(h, rep); return nil }); err != nil {
-		return err
-	}
-	if rep.Findings > 0 {
-		return &exitcode.Silent{Code: exitcode.Findings}
-	}
-	return nil
+	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { printLintTopics(h, rep); return nil }, rep.Findings > 0)
 }
 
 // lintTopicsSpec turns the flags (and the stage file) into what to check,

@@ -59,13 +59,7 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 	pf.BoolVar(&f.NoColor, "no-color", false, "disable colour (also NO_COLOR)")
 	pf.BoolVarP(&f.Verbose, "verbose", "v", false, "debug logs on standard error")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(ui.Formats, cobra.ShellCompDirectiveNoFileComp))
-	_ = root.RegisterFlagCompletionFunc("profile", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		file, _, _, err := profile.Load(profile.Inputs{Config: f.ConfigPath, Getenv: f.Getenv})
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		return file.Names(), cobra.ShellCompDirectiveNoFileComp
-	})
+	_ = root.RegisterFlagCompletionFunc("profile", completeProfiles(f))
 
 	root.AddGroup(
 		&cobra.Group{ID: "run", Title: "Run pipelines:"},

@@ -82,6 +82,12 @@ application_ids must differ, and at most one may be an mqtt stage: a
 process holds one MQTT connection, client id --client-id. One stage's crash
 stops the process (exit 1); SIGTERM stops them all.
 
+metrics.listen (or --metrics-listen) serves, on one address, /metrics (the
+flechtwerk_* families, upstream's names and buckets), /healthz (liveness:
+the stage's loops and tasks make progress) and /readyz (readiness: joined
+and every task or token restored; the bridge connected and subscribed),
+each probe 200 or 503 with JSON naming its checks.
+
 Startup checks everything before it joins the group: the stage file, the
 topics and their partition counts, the changelog. A wrong stage file
 (unknown field or builtin, a bad option, a state_key that coarsens) exits 2
@@ -180,7 +186,7 @@ func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
 	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	cmd.Flags().StringVar(&opts.MQTTURL, "mqtt-url", "", "MQTT broker of an mqtt stage, mqtts:// for TLS (env FLECHT_MQTT_URL; default: stage file, profile, mqtt://127.0.0.1:1883); no password in it: use the stage file's mqtt.password_env or password_file")
 	addMQTTTLSFlags(cmd, &opts.MQTTCAFile, &opts.MQTTCertFile, &opts.MQTTKeyFile)
-	cmd.Flags().StringVar(&opts.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on this address (overrides metrics.listen)")
+	cmd.Flags().StringVar(&opts.MetricsListen, "metrics-listen", "", "serve Prometheus metrics (/metrics) and the probes (/healthz, /readyz) on this address (overrides metrics.listen)")
 	cmd.Flags().BoolVar(&opts.LeaveGroup, "leave-group", false, "on SIGTERM, a transformer leaves its group at once, so the other instances take its partitions now rather than after its session timeout (for a scale-down; a rolling restart is quicker without it)")
 	cmd.Flags().DurationVar(&opts.SessionTimeout, "session-timeout", 0, "consumer group session timeout (default 10s)")
 	_ = cmd.Flags().MarkHidden("session-timeout")

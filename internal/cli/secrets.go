@@ -226,7 +226,7 @@ func runSecretsEncrypt(opts *SecretsOptions) error {
 	}
 	kr, err := secretsKeyring(opts)
 	if err != nil {
-		return secretFailure(opts, err, nil)
+		return err
 	}
 	tok, err := kr.Encrypt(payload, opts.Scope)
 	if err != nil {
@@ -234,10 +234,7 @@ func runSecretsEncrypt(opts *SecretsOptions) error {
 	}
 	h, _ := secret.InspectHeader(tok)
 	res := EncryptResult{Token: tok, Kid: h.Kid, Alg: h.Alg, Scope: opts.Scope}
-	return opts.Printer().Print(res, func(h *ui.Human) error {
-		h.Printf("%s\n", res.Token)
-		return nil
-	})
+	return printToken(opts, res, res.Token)
 }
 
 // valueInput is the value encrypt and sign work on: the input parsed as
@@ -292,7 +289,7 @@ func runSecretsDecrypt(opts *SecretsOptions) error {
 	}
 	kr, err := secretsKeyring(opts)
 	if err != nil {
-		return secretFailure(opts, err, nil)
+		return err
 	}
 	var res DecryptResult
 	if secret.IsEncrypted(token) {
@@ -336,6 +333,15 @@ func runSecretsDecrypt(opts *SecretsOptions) error {
 	})
 }
 
+// printToken prints what encrypt, sign or reseal made: res as JSON or
+// YAML, or the token alone on a line, for a pipe or a variable.
+func printToken(opts *SecretsOptions, res any, token string) error {
+	return opts.Printer().Print(res, func(h *ui.Human) error {
+		h.Printf("%s\n", token)
+		return nil
+	})
+}
+
 // printSecretValue prints what decrypt or verify opened: res as JSON or
 // YAML, or value on standard output (--string: a string raw) and note's
 // line on standard error.
@@ -372,19 +378,23 @@ func secretInput(opts *SecretsOptions) ([]byte, error) {
 	return b, nil
 }
 
-// secretsKeyring loads the keyring for the value verbs. A missing path or
-// file is no_keyring.
+// secretsKeyring loads the keyring for the value verbs, a failure already
+// reported as theirs are (secretFailure). A missing path or file is
+// no_keyring.
 func secretsKeyring(opts *SecretsOptions) (*secret.Keyring, error) {
 	if opts.Keyring == "" {
-		return nil, &secret.Error{Kind: secret.KindNoKeyring, Scope: opts.Scope,
-			Detail: "no keyring file: give --keyring FILE or set " + EnvKeyring}
+		return nil, secretFailure(opts, &secret.Error{Kind: secret.KindNoKeyring, Scope: opts.Scope,
+			Detail: "no keyring file: give --keyring FILE or set " + EnvKeyring}, nil)
 	}
 	kr, err := loadKeyringFile(opts.IO.ErrOut, opts.Keyring, keyringPassword(opts.PasswordFile, opts.IO))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &secret.Error{Kind: secret.KindNoKeyring, Scope: opts.Scope,
+		err = &secret.Error{Kind: secret.KindNoKeyring, Scope: opts.Scope,
 			Detail: "keyring file " + opts.Keyring + " does not exist"}
 	}
-	return kr, err
+	if err != nil {
+		return nil, secretFailure(opts, err, nil)
+	}
+	return kr, nil
 }
 
 // secretFailure reports a failed value verb: a *secret.Error exits

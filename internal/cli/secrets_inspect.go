@@ -45,12 +45,13 @@ key a value claims to need (which key a rotation still depends on, which
 keyring to look in), never that the value is genuine; only decrypt and
 verify establish that.
 
-The header must pass the same acceptance rule as for decrypt and verify
-(exactly the two token profiles, the signed-value profile; no zip, crit or
-foreign members); a token that fails it exits 4 naming the kind (malformed,
-header_rejected), which is what a stage would say. TOKEN may be given bare
-or in double quotes; "-" reads standard input. -o json prints the decoded
-header too.`,
+The header must pass the checks decrypt and verify make before any
+cryptography: exactly the members a flenc: token of either generation or a
+flsig: signed value may have, with the algorithms they allow (no zip, crit
+or unknown members). A token that fails them exits 4 naming the kind
+(malformed, header_rejected), which is what a stage would say. TOKEN may be
+given bare or in double quotes; "-" reads standard input. -o json prints
+the decoded header too.`,
 		Example: `  flecht secrets inspect flenc:jwe:eyJhbGciOi…
   kcat -C -t configs -e -f '%s' | jq -r .api_key | flecht secrets inspect -o json - | jq -r .kid`,
 		Args: usageArgs(cobra.ExactArgs(1)),

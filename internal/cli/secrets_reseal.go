@@ -4,7 +4,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/secret"
-	"github.com/flecht-dev/flecht/internal/ui"
 )
 
 // ResealResult is what `flecht secrets reseal` prints.
@@ -43,7 +42,7 @@ func runSecretsReseal(opts *SecretsOptions) error {
 	}
 	kr, err := secretsKeyring(opts)
 	if err != nil {
-		return secretFailure(opts, err, nil)
+		return err
 	}
 	if !secret.IsEncrypted(token) {
 		return secretFailure(opts, &secret.Error{Kind: secret.KindPlaintext, Scope: opts.Scope,
@@ -56,8 +55,5 @@ func runSecretsReseal(opts *SecretsOptions) error {
 	}
 	h, _ := secret.InspectHeader(tok)
 	res := ResealResult{Token: tok, Kid: h.Kid, Alg: h.Alg, FromKid: from.Kid, Scope: h.Scope}
-	return opts.Printer().Print(res, func(h *ui.Human) error {
-		h.Printf("%s\n", res.Token)
-		return nil
-	})
+	return printToken(opts, res, res.Token)
 }

@@ -252,13 +252,7 @@ func runSecretsScan(ctx context.Context, opts *SecretsScanOptions) error {
 		}
 		rep.Entries = kept
 	}
-	if err := opts.Printer().Print(rep, func(h *ui.Human) error { return printScan(h, rep) }); err != nil {
-		return err
-	}
-	if !rep.Clean {
-		return &exitcode.Silent{Code: exitcode.Findings}
-	}
-	return nil
+	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { return printScan(h, rep) }, !rep.Clean)
 }
 
 func printScan(h *ui.Human, rep *reencrypt.ScanReport) error {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -10,7 +11,6 @@ import (
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/secret"
-	"github.com/flecht-dev/flecht/internal/ui"
 )
 
 // SignResult is what `flecht secrets sign` prints.
@@ -27,17 +27,17 @@ type VerifyResult struct {
 	Scope string          `json:"scope"` // the scope it was signed for
 }
 
-// requireScope makes --scope mandatory: a signature always names the
-// compartment it vouches for.
-func requireScope(verb string, cmd *cobra.Command, opts *SecretsOptions) {
+// requireScope makes --scope mandatory, with usage as its help: a
+// signature always names the compartment it vouches for.
+func requireScope(cmd *cobra.Command, opts *SecretsOptions, usage string) {
 	inner := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if opts.Scope == "" {
-			return exitcode.UsageError(fmt.Errorf("--scope S is required: a signed value always names the scope it is %s for", verb))
+			return exitcode.UsageError(errors.New("--scope S is required: a signed value always names the scope it is signed for"))
 		}
 		return inner(c, args)
 	}
-	cmd.Flags().Lookup("scope").Usage = "the scope the value is " + verb + " for (required; exactly, no ratchet)"
+	cmd.Flags().Lookup("scope").Usage = usage
 }
 
 func newCmdSecretsSign(f *Factory, runF func(*SecretsOptions) error) *cobra.Command {
@@ -54,13 +54,16 @@ scope. For a secret, seal the signed value too: pass it, as a JSON string,
 to 'flecht secrets encrypt --scope S' (an ENCRYPTED(SIGNED(…)) field).
 
 JSON_VALUE is the value as JSON, or with --string a raw string; "-" reads
-standard input. A scope without a signing key is no_signing_key (exit 4).`,
+standard input. A scope without a signing key fails with no_signing_key
+(exit 4); add one with
+  flecht keys add --type ed25519 --kid K --scope S --signing-for S
+or make a key the keyring holds its signer with 'flecht keys signing'.`,
 		Example: `  flecht secrets sign --keyring keyring.json --scope api '"https://hooks.example/7"'
   flecht secrets sign --scope api --string - < endpoint.txt
   flecht secrets sign --scope api -o json '{"limit":10}' | jq -r .token | jq -R . | flecht secrets encrypt --scope api -`,
 	}, runF, runSecretsSign)
 	cmd.Flags().BoolVar(&opts.String, "string", false, "take the value as a raw string, not as JSON")
-	requireScope("signed", cmd, opts)
+	requireScope(cmd, opts, "the scope to sign the value for (required): its signing key signs, and the value verifies only in this scope")
 	return cmd
 }
 
@@ -71,7 +74,7 @@ func runSecretsSign(opts *SecretsOptions) error {
 	}
 	kr, err := secretsKeyring(opts)
 	if err != nil {
-		return secretFailure(opts, err, nil)
+		return err
 	}
 	tok, err := kr.Sign(payload, opts.Scope)
 	if err != nil {
@@ -79,10 +82,7 @@ func runSecretsSign(opts *SecretsOptions) error {
 	}
 	h, _ := secret.InspectHeader(tok)
 	res := SignResult{Token: tok, Kid: h.Kid, Scope: h.Scope}
-	return opts.Printer().Print(res, func(h *ui.Human) error {
-		h.Printf("%s\n", res.Token)
-		return nil
-	})
+	return printToken(opts, res, res.Token)
 }
 
 func newCmdSecretsVerify(f *Factory, runF func(*SecretsOptions) error) *cobra.Command {
@@ -98,16 +98,17 @@ input.
 The rules are a stage's: the header is exactly alg Ed25519 with a kid and a
 scope (no EdDSA, no key-carrying members), checked before any cryptography;
 the kid must name an ed25519 key of the keyring (unknown_signer); the
-signature must verify under its public half (bad_signature); the stamped
-scope must equal S exactly, there is no ratchet (scope_violation); the
-signer must be bound to S (key_binding). A value that is not a flsig: value
-is unsigned. Each failure exits 4 naming its kind, without echoing the
-input.`,
+signature must verify under its public half (bad_signature); the scope
+stamped in the value must be S exactly (scope_violation: where a field of
+scope S also opens unscoped tokens, a signed value always has one scope);
+the signer must be bound to S (key_binding). A value that is not a flsig:
+value is unsigned. Each failure exits 4 naming its kind, without echoing
+the input.`,
 		Example: `  flecht secrets verify --keyring keyring.json --scope api flsig:jws:eyJhbGciOi…
   flecht secrets verify --scope api -o json - < value.txt | jq -r .kid`,
 	}, runF, runSecretsVerify)
 	cmd.Flags().BoolVar(&opts.String, "string", false, "print a string value raw, without JSON quotes")
-	requireScope("signed", cmd, opts)
+	requireScope(cmd, opts, "the scope the value must be signed for (required; a value signed for any other scope is refused)")
 	return cmd
 }
 
@@ -118,7 +119,7 @@ func runSecretsVerify(opts *SecretsOptions) error {
 	}
 	kr, err := secretsKeyring(opts)
 	if err != nil {
-		return secretFailure(opts, err, nil)
+		return err
 	}
 	if !secret.IsSigned(token) {
 		detail := "the value is not a flsig: signed value"

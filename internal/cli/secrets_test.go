@@ -153,6 +153,10 @@ func TestSecretsFailureKinds(t *testing.T) {
 		{"no keyring (decrypt)", "", []string{"decrypt", unscoped}, secret.KindNoKeyring, ""},
 		{"no keyring (encrypt)", "", []string{"encrypt", `"` + secretText + `"`}, secret.KindNoKeyring, ""},
 		{"keyring file missing", filepath.Join(dir, "missing.json"), []string{"decrypt", unscoped}, secret.KindNoKeyring, ""},
+		{"no keyring (reseal)", "", []string{"reseal", unscoped}, secret.KindNoKeyring, ""},
+		{"no keyring (verify)", "", []string{"verify", "--scope", "api_key", unscoped}, secret.KindNoKeyring, ""},
+		{"keyring file missing (sign)", filepath.Join(dir, "missing.json"), []string{"sign", "--scope", "api_key", `"` + secretText + `"`}, secret.KindNoKeyring, ""},
+		{"keyring file invalid (reseal)", badFile, []string{"reseal", unscoped}, secret.KindKeyringInvalid, ""},
 		{"keyring file invalid", badFile, []string{"encrypt", `"` + secretText + `"`}, secret.KindKeyringInvalid, ""},
 	}
 	for _, c := range cases {

@@ -116,6 +116,12 @@ type Observations struct {
 	First, Second *status.Sample
 	Topics        *lint.TopicsReport
 	Scrapes       []Scrape
+	// Unread says, when a transformer's lag stood still between the
+	// samples, whether its range holds a record a read_committed reader
+	// would still read (nil: not read; UnreadErr says why when it failed).
+	// A lag of transaction markers and aborted records holds none.
+	Unread    *bool
+	UnreadErr error
 }
 
 // Sources are where Run gathers from.
@@ -124,6 +130,9 @@ type Sources struct {
 	Topics func(ctx context.Context, spec lint.TopicsSpec) (*lint.TopicsReport, error)
 	Scrape func(ctx context.Context, url string) (*promscrape.Sample, error)
 	Sleep  func(ctx context.Context, d time.Duration) error
+	// Unread reports whether any of the ranges [from, to) of the input
+	// partitions holds a record a read_committed reader would read.
+	Unread func(ctx context.Context, ranges map[status.TP][2]int64) (bool, error)
 }
 
 // Request is the status request for a stage: a transformer's inputs, an
@@ -176,6 +185,13 @@ func Run(ctx context.Context, in Inputs, src Sources) (*Report, error) {
 			continue
 		}
 		obs.Scrapes[i].Second, obs.Scrapes[i].Err = src.Scrape(ctx, u)
+	}
+	if ranges := standingLag(in.Stage, obs.First, obs.Second); len(ranges) > 0 && src.Unread != nil {
+		unread, err := src.Unread(ctx, ranges)
+		if err == nil {
+			obs.Unread = &unread
+		}
+		obs.UnreadErr = err
 	}
 	return Diagnose(in, obs), nil
 }

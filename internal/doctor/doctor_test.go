@@ -239,6 +239,11 @@ func TestDiagnoseBridge(t *testing.T) {
 	if s := statuses(ok); s[CheckMQTT] != StatusOK || s[CheckBudget] != StatusOK || s[CheckMembers] != StatusSkipped || s[CheckLag] != StatusSkipped || s[CheckInvalid] != StatusSkipped {
 		t.Errorf("checks %v", s)
 	}
+	for _, c := range ok.Checks {
+		if c.Name == CheckLag && c.Detail != "an MQTT bridge has no input to lag behind" {
+			t.Errorf("lag skipped: %q", c.Detail)
+		}
+	}
 	if d := ok.Checks[len(ok.Checks)-2].Detail; !strings.Contains(d, "16m40s at 1/s") {
 		t.Errorf("budget detail %q", d)
 	}
@@ -359,5 +364,126 @@ func TestDiagnoseMissingChangelog(t *testing.T) {
 	fresh.Second = &s2
 	if f := findings(Diagnose(Inputs{Stage: st}, fresh), CheckTopics); len(f) != 0 {
 		t.Errorf("never ran: %+v", f)
+	}
+}
+
+// A lag that stands because the input ends in transaction markers (or
+// aborted records) is no stuck stage: a read_committed reader has nothing
+// left to read there. The stage commits the offset after its last record,
+// so every partition written by a transactional producer (an extractor,
+// the bridge, another transformer) keeps a lag of at least 1 at rest.
+// Records left to read are still a stuck stage, and so is a lag whose
+// range could not be read.
+func TestDiagnoseStandingLagOfMarkersOnly(t *testing.T) {
+	st := stage(t, countYAML)
+	m := map[string][]int32{"c0": {0, 1}}
+	obs := func(unread *bool, err error) Observations {
+		return Observations{
+			First:  sample(t0, "Stable", m, [2]int64{10, 7}, [2]int64{11, 8}),
+			Second: sample(t0.Add(10*time.Second), "Stable", m, [2]int64{10, 7}, [2]int64{11, 8}),
+			Topics: cleanTopics(), Unread: unread, UnreadErr: err,
+		}
+	}
+	no, yes := false, true
+	idle := Diagnose(Inputs{Stage: st, Interval: 10 * time.Second}, obs(&no, nil))
+	if f := findings(idle, CheckLag); len(f) != 0 {
+		t.Errorf("lag of markers only: %+v", f)
+	}
+	if !strings.Contains(strings.Join(idle.Notes, "\n"), "lag 2 is transaction markers or aborted records") {
+		t.Errorf("notes %q", idle.Notes)
+	}
+	for name, o := range map[string]Observations{"records left": obs(&yes, nil), "unread": obs(nil, errors.New("fetch failed"))} {
+		r := Diagnose(Inputs{Stage: st, Interval: 10 * time.Second}, o)
+		if f := findings(r, CheckLag); len(f) != 1 || !strings.Contains(f[0].Message, "lag 2 and no offset committed in 10s: the stage is stuck") {
+			t.Errorf("%s: %+v", name, f)
+		}
+	}
+}
+
+// Run reads what a standing lag holds, from the committed offsets to the
+// ends of the second sample, only when the lag stands; a moving stage is
+// not read.
+func TestRunReadsAStandingLag(t *testing.T) {
+	st := stage(t, countYAML)
+	m := map[string][]int32{"c0": {0, 1}}
+	var asked []map[status.TP][2]int64
+	samples := []*status.Sample{}
+	src := Sources{
+		Status: func(context.Context, status.Request) (*status.Sample, error) {
+			s := samples[0]
+			samples = samples[1:]
+			return s, nil
+		},
+		Topics: func(context.Context, lint.TopicsSpec) (*lint.TopicsReport, error) { return cleanTopics(), nil },
+		Scrape: func(context.Context, string) (*promscrape.Sample, error) { return nil, errors.New("unused") },
+		Sleep:  func(context.Context, time.Duration) error { return nil },
+		Unread: func(_ context.Context, ranges map[status.TP][2]int64) (bool, error) {
+			asked = append(asked, ranges)
+			return false, nil
+		},
+	}
+	samples = []*status.Sample{sample(t0, "Stable", m, [2]int64{10, 7}, [2]int64{11, 7}), sample(t0.Add(time.Second), "Stable", m, [2]int64{10, 7}, [2]int64{11, 7})}
+	r, err := Run(context.Background(), Inputs{Stage: st, Interval: time.Second}, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[status.TP][2]int64{{Topic: "in", Partition: 0}: {10, 11}}
+	if len(asked) != 1 || fmt.Sprint(asked[0]) != fmt.Sprint(want) {
+		t.Errorf("read %v, want %v", asked, want)
+	}
+	if f := findings(r, CheckLag); len(f) != 0 {
+		t.Errorf("%+v", f)
+	}
+	asked = nil
+	samples = []*status.Sample{sample(t0, "Stable", m, [2]int64{10, 7}, [2]int64{20, 7}), sample(t0.Add(time.Second), "Stable", m, [2]int64{15, 7}, [2]int64{20, 7})}
+	if _, err := Run(context.Background(), Inputs{Stage: st, Interval: time.Second}, src); err != nil || len(asked) != 0 {
+		t.Errorf("a moving stage: read %v (%v)", asked, err)
+	}
+}
+
+// The bridge reads no secret (its config records hold none), so it loads
+// no keyring and exports no flechtwerk_keyring_keys_loaded: a --keyring
+// (or FLECHT_KEYRING, which an operator of rotations has set) makes no
+// finding on a bridge, where "run the stage with --keyring" cannot be
+// followed. The check says why it was skipped.
+func TestDiagnoseBridgeHoldsNoKeyring(t *testing.T) {
+	st := stage(t, bridgeYAML)
+	r := Diagnose(Inputs{Stage: st, Interval: 10 * time.Second, Kids: []string{"k1"}},
+		bridgeObs(t, bridgeMetrics(1, 0, 100, 10, 0.1), bridgeMetrics(1, 0, 110, 20, 0.2)))
+	if f := findings(r, CheckKeyring); len(f) != 0 {
+		t.Errorf("keyring findings on a bridge: %+v", f)
+	}
+	for _, c := range r.Checks {
+		if c.Name == CheckKeyring && (c.Status != StatusSkipped || !strings.Contains(c.Detail, "reads no secrets")) {
+			t.Errorf("keyring check %+v", c)
+		}
+	}
+}
+
+// An invalid record raised (invalid_messages: crash; a Python stage's
+// handler that raises) stopped the stage: nothing was lost, and getting
+// past it takes skip or dlq. Only skipped and substituted records are data
+// lost by policy.
+func TestDiagnoseInvalidOutcomes(t *testing.T) {
+	st := stage(t, countYAML)
+	m := map[string][]int32{"c0": {0, 1}}
+	text := `# TYPE flechtwerk_messages_invalid_total counter
+flechtwerk_messages_invalid_total{outcome="raised",topic="in"} 1
+flechtwerk_messages_invalid_total{outcome="substituted",topic="in"} 2
+`
+	r := Diagnose(Inputs{Stage: st, Interval: 10 * time.Second}, Observations{
+		First: sample(t0, "Stable", m, [2]int64{1, 1}, [2]int64{1, 1}), Second: sample(t0.Add(10*time.Second), "Stable", m, [2]int64{1, 1}, [2]int64{1, 1}),
+		Topics:  cleanTopics(),
+		Scrapes: []Scrape{{URL: "u", First: scrape(t, t0, text), Second: scrape(t, t0, text)}},
+	})
+	got := map[string]Finding{}
+	for _, f := range findings(r, CheckInvalid) {
+		got[strings.Fields(f.Message)[1]] = f
+	}
+	if f := got["raised"]; strings.Contains(f.Message, "data lost") || !strings.Contains(f.Message, "stopped the stage") || !strings.Contains(f.Command, "invalid_messages: skip or dlq") {
+		t.Errorf("raised: %+v", f)
+	}
+	if f := got["substituted"]; !strings.Contains(f.Message, "substituted 2 invalid record(s) of in since it started: data lost by policy") {
+		t.Errorf("substituted: %+v", f)
 	}
 }

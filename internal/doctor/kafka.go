@@ -68,7 +68,7 @@ func (d *diagnosis) members() {
 // lag compares the transformer's lag in the two samples.
 func (d *diagnosis) lag() {
 	if d.st.Kind != stagefile.KindTransformer {
-		d.skipped(CheckLag, "a "+d.st.Kind+" stage has no input to lag behind")
+		d.skipped(CheckLag, kindName(d.st.Kind)+" has no input to lag behind")
 		return
 	}
 	before := d.found
@@ -84,6 +84,13 @@ func (d *diagnosis) lag() {
 	batch := max(d.st.MaxPollRecords, 1)
 	switch {
 	case th != nil && rep.Lag > 0 && th.ConsumedPerSecond == 0 && len(d.obs.Second.Group.Members) > 0:
+		if d.obs.Unread != nil && !*d.obs.Unread {
+			d.note("lag %d is transaction markers or aborted records only: a transactional producer wrote the inputs, and the stage has read every committed record", rep.Lag)
+			break
+		}
+		if d.obs.UnreadErr != nil {
+			d.note("reading what the standing lag holds: %v", d.obs.UnreadErr)
+		}
 		d.finding(CheckLag, d.st.ApplicationID, cmd,
 			"lag %d and no offset committed in %s: the stage is stuck (a batch or a transaction that does not end) or cannot keep up at all", rep.Lag, budget.FormatDuration(d.in.Interval))
 	case rep.Lag > first.Lag && rep.Lag > int64(batch):
@@ -92,6 +99,43 @@ func (d *diagnosis) lag() {
 			first.Lag, rep.Lag, budget.FormatDuration(d.in.Interval), tasksOf(d.obs.Second))
 	}
 	d.done(CheckLag, before, detail)
+}
+
+// standingLag are the ranges of a transformer's input partitions whose lag
+// stood still between the samples: from the committed offset (the log
+// start without one), unchanged, to the end of the second sample. The
+// stage commits the offset after the last record it read, so a partition
+// written by a transactional producer keeps such a range at rest: the
+// commit or abort markers after its last record, and aborted records.
+func standingLag(st *stagefile.Stage, first, second *status.Sample) map[status.TP][2]int64 {
+	if st.Kind != stagefile.KindTransformer || first == nil || second == nil {
+		return nil
+	}
+	from := func(s *status.Sample, tp status.TP) int64 {
+		if c, ok := s.Committed[tp]; ok {
+			return max(c, s.Starts[tp])
+		}
+		return s.Starts[tp]
+	}
+	out := map[status.TP][2]int64{}
+	for tp, end := range second.Ends {
+		f := from(second, tp)
+		if _, seen := first.Ends[tp]; seen && end > f && from(first, tp) == f {
+			out[tp] = [2]int64{f, end}
+		}
+	}
+	return out
+}
+
+// kindName names a stage kind in a sentence.
+func kindName(kind string) string {
+	switch kind {
+	case stagefile.KindExtractor:
+		return "an extractor"
+	case stagefile.KindMQTT:
+		return "an MQTT bridge"
+	}
+	return "a " + kind
 }
 
 func tasksOf(s *status.Sample) int {

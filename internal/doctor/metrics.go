@@ -127,6 +127,9 @@ func (d *diagnosis) invalid(live []Scrape) {
 			case metrics.OutcomeDeadLettered:
 				d.finding(CheckInvalid, topic, "kcat -C -b "+d.brokers()+" -t "+shellQuote(stagefile.DLQTopic(topic))+" -e -f '%h %s\\n' (each holds its bytes, offset and error); fix the producer",
 					"%s sent %.0f invalid record(s) of %s to %s since it started%s", s.URL, se.Value, topic, stagefile.DLQTopic(topic), recent)
+			case metrics.OutcomeRaised:
+				d.finding(CheckInvalid, topic, "the stage's exit error names the record (\"invalid message at "+topic+"/<partition> offset <offset>\"); invalid_messages: skip or dlq gets past it",
+					"%s raised on %.0f invalid record(s) of %s%s: invalid_messages: crash stopped the stage there, and it stops there again after each restart", s.URL, se.Value, topic, recent)
 			default:
 				d.finding(CheckInvalid, topic, "the stage's log names each (\"invalid message skipped\", with partition and offset); invalid_messages: dlq keeps their bytes in "+stagefile.DLQTopic(topic),
 					"%s %s %.0f invalid record(s) of %s since it started%s: data lost by policy", s.URL, outcome, se.Value, topic, recent)
@@ -223,9 +226,21 @@ func (d *diagnosis) budget(live []Scrape) {
 		budget.FormatDuration(d.st.SessionExpiry())))
 }
 
+// LoadsKeyring reports whether a stage of kind loads a keyring (the
+// metric catalog's keyring_keys_loaded row): an MQTT bridge does not, as
+// its config records hold no secret.
+func LoadsKeyring(kind string) bool {
+	row, ok := metrics.Lookup(strings.TrimPrefix(promscrape.KeysLoadedMetric, "flechtwerk_"))
+	return ok && slices.Contains(row.Stages, kind)
+}
+
 // keyring checks that every reader holds the kids it must: the keyring
 // file's when given, else every kid another reader holds.
 func (d *diagnosis) keyring(live []Scrape) {
+	if !LoadsKeyring(d.st.Kind) {
+		d.skipped(CheckKeyring, kindName(d.st.Kind)+" reads no secrets: it loads no keyring")
+		return
+	}
 	before := d.found
 	held := map[string][]string{}
 	var any bool

@@ -71,19 +71,7 @@ func (e Endpoint) dial(ctx context.Context) (net.Conn, error) {
 	if !e.secure() {
 		return d.DialContext(ctx, "tcp", e.hostPort())
 	}
-	cfg := e.TLS
-	if cfg == nil {
-		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	if cfg.ServerName == "" {
-		cfg = cfg.Clone()
-		cfg.ServerName = e.URL.Hostname()
-	}
-	conn, err := (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, "tcp", e.hostPort())
-	if err != nil {
-		return nil, tlsclient.ExplainHandshake(err, e.peer())
-	}
-	return tlsclient.NewConn(conn.(*tls.Conn)), nil
+	return tlsclient.Dial(ctx, d, e.hostPort(), e.URL.Hostname(), e.TLS, e.peer())
 }
 
 func (e Endpoint) peer() tlsclient.Peer {

@@ -93,10 +93,7 @@ func (s *Sample) Series(name string, match map[string]string) []Series {
 	}
 	var out []Series
 	for _, m := range mf.GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
+		labels := labelsOf(m)
 		if !matches(labels, match) {
 			continue
 		}
@@ -104,9 +101,6 @@ func (s *Sample) Series(name string, match map[string]string) []Series {
 	}
 	return out
 }
-
-// Has reports whether the family is there (with at least one series).
-func (s *Sample) Has(name string) bool { return len(s.Series(name, nil)) > 0 }
 
 // Sum is the sum of the matching series' values; ok is false when none
 // matches.
@@ -125,11 +119,7 @@ func (s *Sample) Histogram(name string, match map[string]string) (count, sum flo
 		return 0, 0, false
 	}
 	for _, m := range mf.GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		if h := m.GetHistogram(); h != nil && matches(labels, match) {
+		if h := m.GetHistogram(); h != nil && matches(labelsOf(m), match) {
 			count += float64(h.GetSampleCount())
 			sum += h.GetSampleSum()
 			ok = true
@@ -149,6 +139,14 @@ func (s *Sample) LabelValues(name, label string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+func labelsOf(m *dto.Metric) map[string]string {
+	labels := make(map[string]string, len(m.GetLabel()))
+	for _, l := range m.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	return labels
 }
 
 func matches(labels, match map[string]string) bool {

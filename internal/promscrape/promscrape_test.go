@@ -52,6 +52,9 @@ func TestSampleReadsSeries(t *testing.T) {
 	if kids, found := (&Sample{Families: map[string]*dto.MetricFamily{}}).KidsLoaded(); found || len(kids) != 0 {
 		t.Errorf("no metric: %v %v", kids, found)
 	}
+	if _, err := Parse(strings.NewReader("{{{")); err == nil {
+		t.Error("garbage parsed")
+	}
 }
 
 func TestScrapeCompletesTheURL(t *testing.T) {
@@ -67,7 +70,7 @@ func TestScrapeCompletesTheURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.URL != srv.URL+"/metrics" || !s.Has("flechtwerk_keyring_keys_loaded") {
+	if s.URL != srv.URL+"/metrics" || len(s.Series("flechtwerk_keyring_keys_loaded", nil)) == 0 {
 		t.Fatalf("%s %v", s.URL, s.Families)
 	}
 	if _, err := Scrape(context.Background(), nil, srv.URL+"/other"); err == nil || !strings.Contains(err.Error(), "404") {

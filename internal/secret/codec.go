@@ -21,9 +21,7 @@ type Encrypted[T any] struct {
 	inner         attr.Codec[T]
 	scope         string
 	readPlaintext bool
-	keyring       *Keyring
-	observer      Observer
-	logger        *slog.Logger
+	fieldRuntime
 }
 
 // Option configures ENCRYPTED.
@@ -73,23 +71,15 @@ func ENCRYPTED[T any](inner attr.Codec[T], opts ...Option) Encrypted[T] {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return Encrypted[T]{
-		inner: inner, scope: o.scope, readPlaintext: o.readPlaintext,
-		keyring: o.keyring, observer: o.observer, logger: o.logger,
-	}
+	return Encrypted[T]{inner: inner, scope: o.scope, readPlaintext: o.readPlaintext, fieldRuntime: o.runtime()}
 }
 
 // Encode seals v under the sealing key of the field's scope
 // (Keyring.SealingKid).
 func (c Encrypted[T]) Encode(v T) (any, error) {
-	w, err := c.inner.Encode(v)
+	payload, err := wirePayload(c.inner, v, c.scope)
 	if err != nil {
-		// The inner codec's message may quote the value; keep only its shape.
-		return nil, &Error{Kind: KindMalformed, Scope: c.scope, Detail: "value does not fit " + c.inner.String()}
-	}
-	payload, err := attr.Marshal(w)
-	if err != nil {
-		return nil, &Error{Kind: KindMalformed, Scope: c.scope, Detail: "value has no JSON form"}
+		return nil, err
 	}
 	return c.resolveKeyring().Encrypt(payload, c.scope)
 }
@@ -182,9 +172,15 @@ func SealedOf(codec any) (Sealed, bool) {
 // for a producer that builds its JSON without a record. Never assemble a
 // token by hand.
 func EncryptValue[T any](a attr.Attribute[T], v T) (string, error) {
-	c, ok := a.Codec().(Encrypted[T])
+	return encodeToken[Encrypted[T]](a, v, "an encrypted")
+}
+
+// encodeToken encodes v with a's codec, which must be a C: the token a
+// secret codec writes is always a string.
+func encodeToken[C attr.Codec[T], T any](a attr.Attribute[T], v T, kind string) (string, error) {
+	c, ok := a.Codec().(C)
 	if !ok {
-		return "", &Error{Kind: KindMalformed, Detail: fmt.Sprintf("%s is not an encrypted attribute", a)}
+		return "", &Error{Kind: KindMalformed, Detail: fmt.Sprintf("%s is not %s attribute", a, kind)}
 	}
 	w, err := c.Encode(v)
 	if err != nil {
@@ -193,23 +189,52 @@ func EncryptValue[T any](a attr.Attribute[T], v T) (string, error) {
 	return w.(string), nil
 }
 
-func (c Encrypted[T]) resolveKeyring() *Keyring {
-	if c.keyring != nil {
-		return c.keyring
+// wirePayload is what a secret codec seals or signs for v: the canonical
+// JSON of the inner codec's wire value. Its errors never quote v.
+func wirePayload[T any](inner attr.Codec[T], v T, scope string) ([]byte, error) {
+	w, err := inner.Encode(v)
+	if err != nil {
+		// The inner codec's message may quote the value; keep only its shape.
+		return nil, &Error{Kind: KindMalformed, Scope: scope, Detail: "value does not fit " + inner.String()}
+	}
+	payload, err := attr.Marshal(w)
+	if err != nil {
+		return nil, &Error{Kind: KindMalformed, Scope: scope, Detail: "value has no JSON form"}
+	}
+	return payload, nil
+}
+
+// fieldRuntime is what a secret codec works with when it runs: the keyring,
+// the observer and the logger its options bound, each nil one standing for
+// the process-wide one, looked up at each use so that a codec declared at
+// package level sees the keyring the process installs later.
+type fieldRuntime struct {
+	keyring  *Keyring
+	observer Observer
+	logger   *slog.Logger
+}
+
+func (o options) runtime() fieldRuntime {
+	return fieldRuntime{keyring: o.keyring, observer: o.observer, logger: o.logger}
+}
+
+func (r fieldRuntime) resolveKeyring() *Keyring {
+	if r.keyring != nil {
+		return r.keyring
 	}
 	return Installed()
 }
 
-func (c Encrypted[T]) resolveObserver() Observer {
-	if c.observer != nil {
-		return c.observer
+func (r fieldRuntime) resolveObserver() Observer {
+	if r.observer != nil {
+		return r.observer
 	}
 	return installedObserver()
 }
 
-func (c Encrypted[T]) resolveLogger() *slog.Logger {
-	if c.logger != nil {
-		return c.logger
+func (r fieldRuntime) resolveLogger() *slog.Logger {
+	if r.logger != nil {
+		return r.logger
 	}
 	return slog.Default()
 }

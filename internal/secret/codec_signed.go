@@ -2,7 +2,6 @@ package secret
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/flecht-dev/flecht/internal/attr"
@@ -15,9 +14,7 @@ type Signed[T any] struct {
 	inner        attr.Codec[T]
 	scope        string
 	readUnsigned bool
-	keyring      *Keyring
-	observer     Observer
-	logger       *slog.Logger
+	fieldRuntime
 }
 
 // SIGNED wraps inner so the field is stored as an Ed25519-signed value that
@@ -38,20 +35,14 @@ func SIGNED[T any](inner attr.Codec[T], scope string, opts ...Option) Signed[T] 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return Signed[T]{inner: inner, scope: scope, readUnsigned: o.readUnsigned,
-		keyring: o.keyring, observer: o.observer, logger: o.logger}
+	return Signed[T]{inner: inner, scope: scope, readUnsigned: o.readUnsigned, fieldRuntime: o.runtime()}
 }
 
 // Encode signs v with the scope's signing key.
 func (c Signed[T]) Encode(v T) (any, error) {
-	w, err := c.inner.Encode(v)
+	payload, err := wirePayload(c.inner, v, c.scope)
 	if err != nil {
-		// The inner codec's message may quote the value; keep only its shape.
-		return nil, &Error{Kind: KindMalformed, Scope: c.scope, Detail: "value does not fit " + c.inner.String()}
-	}
-	payload, err := attr.Marshal(w)
-	if err != nil {
-		return nil, &Error{Kind: KindMalformed, Scope: c.scope, Detail: "value has no JSON form"}
+		return nil, err
 	}
 	return c.resolveKeyring().Sign(payload, c.scope)
 }
@@ -134,34 +125,5 @@ func SignedOf(codec any) (SignedField, bool) {
 // boundary for a producer that builds its JSON without a record. For an
 // ENCRYPTED(SIGNED(…)) field use EncryptValue.
 func SignValue[T any](a attr.Attribute[T], v T) (string, error) {
-	c, ok := a.Codec().(Signed[T])
-	if !ok {
-		return "", &Error{Kind: KindMalformed, Detail: fmt.Sprintf("%s is not a signed attribute", a)}
-	}
-	w, err := c.Encode(v)
-	if err != nil {
-		return "", err
-	}
-	return w.(string), nil
-}
-
-func (c Signed[T]) resolveKeyring() *Keyring {
-	if c.keyring != nil {
-		return c.keyring
-	}
-	return Installed()
-}
-
-func (c Signed[T]) resolveObserver() Observer {
-	if c.observer != nil {
-		return c.observer
-	}
-	return installedObserver()
-}
-
-func (c Signed[T]) resolveLogger() *slog.Logger {
-	if c.logger != nil {
-		return c.logger
-	}
-	return slog.Default()
+	return encodeToken[Signed[T]](a, v, "a signed")
 }

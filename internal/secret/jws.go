@@ -50,29 +50,13 @@ func InspectSigned(tok string) (TokenInfo, error) {
 }
 
 func parseSigned(tok string) (*signedToken, error) {
-	malformed := func(detail string, args ...any) error {
-		return &Error{Kind: KindMalformed, Detail: fmt.Sprintf(detail, args...)}
-	}
-	if !IsSigned(tok) {
-		return nil, malformed("not a %s: value", SignedScheme)
-	}
-	envelope, compact, ok := strings.Cut(tok[len(SignedScheme)+1:], ":")
-	if !ok && envelope == "jws" {
-		return nil, malformed("no compact JWS after %q", SignedScheme+":jws")
-	}
-	if !ok || envelope != "jws" {
-		return nil, malformed("unknown %s envelope %s, this reader knows only jws", SignedScheme, Echo(envelope, knownEnvelopes))
-	}
-	segs, ok := jose.SplitCompact(compact, 3)
-	if !ok {
-		return nil, malformed("a compact JWS has 3 segments")
-	}
-	if len(segs[0]) > maxHdr {
-		return nil, malformed("protected header longer than %d characters", maxHdr)
+	segs, err := compactSegments(tok, SignedScheme, "jws", 3)
+	if err != nil {
+		return nil, err
 	}
 	hdr, err := jose.DecodeSegment(segs[0])
 	if err != nil {
-		return nil, malformed("protected header is not %s", b64Name)
+		return nil, &Error{Kind: KindMalformed, Detail: "protected header is not " + b64Name}
 	}
 	info, err := acceptSignedHeader(hdr)
 	if err != nil {
@@ -129,12 +113,9 @@ func acceptSignedHeader(hdr []byte) (TokenInfo, error) {
 		default:
 			return TokenInfo{}, rejected("header member %s is outside the flsig profile", Echo(m.Key, knownHeaders))
 		}
-		s, ok := jsonString(m.Value)
-		if !ok {
-			if m.Key == "kid" || m.Key == scopeM {
-				return TokenInfo{}, &Error{Kind: KindMalformed, Detail: fmt.Sprintf("header %q must be a string", m.Key)}
-			}
-			return TokenInfo{}, rejected("header %q must be a string", m.Key)
+		s, err := headerString(m)
+		if err != nil {
+			return TokenInfo{}, err
 		}
 		*dst = s
 	}
@@ -182,10 +163,9 @@ func (kr *Keyring) Sign(payload []byte, scope string) (string, error) {
 	if k.mismatch {
 		return "", k.mismatchError()
 	}
-	protected := b64url.EncodeToString(signedHeaderJSON(kid, scope))
-	if len(protected) > maxHdr {
-		return "", &Error{Kind: KindMalformed, Kid: kid, Detail: fmt.Sprintf(
-			"kid and scope make a protected header of %d characters; readers accept at most %d", len(protected), maxHdr)}
+	protected, err := protectedHeader(signedHeaderJSON(kid, scope), kid)
+	if err != nil {
+		return "", err
 	}
 	input := protected + "." + b64url.EncodeToString(payload)
 	sig := ed25519.Sign(k.edpriv, []byte(input))

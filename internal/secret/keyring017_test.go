@@ -452,6 +452,32 @@ func TestSignedCodec(t *testing.T) {
 
 func json7() any { v, _ := attr.ParseJSON([]byte(`7`)); return v }
 
+// TestSignValue: the write-side boundary signs with the field's codec and
+// refuses a field that does not sign, naming it but never the value.
+func TestSignValue(t *testing.T) {
+	kr := mustParse(t, fullDoc())
+	endpoint := attr.New("endpoint", SIGNED(attr.STR, "api", WithKeyring(kr)))
+	tok, err := SignValue(endpoint, "https://hooks.example/7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if payload, info, err := kr.Verify(tok, "api"); err != nil || string(payload) != `"https://hooks.example/7"` || info.Scope != "api" {
+		t.Errorf("Verify = %s %+v %v", payload, info, err)
+	}
+	for _, a := range []attr.Attribute[string]{
+		attr.New("plain", attr.STR),
+		attr.New("sealed", ENCRYPTED(SIGNED(attr.STR, "api", WithKeyring(kr)), Scope("api"), WithKeyring(kr))),
+	} {
+		_, err := SignValue(a, "SECRET-v")
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), a.String()+" is not a signed attribute") || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("SignValue(%s) = %v", a.Name(), err)
+		}
+	}
+	if _, err := EncryptValue(endpoint, "x"); err == nil || !strings.Contains(err.Error(), endpoint.String()+" is not an encrypted attribute") {
+		t.Errorf("EncryptValue on a SIGNED field = %v", err)
+	}
+}
+
 func TestProtectedKeyringFile(t *testing.T) {
 	withIterations(t, 2000)
 	kr := mustParse(t, fullDoc())
@@ -563,5 +589,36 @@ func TestProtectedHeaderAsUpstreamWrites(t *testing.T) {
 	}
 	if salts[0] == salts[1] {
 		t.Error("two writes share a salt")
+	}
+}
+
+// A password file is read as flechtctl reads it (Python's text mode:
+// UTF-8, universal newlines, then one trailing newline dropped), so one
+// password file opens a keyring in both tools.
+func TestPasswordFileReadAsFlechtctlReadsIt(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ file, want string }{
+		{"correct horse battery\n", "correct horse battery"},
+		{"correct horse battery", "correct horse battery"},
+		{"correct horse battery\r\n", "correct horse battery"},
+		{"correct horse battery\r", "correct horse battery"},
+		{"correct horse battery\n\n", "correct horse battery\n"},
+		{"line one\r\nline two\rthree\n", "line one\nline two\nthree"},
+		{"pässwort mit umlaut\n", "pässwort mit umlaut"},
+	} {
+		path := filepath.Join(dir, "pw")
+		if err := os.WriteFile(path, []byte(c.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := PasswordFile(path)()
+		if err != nil || string(got) != c.want {
+			t.Errorf("%q: got %q, %v; want %q", c.file, got, err, c.want)
+		}
+	}
+	path := filepath.Join(dir, "latin1")
+	os.WriteFile(path, []byte("correct horse b\xe9ttery\n"), 0o600)
+	if _, err := PasswordFile(path)(); !errors.Is(err, ErrKeyringPassword) || !strings.Contains(err.Error(), "UTF-8") ||
+		strings.Contains(err.Error(), "horse") {
+		t.Errorf("a password file that is not UTF-8: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package secret
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -45,8 +46,12 @@ func fileOpts(opts []FileOption) fileConfig {
 // (see removeStale).
 func Load(path string, opts ...FileOption) (kr *Keyring, warnings []string, err error) {
 	c := fileOpts(opts)
-	doc, err := os.ReadFile(path)
+	doc, err := ReadKeyringFile(path)
 	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			e.Detail = path + ": " + e.Detail
+		}
 		return nil, nil, err
 	}
 	if target, err := filepath.EvalSymlinks(path); err == nil {
@@ -65,6 +70,38 @@ func Load(path string, opts ...FileOption) (kr *Keyring, warnings []string, err 
 			"keyring file %s has mode %04o: group or others can access the keys; run chmod 600", path, fi.Mode().Perm()))
 	}
 	return kr, warnings, nil
+}
+
+// MaxKeyringFileBytes bounds what is read of a keyring file: a keyring of
+// thousands of keys fits many times over, and a path that names something
+// else (a log, /dev/zero) is refused without being read into memory.
+const MaxKeyringFileBytes = 16 << 20
+
+// ReadKeyringFile reads the keyring file at path, up to
+// MaxKeyringFileBytes: a larger file is KindKeyringInvalid, a missing one
+// matches fs.ErrNotExist.
+func ReadKeyringFile(path string) ([]byte, error) {
+	return readBounded(path, MaxKeyringFileBytes, func() error {
+		return &Error{Kind: KindKeyringInvalid, Detail: fmt.Sprintf("larger than %d MiB: not a keyring file", MaxKeyringFileBytes>>20)}
+	})
+}
+
+// readBounded reads at most limit bytes of the file at path; tooLarge is
+// the error for a file holding more.
+func readBounded(path string, limit int64, tooLarge func() error) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, tooLarge()
+	}
+	return b, nil
 }
 
 // beforeRename, when set by a test, runs after the temporary file is written

@@ -294,3 +294,29 @@ func TestLockWaitsAndBreaksStaleLocks(t *testing.T) {
 		t.Errorf("%d entries, want the keyring and the lock", len(entries))
 	}
 }
+
+// A keyring path that names something huge (a log file, /dev/zero) is
+// refused after a bounded read, never read into memory whole; so is such a
+// password file.
+func TestLoadReadsABoundedKeyring(t *testing.T) {
+	dir := t.TempDir()
+	huge := filepath.Join(dir, "huge")
+	f, err := os.Create(huge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sparse: no disk used, but a reader without a bound reads it all.
+	if err := f.Truncate(64 << 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, _, err := Load(huge); !errors.Is(err, ErrKeyringInvalid) || !strings.Contains(err.Error(), huge+": larger than 16 MiB") {
+		t.Errorf("Load of a 64 MiB file: %v", err)
+	}
+	if _, err := ReadKeyringFile(huge); !errors.Is(err, ErrKeyringInvalid) {
+		t.Errorf("ReadKeyringFile of a 64 MiB file: %v", err)
+	}
+	if _, err := PasswordFile(huge)(); !errors.Is(err, ErrKeyringPassword) || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("a 64 MiB password file: %v", err)
+	}
+}

@@ -7,9 +7,11 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/jose"
@@ -38,6 +40,15 @@ const (
 	MaxProtectedIterations = 300000
 )
 
+// checkPasswordLength refuses a password under MinPasswordBytes, on write
+// and on read alike.
+func checkPasswordLength(password []byte) error {
+	if len(password) < MinPasswordBytes {
+		return &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf("a keyring password must be at least %d bytes", MinPasswordBytes)}
+	}
+	return nil
+}
+
 // writeIterations is the p2c Protect writes; tests lower it to stay fast.
 var writeIterations = ProtectedIterations
 
@@ -54,14 +65,41 @@ func (p *protection) Format(f fmt.State, _ rune) { fmt.Fprint(f, p.String()) }
 // FLECHT_KEYRING_PASSWORD_FILE names, or a terminal prompt.
 type PasswordFunc func() ([]byte, error)
 
-// PasswordFile reads the password from the file at path, with one trailing
-// newline stripped (as upstream's --password-file).
+// maxPasswordFileBytes bounds what is read of a password file.
+const maxPasswordFileBytes = 64 << 10
+
+// PasswordFile reads the password from the file at path as flechtctl's
+// --password-file does (Python's text mode): UTF-8 text whose line breaks
+// ("\r\n", "\r") read as "\n", one trailing "\n" dropped. So a password
+// file written on Windows opens the same keyring in both tools, and a file
+// that is not UTF-8, which flechtctl cannot read, is refused rather than
+// protecting a keyring flechtctl could never open.
 func PasswordFile(path string) PasswordFunc {
 	return func() ([]byte, error) {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("reading the keyring password file: %w", err)
+		b, err := readBounded(path, maxPasswordFileBytes, func() error {
+			return &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf(
+				"the password file %s is larger than %d KiB: not a password file", path, maxPasswordFileBytes>>10)}
+		})
+		var se *Error
+		if errors.As(err, &se) {
+			return nil, err
 		}
+		if err != nil {
+			// Not wrapped: a missing password file must never read as a
+			// missing keyring (fs.ErrNotExist) to the caller.
+			reason := err
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				reason = pe.Err
+			}
+			return nil, &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf("cannot read the password file %s: %v", path, reason)}
+		}
+		if !utf8.Valid(b) {
+			return nil, &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf(
+				"the password file %s is not UTF-8 text (flechtctl reads a password file as UTF-8 and could not use it)", path)}
+		}
+		b = bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n"))
+		b = bytes.ReplaceAll(b, []byte("\r"), []byte("\n"))
 		return bytes.TrimSuffix(b, []byte("\n")), nil
 	}
 }
@@ -122,8 +160,8 @@ func OpenProtected(doc []byte, password []byte) (*Keyring, error) {
 	invalid := func(format string, args ...any) error {
 		return &Error{Kind: KindKeyringInvalid, Detail: "protected keyring: " + fmt.Sprintf(format, args...)}
 	}
-	if len(password) < MinPasswordBytes {
-		return nil, &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf("a keyring password must be at least %d bytes", MinPasswordBytes)}
+	if err := checkPasswordLength(password); err != nil {
+		return nil, err
 	}
 	segs, ok := jose.SplitCompact(string(bytes.TrimSpace(doc)), 5)
 	if !ok {
@@ -277,8 +315,8 @@ func jsonSmallInt(raw json.RawMessage) (int, error) {
 // fresh random salt and CEK, refusing a password under MinPasswordBytes
 // (KindKeyringPassword).
 func (kr *Keyring) SealProtected(password []byte) ([]byte, error) {
-	if len(password) < MinPasswordBytes {
-		return nil, &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf("a keyring password must be at least %d bytes", MinPasswordBytes)}
+	if err := checkPasswordLength(password); err != nil {
+		return nil, err
 	}
 	plain, err := kr.JWKS()
 	if err != nil {
@@ -313,8 +351,8 @@ func (kr *Keyring) SealProtected(password []byte) ([]byte, error) {
 // Protect returns a copy that Document and Save write password-protected
 // with password (refused under MinPasswordBytes: KindKeyringPassword).
 func (kr *Keyring) Protect(password []byte) (*Keyring, error) {
-	if len(password) < MinPasswordBytes {
-		return nil, &Error{Kind: KindKeyringPassword, Detail: fmt.Sprintf("a keyring password must be at least %d bytes", MinPasswordBytes)}
+	if err := checkPasswordLength(password); err != nil {
+		return nil, err
 	}
 	out := kr.clone()
 	out.protect = &protection{password: bytes.Clone(password)}

@@ -80,29 +80,16 @@ func Inspect(tok string) (TokenInfo, error) {
 // (members, alg/enc, kid, the profile its alg names), then the binary
 // segments. Open runs it first, so its verdicts are Inspect's.
 func parseToken(tok string) (*token, error) {
-	malformed := func(detail string, args ...any) error {
-		return &Error{Kind: KindMalformed, Detail: fmt.Sprintf(detail, args...)}
-	}
-	if !IsEncrypted(tok) {
-		return nil, malformed("not a %s: value", Scheme)
-	}
-	envelope, compact, ok := strings.Cut(tok[len(Scheme)+1:], ":")
-	if !ok && envelope == "jwe" {
-		return nil, malformed("no compact JWE after %q", Scheme+":jwe")
-	}
-	if !ok || envelope != "jwe" {
-		return nil, malformed("unknown %s envelope %s, this reader knows only jwe", Scheme, Echo(envelope, knownEnvelopes))
-	}
-	segs, ok := jose.SplitCompact(compact, 5)
-	if !ok {
-		return nil, malformed("a compact JWE has 5 segments")
-	}
-	if len(segs[0]) > maxHdr {
-		return nil, malformed("protected header longer than %d characters", maxHdr)
-	}
-	hdr, err := b64url.DecodeString(segs[0])
+	segs, err := compactSegments(tok, Scheme, "jwe", 5)
 	if err != nil {
-		return nil, malformed("protected header is not %s", b64Name)
+		return nil, err
+	}
+	// Strict, as the flsig reader: Go's decoder would skip line breaks, and
+	// such a token would fail only at the tag (the segment as sent is the
+	// AAD), where upstream calls it malformed before any crypto.
+	hdr, err := jose.DecodeSegment(segs[0])
+	if err != nil {
+		return nil, &Error{Kind: KindMalformed, Detail: "protected header is not " + b64Name}
 	}
 	t, err := acceptHeader(hdr)
 	if err != nil {
@@ -140,6 +127,35 @@ func parseToken(tok string) (*token, error) {
 	}
 	t.protected, t.sealed = segs[0], sealed[:nct+ntag]
 	return t, nil
+}
+
+// compactSegments strips scheme:envelope: from tok and splits the compact
+// serialization behind it into its n segments, refusing a protected header
+// segment too long to be ours: the keyless first checks a flenc token and a
+// flsig value share, before either decodes anything.
+func compactSegments(tok, scheme, envelope string, n int) ([]string, error) {
+	malformed := func(detail string, args ...any) error {
+		return &Error{Kind: KindMalformed, Detail: fmt.Sprintf(detail, args...)}
+	}
+	form := strings.ToUpper(envelope) // JWE, JWS
+	if !strings.HasPrefix(tok, scheme+":") {
+		return nil, malformed("not a %s: value", scheme)
+	}
+	got, compact, ok := strings.Cut(tok[len(scheme)+1:], ":")
+	if !ok && got == envelope {
+		return nil, malformed("no compact %s after %q", form, scheme+":"+envelope)
+	}
+	if !ok || got != envelope {
+		return nil, malformed("unknown %s envelope %s, this reader knows only %s", scheme, Echo(got, knownEnvelopes), envelope)
+	}
+	segs, ok := jose.SplitCompact(compact, n)
+	if !ok {
+		return nil, malformed("a compact %s has %d segments", form, n)
+	}
+	if len(segs[0]) > maxHdr {
+		return nil, malformed("protected header longer than %d characters", maxHdr)
+	}
+	return segs, nil
 }
 
 // acceptHeader is the keyless acceptance rule (SPEC §9, §9a): the members
@@ -193,12 +209,9 @@ func acceptHeader(hdr []byte) (*token, error) {
 		default:
 			return nil, rejected("header member %s is outside the flenc profile", Echo(m.Key, knownHeaders))
 		}
-		s, ok := jsonString(m.Value)
-		if !ok {
-			if m.Key == "kid" || m.Key == scopeM {
-				return nil, &Error{Kind: KindMalformed, Detail: fmt.Sprintf("header %q must be a string", m.Key)}
-			}
-			return nil, rejected("header %q must be a string", m.Key)
+		s, err := headerString(m)
+		if err != nil {
+			return nil, err
 		}
 		*dst = s
 	}
@@ -227,6 +240,21 @@ func acceptHeader(hdr []byte) (*token, error) {
 		}
 	}
 	return t, nil
+}
+
+// headerString is the value of a header member that must be a string, as
+// every member the two profiles read is: another type is malformed for the
+// kid and the scope (the token names no key or scope at all), and rejected
+// for any other member.
+func headerString(m attr.RawMember) (string, error) {
+	s, ok := jsonString(m.Value)
+	if ok {
+		return s, nil
+	}
+	if m.Key == "kid" || m.Key == scopeM {
+		return "", &Error{Kind: KindMalformed, Detail: fmt.Sprintf("header %q must be a string", m.Key)}
+	}
+	return "", &Error{Kind: KindHeaderRejected, Detail: fmt.Sprintf("header %q must be a string", m.Key)}
 }
 
 // acceptEPK accepts exactly {"kty":"OKP","crv":"X25519","x":<32 bytes>}, in
@@ -321,12 +349,9 @@ func (kr *Keyring) Encrypt(payload []byte, scope string) (string, error) {
 	} else {
 		hdr = headerJSON(kid, scope)
 	}
-	protected := b64url.EncodeToString(hdr)
-	if len(protected) > maxHdr {
-		// Found by FuzzDecrypt: a token no reader would accept must not be
-		// written.
-		return "", &Error{Kind: KindMalformed, Kid: kid, Detail: fmt.Sprintf(
-			"kid and scope make a protected header of %d characters; readers accept at most %d", len(protected), maxHdr)}
+	protected, err := protectedHeader(hdr, kid)
+	if err != nil {
+		return "", err
 	}
 	iv := make([]byte, ivSize)
 	rand.Read(iv) // never fails (crypto/rand)
@@ -345,6 +370,19 @@ func (kr *Keyring) Encrypt(payload []byte, scope string) (string, error) {
 	b.WriteByte('.')
 	b.WriteString(b64url.EncodeToString(tag))
 	return b.String(), nil
+}
+
+// protectedHeader is the header segment a writer puts in a token or
+// signed value. Found by FuzzDecrypt: a header longer than any reader
+// accepts (a long kid or scope) is refused, since a value no reader would
+// accept must not be written.
+func protectedHeader(hdr []byte, kid string) (string, error) {
+	protected := b64url.EncodeToString(hdr)
+	if len(protected) > maxHdr {
+		return "", &Error{Kind: KindMalformed, Kid: kid, Detail: fmt.Sprintf(
+			"kid and scope make a protected header of %d characters; readers accept at most %d", len(protected), maxHdr)}
+	}
+	return protected, nil
 }
 
 // Decrypt opens a token read through a field of the given scope ("" for an

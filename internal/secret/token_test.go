@@ -441,3 +441,57 @@ func TestErrorClipsLongKids(t *testing.T) {
 		t.Errorf("clip not marked: %s", err.Error()[:80])
 	}
 }
+
+// TestEnvelopeMessagesOfBothParsers pins what the flenc and flsig readers
+// say of a value whose envelope or segment count is wrong: one set of
+// checks serves both, each naming its own scheme and serialization.
+func TestEnvelopeMessagesOfBothParsers(t *testing.T) {
+	long := strings.Repeat("A", maxHdr+1)
+	for _, c := range []struct {
+		tok, want string
+		parse     func(string) (TokenInfo, error)
+	}{
+		{"flenc:", `unknown flenc envelope (0 chars), this reader knows only jwe`, Inspect},
+		{"flenc:jwe", `no compact JWE after "flenc:jwe"`, Inspect},
+		{"flenc:cbor:x", `unknown flenc envelope "cbor", this reader knows only jwe`, Inspect},
+		{"flenc:sk-live-123:x", `unknown flenc envelope (11 chars), this reader knows only jwe`, Inspect},
+		{"flenc:jwe:a.b.c.d", `a compact JWE has 5 segments`, Inspect},
+		{"flenc:jwe:" + long + "....", `protected header longer than 4096 characters`, Inspect},
+		{"flsig:jws", `no compact JWS after "flsig:jws"`, InspectSigned},
+		{"flsig:jwe:x", `unknown flsig envelope "jwe", this reader knows only jws`, InspectSigned},
+		{"flsig:jws:a.b", `a compact JWS has 3 segments`, InspectSigned},
+		{"flsig:jws:" + long + "..", `protected header longer than 4096 characters`, InspectSigned},
+		{"flenc:jwe:a.b.c", `not a flsig: value`, InspectSigned},
+		{"flsig:jws:a.b.c", `not a flenc: value`, Inspect},
+	} {
+		_, err := c.parse(c.tok)
+		var e *Error
+		if !errors.As(err, &e) || e.Kind != KindMalformed || e.Detail != c.want {
+			t.Errorf("%.20q: %v, want malformed: %s", c.tok, err, c.want)
+		}
+	}
+}
+
+// A line break in the header segment is malformed before any crypto, as
+// upstream says, not a tag mismatch after it.
+func TestHeaderLineBreakIsMalformed(t *testing.T) {
+	kr, err := NewKeyring("k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := kr.Encrypt([]byte(`"v"`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdrEnd := len(Prefix) + 10
+	broken := tok[:hdrEnd] + "\n" + tok[hdrEnd:]
+	opened := 0
+	beforeOpen = func() { opened++ }
+	defer func() { beforeOpen = nil }()
+	if _, _, err := kr.Decrypt(broken, ""); KindOf(err) != KindMalformed {
+		t.Fatalf("a line break in the header: %v, want %s", err, KindMalformed)
+	}
+	if opened != 0 {
+		t.Errorf("the cipher ran %d times on a malformed token", opened)
+	}
+}

@@ -20,9 +20,11 @@ import (
 // partition of every config topic, read without a group, bootstrapped to
 // the end offsets captured at startup, then drained each cycle. The latest
 // value per wire key wins; a null, empty or {} value removes it
-// (attr.IsStoreTombstone). A record that does not decode is logged and
-// skipped — a config table cannot crash-loop its readers, and the bad
-// record is visible in the log.
+// (attr.IsStoreTombstone). A record that does not decode is logged,
+// counted in messages_invalid_total{outcome="skipped",topic} (so the
+// skipped-records alert sees it) and skipped, whatever the stage's
+// invalid_messages: a config table cannot crash-loop its readers (upstream
+// applies the stage's policy, crash by default).
 type ConfigStore struct {
 	topics []string
 	log    *slog.Logger
@@ -138,6 +140,13 @@ func (s *ConfigStore) Close() {
 	}
 }
 
+// skipped counts a config record that did not decode.
+func (s *ConfigStore) skipped(topic string) {
+	if s.obs != nil {
+		s.obs.Invalid(metrics.OutcomeSkipped, topic)
+	}
+}
+
 // apply puts or deletes one record's key. Records applied after the
 // bootstrap (drained) count in config_messages_in_total, as upstream counts
 // the updates it applied; a record skipped as undecodable changed nothing
@@ -146,6 +155,7 @@ func (s *ConfigStore) apply(r *kgo.Record, drained bool) {
 	key, err := attr.DecodeKey(r.Key)
 	if err != nil {
 		s.log.Warn("config record skipped", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "error", err)
+		s.skipped(r.Topic)
 		return
 	}
 	var cfg attr.Config
@@ -159,6 +169,7 @@ func (s *ConfigStore) apply(r *kgo.Record, drained bool) {
 		}
 		if err != nil {
 			s.log.Warn("config record skipped", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "key", key, "error", err)
+			s.skipped(r.Topic)
 			return
 		}
 		weight = len(key) + len(canonical)

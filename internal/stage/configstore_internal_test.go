@@ -65,6 +65,11 @@ func TestConfigStoreDeletesAndWeighs(t *testing.T) {
 	if got := metrics.Value(obs.ConfigMessagesIn); got != before {
 		t.Errorf("config_messages_in_total counted %v skipped records", got-before)
 	}
+	// They count as invalid messages skipped on their topic, as the
+	// skipped-records alert expects.
+	if got := metrics.Value(obs.MessagesInvalid.WithLabelValues(metrics.OutcomeSkipped, "cfg")); got != 3 {
+		t.Errorf(`messages_invalid_total{outcome="skipped",topic="cfg"} = %v, want the 3 undecodable records`, got)
+	}
 	// Drained records count, bootstrap records do not (as upstream).
 	if got := metrics.Value(obs.ConfigMessagesIn); got != 5 {
 		t.Errorf("config_messages_in_total = %v, want the 5 applied drained records", got)

@@ -226,11 +226,24 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return []byte(`"` + time.Duration(d).String() + `"`), nil
 }
 
+// maxFileBytes bounds what is read of a stage file: a commented stage
+// fits many times over, and a path that names something else (a log,
+// /dev/zero) is refused without being read into memory.
+const maxFileBytes = 4 << 20
+
 // Load reads and validates a stage file.
 func Load(path string) (*Stage, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading stage file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading stage file: %w", err)
+	}
+	if len(data) > maxFileBytes {
+		return nil, fmt.Errorf("stage file %s is larger than %d MiB: not a stage file", path, maxFileBytes>>20)
 	}
 	s, err := Parse(data)
 	if err != nil {

@@ -1,6 +1,7 @@
 package stagefile
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -283,5 +284,22 @@ func TestEveryExampleParses(t *testing.T) {
 		if _, err := Load(p); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
+	}
+}
+
+// A -f path that names something huge (a log, /dev/zero) is refused after
+// a bounded read, never read into memory whole.
+func TestLoadRefusesAHugeFile(t *testing.T) {
+	huge := filepath.Join(t.TempDir(), "huge.yaml")
+	f, err := os.Create(huge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64 << 20); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := Load(huge); err == nil || !strings.Contains(err.Error(), "stage file "+huge+" is larger than 4 MiB") {
+		t.Errorf("Load of a 64 MiB file: %v", err)
 	}
 }

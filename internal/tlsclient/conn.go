@@ -1,7 +1,9 @@
 package tlsclient
 
 import (
+	"context"
 	"crypto/tls"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +31,25 @@ type Conn struct {
 	*tls.Conn
 	mu   sync.Mutex
 	read atomic.Bool
+}
+
+// Dial connects d to addr over TLS and returns the connection as a *Conn.
+// A nil cfg verifies the server against the system roots with TLS 1.2 at
+// least; a cfg without a ServerName has the server's certificate name host.
+// A failed handshake comes back explained for p (ExplainHandshake).
+func Dial(ctx context.Context, d *net.Dialer, addr, host string, cfg *tls.Config, p Peer) (net.Conn, error) {
+	if cfg == nil {
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	conn, err := (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, ExplainHandshake(err, p)
+	}
+	return NewConn(conn.(*tls.Conn)), nil
 }
 
 // NewConn wraps a client connection whose handshake is done.

@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 )
@@ -66,7 +67,7 @@ func Config(f Files, serverName string) (*tls.Config, error) {
 
 // LoadCAFile reads a PEM file of CA certificates into a pool.
 func LoadCAFile(path string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(path)
+	data, err := readPEMFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("CA file %s: %w", path, pathless(err))
 	}
@@ -110,11 +111,11 @@ func ParseCAs(data []byte) (*x509.CertPool, error) {
 
 // LoadKeyPair reads a client certificate and its private key.
 func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
-	certPEM, err := os.ReadFile(certFile)
+	certPEM, err := readPEMFile(certFile)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("client certificate file %s: %w", certFile, pathless(err))
 	}
-	keyPEM, err := os.ReadFile(keyFile)
+	keyPEM, err := readPEMFile(keyFile)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("client key file %s: %w", keyFile, pathless(err))
 	}
@@ -125,6 +126,29 @@ func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 		return tls.Certificate{}, fmt.Errorf("client certificate %s with key %s: %w", certFile, keyFile, err)
 	}
 	return cert, nil
+}
+
+// maxPEMFileBytes bounds what is read of a CA, certificate or key file: a
+// CA bundle of every public root fits many times over, and a path that
+// names something else (a log, /dev/zero) is refused without being read
+// into memory.
+const maxPEMFileBytes = 16 << 20
+
+// readPEMFile reads at most maxPEMFileBytes of the file at path.
+func readPEMFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxPEMFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxPEMFileBytes {
+		return nil, fmt.Errorf("larger than %d MiB: not a PEM file", maxPEMFileBytes>>20)
+	}
+	return data, nil
 }
 
 // pathless drops the path an os error repeats (the message names the file

@@ -66,12 +66,11 @@ func exchangeAfter(t *testing.T, addr string, files tlsclient.Files, tweak func(
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tc, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
+	conn, err := tlsclient.Dial(ctx, &net.Dialer{}, addr, "127.0.0.1", cfg, withFiles(files))
 	if err != nil {
-		return tlsclient.ExplainHandshake(err, withFiles(files))
+		return err
 	}
-	defer tc.Close()
-	conn := tlsclient.NewConn(tc.(*tls.Conn))
+	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	// A request in two writes, as paho writes a packet's parts.
 	for _, part := range []string{"x", "y"} {
@@ -85,6 +84,38 @@ func exchangeAfter(t *testing.T, addr string, files tlsclient.Files, tweak func(
 		return tlsclient.Explain(err, withFiles(files))
 	}
 	return nil
+}
+
+// Dial without a config verifies against the system roots, which do not
+// hold the test CA, and names the host dialled: the private server is
+// refused as of an unknown authority, explained; with a config that names
+// no server, the host dialled is the name checked.
+func TestDialDefaults(t *testing.T) {
+	pki := tlstest.New(t)
+	addr := serve(t, pki.ServerConfig(pki.Server, false))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := tlsclient.Dial(ctx, &net.Dialer{}, addr, "127.0.0.1", nil, peer)
+	if e, ok := errors.AsType[*tlsclient.Error](err); !ok || e.Problem != tlsclient.UnknownAuthority {
+		t.Errorf("nil config: %v, want an explained unknown authority", err)
+	}
+	cfg, err := tlsclient.Config(tlsclient.Files{CAFile: pki.CAFile}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]tlsclient.Problem{"127.0.0.1": 0, "elsewhere.invalid": tlsclient.HostMismatch} {
+		conn, err := tlsclient.Dial(ctx, &net.Dialer{}, addr, host, cfg, peer)
+		e, _ := errors.AsType[*tlsclient.Error](err)
+		switch {
+		case want == 0 && err != nil, want != 0 && (e == nil || e.Problem != want):
+			t.Errorf("host %s: %v, want problem %d", host, err, want)
+		case err == nil:
+			conn.Close()
+		}
+	}
+	if cfg.ServerName != "" {
+		t.Errorf("Dial changed the config it was given: ServerName %q", cfg.ServerName)
+	}
 }
 
 func withFiles(f tlsclient.Files) tlsclient.Peer {
@@ -318,4 +349,24 @@ func FuzzParseCAs(f *testing.F) {
 			t.Fatalf("control characters in the error: %q", err)
 		}
 	})
+}
+
+// A CA, certificate or key path that names something huge (a log,
+// /dev/zero) is refused after a bounded read, never read into memory whole.
+func TestLoadRefusesHugeFiles(t *testing.T) {
+	huge := filepath.Join(t.TempDir(), "huge.pem")
+	f, err := os.Create(huge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64 << 20); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := tlsclient.LoadCAFile(huge); err == nil || !strings.Contains(err.Error(), "CA file "+huge+": larger than 16 MiB") {
+		t.Errorf("LoadCAFile: %v", err)
+	}
+	if _, err := tlsclient.LoadKeyPair(huge, huge); err == nil || !strings.Contains(err.Error(), "client certificate file "+huge+": larger than 16 MiB") {
+		t.Errorf("LoadKeyPair: %v", err)
+	}
 }

@@ -9,7 +9,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
-brokers=${1:-127.0.0.1:${FLECHT_E2E_KAFKA_PORT:-39092}}
+brokers=${1:-127.0.0.1:${FLECHT_E2E_KAFKA_PORT:-29092}}
 counts="1 3 6 7 12 100"
 run=$(date +%s)
 
