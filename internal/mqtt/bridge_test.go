@@ -132,12 +132,24 @@ func (f *bridgeFixture) startBridgeAt(clientID string, endpoint mqtt.Endpoint, e
 		if err := rb.stop(); err != nil {
 			f.t.Errorf("bridge %s: %v", clientID, err)
 		}
+		if f.t.Failed() {
+			f.t.Logf("bridge %s, the last lines of its log:\n%s", clientID, logs.tail(80))
+		}
 	})
 	return rb
 }
 
 // logBuffer collects a bridge's log lines.
 type logBuffer struct{ logxtest.Buffer }
+
+// tail is the last n lines of the log, for a failing test's report.
+func (l *logBuffer) tail(n int) string {
+	lines := strings.Split(strings.TrimRight(l.String(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
 
 // lines are the log lines containing every one of parts.
 func (l *logBuffer) lines(parts ...string) []string {
