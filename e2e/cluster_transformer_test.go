@@ -237,7 +237,7 @@ func (s *probeSampler) report(t *testing.T) string {
 // is exact. Opt-in (FLECHT_E2E_SLOW=1): about 8 minutes.
 func TestClusterCountLongOutages(t *testing.T) {
 	if os.Getenv("FLECHT_E2E_SLOW") == "" {
-		t.Skip("about 8 minutes; set FLECHT_E2E_SLOW=1")
+		t.Skip("about 15 minutes; set FLECHT_E2E_SLOW=1")
 	}
 	const (
 		records    = 60_000
