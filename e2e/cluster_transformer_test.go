@@ -234,7 +234,7 @@ func (s *probeSampler) report(t *testing.T) string {
 // written or elected), then all three for three minutes (longer than the
 // 60 s transaction timeout and the 2-minute liveness limit). The one
 // `flecht run` waits both out, alive throughout, and resumes; the output
-// is exact. Opt-in (FLECHT_E2E_SLOW=1): about 8 minutes.
+// is exact. Opt-in (FLECHT_E2E_SLOW=1): about 15 minutes.
 func TestClusterCountLongOutages(t *testing.T) {
 	if os.Getenv("FLECHT_E2E_SLOW") == "" {
 		t.Skip("about 15 minutes; set FLECHT_E2E_SLOW=1")
