@@ -272,6 +272,11 @@ func TestReplayRebuildsCountOutput(t *testing.T) {
 	run1 := rpRunStage(t, stage, "count-a", stateDir)
 	rpWaitCaughtUp(t, adm, app, raw, 3*time.Minute)
 	run1.stop()
+	// Right after the stop its static member is still in the group (until
+	// its 10 s session times out): a replay refuses and says what to do.
+	if p, _, code := rpReplay(t, "-f", stage, "--state-dir", stateDir); code != 3 || !strings.Contains(p.Refused, "count-a on 127.0.0.1 (static)") || !strings.Contains(p.Refused, "--wait 30s") {
+		t.Fatalf("a replay just after the stop: exit %d, refusal %q; want 3 and the static member's advice", code, p.Refused)
+	}
 	first := rpReadOutput(t, out, nil)
 	rpCheckSeq(t, first, records)
 	outEnd := rpEnds(t, adm, out)
@@ -286,7 +291,7 @@ func TestReplayRebuildsCountOutput(t *testing.T) {
 	}
 
 	// The dry run shows the plan and changes nothing.
-	dry, _, code := rpReplay(t, "-f", stage, "--state-dir", stateDir)
+	dry, _, code := rpReplay(t, "-f", stage, "--state-dir", stateDir, "--wait", "30s")
 	if code != 0 || dry.Executed || dry.Refused != "" {
 		t.Fatalf("dry run: exit %d %+v", code, dry)
 	}

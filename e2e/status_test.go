@@ -69,6 +69,9 @@ func TestStatusThroughAReplay(t *testing.T) {
 		t.Errorf("Kafka 4 lists transactions: %+v", r.Transactions)
 	}
 	run.stop()
+	// A stopped transformer's static member stays until its session
+	// (10 s) times out.
+	rpWaitMembers(t, adm, app, 0, 30*time.Second)
 
 	// A zombie holds a transaction open on APP-1.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

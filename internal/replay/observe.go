@@ -310,7 +310,7 @@ func (e *LiveMembersError) Error() string {
 	if e.Waited > 0 {
 		return msg + fmt.Sprintf(" (still there after waiting %s)", e.Waited)
 	}
-	return msg + "; stop the stage first, or give --wait DURATION to wait until it has stopped"
+	return msg + "; " + stopHint(e.Members)
 }
 
 func dedupe(ss []string) []string {

@@ -215,8 +215,8 @@ func BuildPlan(o *Observed) *Plan {
 
 	// 1. Live members: refuse, naming them.
 	if len(p.Members) > 0 {
-		p.Refused = fmt.Sprintf("group %q has %d live %s (%s): stop the stage first, or give --wait to wait until it has stopped",
-			app, len(p.Members), plural(len(p.Members), "member", "members"), DescribeMembers(p.Members))
+		p.Refused = fmt.Sprintf("group %q has %d live %s (%s): %s",
+			app, len(p.Members), plural(len(p.Members), "member", "members"), DescribeMembers(p.Members), stopHint(p.Members))
 	}
 	if !o.Group.Exists() {
 		note("group %q does not exist: no member, no committed offset", app)
@@ -401,13 +401,30 @@ func historyWarning(topic string, h history, target Target) Warning {
 	return w
 }
 
-// DescribeMembers names members as "client-id on host", for refusals.
+// DescribeMembers names members as "client-id on host", for refusals; a
+// static member is marked so.
 func DescribeMembers(ms []kafkax.GroupMember) string {
 	parts := make([]string, len(ms))
 	for i, m := range ms {
 		parts[i] = fmt.Sprintf("%s on %s", m.ClientID, m.Host)
+		if m.InstanceID != "" {
+			parts[i] += " (static)"
+		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// stopHint says what to do about live members. flecht's transformer
+// members are static and do not leave their group on SIGTERM, so a stage
+// stopped a moment ago still has its members until their session times
+// out: that case gets its own advice.
+func stopHint(ms []kafkax.GroupMember) string {
+	for _, m := range ms {
+		if m.InstanceID == "" {
+			return "stop the stage first, or give --wait DURATION to wait until it has stopped"
+		}
+	}
+	return "stop the stage first; a stopped transformer's static members stay in the group until their session times out (10 s by default), so after a stop give --wait 30s (or stop it with --leave-group)"
 }
 
 func hasPolicy(policy, want string) bool {

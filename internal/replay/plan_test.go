@@ -123,6 +123,25 @@ func TestPlanRefusesLiveMembers(t *testing.T) {
 	}
 }
 
+// A stopped transformer's static members linger for their session
+// timeout: the refusal says so and what to give instead.
+func TestPlanRefusalExplainsStaticMembers(t *testing.T) {
+	o := observed([2]int64{0, 10})
+	o.Group.State = "Stable"
+	o.Group.Members = []kafkax.GroupMember{{MemberID: "m1", InstanceID: "count-0", ClientID: "count-0", Host: "10.0.0.7"}}
+	p := BuildPlan(o)
+	for _, want := range []string{"count-0 on 10.0.0.7 (static)", "session times out", "--wait 30s", "--leave-group"} {
+		if !strings.Contains(p.Refused, want) {
+			t.Errorf("refusal %q lacks %q", p.Refused, want)
+		}
+	}
+	// One dynamic member (the Python library's) among them: the plain advice.
+	o.Group.Members = append(o.Group.Members, kafkax.GroupMember{MemberID: "m2", ClientID: "py", Host: "10.0.0.8"})
+	if p := BuildPlan(o); strings.Contains(p.Refused, "session times out") || !strings.Contains(p.Refused, "--wait DURATION") {
+		t.Errorf("refusal with a dynamic member: %q", p.Refused)
+	}
+}
+
 func TestPlanPartialHistory(t *testing.T) {
 	o := observed([2]int64{30, 100}, [2]int64{0, 100}, [2]int64{5, 5})
 	top := o.Topics["raw"]
