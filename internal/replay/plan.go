@@ -414,8 +414,8 @@ func DescribeMembers(ms []kafkax.GroupMember) string {
 	return strings.Join(parts, ", ")
 }
 
-// stopHint says what to do about live members. flecht's transformer
-// members are static and do not leave their group on SIGTERM, so a stage
+// stopHint says what to do about live members. flecht's transformers and
+// extractors are static members and do not leave on SIGTERM, so a stage
 // stopped a moment ago still has its members until their session times
 // out: that case gets its own advice.
 func stopHint(ms []kafkax.GroupMember) string {
@@ -424,7 +424,7 @@ func stopHint(ms []kafkax.GroupMember) string {
 			return "stop the stage first, or give --wait DURATION to wait until it has stopped"
 		}
 	}
-	return "stop the stage first; a stopped transformer's static members stay in the group until their session times out (10 s by default), so after a stop give --wait 30s (or stop it with --leave-group)"
+	return "stop the stage first; a stopped stage's static members stay in the group until their session times out (10 s by default), so after a stop give --wait 30s (a transformer stopped with --leave-group leaves at once)"
 }
 
 func hasPolicy(policy, want string) bool {
