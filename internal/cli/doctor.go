@@ -97,15 +97,7 @@ func NewCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
   flecht doctor sensors-bridge -f bridge.yaml --metrics-url bridge-0:9464 --queue-limit 10000 -o json
   flecht doctor -f poll.yaml --metrics-url poll-0:9464 --keyring keyring.json`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.ApplicationID = args[0]
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runDoctor(cmd.Context(), opts)
-		},
+		RunE: appRunE(opts, &opts.ApplicationID, runF, runDoctor),
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&opts.StageFile, "file", "f", "", "the stage file of the pipeline stage to check (required)")

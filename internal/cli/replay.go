@@ -101,15 +101,7 @@ func NewCmdReplay(f *Factory, runF func(*ReplayOptions) error) *cobra.Command {
   flecht replay sensors-count -f count.yaml --by-duration 36h --wait 2m --execute -o json
   flecht replay sensors-count --input-topics sensors.raw --from-file offsets.csv`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.ApplicationID = args[0]
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runReplay(cmd.Context(), opts)
-		},
+		RunE: appRunE(opts, &opts.ApplicationID, runF, runReplay),
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&opts.StageFile, "file", "f", "", "take the application id, kind and topics from this stage file")

@@ -125,6 +125,21 @@ func isCobraUsageError(err error) bool {
 	return exitcode.Code(err) == exitcode.Failure && strings.HasPrefix(err.Error(), "unknown command")
 }
 
+// appRunE is the RunE of a command whose one optional argument is the
+// application id: it sets *app from it, then hands opts to runF (tests)
+// or to run.
+func appRunE[O any](opts *O, app *string, runF func(*O) error, run func(context.Context, *O) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == 1 {
+			*app = args[0]
+		}
+		if runF != nil {
+			return runF(opts)
+		}
+		return run(cmd.Context(), opts)
+	}
+}
+
 // usageArgs makes a positional-argument check fail as a usage error (exit 2).
 func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {

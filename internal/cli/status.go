@@ -70,15 +70,7 @@ func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
   flecht status -f examples/count.yaml --interval 2s -o json
   flecht status sensors-count --input-topics sensors.raw --watch`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.ApplicationID = args[0]
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runStatus(cmd.Context(), opts)
-		},
+		RunE: appRunE(opts, &opts.ApplicationID, runF, runStatus),
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&opts.StageFile, "file", "f", "", "take the application id and input topics from this stage file")
