@@ -58,7 +58,10 @@ Without --execute it only prints the plan and changes nothing. The plan:
 
   1. group APP: its state and members. A live member refuses the replay
      (exit 3, naming each member's client id and host); --wait DURATION
-     waits for the group to empty instead.
+     waits for the group to empty instead. A transformer or extractor
+     stopped a moment ago is still a member until its session times out
+     (10 s by default: its members are static), so after a stop give
+     --wait 30s.
   2. the transactional IDs to fence: APP-<p> for every input partition
      (APP-<t> per token of an extractor), and for every changelog
      partition when the changelog has more (tasks of an older layout).
