@@ -2,6 +2,8 @@
 # (Debian's prometheus package); `make e2e` starts a real Kafka broker
 # (Java + Maven), Mosquitto and Prometheus.
 SHELL     := /bin/bash
+# pipefail: the test targets pipe go test through failreport.
+.SHELLFLAGS := -o pipefail -c
 GO        ?= go
 BIN       ?= bin/flecht
 FUZZTIME  ?= 100000x
@@ -15,8 +17,13 @@ build:
 
 # Unit and in-process tests (kfake, mochi-mqtt), with the race detector,
 # and the alert rules' unit tests.
+#
+# Every test target pipes `go test -json` through e2e/failreport: the
+# output is what go test prints, and it ends with only the error lines of
+# each failed test, so the tail of a long log says why it failed.
+FAILREPORT = $(GO) run ./e2e/failreport
 test: rules
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -json ./... | $(FAILREPORT) -quiet
 
 # The Prometheus rules in deploy/prometheus, checked and unit-tested with
 # promtool (Debian's prometheus package ships it; .ci/run installs it).
@@ -36,7 +43,7 @@ rules:
 # FLECHT_E2E_BROKERS=host:port uses an existing cluster instead.
 E2EFLAGS ?= -timeout 60m
 e2e:
-	$(call with_broker,FLECHT_UPSTREAM_ROOT=$(UPSTREAM_ROOT) $(GO) test -tags e2e -count=1 $(E2EFLAGS) ./e2e/)
+	$(call with_broker,FLECHT_UPSTREAM_ROOT=$(UPSTREAM_ROOT) $(GO) test -json -tags e2e -count=1 $(E2EFLAGS) ./e2e/ | $(FAILREPORT) -quiet)
 
 # The cluster tier: the TestCluster* tests (build tag e2ecluster) against
 # three Kafka nodes e2e/kafka/cluster.sh starts on FLECHT_E2E_KAFKA_PORT
@@ -49,7 +56,7 @@ e2e-cluster:
 	@e2e/kafka/cluster.sh start || exit 1; \
 	trap 'e2e/kafka/cluster.sh stop' EXIT; \
 	FLECHT_E2E_BROKERS=$$(e2e/kafka/cluster.sh brokers) FLECHT_E2E_CLUSTER=1 \
-	  $(GO) test -tags 'e2e e2ecluster' -count=1 -run '^TestCluster' -v $(E2E_CLUSTER_FLAGS) ./e2e/
+	  $(GO) test -json -tags 'e2e e2ecluster' -count=1 -run '^TestCluster' $(E2E_CLUSTER_FLAGS) ./e2e/ | $(FAILREPORT)
 
 # The root of the upstream interop tier: Debian 13 by debootstrap with a
 # venv of the pinned upstream packages (e2e/upstream/requirements.txt).

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -91,7 +92,8 @@ func sweepThroughFault(t *testing.T, k *kafkaNodes, fx *rxFixture, f fault, edit
 	// would keep every sweep transaction of a partition aborting until
 	// the ContendedError bound stops the sweep: a property of the sweep
 	// with or without faults, see TestContendedPartitionStopsAfterMaxRounds.)
-	w := rxClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	w := newEditWriter(t)
+	defer w.close()
 	made := map[string]string{}
 	faultBegun := make(chan struct{})
 	var wg sync.WaitGroup
@@ -118,19 +120,9 @@ func sweepThroughFault(t *testing.T, k *kafkaNodes, fx *rxFixture, f fault, edit
 			// faults, the longest of which (all three nodes down, then a
 			// start that may take half a minute on a loaded machine) lasts
 			// well over a minute; it gives up only after three.
-			giveUp := time.Now().Add(3 * time.Minute)
-			for {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				err := w.ProduceSync(ctx, r).FirstErr()
-				cancel()
-				if err == nil {
-					break
-				}
-				if time.Now().After(giveUp) {
-					t.Errorf("the writer could not write an edit for 3 minutes: %v", err)
-					return
-				}
-				time.Sleep(200 * time.Millisecond)
+			if err := w.write(r, 3*time.Minute); err != nil {
+				t.Errorf("the writer could not write an edit for 3 minutes: %v", err)
+				return
 			}
 			made[key] = payload
 		}
@@ -155,6 +147,9 @@ func sweepThroughFault(t *testing.T, k *kafkaNodes, fx *rxFixture, f fault, edit
 	k.waitWhole([]string{fx.Topic})
 	whole := time.Now()
 	wg.Wait()
+	if w.replaced > 0 {
+		k.note("%s: the test's writer replaced its client %d times (%v); the client logged:\n%s", f.name, w.replaced, w.lastErr, tail(w.log.String(), 15))
+	}
 	var waitErr error
 	select {
 	case waitErr = <-exited:
@@ -166,11 +161,11 @@ func sweepThroughFault(t *testing.T, k *kafkaNodes, fx *rxFixture, f fault, edit
 		t.Fatalf("%s: the sweep failed: %v\n%s\n%s", f.name, waitErr, tail(errOut.String(), 40), out.String())
 	}
 	if recovered > progressBound {
-		t.Errorf("%s: the sweep ended %s after the cluster was whole, more than %s", f.name, recovered, progressBound)
+		t.Errorf("%s: the sweep ended %s after the cluster was whole, more than %s; its log ends:\n%s", f.name, recovered, progressBound, tail(errOut.String(), 40))
 	}
 	res := rxResult(t, out.String())
 	if !res.Verification.Clean || res.Verification.NonPrimary != 0 {
-		t.Errorf("%s: verification %+v", f.name, res.Verification)
+		t.Errorf("%s: verification %+v; the sweep's log ends:\n%s", f.name, res.Verification, tail(errOut.String(), 40))
 	}
 
 	// Edits the writer made after the sweep ended are newer than it and
@@ -191,4 +186,71 @@ func sweepThroughFault(t *testing.T, k *kafkaNodes, fx *rxFixture, f fault, edit
 	}
 	fx.rxCheck(t, v, skip, true)
 	return res, recovered
+}
+
+// editWriter is the concurrent writer's producer. After a failed attempt
+// it writes with a new client, as an application would restart one: a
+// franz-go producer (idempotent, the default) whose attempt timed out
+// while all three nodes were down was seen, on a loaded machine, to time out every attempt for
+// minutes after the cluster was whole, while the sweep wrote to the same
+// partitions (compare franz-go issue 1054: a produce retried on a stale
+// leader hint). The writer is the test's tool, not the system under test;
+// what it must do is land its edits while the sweep runs.
+type editWriter struct {
+	t        *testing.T
+	cl       *kgo.Client
+	log      *syncBuffer // the client's own warnings, for the note
+	replaced int
+	lastErr  error
+}
+
+func newEditWriter(t *testing.T) *editWriter {
+	w := &editWriter{t: t, log: &syncBuffer{}}
+	w.cl = w.client()
+	return w
+}
+
+func (w *editWriter) client() *kgo.Client {
+	// Not idempotent: an edit written twice is the same edit, and a plain
+	// producer needs no producer ID, whose allocation a cluster that has
+	// just come back may delay, and fails an attempt cleanly on timeout.
+	cl, err := cluster().Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableIdempotentWrite(),
+		kgo.WithLogger(kgo.BasicLogger(w.log, kgo.LogLevelWarn, nil)))
+	if err != nil {
+		w.t.Error(err)
+		return nil
+	}
+	return cl
+}
+
+func (w *editWriter) write(r *kgo.Record, giveUpAfter time.Duration) error {
+	giveUp := time.Now().Add(giveUpAfter)
+	for {
+		var err error
+		if w.cl == nil {
+			err = errors.New("no client")
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err = w.cl.ProduceSync(ctx, r).FirstErr()
+			cancel()
+		}
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(giveUp) {
+			return err
+		}
+		w.lastErr = err
+		w.close()
+		w.replaced++
+		time.Sleep(200 * time.Millisecond)
+		w.cl = w.client()
+	}
+}
+
+func (w *editWriter) close() {
+	if w.cl != nil {
+		w.cl.Close()
+		w.cl = nil
+	}
 }
