@@ -90,7 +90,9 @@ func (r *report) handle(ev event) {
 	key := testKey{ev.Package, ev.Test}
 	switch ev.Action {
 	case "output", "build-output":
-		if ev.Test == "" || !r.quiet {
+		// A passing package's bare "PASS" line is -v's; go test without
+		// -v prints only its "ok" line.
+		if !r.quiet || (ev.Test == "" && ev.Output != "PASS\n") {
 			fmt.Fprint(r.out, ev.Output)
 		}
 		if ev.Test != "" {

@@ -93,6 +93,9 @@ func TestQuietPrintsOnlyFailedTests(t *testing.T) {
 		`{"Action":"output","Package":"p","Test":"TestB","Output":"    a_test.go:7: failing note\n"}`,
 		`{"Action":"output","Package":"p","Test":"TestB","Output":"    a_test.go:8: broken\n"}`,
 		`{"Action":"fail","Package":"p","Test":"TestB","Elapsed":1.5}`,
+		`{"Action":"output","Package":"q","Output":"PASS\n"}`,
+		`{"Action":"output","Package":"q","Output":"ok  \tq\t1.0s\n"}`,
+		`{"Action":"pass","Package":"q","Elapsed":1}`,
 		`{"Action":"output","Package":"p","Output":"FAIL\tp\t2.0s\n"}`,
 		`{"Action":"fail","Package":"p","Elapsed":2}`,
 	}, "\n")
@@ -110,8 +113,8 @@ func TestQuietPrintsOnlyFailedTests(t *testing.T) {
 		t.Error("finish reported success")
 	}
 	got := out.String()
-	if strings.Contains(got, "passing note") {
-		t.Errorf("-quiet printed a passing test's output:\n%s", got)
+	if strings.Contains(got, "passing note") || strings.Contains(got, "PASS\n") || !strings.Contains(got, "ok  \tq") {
+		t.Errorf("-quiet: want a passing test's output and its package's PASS left out, its ok line kept:\n%s", got)
 	}
 	if strings.Count(got, "failing note") != 1 || strings.Count(got, "broken") != 2 || !strings.Contains(got, "FAIL\tp") {
 		t.Errorf("want the failed test's output once, its error again in the summary, and the package line:\n%s", got)
