@@ -5,8 +5,8 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -115,13 +115,12 @@ func sweepThroughFault(t *testing.T, k *kafkaNodes, fx *rxFixture, f fault, edit
 				return
 			}
 			value := fmt.Sprintf(`{"edit":%d,"api_key":"%s","note":"a concurrent edit, sealed with the old key"}`, i, tok)
-			r := &kgo.Record{Topic: fx.Topic, Partition: fx.Live[key].Partition, Key: []byte(key), Value: []byte(value)}
 			// The writer is a client like any other: it rides out the
 			// faults, the longest of which (all three nodes down, then a
 			// start that may take half a minute on a loaded machine) lasts
 			// well over a minute; it gives up only after three.
-			if err := w.write(r, 3*time.Minute); err != nil {
-				t.Errorf("the writer could not write an edit for 3 minutes: %v", err)
+			if err := w.write(fx.Topic, fx.Live[key].Partition, []byte(key), []byte(value), 3*time.Minute); err != nil {
+				t.Errorf("the writer could not write an edit for 3 minutes: %v; its client logged:\n%s", err, tail(w.log.String(), 15))
 				return
 			}
 			made[key] = payload
@@ -147,8 +146,9 @@ func sweepThroughFault(t *testing.T, k *kafkaNodes, fx *rxFixture, f fault, edit
 	k.waitWhole([]string{fx.Topic})
 	whole := time.Now()
 	wg.Wait()
-	if w.replaced > 0 {
-		k.note("%s: the test's writer replaced its client %d times (%v); the client logged:\n%s", f.name, w.replaced, w.lastErr, tail(w.log.String(), 15))
+	if w.attempts > 0 {
+		k.note("%s: %d of the test's writer's attempts failed and were made again (the last error: %v); its client logged %d warnings",
+			f.name, w.attempts, w.lastErr, strings.Count(w.log.String(), "\n"))
 	}
 	var waitErr error
 	select {
@@ -188,69 +188,54 @@ func sweepThroughFault(t *testing.T, k *kafkaNodes, fx *rxFixture, f fault, edit
 	return res, recovered
 }
 
-// editWriter is the concurrent writer's producer. After a failed attempt
-// it writes with a new client, as an application would restart one: a
-// franz-go producer (idempotent, the default) whose attempt timed out
-// while all three nodes were down was seen, on a loaded machine, to time out every attempt for
-// minutes after the cluster was whole, while the sweep wrote to the same
-// partitions (compare franz-go issue 1054: a produce retried on a stale
-// leader hint). The writer is the test's tool, not the system under test;
-// what it must do is land its edits while the sweep runs.
+// editWriter is the concurrent writer's producer. Each attempt produces a
+// new record: franz-go keeps the context of a record's first Produce in
+// the record (Record.Context), so a record whose first attempt timed out
+// while all three nodes were down fails every later attempt at once with
+// that context's "deadline exceeded" (the writer once gave up so, after 3
+// minutes, on a cluster long whole). The writer is the test's tool, not
+// the system under test; what it must do is land its edits while the
+// sweep runs.
 type editWriter struct {
-	t        *testing.T
 	cl       *kgo.Client
 	log      *syncBuffer // the client's own warnings, for the note
-	replaced int
+	attempts int         // failed attempts
 	lastErr  error
 }
 
 func newEditWriter(t *testing.T) *editWriter {
-	w := &editWriter{t: t, log: &syncBuffer{}}
-	w.cl = w.client()
-	return w
-}
-
-func (w *editWriter) client() *kgo.Client {
-	// Not idempotent: an edit written twice is the same edit, and a plain
-	// producer needs no producer ID, whose allocation a cluster that has
-	// just come back may delay, and fails an attempt cleanly on timeout.
+	w := &editWriter{log: &syncBuffer{}}
+	// Not idempotent: an edit written twice is the same edit, and a
+	// timed-out attempt is then failed at once, never held back for a
+	// response that may never come.
 	cl, err := cluster().Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableIdempotentWrite(),
 		kgo.WithLogger(kgo.BasicLogger(w.log, kgo.LogLevelWarn, nil)))
 	if err != nil {
-		w.t.Error(err)
-		return nil
+		t.Fatal(err)
 	}
-	return cl
+	w.cl = cl
+	return w
 }
 
-func (w *editWriter) write(r *kgo.Record, giveUpAfter time.Duration) error {
+// write produces an edit of key to partition of topic, trying again until
+// giveUpAfter has passed.
+func (w *editWriter) write(topic string, partition int32, key, value []byte, giveUpAfter time.Duration) error {
 	giveUp := time.Now().Add(giveUpAfter)
 	for {
-		var err error
-		if w.cl == nil {
-			err = errors.New("no client")
-		} else {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err = w.cl.ProduceSync(ctx, r).FirstErr()
-			cancel()
-		}
+		r := &kgo.Record{Topic: topic, Partition: partition, Key: key, Value: value}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := w.cl.ProduceSync(ctx, r).FirstErr()
+		cancel()
 		if err == nil {
 			return nil
 		}
+		w.attempts++
+		w.lastErr = err
 		if time.Now().After(giveUp) {
 			return err
 		}
-		w.lastErr = err
-		w.close()
-		w.replaced++
 		time.Sleep(200 * time.Millisecond)
-		w.cl = w.client()
 	}
 }
 
-func (w *editWriter) close() {
-	if w.cl != nil {
-		w.cl.Close()
-		w.cl = nil
-	}
-}
+func (w *editWriter) close() { w.cl.Close() }

@@ -171,7 +171,8 @@ var errStopped = errors.New("stopped while Kafka was unavailable")
 // A commit whose outcome was unknown may have committed, so its messages
 // may be written twice (at least once, as after a crash between commit and
 // ACK). A non-retriable error (a fence, a refused authorisation) ends the
-// stage.
+// stage. Every attempt passes the same ctx: franz-go keeps the context of a
+// record's first Produce in the record, and fails it whenever that one ends.
 func (b *Bridge) commitRetrying(ctx context.Context, records []*kgo.Record) error {
 	bo := kafkax.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	start := time.Now()
