@@ -61,6 +61,20 @@ func errorLinesOnly(output []string, source lookup) []string {
 	return picked
 }
 
+// beforeDump is an unfinished test's output up to its goroutine dump (its
+// last lines and the panic's "running tests" list): the dump itself is in
+// the stream above.
+func beforeDump(output []string) []string {
+	end := len(output)
+	for i, line := range output {
+		if strings.HasPrefix(line, "goroutine ") {
+			end = i
+			break
+		}
+	}
+	return output[max(0, end-fallbackLines):end]
+}
+
 func leading(line string) int {
 	return len(line) - len(strings.TrimLeft(line, " \t"))
 }

@@ -54,6 +54,9 @@ type failed struct {
 	key     testKey
 	elapsed float64
 	output  []string
+	// unfinished: the test never ended (its package timed out, panicked
+	// or was killed); its output ends with the panic and goroutine dump.
+	unfinished bool
 }
 
 type report struct {
@@ -61,6 +64,7 @@ type report struct {
 	source  func(pkg string) lookup
 	quiet   bool
 	outputs map[testKey][]string
+	started []testKey // in order of their first output
 	failed  []failed
 	// packages counts package results seen; failedPkgs those that failed.
 	packages, failedPkgs int
@@ -96,27 +100,45 @@ func (r *report) handle(ev event) {
 			fmt.Fprint(r.out, ev.Output)
 		}
 		if ev.Test != "" {
+			if _, seen := r.outputs[key]; !seen {
+				r.started = append(r.started, key)
+			}
 			r.outputs[key] = append(r.outputs[key], ev.Output)
 		}
 	case "fail":
 		if ev.Test == "" {
 			r.packages++
 			r.failedPkgs++
+			r.unfinished(ev.Package)
 			return
 		}
-		if r.quiet {
-			for _, line := range r.outputs[key] {
-				fmt.Fprint(r.out, line)
-			}
-		}
-		r.failed = append(r.failed, failed{key: key, elapsed: ev.Elapsed, output: r.outputs[key]})
-		delete(r.outputs, key)
+		r.fail(failed{key: key, elapsed: ev.Elapsed, output: r.outputs[key]})
 	case "pass", "skip":
 		if ev.Test == "" {
 			r.packages++
 			return
 		}
 		delete(r.outputs, key)
+	}
+}
+
+func (r *report) fail(f failed) {
+	if r.quiet {
+		for _, line := range f.output {
+			fmt.Fprint(r.out, line)
+		}
+	}
+	r.failed = append(r.failed, f)
+	delete(r.outputs, f.key)
+}
+
+// unfinished fails the tests of pkg that started and never ended: a
+// timeout's panic names no test as failed, and its dump is their output.
+func (r *report) unfinished(pkg string) {
+	for _, key := range r.started {
+		if out, open := r.outputs[key]; open && (pkg == "" || key.pkg == pkg) {
+			r.fail(failed{key: key, output: out, unfinished: true})
+		}
 	}
 }
 
@@ -131,10 +153,20 @@ func (r *report) hasFailedSubtest(k testKey) bool {
 
 // finish prints the summary and reports whether everything passed.
 func (r *report) finish() bool {
+	if r.packages == 0 {
+		r.unfinished("")
+	}
 	ok := r.packages > 0 && r.failedPkgs == 0 && len(r.failed) == 0
 	if len(r.failed) > 0 {
 		fmt.Fprintf(r.out, "\n=== what failed (%d tests; their error lines, without their notes)\n", len(r.failed))
 		for _, f := range r.failed {
+			if f.unfinished {
+				fmt.Fprintf(r.out, "--- DID NOT FINISH: %s [%s]\n", f.key.test, f.key.pkg)
+				for _, line := range beforeDump(f.output) {
+					fmt.Fprint(r.out, line)
+				}
+				continue
+			}
 			fmt.Fprintf(r.out, "--- FAIL: %s (%.2fs) [%s]\n", f.key.test, f.elapsed, f.key.pkg)
 			if r.hasFailedSubtest(f.key) && len(errorLinesOnly(f.output, r.source(f.key.pkg))) == 0 {
 				continue // it failed because a subtest did, listed on its own

@@ -84,6 +84,60 @@ func TestSub(t *testing.T) {
 	}
 }
 
+// A package that times out names no test as failed: the test it was
+// running is reported as unfinished, with its last lines and the panic's
+// list of running tests, and (under -quiet) its dump is printed.
+func TestTimeoutNamesTheUnfinishedTest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go test on a generated module")
+	}
+	dir := t.TempDir()
+	write(t, dir, "go.mod", "module example.com/m\n\ngo 1.22\n")
+	write(t, dir, "m_test.go", `package m
+
+import (
+	"testing"
+	"time"
+)
+
+func TestQuick(t *testing.T) { t.Log("quick") }
+
+func TestHangs(t *testing.T) {
+	t.Log("before the hang")
+	time.Sleep(time.Minute)
+}
+`)
+	cmd := exec.Command("go", "test", "-json", "-count=1", "-timeout", "2s", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+	stream, _ := cmd.Output()
+	var out bytes.Buffer
+	r := newReport(&out, func(pkg string) lookup { return sourceLines(dir, pkg) }, true)
+	if err := r.read(bytes.NewReader(stream)); err != nil {
+		t.Fatal(err)
+	}
+	if r.finish() {
+		t.Error("finish reported success for a run that timed out")
+	}
+	got := out.String()
+	i := strings.Index(got, "--- DID NOT FINISH: TestHangs")
+	if i < 0 {
+		t.Fatalf("the summary does not name the unfinished test:\n%s", got)
+	}
+	streamed, summary := got[:i], got[i:]
+	if !strings.Contains(streamed, "goroutine ") || !strings.Contains(streamed, "panic: test timed out") {
+		t.Errorf("-quiet did not print the unfinished test's dump:\n%s", streamed)
+	}
+	for _, want := range []string{"before the hang", "running tests:"} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, summary)
+		}
+	}
+	if strings.Contains(summary, "goroutine ") || strings.Contains(got, "quick") {
+		t.Errorf("want neither the dump in the summary nor the passing test's note anywhere:\n%s", got)
+	}
+}
+
 func TestQuietPrintsOnlyFailedTests(t *testing.T) {
 	stream := strings.Join([]string{
 		`{"Action":"run","Package":"p","Test":"TestA"}`,
