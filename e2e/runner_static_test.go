@@ -16,7 +16,11 @@ import (
 // inputStream produces inputs in chunks on a ticker until stopped, so that
 // what a test does to the stages happens mid-stream.
 type inputStream struct {
+	// stop is closed once (ended says so). The producing goroutine holds
+	// its own copy: it once read the field after end had set it to nil,
+	// and then waited on a nil channel, producing for ever.
 	stop    chan struct{}
+	ended   bool
 	stopped chan error
 	mu      sync.Mutex
 	want    map[string]input
@@ -27,12 +31,13 @@ func streamInputs(t *testing.T, prod *kgo.Client, topic string, partitions, keys
 	t.Helper()
 	s := &inputStream{stop: make(chan struct{}), stopped: make(chan error, 1), want: map[string]input{}}
 	ctx := testCtx(t, 30*time.Minute)
+	stop := s.stop
 	go func() {
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			select {
-			case <-s.stop:
+			case <-stop:
 				s.stopped <- nil
 				return
 			case <-tick.C:
@@ -60,9 +65,9 @@ func streamInputs(t *testing.T, prod *kgo.Client, topic string, partitions, keys
 // end stops the stream and returns what it produced.
 func (s *inputStream) end(t *testing.T) (map[string]input, int) {
 	t.Helper()
-	if s.stop != nil {
+	if !s.ended {
 		close(s.stop)
-		s.stop = nil
+		s.ended = true
 		if err := <-s.stopped; err != nil {
 			t.Fatalf("producing the input stream: %v", err)
 		}
