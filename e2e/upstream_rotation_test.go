@@ -156,7 +156,15 @@ func TestUpstreamRotation017(t *testing.T) {
 	r.requireLoaded(reader, "base-1", "api-1", "api-2", "sig-1")
 	r.flecht(0, "keys", "check", "--kid", "api-2", "--metrics-url", reader.metricsURL())
 	keys(0, "promote", "--kid", "api-2", "--scope", "api")
-	r.writeConfig(6, true) // flechtctl seals under the promoted key
+	// flechtctl seals under the promoted key. The reader's config store
+	// takes the record up in its own time: a probe that overtakes it is
+	// answered for six configs, so wait until the store has grown.
+	stored := reader.metric("flechtwerk_config_store_bytes")
+	r.writeConfig(6, true)
+	waitUntil(r.t, time.Minute, "reader-2 to take up config 6", func() bool {
+		v, err := reader.tryMetric("flechtwerk_config_store_bytes")
+		return err == nil && v > stored
+	})
 	r.probeAll(reader, "after keys promote --scope api", map[string]int{"api-1": 12, "api-2": 2, "base-1": 7, "sig-1": 14})
 	r.flecht(0, r.keyringArgs(append([]string{"secrets", "reencrypt", "--execute"}, r.fieldArgs()...)...)...)
 	r.probeUntil(reader, "after secrets reencrypt", map[string]int{"api-2": 14, "base-1": 7, "sig-1": 14})
