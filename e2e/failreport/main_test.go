@@ -48,19 +48,7 @@ func TestSub(t *testing.T) {
 	})
 }
 `)
-	cmd := exec.Command("go", "test", "-json", "-count=1", "./...")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
-	stream, _ := cmd.Output() // it fails: its tests do
-	var out bytes.Buffer
-	r := newReport(&out, func(pkg string) lookup { return sourceLines(dir, pkg) }, false)
-	if err := r.read(bytes.NewReader(stream)); err != nil {
-		t.Fatal(err)
-	}
-	if r.finish() {
-		t.Error("finish reported success for a failing run")
-	}
-	got := out.String()
+	got := reportOfRealRun(t, dir, false, "./...")
 	i := strings.Index(got, "=== what failed (3 tests")
 	if i < 0 {
 		t.Fatalf("no summary of 3 failed tests in:\n%s", got)
@@ -107,19 +95,7 @@ func TestHangs(t *testing.T) {
 	time.Sleep(time.Minute)
 }
 `)
-	cmd := exec.Command("go", "test", "-json", "-count=1", "-timeout", "2s", ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
-	stream, _ := cmd.Output()
-	var out bytes.Buffer
-	r := newReport(&out, func(pkg string) lookup { return sourceLines(dir, pkg) }, true)
-	if err := r.read(bytes.NewReader(stream)); err != nil {
-		t.Fatal(err)
-	}
-	if r.finish() {
-		t.Error("finish reported success for a run that timed out")
-	}
-	got := out.String()
+	got := reportOfRealRun(t, dir, true, "-timeout", "2s", ".")
 	i := strings.Index(got, "--- DID NOT FINISH: TestHangs")
 	if i < 0 {
 		t.Fatalf("the summary does not name the unfinished test:\n%s", got)
@@ -226,4 +202,23 @@ func write(t *testing.T, dir, name, text string) {
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// reportOfRealRun runs go test -json in dir (its tests fail or time out),
+// passes the stream through a report and requires finish to say failure.
+func reportOfRealRun(t *testing.T, dir string, quiet bool, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"test", "-json", "-count=1"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+	stream, _ := cmd.Output() // it fails: its tests do
+	var out bytes.Buffer
+	r := newReport(&out, func(pkg string) lookup { return sourceLines(dir, pkg) }, quiet)
+	if err := r.read(bytes.NewReader(stream)); err != nil {
+		t.Fatal(err)
+	}
+	if r.finish() {
+		t.Errorf("finish reported success for go test %v, which fails", args)
+	}
+	return out.String()
 }
