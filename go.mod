@@ -6,6 +6,7 @@ require (
 	github.com/charmbracelet/lipgloss v1.1.0
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/eclipse/paho.golang v0.23.0
+	github.com/flecht-dev/flecht/sdk v0.0.0-00010101000000-000000000000
 	github.com/mochi-mqtt/server/v2 v2.7.9
 	github.com/muesli/termenv v0.16.0
 	github.com/prometheus/client_golang v1.25.0
@@ -63,3 +64,5 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/flecht-dev/flecht/sdk => ./sdk

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+
+	"github.com/flecht-dev/flecht/sdk/wire"
 )
 
 // Codec converts between a Go value of type T and its JSON-native wire form
@@ -38,7 +40,7 @@ func newCodec[T any](name string, enc func(T) (any, error), dec func(any) (T, er
 // wrongType is the error every decoder returns for a wire value of the wrong
 // JSON kind. It names kinds only, never the value (which may be a secret).
 func wrongType(want string, got any) error {
-	return fmt.Errorf("expected %s, got %s", want, jsonKind(got))
+	return fmt.Errorf("expected %s, got %s", want, wire.Kind(got))
 }
 
 // STR is a JSON string.
@@ -67,7 +69,7 @@ var INT Codec[int64] = newCodec("INT",
 		}
 		n, err := strconv.ParseInt(string(num), 10, 64)
 		if err != nil {
-			if validNumber(string(num)) && isIntegerLiteral(string(num)) {
+			if wire.ValidNumber(string(num)) && wire.IsIntegerLiteral(string(num)) {
 				return 0, fmt.Errorf("integer %s is out of the int64 range", num)
 			}
 			return 0, fmt.Errorf("expected integer, got number %s", num)
@@ -132,12 +134,3 @@ var BYTES Codec[[]byte] = newCodec("BYTES",
 		}
 		return b, nil
 	})
-
-func isIntegerLiteral(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '.' || c == 'e' || c == 'E' {
-			return false
-		}
-	}
-	return true
-}

@@ -7,6 +7,8 @@ import (
 	"math/big"
 	"slices"
 	"strconv"
+
+	"github.com/flecht-dev/flecht/sdk/wire"
 )
 
 // LIST is a JSON array whose elements all go through inner. A nil slice is
@@ -163,7 +165,7 @@ func wireRank(v any) int {
 // float64-precise otherwise; equal values fall back to text order so the sort
 // is total. It avoids big.Rat, whose cost grows with a literal's exponent.
 func compareNumbers(x, y string) int {
-	if isIntegerLiteral(x) && isIntegerLiteral(y) {
+	if wire.IsIntegerLiteral(x) && wire.IsIntegerLiteral(y) {
 		ix, okx := new(big.Int).SetString(x, 10)
 		iy, oky := new(big.Int).SetString(y, 10)
 		if okx && oky {

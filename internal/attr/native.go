@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/flecht-dev/flecht/sdk/wire"
 )
 
 // normalize turns a Go value into its JSON-native form (nil, bool, string,
@@ -42,10 +44,10 @@ func normalizeDepth(v any, depth int) (any, error) {
 		}
 		return x, nil
 	case json.Number:
-		if !validNumber(string(x)) {
+		if !wire.ValidNumber(string(x)) {
 			return nil, fmt.Errorf("json.Number %q is not a JSON number", string(x))
 		}
-		if err := checkNumber(string(x)); err != nil {
+		if err := wire.CheckNumber(string(x)); err != nil {
 			return nil, err
 		}
 		return x, nil
@@ -180,48 +182,6 @@ func copyNative(v any) any {
 	default:
 		return v
 	}
-}
-
-// validNumber reports whether s matches the JSON number grammar (RFC 8259 §6).
-func validNumber(s string) bool {
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		for i < len(s) && isDigit(s[i]) {
-			i++
-		}
-	default:
-		return false
-	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		start := i
-		for i < len(s) && isDigit(s[i]) {
-			i++
-		}
-		if i == start {
-			return false
-		}
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		start := i
-		for i < len(s) && isDigit(s[i]) {
-			i++
-		}
-		if i == start {
-			return false
-		}
-	}
-	return i == len(s)
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }

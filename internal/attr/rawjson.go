@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/flecht-dev/flecht/internal/jsonspan"
+	"github.com/flecht-dev/flecht/sdk/wire"
 )
 
 // This file works on JSON bytes instead of decoded maps, for tools that must
@@ -132,17 +132,15 @@ func fieldSpan(raw []byte, path []string) (int, int, error) {
 // written back (1E400) is still valid JSON, and the tools working on raw
 // bytes never write it anew, they keep it byte for byte.
 func rawObjectStart(raw []byte) (int, error) {
-	if !utf8.Valid(raw) || !json.Valid(raw) || loneSurrogate(raw) >= 0 {
-		_, err := decodeJSONValue(raw) // the slow path only for the message
-		if err == nil {
-			err = &DecodeError{Part: "value", Reason: "not JSON"}
-		}
-		return 0, err
+	if err := wire.CheckSyntax(raw); err != nil {
+		return 0, valueError(err)
 	}
 	at := jsonspan.SkipSpace(raw, 0)
 	if raw[at] != '{' {
-		v, _ := decodeJSONValue(raw)
-		return 0, &DecodeError{Part: "value", Reason: fmt.Sprintf("JSON %s, expected an object", jsonKind(v))}
+		// The kind of what Decode makes of it; a number it refuses leaves
+		// nothing, named null.
+		v, _ := wire.Decode(raw)
+		return 0, &DecodeError{Part: "value", Reason: fmt.Sprintf("JSON %s, expected an object", wire.Kind(v))}
 	}
 	return at, nil
 }

@@ -1,0 +1,3 @@
+module github.com/flecht-dev/flecht/sdk
+
+go 1.24
