@@ -10,7 +10,12 @@ FUZZTIME  ?= 100000x
 BENCHTIME ?= 2s
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build test rules e2e e2e-cluster upstream bench bench-e2e lint fuzz demo clean
+.PHONY: build test rules modules e2e e2e-cluster upstream bench bench-e2e lint fuzz demo clean
+
+# The repository's Go modules: flecht itself, the SDK that transform
+# modules are built with (a module of its own, so that a transform module
+# does not pull in flecht's dependencies), and the example modules.
+GO_MODULES := . sdk examples/modules
 
 build:
 	$(GO) build -buildvcs=true -o $(BIN) ./cmd/flecht
@@ -22,8 +27,25 @@ build:
 # output is what go test prints, and it ends with only the error lines of
 # each failed test, so the tail of a long log says why it failed.
 FAILREPORT = $(GO) run ./e2e/failreport
+FAILREPORT_BIN = bin/failreport
 test: rules
-	$(GO) test -race -count=1 -json ./... | $(FAILREPORT) -quiet
+	$(GO) build -o $(FAILREPORT_BIN) ./e2e/failreport
+	@set -e; for m in $(GO_MODULES); do \
+	  echo "go test $$m"; \
+	  (cd $$m && $(GO) test -race -count=1 -json ./...) | $(FAILREPORT_BIN) -quiet; \
+	done
+
+# The example transform modules, built to WebAssembly in bin/modules: the
+# Go ones with the Go toolchain, tally-as with AssemblyScript (Node.js and
+# npm; its build script installs the pinned compiler).
+GO_EXAMPLE_MODULES := count enrich alarm
+modules:
+	@mkdir -p bin/modules
+	@set -e; for m in $(GO_EXAMPLE_MODULES); do \
+	  echo "module $$m"; \
+	  (cd examples/modules && GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o ../../bin/modules/$$m.wasm ./$$m); \
+	done
+	@echo "module tally-as"; examples/modules/tally-as/build.sh bin/modules/tally-as.wasm
 
 # The Prometheus rules in deploy/prometheus, checked and unit-tested with
 # promtool (Debian's prometheus package ships it; .ci/run installs it).
@@ -105,22 +127,28 @@ bench-e2e:
 # -fuzztime duration ends on a loaded machine (golang/go#75804, fixed in
 # Go 1.27); a count has no deadline to race.
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
-	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
-	  done; \
+	@set -e; for m in $(GO_MODULES); do (cd $$m && \
+	  for pkg in $$($(GO) list ./...); do \
+	    for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	      echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+	      $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
+	    done; \
+	  done); \
 	done
 
 # go mod tidy -diff keeps go.mod honest: direct dependencies not marked
 # indirect, nothing unused.
 lint:
-	$(GO) mod tidy -diff
+	@set -e; for m in $(GO_MODULES); do (cd $$m && $(GO) mod tidy -diff); done
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd sdk && $(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
+	cd examples/modules && $(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/
 	$(GO) vet -tags 'e2e e2ecluster' ./e2e/
 	$(GO) run $(STATICCHECK) ./...
+	cd sdk && $(GO) run $(STATICCHECK) ./...
+	cd examples/modules && $(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags e2e ./e2e/
 	$(GO) run $(STATICCHECK) -tags 'e2e e2ecluster' ./e2e/
 

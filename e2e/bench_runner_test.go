@@ -6,6 +6,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/module/moduletest"
 )
 
 // The runner benchmarks: flecht's count stage beside the same stage in
@@ -60,14 +63,7 @@ func BenchmarkRunnerCount(b *testing.B) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 		defer cancel()
 		cl := benchClient(b)
-		adm := kadm.NewClient(cl)
-		in := "bench-count-in-" + benchSuffix()
-		if err := kafkax.CreateTopic(ctx, adm, in, benchPartitions, nil); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := produceInputsErr(ctx, cl, in, benchPartitions, 0, records, benchKeys, benchRecordSize); err != nil {
-			b.Fatalf("producing the input: %v", err)
-		}
+		in := benchInput(ctx, b, cl, "bench-count-in", records, benchKeys)
 
 		before := producerPerfLimit(b, records, benchPartitions, benchRecordSize)
 		var flecht, streams []benchRun
@@ -103,6 +99,55 @@ func BenchmarkRunnerCount(b *testing.B) {
 	}
 }
 
+// BenchmarkRunnerModule: the count example module (examples/modules/count,
+// Go, WebAssembly) beside the count builtin and Kafka Streams, on the same
+// input, alternating: records/s, peak RSS, and the CPU per record of the
+// host and of the module.
+func BenchmarkRunnerModule(b *testing.B) {
+	records := envInt(b, "FLECHT_BENCH_RECORDS", 400_000)
+	rounds := envInt(b, "FLECHT_BENCH_ROUNDS", 2)
+	jar := streamsJar(b)
+	wasm := moduletest.Example(b, "count")
+	cacheDir := warmModule(b, wasm)
+	b.Logf("machine: %s", machine())
+	load0 := loadAvg()
+
+	b.StopTimer()
+	for i := 0; i < b.N; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+		defer cancel()
+		cl := benchClient(b)
+		in := benchInput(ctx, b, cl, "bench-module-in", records, benchKeys)
+		var mod, builtin, streams []benchRun
+		for r := range rounds {
+			builtin = append(builtin, runContender(ctx, b, cl, flechtStage(b, r, "flecht builtin", func(out string) string {
+				return "  builtin: count\n  output_topic: " + out + "\n"
+			}, true), in, records))
+			mod = append(mod, runContender(ctx, b, cl, moduleContender(b, r, wasm, cacheDir), in, records))
+			streams = append(streams, runContender(ctx, b, cl, streamsContender(jar), in, records))
+			for _, runs := range [][]benchRun{builtin, mod, streams} {
+				runs[r].name += fmt.Sprintf(" (round %d)", r+1)
+			}
+		}
+		for _, r := range slices.Concat(builtin, mod, streams) {
+			b.Logf("%s", r)
+		}
+		mRate, bRate, sRate := medianOf(mod, benchRun.rate), medianOf(builtin, benchRun.rate), medianOf(streams, benchRun.rate)
+		mRSS, sRSS := medianOf(mod, benchRun.rssMiB), medianOf(streams, benchRun.rssMiB)
+		mCPU, mIn := medianOf(mod, benchRun.cpuPerRecord), medianOf(mod, benchRun.modulePerRecord)
+		b.ReportMetric(mRate, "records/s")
+		b.ReportMetric(mRate/bRate, "x-builtin")
+		b.ReportMetric(mRate/sRate, "x-streams")
+		b.ReportMetric(mRSS/sRSS, "rss-x-streams")
+		b.Logf("load average before %s, after %s", load0, loadAvg())
+		b.Logf("SUMMARY count module %d records, %d keys, %d partitions, medians of %d alternating runs each: module %.0f records/s at %.0f MiB peak RSS, "+
+			"builtin %.0f records/s at %.0f MiB, Kafka Streams %.0f records/s at %.0f MiB; module/builtin %.2fx (goal >= 0.7), module/Streams %.2fx (goal >= 1.5), "+
+			"peak RSS module/Streams %.2fx (goal <= 0.5); CPU per input record: module stage %.1f us (host %.1f + module %.1f), builtin %.1f us, Streams %.1f us",
+			records, benchKeys, benchPartitions, rounds, mRate, mRSS, bRate, medianOf(builtin, benchRun.rssMiB), sRate, sRSS,
+			mRate/bRate, mRate/sRate, mRSS/sRSS, mCPU, mCPU-mIn, mIn, medianOf(builtin, benchRun.cpuPerRecord), medianOf(streams, benchRun.cpuPerRecord))
+	}
+}
+
 // BenchmarkRunnerRestore: the time to restore N state entries after the
 // local state is deleted, flecht beside Kafka Streams. Each contender first
 // counts N records of N distinct keys (so its changelog holds N entries),
@@ -120,14 +165,7 @@ func BenchmarkRunnerRestore(b *testing.B) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 		defer cancel()
 		cl := benchClient(b)
-		adm := kadm.NewClient(cl)
-		in := "bench-restore-in-" + benchSuffix()
-		if err := kafkax.CreateTopic(ctx, adm, in, benchPartitions, nil); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := produceInputsErr(ctx, cl, in, benchPartitions, 0, entries, entries, benchRecordSize); err != nil {
-			b.Fatalf("producing the input: %v", err)
-		}
+		in := benchInput(ctx, b, cl, "bench-restore-in", entries, entries)
 		var flecht, streams []restoreRun
 		for r := range rounds {
 			flecht = append(flecht, restoreContender(ctx, b, cl, flechtContender(b, r), in, entries))
@@ -161,18 +199,64 @@ type contender struct {
 	// ready reports whether every task runs, and the changelog records it
 	// restored and the time it spent restoring (as it logged them).
 	ready func(log string) (bool, int, time.Duration)
+	// moduleTime, when set, reads the time spent inside a module so far.
+	moduleTime func(log string) time.Duration
 }
 
 func flechtContender(b *testing.B, round int) contender {
+	return flechtStage(b, round, "flecht", func(out string) string {
+		return "  builtin: count\n  output_topic: " + out + "\n"
+	}, false)
+}
+
+// moduleContender runs the count example module (examples/modules/count)
+// in flecht; it serves metrics so the time spent inside the module can be
+// read off at the end. cacheDir holds the module compiled (warmModule), as
+// on a machine that has run it before: a deploy compiles a module once.
+func moduleContender(b *testing.B, round int, wasm, cacheDir string) contender {
+	c := flechtStage(b, round, "flecht module", func(out string) string {
+		return "  module: " + wasm + "\n  output_topics: [" + out + "]\n"
+	}, true)
+	start := c.start
+	c.start = func(app, in, out, stateDir string, w *syncBuffer) *exec.Cmd {
+		cmd := start(app, in, out, stateDir, w)
+		cmd.Env = append(cmd.Env, "FLECHT_CACHE_DIR="+cacheDir)
+		return cmd
+	}
+	return c
+}
+
+// warmModule compiles wasm into a fresh compilation cache, which it
+// returns, by running the module once offline.
+func warmModule(b *testing.B, wasm string) string {
+	dir := b.TempDir()
+	input := filepath.Join(b.TempDir(), "one.jsonl")
+	if err := os.WriteFile(input, []byte(`{"key":"k","value":{}}`+"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(flechtBin, "transform", "test", "-m", wasm, "--input", input)
+	cmd.Env = append(os.Environ(), "FLECHT_CACHE_DIR="+dir, "HOME="+b.TempDir())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("compiling %s: %v\n%s", wasm, err, out)
+	}
+	return dir
+}
+
+// flechtStage runs flecht with the transform: section transform gives for
+// an output topic; served, it serves metrics on a free port.
+func flechtStage(b *testing.B, round int, name string, transform func(out string) string, served bool) contender {
 	return contender{
-		name: "flecht",
+		name: name,
 		start: func(app, in, out, stateDir string, w *syncBuffer) *exec.Cmd {
 			stage := filepath.Join(b.TempDir(), "stage.yaml")
-			yaml := fmt.Sprintf("application_id: %s\nkind: transformer\ninput_topics: [%s]\ntransform:\n  builtin: count\n  output_topic: %s\n", app, in, out)
+			yaml := fmt.Sprintf("application_id: %s\nkind: transformer\ninput_topics: [%s]\ntransform:\n%s", app, in, transform(out))
 			if err := os.WriteFile(stage, []byte(yaml), 0o600); err != nil {
 				b.Fatal(err)
 			}
 			args := []string{"run", "-f", stage, "--client-id", "bench-0", "--state-dir", stateDir, "-b", brokers}
+			if served {
+				args = append(args, "--metrics-listen", "127.0.0.1:0")
+			}
 			if dir := os.Getenv("FLECHT_BENCH_CPUPROFILE"); dir != "" {
 				path := filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", app, round))
 				args = append(args, "--cpuprofile", path)
@@ -201,6 +285,25 @@ func flechtContender(b *testing.B, round int) contender {
 				took += d
 			}
 			return tasks >= benchPartitions, restored, took
+		},
+		moduleTime: func(log string) time.Duration {
+			if !served {
+				return 0
+			}
+			m := metricsURLLine.FindStringSubmatch(log)
+			if m == nil {
+				b.Fatalf("%s logged no metrics address:\n%s", name, tail(log, 20))
+			}
+			resp, err := http.Get(m[1])
+			if err != nil {
+				b.Fatalf("scraping %s: %v", m[1], err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return time.Duration(metricValue(string(body), "flechtwerk_module_seconds_total") * float64(time.Second))
 		},
 	}
 }
@@ -237,6 +340,8 @@ type benchRun struct {
 	elapsed        time.Duration
 	rss            float64 // bytes, VmHWM
 	cpu, brokerCPU time.Duration
+	// moduleCPU is the part of cpu spent inside a WebAssembly module.
+	moduleCPU      time.Duration
 	brokerMeasured bool
 	loadBefore     string
 }
@@ -245,6 +350,9 @@ func (r benchRun) rate() float64   { return float64(r.records) / r.elapsed.Secon
 func (r benchRun) rssMiB() float64 { return r.rss / (1 << 20) }
 func (r benchRun) cpuPerRecord() float64 {
 	return float64(r.cpu.Microseconds()) / float64(r.records)
+}
+func (r benchRun) modulePerRecord() float64 {
+	return float64(r.moduleCPU.Microseconds()) / float64(r.records)
 }
 func (r benchRun) brokerPerRecord() float64 {
 	if !r.brokerMeasured {
@@ -258,8 +366,12 @@ func (r benchRun) String() string {
 	if r.brokerMeasured {
 		broker = fmt.Sprintf("broker CPU %.1f s (%.1f us/record)", r.brokerCPU.Seconds(), r.brokerPerRecord())
 	}
-	return fmt.Sprintf("%s: %d records in %.2f s = %.0f records/s; peak RSS %.1f MiB; CPU %.1f s (%.1f us/record); %s; load average at start %s",
-		r.name, r.records, r.elapsed.Seconds(), r.rate(), r.rssMiB(), r.cpu.Seconds(), r.cpuPerRecord(), broker, r.loadBefore)
+	module := ""
+	if r.moduleCPU > 0 {
+		module = fmt.Sprintf(", %.1f us/record of it inside the module", r.modulePerRecord())
+	}
+	return fmt.Sprintf("%s: %d records in %.2f s = %.0f records/s; peak RSS %.1f MiB; CPU %.1f s (%.1f us/record%s); %s; load average at start %s",
+		r.name, r.records, r.elapsed.Seconds(), r.rate(), r.rssMiB(), r.cpu.Seconds(), r.cpuPerRecord(), module, broker, r.loadBefore)
 }
 
 // runContender runs one contender over the whole input into a fresh output
@@ -296,6 +408,9 @@ func runContender(ctx context.Context, b *testing.B, cl *kgo.Client, c contender
 		run.brokerCPU, run.brokerMeasured = procCPU(brokerPID)-broker0, true
 	}
 	run.rss = vmHWM(b, cmd.Process.Pid)
+	if c.moduleTime != nil {
+		run.moduleCPU = c.moduleTime(w.String())
+	}
 	stopContender(b, cmd, done, w)
 	if os.Getenv("FLECHT_BENCH_LOG") != "" {
 		b.Logf("%s output:\n%s", c.name, tail(w.String(), 60))
@@ -440,6 +555,19 @@ func benchClient(b *testing.B) *kgo.Client {
 	}
 	b.Cleanup(cl.Close)
 	return cl
+}
+
+// benchInput creates a fresh input topic named after prefix and fills it
+// with records over keys.
+func benchInput(ctx context.Context, b *testing.B, cl *kgo.Client, prefix string, records, keys int) string {
+	in := prefix + "-" + benchSuffix()
+	if err := kafkax.CreateTopic(ctx, kadm.NewClient(cl), in, benchPartitions, nil); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := produceInputsErr(ctx, cl, in, benchPartitions, 0, records, keys, benchRecordSize); err != nil {
+		b.Fatalf("producing the input: %v", err)
+	}
+	return in
 }
 
 func benchSuffix() string { return strconv.FormatInt(time.Now().UnixNano()%1e9, 10) }

@@ -45,34 +45,42 @@ func TestRunnerChaosKill(t *testing.T) {
 		total      = 400_000
 		keys       = 500
 		partitions = 6
-		kills      = 4
 	)
 	app, in, out := runnerTopics(t, partitions)
 	want := produceInputs(t, inputProducer(t), in, partitions, 0, total, keys, 60)
 	stageFile := countStage(t, app, in, out, "crash", 500)
 	stateDir := t.TempDir()
+	atKill := chaosKill(t, app, in, total, func() *proc { return startRun(t, stageFile, "chaos-0", stateDir) })
+	rep := checkExactlyOnce(t, out, want)
+	t.Logf("chaos: %d SIGKILLs at %v committed inputs; %s", len(atKill), atKill, rep)
+}
+
+// chaosKill SIGKILLs the stage start starts at 4 random points, starting
+// it again each time, then lets it take all total inputs of in; it returns
+// how many inputs had committed at each kill. One kill lands early in a
+// life, once the group has assigned the partitions (while fencing,
+// restoring, or in the first batches); the others after a random share of
+// the input has committed, plus a random delay, so they hit any phase of a
+// batch.
+func chaosKill(t *testing.T, app, in string, total int, start func() *proc) []int64 {
+	t.Helper()
+	const kills = 4
 	adm := admin(t)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-
 	var atKill []int64
 	for k := range kills {
-		p := startRun(t, stageFile, "chaos-0", stateDir)
+		p := start()
 		var before int64
 		if len(atKill) > 0 {
 			before = atKill[len(atKill)-1]
 		}
 		if k == 1 {
-			// One kill lands early in a life, once the group has assigned
-			// the partitions: while fencing, restoring, or in the first
-			// batches.
 			waitUntil(t, 2*time.Minute, "the restarted process to get its partitions", func() bool {
 				return p.exited() || p.logCount("partitions assigned") > 0
 			})
 			time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
 		} else {
-			// The others after a random share of the input has committed,
-			// plus a random delay so they hit any phase of a batch.
-			target := int64(total)*int64(k+1)/6 + rng.Int64N(total/12)
+			target := int64(total)*int64(k+1)/6 + rng.Int64N(int64(total)/12)
 			waitCommitted(t, adm, app, in, max(target, before+1), 3*time.Minute, p)
 			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 		}
@@ -84,18 +92,16 @@ func TestRunnerChaosKill(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c <= 0 || c >= total {
+		if c <= 0 || c >= int64(total) {
 			t.Fatalf("kill %d was not mid-run: %d of %d inputs committed", k+1, c, total)
 		}
 		atKill = append(atKill, c)
 		t.Logf("kill %d: SIGKILL with %d of %d inputs committed", k+1, c, total)
 	}
-
-	p := startRun(t, stageFile, "chaos-0", stateDir)
-	waitCommitted(t, adm, app, in, total, 5*time.Minute, p)
+	p := start()
+	waitCommitted(t, adm, app, in, int64(total), 5*time.Minute, p)
 	p.stop()
-	rep := checkExactlyOnce(t, out, want)
-	t.Logf("chaos: %d SIGKILLs at %v committed inputs; %s", len(atKill), atKill, rep)
+	return atKill
 }
 
 // Zombie: instance A is frozen with a transaction open; B takes its

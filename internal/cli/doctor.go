@@ -12,10 +12,12 @@ import (
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/doctor"
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/promscrape"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stage/builtin"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/status"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -61,6 +63,10 @@ diagnoses it:
   record_size       no state or message record above 80 % of the 1 MiB
                     record ceiling (the *_max_bytes gauges)
   invalid_messages  records a transformer skipped or sent to <topic>.dlq
+  module            every instance of a transformer runs what the stage
+                    file names: its module (by sha256: the pin, else the
+                    file's; an unreadable file without a pin: the instances
+                    must agree) or its builtin (no flechtwerk_module_info)
   mqtt_connection   the bridge connected, and not more than once (churn)
   outage_budget     min(session_expiry, --queue-limit / measured rate) above
                     --min-budget, and the rate under the online capacity
@@ -150,16 +156,23 @@ func doctorInputs(opts *DoctorOptions) (doctor.Inputs, error) {
 	in.Stage = st
 	if st.Kind == stagefile.KindTransformer {
 		// Only the builtin knows whether it keeps state (and so has a
-		// changelog to miss).
-		tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: noConfigs{}})
-		if err != nil {
-			return in, exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
-		}
-		if s, ok := tf.(stage.Stateless); ok && s.Stateless() {
-			in.Stateless = true
+		// changelog to miss); a module's stage file says so.
+		if m := st.Transform.Module; m != nil {
+			in.Stateless = m.Stateless
+			in.Module = status.ReadModuleFile(m)
+		} else {
+			tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: noConfigs{}})
+			if err != nil {
+				return in, exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+			}
+			if s, ok := tf.(stage.Stateless); ok && s.Stateless() {
+				in.Stateless = true
+			}
 		}
 	}
-	in.MetricsURLs = dedupeStrings(opts.MetricsURLs)
+	if in.MetricsURLs, err = promscrape.URLs(opts.MetricsURLs); err != nil {
+		return in, usage("--metrics-url: %v", err)
+	}
 	if in.Interval, err = budget.ParseDuration(opts.Interval); err != nil || in.Interval <= 0 {
 		return in, usage("--interval %q: want a duration above 0 such as 10s", opts.Interval)
 	}

@@ -2,10 +2,13 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -22,6 +25,8 @@ import (
 	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/logx/logxtest"
+	"github.com/flecht-dev/flecht/internal/module/moduletest"
+	"github.com/flecht-dev/flecht/internal/status"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -286,4 +291,89 @@ func get(url string) (string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
+}
+
+// A stage that runs a module exports which one; status and doctor read it
+// and compare it with the stage file's module by sha256: the same file is
+// clean, another file (a stage file changed but not rolled out) is a
+// finding naming the instance, and a warning in status.
+func TestModuleStageSeenByStatusAndDoctor(t *testing.T) {
+	count := moduletest.Example(t, "count")
+	env := devenvtest.Start(t)
+	adm := kadm.NewClient(devenvtest.KafkaClient(t, env))
+	ctx := context.Background()
+	if err := kafkax.CreateTopic(ctx, adm, "items.raw", 1, map[string]string{"retention.ms": "-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kafkax.CreateTopic(ctx, adm, "items.counted", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	code, err := os.ReadFile(count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(code)
+	sha := hex.EncodeToString(sum[:])
+	dir := t.TempDir()
+	writeAt(t, dir, "count.wasm", string(code))
+	const stageFmt = "application_id: modcount\nkind: transformer\ninput_topics: [items.raw]\ntransform: {module: ./%s, output_topics: [items.counted]}\nmetrics: {listen: \"127.0.0.1:0\"}\n"
+	stagePath := writeAt(t, dir, "count.yaml", fmt.Sprintf(stageFmt, "count.wasm"))
+	p := startInProcess(t, env, stagePath, dir)
+	p.waitFor("the module exported", func() bool {
+		m, err := get(p.base + "/metrics")
+		return err == nil && strings.Contains(m, "flechtwerk_module_info")
+	})
+	e := map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}
+	doctorModule := func(stage string) (doctor.Check, []doctor.Finding, int) {
+		t.Helper()
+		r := run(t, e, "", "doctor", "-f", stage, "--metrics-url", strings.TrimPrefix(p.base, "http://"), "--interval", "1s", "-o", "json")
+		var rep doctor.Report
+		if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
+			t.Fatalf("doctor: exit %d %v\n%s%s", r.code, err, r.out, r.err)
+		}
+		var check doctor.Check
+		for _, c := range rep.Checks {
+			if c.Name == doctor.CheckModule {
+				check = c
+			}
+		}
+		var found []doctor.Finding
+		for _, f := range rep.Findings {
+			if f.Check == doctor.CheckModule {
+				found = append(found, f)
+			}
+		}
+		return check, found, r.code
+	}
+	statusModules := func(stage string) *status.Modules {
+		t.Helper()
+		r := run(t, e, "", "status", "-f", stage, "--metrics-url", p.base, "--interval", "0", "-o", "json")
+		var rep status.Report
+		if err := json.Unmarshal([]byte(r.out), &rep); r.code != 0 || err != nil || rep.Modules == nil {
+			t.Fatalf("status: exit %d %v\n%s%s", r.code, err, r.out, r.err)
+		}
+		return rep.Modules
+	}
+
+	check, found, _ := doctorModule(stagePath)
+	if check.Status != doctor.StatusOK || check.Detail != "1 instance(s) run count.wasm (sha256 "+sha[:12]+", ABI 1)" || len(found) != 0 {
+		t.Errorf("the stage file's module: %+v %+v", check, found)
+	}
+	m := statusModules(stagePath)
+	if in := m.Instances[0]; in.Runs != status.RunsModule || in.Module != "count.wasm" || in.SHA256 != sha || in.ABI != "1" || in.URL != p.base+"/metrics" || len(m.Warnings) != 0 {
+		t.Errorf("status %+v", m)
+	}
+
+	// The stage file now names another build: the instance runs the old.
+	writeAt(t, dir, "count-v2.wasm", string(code)+"\x00")
+	next := writeAt(t, dir, "next.yaml", fmt.Sprintf(stageFmt, "count-v2.wasm"))
+	check, found, exit := doctorModule(next)
+	if exit != exitcode.Findings || check.Status != doctor.StatusFindings || len(found) != 1 || found[0].Subject != p.base+"/metrics" ||
+		!strings.Contains(found[0].Message, "runs count.wasm (sha256 "+sha[:12]+", ABI 1), but "+next+" names ./count-v2.wasm") ||
+		!strings.Contains(found[0].Command, "flecht transform inspect "+filepath.Join(dir, "count-v2.wasm")) {
+		t.Errorf("another module: exit %d %+v %+v", exit, check, found)
+	}
+	if m := statusModules(next); len(m.Warnings) != 1 || m.Warnings[0].Kind != status.WarnNotStageFileModule || m.Mixed {
+		t.Errorf("status, another module: %+v", m.Warnings)
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/replay"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/status"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -82,6 +83,13 @@ Without --execute it only prints the plan and changes nothing. The plan:
   6. the local state stores to remove (the numbered partition directories
      under --state-dir).
 
+With -f on a transformer that runs a WebAssembly module, the plan names it
+(the path as written and resolved, and its sha256): the module the restart
+after the replay runs. When flecht run would refuse it (it cannot be read,
+is not WebAssembly, or is not the sha256 the stage file pins) the plan
+warns, and --execute refuses (exit 2) before changing anything: the state
+would be gone and the stage could not restart.
+
 Targets: --to-earliest (default), --to-datetime 2026-01-02T15:04:05Z,
 --by-duration 36h (or 7d), --to-offset N, or --from-file offsets.csv with
 topic,partition,offset lines (as kafka-consumer-groups --export writes them;
@@ -144,6 +152,7 @@ func replayRequest(opts *ReplayOptions) (replay.Request, time.Duration, error) {
 			if len(opts.InputTopics) == 0 {
 				req.InputTopics = st.InputTopics
 			}
+			req.Module = status.StageModule(st)
 		case stagefile.KindExtractor:
 			req.Kind = replay.KindExtractor
 			req.ConfigTopics = st.ConfigTopics
@@ -272,6 +281,19 @@ func runReplay(ctx context.Context, opts *ReplayOptions) error {
 	if err != nil {
 		return err
 	}
+	// A replay deletes the state the stage rebuilds from its raw topics
+	// when it restarts: with a module flecht run refuses, nothing
+	// restarts. The dry run shows the plan and says so.
+	if why := plan.ModuleRefusal(); why != "" && opts.Execute {
+		if plan.Refused != "" {
+			why += "; and " + plan.Refused
+		}
+		plan.Refused = why
+		if err := printReplay(opts, plan); err != nil {
+			return err
+		}
+		return exitcode.UsageError(errors.New("replay refused: " + why))
+	}
 	if plan.Refused != "" && wait > 0 {
 		fmt.Fprintf(opts.IO.ErrOut, "waiting up to %s for group %s to empty (%s)\n", budget.FormatDuration(wait), req.ApplicationID, replay.DescribeMembers(plan.Members))
 		start := time.Now()
@@ -344,14 +366,28 @@ func printReplay(opts *ReplayOptions, plan *replay.Plan) error {
 		if len(plan.StateDirs) > 0 {
 			states = strings.Join(plan.StateDirs, ", ")
 		}
-		h.KV(
-			[2]string{"replay", fmt.Sprintf("%s (%s) to %s: %s", plan.ApplicationID, plan.Kind, plan.Target, mode)},
-			[2]string{"group", group},
+		pairs := [][2]string{
+			{"replay", fmt.Sprintf("%s (%s) to %s: %s", plan.ApplicationID, plan.Kind, plan.Target, mode)},
+			{"group", group},
+		}
+		if m := plan.Module; m != nil {
+			where := m.File
+			if m.Path != m.File {
+				where += " (" + m.Path + ")"
+			}
+			what := where + ", sha256 " + m.SHA256
+			if p := m.Problem(); p != "" {
+				what = where + ": " + h.Bad("cannot run: "+p)
+			}
+			pairs = append(pairs, [2]string{"module", what})
+		}
+		pairs = append(pairs,
 			[2]string{"fence", describeFence(plan.Fence)},
 			[2]string{"delete", deletes},
 			[2]string{"local state", states},
 			[2]string{"to read", ui.GroupDigits(plan.Records) + " offsets (at most as many records)"},
 		)
+		h.KV(pairs...)
 		if len(plan.Offsets) > 0 {
 			h.Printf("\n")
 			rows := make([][]string, len(plan.Offsets))
@@ -373,7 +409,9 @@ func printReplay(opts *ReplayOptions, plan *replay.Plan) error {
 			h.Printf("\n")
 		}
 		for _, w := range plan.Warnings {
-			h.Printf("%s %s\n", h.Warn("warning:"), w.Message)
+			if w.Message != plan.Refused { // said once, below
+				h.Printf("%s %s\n", h.Warn("warning:"), w.Message)
+			}
 		}
 		for _, n := range plan.Notes {
 			h.Printf("%s %s\n", h.Faint("note:"), n)
@@ -391,7 +429,11 @@ func printReplay(opts *ReplayOptions, plan *replay.Plan) error {
 			for _, s := range plan.Steps {
 				h.Printf("%s %s: %s\n", h.Good("✓"), s.Step, s.Detail)
 			}
-			if len(plan.Steps) == 0 {
+			switch {
+			case len(plan.Steps) > 0:
+			case plan.ModuleRefusal() != "":
+				h.Printf("dry run: nothing changed; --execute is refused until the module can run\n")
+			default:
 				h.Printf("dry run: nothing changed; run again with --execute to do it\n")
 			}
 		}

@@ -235,3 +235,59 @@ func TestReplayExtractor(t *testing.T) {
 		t.Errorf("delete %v", p.DeleteTopics)
 	}
 }
+
+// The plan names the module the restart runs. One that flecht run would
+// refuse (here: not there yet) is a warning in the dry run and refuses
+// --execute with exit 2 before anything changes; once it is there, the
+// plan names its sha256 and the replay runs.
+func TestReplayNamesTheModule(t *testing.T) {
+	env := devenvtest.Start(t)
+	adm := kadm.NewClient(devenvtest.KafkaClient(t, env))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for topic, n := range map[string]int32{"raw": 1, "enrich-changelog": 1} {
+		if err := kafkax.CreateTopic(ctx, adm, topic, n, map[string]string{"retention.ms": "-1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	stage := writeAt(t, dir, "enrich.yaml", "application_id: enrich\nkind: transformer\ninput_topics: [raw]\ntransform: {module: ./enrich.wasm, output_topics: [out]}\n")
+	e := map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}
+	resolved := filepath.Join(dir, "enrich.wasm")
+
+	r := run(t, e, "", "replay", "-f", stage, "--state-dir", t.TempDir(), "-o", "json")
+	p := replayJSON(t, r.out)
+	if r.code != 0 || p.Module == nil || p.Module.File != "./enrich.wasm" || p.Module.Path != resolved || !strings.Contains(p.Module.Error, "no such file") {
+		t.Fatalf("dry run, no module file: exit %d %s\n%+v", r.code, r.err, p.Module)
+	}
+	if len(p.Warnings) != 1 || p.Warnings[0].Kind != replay.WarnModule || p.Refused != "" {
+		t.Errorf("warnings %+v refused %q", p.Warnings, p.Refused)
+	}
+	r = run(t, e, "", "replay", "-f", stage, "--state-dir", t.TempDir())
+	for _, want := range []string{"module:", "./enrich.wasm (" + resolved + "): cannot run: open " + resolved, "warning: the module ./enrich.wasm", "dry run: nothing changed; --execute is refused until the module can run"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("human dry run lacks %q:\n%s", want, r.out)
+		}
+	}
+
+	r = run(t, e, "", "replay", "-f", stage, "--state-dir", t.TempDir(), "--execute", "-o", "json")
+	if r.code != exitcode.Usage || !strings.Contains(r.err, "replay refused: the module ./enrich.wasm ("+resolved+") that the stage file names cannot run") {
+		t.Fatalf("execute, no module file: exit %d, stderr %q", r.code, r.err)
+	}
+	if p := replayJSON(t, r.out); p.Executed || !strings.Contains(p.Refused, "flecht run refuses it") {
+		t.Errorf("refused plan %+v", p)
+	}
+	if _, err := kafkax.DescribeTopics(ctx, adm, "enrich-changelog"); err != nil {
+		t.Fatalf("a refused replay deleted the changelog: %v", err)
+	}
+
+	sha := writeModule(t, dir, "enrich.wasm", "fixed")
+	r = run(t, e, "", "replay", "-f", stage, "--state-dir", t.TempDir())
+	if r.code != 0 || !strings.Contains(r.out, "./enrich.wasm ("+resolved+"), sha256 "+sha) {
+		t.Errorf("human plan with the module: exit %d\n%s", r.code, r.out)
+	}
+	r = run(t, e, "", "replay", "-f", stage, "--state-dir", t.TempDir(), "--execute", "-o", "json")
+	if p := replayJSON(t, r.out); r.code != 0 || !p.Executed || p.Module.SHA256 != sha || len(p.Warnings) != 0 {
+		t.Errorf("execute with the module: exit %d %s\n%+v", r.code, r.err, p)
+	}
+}

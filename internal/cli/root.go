@@ -72,7 +72,7 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 			root.AddCommand(c)
 		}
 	}
-	add("run", NewCmdRun(f, nil), NewCmdDev(f, nil))
+	add("run", NewCmdRun(f, nil), NewCmdDev(f, nil), NewCmdTransform(f))
 	add("operate", NewCmdCluster(f, nil), NewCmdKeys(f), NewCmdSecrets(f), NewCmdBudget(f, nil), NewCmdLint(f), NewCmdReplay(f, nil), NewCmdStatus(f, nil), NewCmdDoctor(f, nil))
 	add("tools",
 		NewCmdPartition(f, nil),

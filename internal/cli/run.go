@@ -60,6 +60,24 @@ Every output keeps its input's event time and headers. A record a builtin
 cannot use (rekey without its key path) is an invalid message, like one
 that does not decode: invalid_messages decides (crash, skip or dlq).
 
+The team's own logic runs as a WebAssembly module instead of a builtin
+(flecht transform --help; docs/modules.md):
+
+  transform: {module: ./enrich.wasm, output_topics: [...], config: {...}}
+
+exactly once like a builtin, one instance per task, deterministic (no
+clock but the event time, no randomness but a seed per record, no files,
+network or environment), under memory_limit (64MiB) and time_limit (1s
+per record). A module that cannot run (not WebAssembly, another sha256
+than the stage file pins, an unknown ABI version, a missing export, a
+refused import or config) exits 2 before anything connects; one that
+fails on a record (a trap, its limits, an output over 1 MiB or to an
+undeclared topic) stops the stage (exit 1), naming the module, its sha256
+and the record, with nothing of the open transaction committed. Compiled
+modules are kept in FLECHT_CACHE_DIR (default
+${XDG_CACHE_HOME:-~/.cache}/flecht/wasm), so a restart does not compile
+again.
+
 Source stages bring data in (kind: extractor, kind: mqtt):
   http-poll    (extractor) page through a JSON API per config record; each
                page commits with its cursor in one transaction of the
@@ -90,15 +108,15 @@ each probe 200 or 503 with JSON naming its checks.
 
 Startup checks everything before it joins the group: the stage file, the
 topics and their partition counts, the changelog. A wrong stage file
-(unknown field or builtin, a bad option, a state_key that coarsens) exits 2
-before any connection. Once a broker answered, a transformer retries its
-checks for up to 2 minutes while Kafka is unavailable or changing (a node
-down or restarting); no broker answering, and what retrying cannot fix
-(a missing topic), fail at once. SIGTERM or
-Ctrl-C stops cleanly and exits 0: a transformer commits the transactions it
-has open; an extractor aborts the page in hand (its cursor stays at the
-last committed page, which is polled again after the restart); the MQTT
-bridge commits and ACKs what it holds.
+(unknown field or builtin, a bad option, a state_key that coarsens, a
+module that cannot run) exits 2 before any connection. Once a broker
+answered, a transformer retries its checks for up to 2 minutes while Kafka
+is unavailable or changing (a node down or restarting); no broker
+answering, and what retrying cannot fix (a missing topic), fail at once.
+SIGTERM or Ctrl-C stops cleanly and exits 0: a transformer commits the
+transactions it has open; an extractor aborts the page in hand (its cursor
+stays at the last committed page, which is polled again after the restart);
+the MQTT bridge commits and ACKs what it holds.
 
 A node of the cluster dying, pausing or restarting does not end a stage:
 what it fails is aborted and tried again with a backoff (a transformer's
@@ -240,8 +258,18 @@ func loadRunnable(f *Factory, path string) (*stagefile.Stage, error) {
 	}
 	switch st.Kind {
 	case stagefile.KindTransformer:
-		if err := checkStateKey(st, runLogger(f).With("stage", st.ApplicationID)); err != nil {
+		log := runLogger(f).With("stage", st.ApplicationID)
+		if err := checkStateKey(st, log); err != nil {
 			return nil, exitcode.UsageError(err)
+		}
+		if st.Transform.Module != nil {
+			// Checked here, before any stage of the process connects; the
+			// run loads it again from the compilation cache.
+			m, err := loadModule(context.Background(), f, st, slog.New(slog.DiscardHandler), nil, nil)
+			if err != nil {
+				return nil, err
+			}
+			m.Close(context.Background())
 		}
 	case stagefile.KindExtractor:
 		if err := extract.CheckStage(st); err != nil {
@@ -276,8 +304,15 @@ func runTransformer(ctx context.Context, opts *RunOptions, st *stagefile.Stage) 
 		Stage: st, Cluster: cluster, ClientID: opts.ClientID, StateDir: opts.StateDir,
 		Metrics: obs, Log: log, SessionTimeout: opts.SessionTimeout, Health: probes, LeaveGroup: opts.LeaveGroup,
 	})
-	tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: configsOrNil(st, runner)})
-	if err != nil {
+	var tf stage.Transformer
+	if st.Transform.Module != nil {
+		mt, closeModule, err := moduleTransformer(ctx, f, st, log, obs, configsOrNil(st, runner))
+		if err != nil {
+			return err
+		}
+		defer closeModule()
+		tf = mt
+	} else if tf, err = builtin.NewTransformer(st.Transform, builtin.Env{Configs: configsOrNil(st, runner)}); err != nil {
 		return exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
 	}
 	stop, err := serveStage(ctx, st, listen, obs, probes, cluster, opts.ClientID, log)

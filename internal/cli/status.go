@@ -14,6 +14,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/promscrape"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -28,6 +29,7 @@ type StatusOptions struct {
 	StageFile     string
 	InputTopics   []string
 	ClientIDs     []string
+	MetricsURLs   []string
 	Interval      string
 	Watch         bool
 	// Frames bounds the refreshes of --watch (0: until interrupted).
@@ -56,7 +58,15 @@ Without --input-topics or -f, the inputs are the topics the group has
 committed offsets for or has assigned. --interval 0 skips the second sample
 (and the throughput). --watch refreshes in place every --interval until
 Ctrl-C; with -o json it prints one compact JSON report per line and refresh.
-During a replay it is the progress view: the lag falls to 0.`
+During a replay it is the progress view: the lag falls to 0.
+
+--metrics-url (each instance's endpoint; host:port means
+http://host:port/metrics) scrapes every instance once per sample and shows
+which module it runs (name, sha256, ABI), "builtin", or why it could not be
+scraped, with a warning when the instances run different modules (a rollout
+that stopped half way) and, with -f, when one runs other than the stage
+file names. -o json then adds modules: {stage_file, instances[{url, runs,
+module, sha256, abi, error}], mixed, warnings[{kind, message}]}.`
 
 // NewCmdStatus builds `flecht status`.
 func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
@@ -68,6 +78,7 @@ func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
 		Long:  statusLong,
 		Example: `  flecht status sensors-count
   flecht status -f examples/count.yaml --interval 2s -o json
+  flecht status -f enrich.yaml --metrics-url enrich-0:9464,enrich-1:9464
   flecht status sensors-count --input-topics sensors.raw --watch`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: appRunE(opts, &opts.ApplicationID, runF, runStatus),
@@ -76,6 +87,7 @@ func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
 	fl.StringVarP(&opts.StageFile, "file", "f", "", "take the application id and input topics from this stage file")
 	fl.StringSliceVar(&opts.InputTopics, "input-topics", nil, "input topics to show lag for, comma-separated")
 	fl.StringSliceVar(&opts.ClientIDs, "client-id", nil, "client ids of MQTT bridge instances: show the open transactions of APP-<client_id> too")
+	fl.StringSliceVar(&opts.MetricsURLs, "metrics-url", nil, "an instance's metrics endpoint: show which module it runs (repeatable or comma-separated)")
 	fl.StringVar(&opts.Interval, "interval", "5s", "time between the two samples the throughput is measured over (0: one sample)")
 	fl.BoolVarP(&opts.Watch, "watch", "w", false, "refresh every --interval until interrupted")
 	return cmd
@@ -106,6 +118,10 @@ func runStatus(ctx context.Context, opts *StatusOptions) error {
 		if len(req.InputTopics) == 0 {
 			req.InputTopics = st.InputTopics
 		}
+		req.StageFile = shellQuote(opts.StageFile)
+		if len(opts.MetricsURLs) > 0 {
+			req.Expect = status.Expected(st, status.ReadModuleFile(status.StageModule(st)))
+		}
 	}
 	if req.ApplicationID == "" {
 		return usage("give the application id (flecht status APP) or -f stage.yaml")
@@ -119,6 +135,9 @@ func runStatus(ctx context.Context, opts *StatusOptions) error {
 	}
 	if opts.Watch && interval <= 0 {
 		return usage("--watch needs an --interval above 0")
+	}
+	if req.MetricsURLs, err = promscrape.URLs(opts.MetricsURLs); err != nil {
+		return usage("--metrics-url: %v", err)
 	}
 	cl, err := opts.Kafka(ctx)
 	if err != nil {
@@ -246,6 +265,9 @@ func printStatus(h *ui.Human, r *status.Report) {
 		rows = append(rows, []string{m.ClientID, m.Host, strings.Join(parts, "; ")})
 	}
 	h.Table([]string{"client id", "host", "assigned"}, rows)
+	if r.Modules != nil {
+		printInstances(h, r.Modules)
+	}
 
 	h.Printf("\n%s\n", h.Bold("Inputs"))
 	rows = rows[:0]
@@ -278,6 +300,31 @@ func printStatus(h *ui.Human, r *status.Report) {
 	}
 	for _, n := range r.Notes {
 		h.Printf("%s %s\n", h.Faint("note:"), n)
+	}
+}
+
+// printInstances shows which module each instance runs, and the warnings
+// right below, where a half-done rollout is seen.
+func printInstances(h *ui.Human, m *status.Modules) {
+	title := h.Bold("Instances")
+	if f := m.StageFile; f != nil {
+		title += h.Faint(" (the stage file names " + f.Describe() + ")")
+	}
+	h.Printf("\n%s\n", title)
+	rows := make([][]string, 0, len(m.Instances))
+	for _, in := range m.Instances {
+		switch in.Runs {
+		case status.RunsModule:
+			rows = append(rows, []string{in.URL, in.Module, status.Short(in.SHA256), in.ABI})
+		case status.RunsBuiltin:
+			rows = append(rows, []string{in.URL, "builtin", "-", "-"})
+		default:
+			rows = append(rows, []string{in.URL, h.Bad("unknown: ") + in.Error, "-", "-"})
+		}
+	}
+	h.Table([]string{"instance", "runs", "sha256", "abi"}, rows)
+	for _, w := range m.Warnings {
+		h.Printf("%s %s\n", h.Warn("warning:"), ui.Printable(w.Message))
 	}
 }
 

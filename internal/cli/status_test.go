@@ -2,7 +2,13 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +149,99 @@ func watchOptions(io *ui.IOStreams, addr string, format ui.Format) *StatusOption
 		ApplicationID: "app", InputTopics: []string{"raw"}, Interval: "10ms", Watch: true, Frames: 3,
 		Kafka: func(context.Context) (*kgo.Client, error) { return kgo.NewClient(kgo.SeedBrokers(addr)) },
 		Sleep: sleepCtx,
+	}
+}
+
+// fakeInstance serves text as a stage's metrics; it returns host:port.
+func fakeInstance(t *testing.T, text string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(text))
+	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+func moduleInfoText(name, sha string) string {
+	return fmt.Sprintf("# TYPE flechtwerk_module_info gauge\nflechtwerk_module_info{application_id=\"enrich\",module=%q,sha256=%q,abi=\"1\"} 1\n", name, sha)
+}
+
+// A module file for the stage file to name: status and doctor only hash
+// it.
+func writeModule(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	writeAt(t, dir, name, "\x00asm\x01\x00\x00\x00"+content)
+	sum := sha256.Sum256([]byte("\x00asm\x01\x00\x00\x00" + content))
+	return hex.EncodeToString(sum[:])
+}
+
+func TestStatusMetricsURLUsage(t *testing.T) {
+	env := map[string]string{"FLECHT_BROKERS": "127.0.0.1:1"}
+	for _, bad := range []string{"c0:9464,", "ftp://c0/metrics", "http://[::1"} {
+		r := run(t, env, "", "status", "app", "--metrics-url", bad)
+		if r.code != exitcode.Usage || !strings.Contains(r.err, "--metrics-url: metrics URL") {
+			t.Errorf("%q: exit %d, stderr %q", bad, r.code, r.err)
+		}
+	}
+}
+
+// With --metrics-url, status shows which module each instance runs and
+// warns of a half-rolled-out group and of instances that do not run the
+// stage file's module; without it, the report is as before.
+func TestStatusModules(t *testing.T) {
+	env := devenvtest.Start(t)
+	ctx := context.Background()
+	if err := kafkax.CreateTopic(ctx, kadm.NewClient(devenvtest.KafkaClient(t, env)), "raw", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	want := writeModule(t, dir, "enrich.wasm", "v2")
+	stage := writeAt(t, dir, "enrich.yaml", "application_id: enrich\nkind: transformer\ninput_topics: [raw]\ntransform: {module: ./enrich.wasm, output_topics: [out]}\n")
+	old := strings.Repeat("0", 64)
+	a, b, c := fakeInstance(t, moduleInfoText("enrich.wasm", want)), fakeInstance(t, moduleInfoText("enrich.wasm", old)), fakeInstance(t, "# TYPE up gauge\nup 1\n")
+	e := map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}
+
+	r := run(t, e, "", "status", "-f", stage, "--interval", "0", "-o", "json")
+	if r.code != 0 || strings.Contains(r.out, `"modules"`) {
+		t.Fatalf("no --metrics-url: exit %d %s\n%s", r.code, r.err, r.out)
+	}
+
+	r = run(t, e, "", "status", "-f", stage, "--metrics-url", a+","+b, "--metrics-url", c, "--metrics-url", "http://"+a+"/metrics", "--interval", "0", "-o", "json")
+	var rep status.Report
+	if err := json.Unmarshal([]byte(r.out), &rep); r.code != 0 || err != nil {
+		t.Fatalf("exit %d %v %s\n%s", r.code, err, r.err, r.out)
+	}
+	m := rep.Modules
+	if m == nil || len(m.Instances) != 3 || !m.Mixed || m.StageFile == nil || m.StageFile.SHA256 != want || m.StageFile.Path != filepath.Join(dir, "enrich.wasm") {
+		t.Fatalf("modules %+v", m)
+	}
+	if in := m.Instances[0]; in.URL != "http://"+a+"/metrics" || in.Runs != status.RunsModule || in.SHA256 != want || in.ABI != "1" || in.Module != "enrich.wasm" {
+		t.Errorf("instance a %+v", in)
+	}
+	if m.Instances[2].Runs != status.RunsBuiltin {
+		t.Errorf("instance c %+v", m.Instances[2])
+	}
+	var kinds []string
+	for _, w := range m.Warnings {
+		kinds = append(kinds, w.Kind)
+	}
+	if strings.Join(kinds, ",") != status.WarnMixedModules+","+status.WarnNotStageFileModule {
+		t.Errorf("warnings %+v", m.Warnings)
+	}
+
+	r = run(t, e, "", "status", "-f", stage, "--metrics-url", a+","+b+",127.0.0.1:1", "--interval", "0")
+	for _, w := range []string{
+		"INSTANCE", "the stage file names ./enrich.wasm (sha256 " + want[:12] + ")",
+		"http://" + a + "/metrics", want[:12], "unknown: ",
+		"warning: the instances run different modules", "a rollout stopped half way; finish it or roll it back (flecht doctor -f " + stage,
+		"warning: 1 instance(s) do not run what " + stage + " names",
+	} {
+		if !strings.Contains(r.out, w) {
+			t.Errorf("human output lacks %q:\n%s", w, r.out)
+		}
 	}
 }

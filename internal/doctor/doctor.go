@@ -3,8 +3,8 @@
 // members against its tasks, the lag trend over two samples, old or
 // hanging transactions, its topics (changelog, raw retention, config
 // compaction), and, from each instance's metrics, record sizes against the
-// 1 MiB ceiling, invalid messages, MQTT churn and the outage budget, and
-// the keyring kids every reader holds. Every finding comes with the
+// 1 MiB ceiling, invalid messages, the module each runs, MQTT churn and
+// the outage budget, and the keyring kids every reader holds. Every finding comes with the
 // command that fixes or diagnoses it.
 //
 // Run gathers (status samples, lint's topic checks, scrapes) through
@@ -31,6 +31,7 @@ const (
 	CheckMetrics      = "metrics"
 	CheckRecordSize   = "record_size"
 	CheckInvalid      = "invalid_messages"
+	CheckModule       = "module"
 	CheckMQTT         = "mqtt_connection"
 	CheckBudget       = "outage_budget"
 	CheckKeyring      = "keyring"
@@ -66,6 +67,9 @@ type Inputs struct {
 	// Stateless says the transformer keeps no state, so it has no
 	// changelog to miss.
 	Stateless bool
+	// Module is the module file the stage file names, as read (nil: a
+	// builtin, or not read, so only the stage file's pin is known).
+	Module *status.ModuleFile
 }
 
 // Defaults.

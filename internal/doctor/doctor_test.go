@@ -108,7 +108,7 @@ func TestDiagnoseCleanTransformer(t *testing.T) {
 		t.Fatalf("findings on a healthy stage: %+v", r.Findings)
 	}
 	want := map[string]string{CheckMembers: StatusOK, CheckLag: StatusOK, CheckTransactions: StatusOK, CheckTopics: StatusOK, CheckMetrics: StatusOK,
-		CheckRecordSize: StatusOK, CheckInvalid: StatusOK, CheckMQTT: StatusSkipped, CheckBudget: StatusSkipped, CheckKeyring: StatusOK}
+		CheckRecordSize: StatusOK, CheckInvalid: StatusOK, CheckModule: StatusOK, CheckMQTT: StatusSkipped, CheckBudget: StatusSkipped, CheckKeyring: StatusOK}
 	if got := statuses(r); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("checks\n got %v\nwant %v", got, want)
 	}
@@ -485,5 +485,127 @@ flechtwerk_messages_invalid_total{outcome="substituted",topic="in"} 2
 	}
 	if f := got["substituted"]; !strings.Contains(f.Message, "substituted 2 invalid record(s) of in since it started: data lost by policy") {
 		t.Errorf("substituted: %+v", f)
+	}
+}
+
+const (
+	shaA = "aaaaaaaaaaaa1111111111111111111111111111111111111111111111111111"
+	shaB = "bbbbbbbbbbbb2222222222222222222222222222222222222222222222222222"
+)
+
+const enrichYAML = "application_id: app\nkind: transformer\ninput_topics: [in]\ntransform: {module: ./enrich.wasm, output_topics: [out]}\n"
+
+// moduleObs is a healthy group whose instances export what texts say.
+func moduleObs(t *testing.T, texts ...string) Observations {
+	m := map[string][]int32{"c0": {0, 1}}
+	obs := Observations{
+		First: sample(t0, "Stable", m, [2]int64{1, 1}, [2]int64{1, 1}), Second: sample(t0.Add(10*time.Second), "Stable", m, [2]int64{1, 1}, [2]int64{1, 1}),
+		Topics: cleanTopics(),
+	}
+	for i, text := range texts {
+		obs.Scrapes = append(obs.Scrapes, Scrape{URL: fmt.Sprintf("http://c%d:9464/metrics", i), First: scrape(t, t0, text), Second: scrape(t, t0.Add(10*time.Second), text)})
+	}
+	return obs
+}
+
+func runsModule(sha string) string {
+	return "# TYPE flechtwerk_module_info gauge\nflechtwerk_module_info{module=\"enrich.wasm\",sha256=\"" + sha + "\",abi=\"1\"} 1\n"
+}
+
+func checkDetail(r *Report, name string) string {
+	for _, c := range r.Checks {
+		if c.Name == name {
+			return c.Status + ": " + c.Detail
+		}
+	}
+	return ""
+}
+
+// Every instance of a module's group runs the stage file's module, known
+// by its sha256; a rollout that stopped half way names each instance that
+// runs another, with what it should run and the command.
+func TestDiagnoseModule(t *testing.T) {
+	st := stage(t, enrichYAML)
+	file := &status.ModuleFile{File: "./enrich.wasm", Path: "dir/enrich.wasm", SHA256: shaA}
+	in := Inputs{Stage: st, Interval: 10 * time.Second, Module: file}
+
+	ok := Diagnose(in, moduleObs(t, runsModule(shaA), runsModule(shaA)))
+	if len(ok.Findings) != 0 || checkDetail(ok, CheckModule) != "ok: 2 instance(s) run enrich.wasm (sha256 aaaaaaaaaaaa, ABI 1)" {
+		t.Errorf("agreeing: %q %+v", checkDetail(ok, CheckModule), ok.Findings)
+	}
+
+	half := Diagnose(in, moduleObs(t, runsModule(shaA), runsModule(shaB), healthyMetrics))
+	f := findings(half, CheckModule)
+	if len(f) != 2 || checkDetail(half, CheckModule) != "findings: 2 of 3 instance(s) run other logic" {
+		t.Fatalf("half rolled out: %q %+v", checkDetail(half, CheckModule), f)
+	}
+	for i, want := range []struct{ subject, message string }{
+		{"http://c1:9464/metrics", "http://c1:9464/metrics runs enrich.wasm (sha256 bbbbbbbbbbbb, ABI 1), but stage.yaml names ./enrich.wasm (sha256 aaaaaaaaaaaa): the group's instances run different logic: a rollout that stopped half way"},
+		{"http://c2:9464/metrics", "http://c2:9464/metrics runs a builtin, but stage.yaml names ./enrich.wasm (sha256 aaaaaaaaaaaa)"},
+	} {
+		if f[i].Subject != want.subject || !strings.Contains(f[i].Message, want.message) ||
+			!strings.Contains(f[i].Command, "finish the rollout (deploy ./enrich.wasm to it and restart it), or roll the stage file back; flecht transform inspect dir/enrich.wasm") {
+			t.Errorf("finding %d: %+v", i, f[i])
+		}
+	}
+
+	// Every instance runs another module: the stage file was not rolled out.
+	none := Diagnose(in, moduleObs(t, runsModule(shaB)))
+	if f := findings(none, CheckModule); len(f) != 1 || !strings.Contains(f[0].Message, "no instance runs it: the stage file changed and was not rolled out") {
+		t.Errorf("not rolled out: %+v", f)
+	}
+
+	// The pin is what flecht run starts: a file that is not the pinned
+	// one is a finding of its own, and the instances run the pin.
+	pinned := in
+	pinned.Module = &status.ModuleFile{File: "./enrich.wasm", Path: "dir/enrich.wasm", SHA256: shaB, Pin: shaA}
+	r := Diagnose(pinned, moduleObs(t, runsModule(shaA)))
+	if f := findings(r, CheckModule); len(f) != 1 || f[0].Subject != "dir/enrich.wasm" || !strings.Contains(f[0].Message, "its sha256 is "+shaB+", but the stage file pins "+shaA+": flecht run refuses it") ||
+		!strings.Contains(f[0].Command, "flecht transform inspect dir/enrich.wasm") {
+		t.Errorf("pin: %+v", f)
+	}
+
+	// A file that cannot be read, without a pin: the instances must agree
+	// with each other, the odd one out is the finding.
+	unread := in
+	unread.Module = &status.ModuleFile{File: "./enrich.wasm", Path: "dir/enrich.wasm", Error: "open dir/enrich.wasm: no such file or directory"}
+	r = Diagnose(unread, moduleObs(t, runsModule(shaB), runsModule(shaA), runsModule(shaB)))
+	if f := findings(r, CheckModule); len(f) != 1 || f[0].Subject != "http://c1:9464/metrics" ||
+		!strings.Contains(f[0].Message, "runs enrich.wasm (sha256 aaaaaaaaaaaa, ABI 1), but 2 other instance(s) run enrich.wasm (sha256 bbbbbbbbbbbb, ABI 1)") ||
+		!strings.Contains(f[0].Command, "flecht status -f stage.yaml --metrics-url http://c0:9464/metrics,http://c1:9464/metrics,http://c2:9464/metrics") {
+		t.Errorf("unread: %+v", f)
+	}
+	if !strings.Contains(strings.Join(r.Notes, "\n"), "the module file ./enrich.wasm cannot be read (open dir/enrich.wasm: no such file or directory): the instances are compared with each other only") {
+		t.Errorf("notes %q", r.Notes)
+	}
+
+	// An instance whose module_info makes no sense is a finding, not a
+	// guess.
+	r = Diagnose(in, moduleObs(t, runsModule("not-a-digest")))
+	if f := findings(r, CheckModule); len(f) != 1 || !strings.Contains(f[0].Message, "exports a flechtwerk_module_info that cannot be read") ||
+		!strings.Contains(f[0].Command, "curl -s http://c0:9464/metrics | grep flechtwerk_module_info") {
+		t.Errorf("garbage: %+v", f)
+	}
+}
+
+// A builtin's group: an instance that runs a module is a mixed group. The
+// check is skipped without metrics, and for a stage that runs no module.
+func TestDiagnoseModuleOfABuiltin(t *testing.T) {
+	r := Diagnose(Inputs{Stage: stage(t, countYAML), Interval: 10 * time.Second}, moduleObs(t, healthyMetrics, runsModule(shaA)))
+	f := findings(r, CheckModule)
+	if len(f) != 1 || f[0].Subject != "http://c1:9464/metrics" ||
+		!strings.Contains(f[0].Message, "runs the module enrich.wasm (sha256 aaaaaaaaaaaa, ABI 1), but stage.yaml names the builtin count: the group's instances run different logic") ||
+		!strings.Contains(f[0].Command, "deploy the stage file to it and restart it") {
+		t.Errorf("%+v", f)
+	}
+	if d := checkDetail(Diagnose(Inputs{Stage: stage(t, countYAML)}, moduleObs(t, healthyMetrics)), CheckModule); d != "ok: 1 instance(s) run the builtin count" {
+		t.Errorf("a builtin: %q", d)
+	}
+	if d := checkDetail(Diagnose(Inputs{Stage: stage(t, enrichYAML)}, moduleObs(t)), CheckModule); d != "skipped: no --metrics-url: give each instance's metrics endpoint" {
+		t.Errorf("no metrics: %q", d)
+	}
+	bridge := Diagnose(Inputs{Stage: stage(t, bridgeYAML), Interval: 10 * time.Second}, bridgeObs(t, bridgeMetrics(1, 0, 100, 10, 0.1), bridgeMetrics(1, 0, 110, 20, 0.2)))
+	if d := checkDetail(bridge, CheckModule); d != "skipped: an MQTT bridge runs no module: only a transformer's transform: names one" {
+		t.Errorf("bridge: %q", d)
 	}
 }

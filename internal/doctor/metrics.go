@@ -41,7 +41,7 @@ func (d *diagnosis) live() []Scrape {
 func (d *diagnosis) metrics() {
 	if len(d.obs.Scrapes) == 0 {
 		why := "no --metrics-url: give each instance's metrics endpoint"
-		for _, c := range []string{CheckMetrics, CheckRecordSize, CheckInvalid, CheckMQTT, CheckBudget, CheckKeyring} {
+		for _, c := range []string{CheckMetrics, CheckRecordSize, CheckInvalid, CheckModule, CheckMQTT, CheckBudget, CheckKeyring} {
 			d.skipped(c, why)
 		}
 		return
@@ -56,13 +56,14 @@ func (d *diagnosis) metrics() {
 	live := d.live()
 	d.done(CheckMetrics, before, fmt.Sprintf("%d of %d instance(s) scraped", len(live), len(d.obs.Scrapes)))
 	if len(live) == 0 {
-		for _, c := range []string{CheckRecordSize, CheckInvalid, CheckMQTT, CheckBudget, CheckKeyring} {
+		for _, c := range []string{CheckRecordSize, CheckInvalid, CheckModule, CheckMQTT, CheckBudget, CheckKeyring} {
 			d.skipped(c, "no instance could be scraped")
 		}
 		return
 	}
 	d.recordSizes(live)
 	d.invalid(live)
+	d.module(live)
 	d.mqtt(live)
 	d.keyring(live)
 }

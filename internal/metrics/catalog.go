@@ -174,6 +174,12 @@ var Catalog = []Family{
 		Stages: []string{kindTransformer, kindExtractor, kindMQTT}, Note: "how long each transactional ID of the instance has had a transaction open (0: none), per its coordinator; sampled likewise"},
 	{Name: "transaction_timeout_seconds", Type: Gauge, Labels: []string{"transactional_id"}, Origin: Flecht, Lazy: true,
 		Stages: []string{kindTransformer, kindExtractor, kindMQTT}, Note: "the transaction timeout of each of those IDs, per its coordinator; sampled likewise"},
+	{Name: "module_info", Type: Gauge, Labels: []string{"module", "sha256", "abi"}, Origin: Flecht, Lazy: true,
+		Stages: []string{kindTransformer}, Note: "1 for the WebAssembly module a transformer runs (transform.module): its file name, sha256 and ABI version; status and doctor compare it across a group's instances"},
+	{Name: "module_calls_total", Type: Counter, Origin: Flecht, Lazy: true,
+		Stages: []string{kindTransformer}, Note: "calls into the module; each carries a batch of up to 64 records"},
+	{Name: "module_seconds_total", Type: Counter, Origin: Flecht, Lazy: true,
+		Stages: []string{kindTransformer}, Note: "time spent inside the module's calls: its share of the stage's CPU"},
 }
 
 // Lookup returns the catalog row of a family name (without the prefix).

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -67,6 +68,8 @@ func exercised(t *testing.T) *Observer {
 	bv.ConsumerLag.WithLabelValues("in", "0").Set(12)
 	bv.TransactionOpen.WithLabelValues("app-0").Set(1.5)
 	bv.TransactionTimeout.WithLabelValues("app-0").Set(60)
+	o.Module().RunsModule("count.wasm", "ab12", 1)
+	o.Module().Called(time.Millisecond)
 	touchUntouched(t, reflect.ValueOf(o).Elem())
 	return o
 }
@@ -102,6 +105,11 @@ func TestLazyFamiliesComeWithTheirStage(t *testing.T) {
 	bv.ConsumerLag.WithLabelValues("in", "0").Set(1)
 	bv.TransactionOpen.WithLabelValues("app-0").Set(0)
 	bv.TransactionTimeout.WithLabelValues("app-0").Set(60)
+	mm := o.Module()
+	if again := o.Module(); again != mm {
+		t.Fatal("Module builds its families again")
+	}
+	mm.RunsModule("count.wasm", "ab12", 1)
 	got = exported()
 	for _, row := range Catalog {
 		if _, there := got[row.Name]; !there {

@@ -29,6 +29,8 @@ type flechtFamilies struct {
 	broker        *BrokerView
 	sessionOnce   sync.Once
 	sessionExpiry prometheus.Gauge
+	moduleOnce    sync.Once
+	module        *ModuleMetrics
 }
 
 // BrokerView returns the broker-sampled gauges, registering them on first

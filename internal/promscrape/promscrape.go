@@ -1,7 +1,8 @@
 // Package promscrape reads a running stage's Prometheus endpoint, the way
 // operator commands look at a stage from outside: keys check asks which
 // kids each reader has loaded, doctor reads record sizes, invalid
-// messages, MQTT churn and rates from two scrapes.
+// messages, MQTT churn and rates from two scrapes, and status and doctor
+// which module each instance runs.
 package promscrape
 
 import (
@@ -189,4 +190,73 @@ func (s *Sample) KidsLoaded() (kids []string, found bool) {
 		kids = []string{}
 	}
 	return kids, true
+}
+
+// ModuleInfoMetric is the gauge a transformer that runs a WebAssembly
+// module exports: 1, labelled with the module file's base name, its sha256
+// and its ABI version. A builtin exports no such family.
+const ModuleInfoMetric = "flechtwerk_module_info"
+
+// Module is the module an instance says it runs.
+type Module struct {
+	Name   string
+	SHA256 string // 64 lowercase hex digits
+	ABI    string
+}
+
+// Module reads which module the instance runs; found is false when it
+// exports no module_info series of a non-zero value (it runs a builtin).
+// An instance runs one module: several, or a sha256 that is not 64 hex
+// digits, is an error rather than a guess.
+func (s *Sample) Module() (m Module, found bool, err error) {
+	var seen []Module
+	for _, se := range s.Series(ModuleInfoMetric, nil) {
+		if se.Value == 0 {
+			continue
+		}
+		got := Module{Name: se.Labels["module"], SHA256: strings.ToLower(se.Labels["sha256"]), ABI: se.Labels["abi"]}
+		if !slices.Contains(seen, got) {
+			seen = append(seen, got)
+		}
+	}
+	switch {
+	case len(seen) == 0:
+		return Module{}, false, nil
+	case len(seen) > 1:
+		return Module{}, false, fmt.Errorf("%s has %d series (%q, %q, ...), but an instance runs one module: is this address several instances behind one proxy?", ModuleInfoMetric, len(seen), seen[0].Name, seen[1].Name)
+	case !isSHA256(seen[0].SHA256):
+		return Module{}, false, fmt.Errorf("%s has sha256 %q, not 64 hex digits", ModuleInfoMetric, seen[0].SHA256)
+	}
+	return seen[0], true, nil
+}
+
+func isSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// URLs completes each instance's endpoint with URL and drops repeats; an
+// address that is empty or not http(s)://host is a mistake to report
+// before anything is scraped.
+func URLs(raw []string) ([]string, error) {
+	var out []string
+	for _, r := range raw {
+		r = strings.TrimSpace(r)
+		u := URL(r)
+		p, err := url.Parse(u)
+		if r == "" || err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return nil, fmt.Errorf("metrics URL %q: want an instance's metrics endpoint, host:port or http://host:port/metrics", r)
+		}
+		if !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
+	return out, nil
 }

@@ -92,5 +92,57 @@ func FuzzParse(f *testing.F) {
 			s.Histogram(name, nil)
 		}
 		s.KidsLoaded()
+		s.Module()
 	})
+}
+
+const sha = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+// Which module an instance runs: none (a builtin), one (its sha256 in
+// lowercase), and what a scrape may return that names no one module.
+func TestSampleModule(t *testing.T) {
+	read := func(text string) (Module, bool, error) {
+		t.Helper()
+		fams, err := Parse(strings.NewReader(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return (&Sample{Families: fams}).Module()
+	}
+	if m, found, err := read(exposition); found || err != nil || m != (Module{}) {
+		t.Errorf("a builtin: %+v %v %v", m, found, err)
+	}
+	info := "# TYPE flechtwerk_module_info gauge\n"
+	m, found, err := read(info + `flechtwerk_module_info{application_id="app",module="enrich.wasm",sha256="` + strings.ToUpper(sha) + `",abi="1"} 1` + "\n")
+	if err != nil || !found || m != (Module{Name: "enrich.wasm", SHA256: sha, ABI: "1"}) {
+		t.Errorf("a module: %+v %v %v", m, found, err)
+	}
+	// A series at 0 says the instance does not run that module.
+	if _, found, err := read(info + `flechtwerk_module_info{module="old.wasm",sha256="` + sha + `",abi="1"} 0` + "\n"); found || err != nil {
+		t.Errorf("a zero series: %v %v", found, err)
+	}
+	for text, want := range map[string]string{
+		info + `flechtwerk_module_info{module="a.wasm",sha256="` + sha + `",abi="1"} 1` + "\n" +
+			`flechtwerk_module_info{module="b.wasm",sha256="` + sha + `",abi="2"} 1` + "\n": `has 2 series ("a.wasm", "b.wasm", ...)`,
+		info + `flechtwerk_module_info{module="a.wasm",sha256="abc",abi="1"} 1` + "\n": `sha256 "abc", not 64 hex digits`,
+		info + `flechtwerk_module_info 1` + "\n":                                       `sha256 "", not 64 hex digits`,
+	} {
+		if _, found, err := read(text); found || err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: found %v, error %v; want %q", text, found, err, want)
+		}
+	}
+}
+
+// host:port is completed as doctor completes it; repeats after completion
+// go; an address that is no http(s) endpoint is refused.
+func TestURLs(t *testing.T) {
+	got, err := URLs([]string{"c0:9464", " http://c0:9464/metrics", "https://c1/m"})
+	if want := []string{"http://c0:9464/metrics", "https://c1/m"}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("%v %v, want %v", got, err, want)
+	}
+	for _, bad := range []string{"", " ", "ftp://c0/metrics", "http://[::1", "http:///metrics"} {
+		if _, err := URLs([]string{"c0:1", bad}); err == nil || !strings.Contains(err.Error(), "host:port or http://host:port/metrics") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
 }

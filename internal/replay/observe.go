@@ -18,6 +18,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/status"
 )
 
 // TargetError says the target does not fit the topics (a --from-file that
@@ -28,8 +29,8 @@ func (e *TargetError) Error() string { return e.Msg }
 
 // Observe reads what a plan needs: the group and its members, the topics'
 // partitions, bounds and configs, the committed offsets, the target offsets,
-// whether the changelog exists, and the local state stores. It changes
-// nothing.
+// whether the changelog exists, the local state stores, and the module
+// file the stage file names. It changes nothing.
 func Observe(ctx context.Context, cl *kgo.Client, req Request) (*Observed, error) {
 	adm := kadm.NewClient(cl)
 	o := &Observed{
@@ -132,6 +133,7 @@ func Observe(ctx context.Context, cl *kgo.Client, req Request) (*Observed, error
 		return nil, fmt.Errorf("describing %s: %w", changelog, d.Err)
 	}
 
+	o.ModuleFile = status.ReadModuleFile(req.Module)
 	if req.StateDir != "" {
 		stores, exists, err := StateStores(req.StateDir)
 		if err != nil {

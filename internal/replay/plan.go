@@ -27,6 +27,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/status"
 )
 
 // Stage kinds a replay understands.
@@ -50,6 +51,7 @@ const (
 	WarnUnequalPartitions = "unequal_partitions" // the input topics do not have one partition count
 	WarnChangelogCount    = "changelog_partitions"
 	WarnExtractor         = "extractor_repoll" // an extractor's replay asks its external source again
+	WarnModule            = "module_unusable"  // flecht run would refuse the module the stage file names
 )
 
 // Request is what the operator asked for.
@@ -66,6 +68,9 @@ type Request struct {
 	// StateDir holds the stage's local stores, one numbered subdirectory
 	// per partition.
 	StateDir string
+	// Module is the WebAssembly module the stage file's transformer runs
+	// (nil: a builtin, or no stage file).
+	Module *stagefile.Module
 }
 
 // Observed is everything the plan is built from: what Observe read from the
@@ -92,6 +97,9 @@ type Observed struct {
 	// its per-partition subdirectories (full paths).
 	StateDirExists bool
 	StateStores    []string
+
+	// ModuleFile is Request.Module's file as read (nil without one).
+	ModuleFile *status.ModuleFile
 }
 
 // Topic is what was observed of one topic.
@@ -124,6 +132,9 @@ type Plan struct {
 	// GroupStateAfter is the group's state as Execute left it (empty
 	// before executing, or when it could not be read).
 	GroupStateAfter string `json:"group_state_after,omitempty"`
+	// Module is the module the stage file names, as read: what the
+	// restart after the replay runs (absent for a builtin).
+	Module *status.ModuleFile `json:"module,omitempty"`
 	// Refused says why the replay may not run (live members); empty
 	// when it may.
 	Refused string `json:"refused,omitempty"`
@@ -212,6 +223,12 @@ func BuildPlan(o *Observed) *Plan {
 	}
 	warn := func(w Warning) { p.Warnings = append(p.Warnings, w) }
 	note := func(format string, args ...any) { p.Notes = append(p.Notes, fmt.Sprintf(format, args...)) }
+
+	// 0. The module the restart runs: one flecht run refuses leaves the
+	// stage down after its state is gone.
+	if p.Module = o.ModuleFile; p.Module != nil && p.Module.Problem() != "" {
+		warn(Warning{Kind: WarnModule, Message: p.ModuleRefusal()})
+	}
 
 	// 1. Live members: refuse, naming them.
 	if len(p.Members) > 0 {
@@ -333,6 +350,18 @@ func BuildPlan(o *Observed) *Plan {
 		note("no partition stores in %s", o.StateDir)
 	}
 	return p
+}
+
+// ModuleRefusal says why the stage could not restart after the replay:
+// flecht run refuses the module the stage file names (it cannot be read,
+// is not WebAssembly, or is not the pinned one). Empty when it would
+// start, as far as reading the file tells.
+func (p *Plan) ModuleRefusal() string {
+	if p.Module == nil || p.Module.Problem() == "" {
+		return ""
+	}
+	return fmt.Sprintf("the module %s (%s) that the stage file names cannot run: %s; flecht run refuses it, so the stage could not restart after the replay: deploy the module (flecht transform inspect %s checks it) or fix transform.module, then replay",
+		p.Module.File, p.Module.Path, p.Module.Problem(), p.Module.Path)
 }
 
 // history is the part of one topic's history a replay cannot read.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/status"
 )
 
 // observed builds a stage with one input topic "raw" of the given
@@ -396,6 +397,44 @@ func TestGroupDigits(t *testing.T) {
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -20000: "-20,000"} {
 		if got := groupDigits(n); got != want {
 			t.Errorf("%d: %q", n, got)
+		}
+	}
+}
+
+// The plan names the module the restart runs; one flecht run refuses is a
+// warning of its own, and the reason --execute is refused.
+func TestPlanNamesTheModule(t *testing.T) {
+	o := observed([2]int64{0, 10})
+	p := BuildPlan(o)
+	if b, _ := json.Marshal(p); p.Module != nil || p.ModuleRefusal() != "" || strings.Contains(string(b), `"module"`) {
+		t.Errorf("a builtin: %s", b)
+	}
+
+	sha := strings.Repeat("ab", 32)
+	o.ModuleFile = &status.ModuleFile{File: "./enrich.wasm", Path: "/stages/enrich.wasm", SHA256: sha}
+	p = BuildPlan(o)
+	b, _ := json.Marshal(p)
+	if p.ModuleRefusal() != "" || len(p.Warnings) != 0 ||
+		!strings.Contains(string(b), `"module":{"file":"./enrich.wasm","path":"/stages/enrich.wasm","sha256":"`+sha+`","pin":"","error":""}`) {
+		t.Errorf("a module: %+v\n%s", p.Warnings, b)
+	}
+
+	for name, f := range map[string]*status.ModuleFile{
+		"missing": {File: "./enrich.wasm", Path: "/stages/enrich.wasm", Error: "open /stages/enrich.wasm: no such file or directory"},
+		"pinned":  {File: "./enrich.wasm", Path: "/stages/enrich.wasm", SHA256: sha, Pin: strings.Repeat("cd", 32)},
+	} {
+		o.ModuleFile = f
+		p = BuildPlan(o)
+		why := p.ModuleRefusal()
+		if !strings.Contains(why, "the module ./enrich.wasm (/stages/enrich.wasm) that the stage file names cannot run: "+f.Problem()) ||
+			!strings.Contains(why, "flecht run refuses it, so the stage could not restart after the replay") {
+			t.Errorf("%s: refusal %q", name, why)
+		}
+		if len(p.Warnings) != 1 || p.Warnings[0].Kind != WarnModule || p.Warnings[0].Message != why {
+			t.Errorf("%s: warnings %+v", name, p.Warnings)
+		}
+		if p.Refused != "" {
+			t.Errorf("%s: a dry run is not refused: %q", name, p.Refused)
 		}
 	}
 }

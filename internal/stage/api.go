@@ -48,6 +48,9 @@ type Message struct {
 	Headers   []kgo.RecordHeader
 	RawKey    []byte
 	RawValue  []byte
+	// NullKey writes a null key (Key and RawKey are ignored); its
+	// partition is the empty key's.
+	NullKey bool
 	// Partition, when Explicit is set, places the record on that partition
 	// instead of the key's murmur2 partition.
 	Partition int32
@@ -139,7 +142,7 @@ func (m Message) Record(ctx context.Context, counts *kafkax.PartitionCounts) (*k
 	}
 	rec := &kgo.Record{Topic: m.Topic, Timestamp: m.Timestamp, Headers: m.Headers}
 	rec.Key = m.RawKey
-	if rec.Key == nil {
+	if rec.Key == nil && !m.NullKey {
 		rec.Key = []byte(m.Key)
 	}
 	switch {
@@ -166,4 +169,51 @@ func (m Message) Record(ctx context.Context, counts *kafkax.PartitionCounts) (*k
 	}
 	rec.Partition = m.Partition
 	return rec, nil
+}
+
+// BatchTransformer is a transformer with an instance of its own per task,
+// called with batches of records: a WebAssembly module (internal/module),
+// where each call crosses into the module and a batch shares the cost of
+// the crossing. It sees values and state as bytes (state as canonical
+// JSON) and never has Transform called.
+type BatchTransformer interface {
+	// NewBatchTask makes the instance of the task of partition, when the
+	// task starts; the task closes it when it ends. An error stops the
+	// stage.
+	NewBatchTask(ctx context.Context, partition int32) (BatchTask, error)
+}
+
+// BatchTask is one task's instance of a BatchTransformer.
+type BatchTask interface {
+	// TransformBatch fills in the result of every call, in order. The
+	// records of a batch have distinct state keys, so each sees the state
+	// the previous record of its key left. An error stops the stage;
+	// nothing of the task's open transaction commits.
+	TransformBatch(ctx context.Context, calls []Call) error
+	Close(ctx context.Context)
+}
+
+// Call is one record of a batch and, once TransformBatch returned, what
+// the transformer answered for it.
+type Call struct {
+	Rec *kgo.Record
+	// StateKey is the record's state key; NoStateKey marks a tombstone
+	// under a state_key that reads the value, which has none.
+	StateKey   string
+	NoStateKey bool
+	// State is the state key's state as canonical JSON (nil: none).
+	State []byte
+
+	// Rejected, when set, is why the record is invalid: the stage's
+	// invalid_messages policy decides, and nothing else of the answer
+	// counts.
+	Rejected string
+	// Messages are the outputs, their bytes their own.
+	Messages []Message
+	// SetState: the record set its state key's state to NewState
+	// (canonical JSON; nil deletes it).
+	SetState bool
+	NewState []byte
+
+	entry *stateEntry
 }

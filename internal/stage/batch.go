@@ -13,12 +13,16 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/state"
+	"github.com/flecht-dev/flecht/internal/statekey"
 )
 
 // stateEntry is one state key's state during a transaction.
 type stateEntry struct {
 	orig    []byte // as it stood before the transaction (nil: none)
 	current attr.State
+	// raw is the current state's canonical bytes (nil: none) instead of
+	// current, for a transformer that sees state as bytes (byteState).
+	raw     []byte
 	touched bool
 	// final is the entry's bytes at the end of the transaction (set when
 	// it is sealed), where the next transaction's orig starts.
@@ -169,23 +173,49 @@ func (r *Runner) decode(rec *kgo.Record) (decoded, string) {
 // stateKey sets the record's state key from the template, or says why the
 // record has none it may use.
 func (r *Runner) stateKey(d *decoded) string {
-	in := d.in
-	switch {
-	case !r.stateful || r.template.IsDefault():
-		// The message key; a stateless stage never looks state up.
-	case in.Tombstone && r.template.UsesValue():
-		d.keyless = true
-	case r.guardKeys && strings.ContainsRune(in.Key, r.keySep):
-		return fmt.Sprintf("key %q contains %q, which state_key %q needs to tell where the key ends: this key and another could share a state key from two partitions (the silent split); keep %q out of keys or change state_key (see flecht lint state-key)",
-			in.Key, string(r.keySep), r.template.String(), string(r.keySep))
-	default:
-		sk, err := r.template.Render(in.Key, in.Value.View())
-		if err != nil {
-			return err.Error()
-		}
-		d.stateKey = sk
+	if !r.stateful {
+		return "" // the message key; a stateless stage never looks state up
 	}
-	return ""
+	sk, keyless, reason := r.keys.StateKey(d.in)
+	if reason == "" {
+		d.stateKey, d.keyless = sk, keyless
+	}
+	return reason
+}
+
+// KeyRule derives a record's state key from a stage's state_key template,
+// guarding the separator that tells where the message key ends.
+type KeyRule struct {
+	template *statekey.Template
+	sep      rune
+	guard    bool
+}
+
+// NewKeyRule is the rule of template t.
+func NewKeyRule(t *statekey.Template) KeyRule {
+	sep, guard := t.KeySeparator()
+	return KeyRule{template: t, sep: sep, guard: guard}
+}
+
+// StateKey is in's state key; keyless marks a tombstone under a template
+// that reads the value (it has none), and reason says why the record is
+// invalid instead. in.Value must be decoded when the template reads it.
+func (k KeyRule) StateKey(in *Incoming) (sk string, keyless bool, reason string) {
+	switch t := k.template; {
+	case t.IsDefault():
+		return in.Key, false, ""
+	case in.Tombstone && t.UsesValue():
+		return "", true, ""
+	case k.guard && strings.ContainsRune(in.Key, k.sep):
+		return "", false, fmt.Sprintf("key %q contains %q, which state_key %q needs to tell where the key ends: this key and another could share a state key from two partitions (the silent split); keep %q out of keys or change state_key (see flecht lint state-key)",
+			in.Key, string(k.sep), t.String(), string(k.sep))
+	default:
+		sk, err := t.Render(in.Key, in.Value.View())
+		if err != nil {
+			return "", false, err.Error()
+		}
+		return sk, false, ""
+	}
 }
 
 // loadState finds a state key's state for the open transaction: its own,
@@ -199,13 +229,13 @@ func (r *Runner) loadState(t *task, sk string) (*stateEntry, error) {
 	e := &stateEntry{}
 	if sealed := t.sealed; sealed != nil {
 		if prev, ok := sealed.states[sk]; ok {
-			e.orig, e.current = prev.final, prev.current
+			e.orig, e.current, e.raw = prev.final, prev.current, prev.final
 			states[sk] = e
 			return e, nil
 		}
 	}
 	if c, ok := t.cache.get(sk); ok {
-		e.orig, e.current = c.raw, c.state
+		e.orig, e.current, e.raw = c.raw, c.state, c.raw
 		states[sk] = e
 		return e, nil
 	}
@@ -214,7 +244,9 @@ func (r *Runner) loadState(t *task, sk string) (*stateEntry, error) {
 		if err != nil {
 			return nil, err
 		}
-		if ok {
+		if ok && r.byteState {
+			e.orig, e.raw = v, v // bytes are all it needs: no decoding
+		} else if ok {
 			st, _, err := attr.Decode[attr.State](v)
 			if err != nil {
 				return nil, fmt.Errorf("state of %q in the changelog does not decode: %w", sk, err)
@@ -243,7 +275,9 @@ func (r *Runner) stateWrites(t *task, tx *txn) ([]state.Write, error) {
 	for _, k := range keys {
 		e := tx.states[k]
 		var value []byte
-		if e.current.Len() > 0 {
+		if r.byteState {
+			value = e.raw
+		} else if e.current.Len() > 0 {
 			b, err := e.current.Bytes()
 			if err != nil {
 				return nil, fmt.Errorf("state of %q: %w", k, err)

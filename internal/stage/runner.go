@@ -78,16 +78,18 @@ type Runner struct {
 	log        *slog.Logger
 	configs    *ConfigStore
 
-	tf       Transformer
-	raw      RawTransformer // tf's raw path, when it has one the state key allows
-	stateful bool
-	admin    *kgo.Client
-	consumer *kgo.Client
+	tf  Transformer
+	raw RawTransformer // tf's raw path, when it has one the state key allows
+	// batchTF, when tf is one, makes each task's instance; its state is
+	// kept as bytes (byteState).
+	batchTF   BatchTransformer
+	byteState bool
+	stateful  bool
+	admin     *kgo.Client
+	consumer  *kgo.Client
 
-	// keySep, when guardKeys is set, is the rune no key may hold for the
-	// state key to refine it (statekey.Template.KeySeparator).
-	keySep    rune
-	guardKeys bool
+	// keys derives state keys, guarding the template's separator.
+	keys KeyRule
 
 	counts *kafkax.PartitionCounts // of output topics
 
@@ -151,9 +153,8 @@ func NewRunner(o Options) *Runner {
 	for i, t := range o.Stage.InputTopics {
 		order[t] = i
 	}
-	sep, guard := o.Stage.Template.KeySeparator()
 	return &Runner{
-		keySep: sep, guardKeys: guard,
+		keys:  NewKeyRule(o.Stage.Template),
 		stage: o.Stage, cluster: o.Cluster, clientID: o.ClientID, stateDir: o.StateDir,
 		changelog: o.Stage.ChangelogTopic(), template: o.Stage.Template, topicOrder: order,
 		txnTimeout: o.TransactionTimeout, session: o.SessionTimeout, obs: o.Metrics, log: o.Log,
@@ -220,6 +221,9 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	}
 	if raw, ok := tf.(RawTransformer); ok && !r.template.UsesValue() {
 		r.raw = raw
+	}
+	if b, ok := tf.(BatchTransformer); ok {
+		r.batchTF, r.byteState, r.raw = b, true, nil
 	}
 	if !r.template.IsDefault() && !r.stateful {
 		r.log.Warn("state_key is set but the transformer keeps no state; it has no effect")

@@ -211,13 +211,21 @@ transform: {builtin: count, output_topic: refined}
 
 func TestCountExactlyOnceAcrossRestarts(t *testing.T) {
 	f := newFixture(t)
+	st := stageFile(t, countStage)
+	exactlyOnceAcrossRestarts(t, f, "count-app", func(dir, client string) *running { return f.start(st, dir, client) })
+}
+
+// exactlyOnceAcrossRestarts runs a count stage of app (raw → refined, 3
+// partitions each, which it creates) over 600 records, stops it, and
+// starts it again on an empty state directory for 600 more: the state
+// comes back from the changelog, so each of the 12 keys counts 1..100.
+func exactlyOnceAcrossRestarts(t *testing.T, f *fixture, app string, start func(stateDir, clientID string) *running) {
+	t.Helper()
 	f.topic("raw", 3)
 	f.topic("refined", 3)
-	st := stageFile(t, countStage)
 	dir := t.TempDir()
-
 	f.produce("raw", keyed(600, 12, "a")...)
-	r := f.start(st, filepath.Join(dir, "one"), "one")
+	r := start(filepath.Join(dir, "one"), "one")
 	waitFor(t, 30*time.Second, "first 600 outputs", func() bool { return len(f.read("refined")) >= 600 })
 	if err := r.stop(t); err != nil {
 		t.Fatalf("stop: %v", err)
@@ -226,7 +234,7 @@ func TestCountExactlyOnceAcrossRestarts(t *testing.T) {
 	// Restart with an empty state dir: state must come back from the
 	// changelog, so seq continues rather than restarting at 1.
 	f.produce("raw", keyed(600, 12, "b")...)
-	r = f.start(st, filepath.Join(dir, "two"), "two")
+	r = start(filepath.Join(dir, "two"), "two")
 	waitFor(t, 30*time.Second, "1200 outputs", func() bool { return len(f.read("refined")) >= 1200 })
 	if err := r.stop(t); err != nil {
 		t.Fatalf("stop: %v", err)
@@ -248,14 +256,14 @@ func TestCountExactlyOnceAcrossRestarts(t *testing.T) {
 	}
 	// The changelog holds one entry per key with the final count.
 	latest := map[string]string{}
-	for _, c := range f.read("count-app-changelog") {
+	for _, c := range f.read(app + "-changelog") {
 		latest[string(c.Key)] = string(c.Value)
 	}
 	if len(latest) != 12 || latest["key-0"] != `{"seq":100}` {
 		t.Errorf("changelog latest: %d keys, key-0 = %s", len(latest), latest["key-0"])
 	}
 	// The group's offsets were committed inside the transactions.
-	offs, err := f.adm.FetchOffsets(context.Background(), "count-app")
+	offs, err := f.adm.FetchOffsets(context.Background(), app)
 	if err != nil {
 		t.Fatal(err)
 	}

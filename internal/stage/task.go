@@ -55,6 +55,13 @@ type task struct {
 	cache *stateCache // committed state of recently used keys
 	em    emitter     // reused by every Transform call
 
+	// A BatchTransformer's instance, and the records queued for its next
+	// call (batchcall.go).
+	bt        BatchTask
+	calls     []Call
+	callKeys  map[string]struct{}
+	callBytes int
+
 	beat *health.Worker // busy in a step, or waiting for work
 }
 
@@ -160,6 +167,15 @@ func (t *task) end(mode endMode) error {
 func (t *task) run() {
 	defer close(t.done)
 	defer t.beat.Done()
+	if bf := t.r.batchTF; bf != nil {
+		bt, err := bf.NewBatchTask(context.Background(), t.n)
+		if err != nil {
+			t.fail(fmt.Errorf("task %d: %w", t.n, err))
+			return
+		}
+		t.bt, t.callKeys = bt, map[string]struct{}{}
+		defer bt.Close(context.Background())
+	}
 	defer func() {
 		if t.timer != nil {
 			t.timer.Stop()
@@ -217,6 +233,9 @@ func (t *task) process(m taskMsg) error {
 	ctx := context.Background()
 	for i, rec := range m.recs {
 		if t.atCap() {
+			if err := t.flushCalls(ctx); err != nil {
+				return err
+			}
 			if err := t.seal(); err != nil {
 				return err
 			}
@@ -234,9 +253,16 @@ func (t *task) process(m taskMsg) error {
 		}
 		tx.records++
 		tx.offsets[rec.Topic] = rec.Offset + 1
-		if err := t.r.processRecord(ctx, t, rec); err != nil {
+		process := t.r.processRecord
+		if t.bt != nil {
+			process = t.r.queueRecord
+		}
+		if err := process(ctx, t, rec); err != nil {
 			return err
 		}
+	}
+	if err := t.flushCalls(ctx); err != nil {
+		return err
 	}
 	return t.commitIfDue()
 }

@@ -141,17 +141,27 @@ type Metrics struct {
 }
 
 // Builtin names built-in stage logic and holds its own options, decoded by
-// the builtin itself (strictly) with DecodeOptions.
+// the builtin itself (strictly) with DecodeOptions. A transformer's
+// transform: may instead name a WebAssembly module (Module).
 type Builtin struct {
-	Name    string    `yaml:"builtin" json:"builtin"`
+	Name string `yaml:"builtin" json:"builtin"`
+	// Module, when set, is the team's own transform logic: transform:
+	// {module: FILE.wasm, ...} instead of a builtin.
+	Module  *Module   `yaml:"-" json:"-"`
 	Options yaml.Node `yaml:"-" json:"-"`
 	options map[string]any
 }
 
-// UnmarshalYAML keeps every key but builtin as the builtin's options.
+// UnmarshalYAML keeps every key but builtin as the builtin's options; a
+// mapping with a module: key is a Module, decoded strictly.
 func (b *Builtin) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: expected a mapping with a builtin: key", n.Line)
+		return fmt.Errorf("line %d: expected a mapping with a builtin: or a module: key", n.Line)
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "module" {
+			return b.unmarshalModule(n)
+		}
 	}
 	rest := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n.Line, Column: n.Column}
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -173,8 +183,12 @@ func (b *Builtin) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// MarshalJSON shows the builtin with its options, for `-o json` views.
+// MarshalJSON shows the builtin with its options, or the module, for
+// `-o json` views.
 func (b *Builtin) MarshalJSON() ([]byte, error) {
+	if b.Module != nil {
+		return json.Marshal(b.Module)
+	}
 	out := map[string]any{"builtin": b.Name}
 	for k, v := range b.options {
 		out[k] = v
@@ -250,6 +264,9 @@ func Load(path string) (*Stage, error) {
 		return nil, fmt.Errorf("stage file %s: %w", path, err)
 	}
 	s.Path = path
+	if s.Transform != nil && s.Transform.Module != nil {
+		s.Transform.Module.resolve(path)
+	}
 	return s, nil
 }
 
@@ -300,6 +317,9 @@ func Parse(data []byte) (*Stage, error) {
 	}
 	if err := s.validate(); err != nil {
 		return nil, err
+	}
+	if s.Transform != nil && s.Transform.Module != nil {
+		s.Transform.Module.resolve("") // Load resolves it against the file's directory
 	}
 	return s, nil
 }
@@ -367,8 +387,13 @@ func (s *Stage) validate() error {
 		if len(s.InputTopics) == 0 {
 			bad("a transformer needs input_topics")
 		}
-		if s.Transform == nil || s.Transform.Name == "" {
-			bad("a transformer needs transform: {builtin: NAME, ...}")
+		switch {
+		case s.Transform == nil || (s.Transform.Name == "" && s.Transform.Module == nil):
+			bad("a transformer needs transform: {builtin: NAME, ...} or transform: {module: FILE.wasm, output_topics: [...]}")
+		case s.Transform.Module != nil:
+			for _, p := range s.Transform.Module.problems() {
+				bad("transform: %s", p)
+			}
 		}
 		if s.Extract != nil || s.MQTT != nil {
 			bad("extract: and mqtt: belong to extractor and mqtt stages, not a transformer")
@@ -380,7 +405,10 @@ func (s *Stage) validate() error {
 		if len(s.ConfigTopics) == 0 {
 			bad("an %s needs config_topics", s.Kind)
 		}
-		if s.Extract == nil || s.Extract.Name == "" {
+		switch {
+		case s.Extract != nil && s.Extract.Module != nil:
+			bad("extract: runs a builtin; a WebAssembly module runs in a transformer (kind: transformer, transform: {module: ...})")
+		case s.Extract == nil || s.Extract.Name == "":
 			bad("an %s needs extract: {builtin: NAME, ...}", s.Kind)
 		}
 		if s.Transform != nil {

@@ -207,6 +207,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count, nested: {a: [1, x]}, every: 1h, fields: &f [a], more: *f}\n"))
 	f.Add([]byte("application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\nmqtt: {session_expiry: 2h}\n"))
 	f.Add([]byte("application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\nmqtt: {url: \"mqtts://m:8883\", ca_file: /ca.pem, cert_file: /c.pem, key_file: /c.key}\n"))
+	f.Add([]byte("application_id: m\nkind: transformer\ninput_topics: [t]\ntransform: {module: x.wasm, sha256: " + strings.Repeat("a", 64) +
+		", output_topics: [o], config: {a: [1, {b: 2.5}]}, memory_limit: 16MiB, time_limit: 250ms, stateless: true}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data)
 		if err == nil && s.Template == nil {

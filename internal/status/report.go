@@ -20,7 +20,10 @@ type Report struct {
 	Changelog    Changelog    `json:"changelog"`
 	Throughput   *Throughput  `json:"throughput"`
 	Transactions Transactions `json:"transactions"`
-	Notes        []string     `json:"notes"`
+	// Modules says which module each instance runs: only with
+	// --metrics-url.
+	Modules *Modules `json:"modules,omitempty"`
+	Notes   []string `json:"notes"`
 }
 
 // Input is one input partition.
@@ -106,6 +109,12 @@ func Build(app string, prev, cur *Sample) *Report {
 	}
 	if len(cur.Inputs) == 0 {
 		r.Notes = append(r.Notes, "no input topics: give --input-topics or -f stage.yaml (the group has no commits or assignments to learn them from)")
+	}
+	if cur.Instances != nil {
+		r.Modules = buildModules(cur.Request, cur.Instances)
+		if n := cur.Request.Expect.Module.Unread(); n != "" {
+			r.Notes = append(r.Notes, n)
+		}
 	}
 	if prev != nil {
 		r.Throughput = throughput(prev, cur, r.Lag)

@@ -1,6 +1,7 @@
 // Package status takes samples of a stage's state in Kafka — its group and
 // members, its input offsets and lag, its changelog, its open transactions —
-// and turns two of them into a report with throughput. Take does the I/O;
+// and, given its instances' metrics endpoints, which module each runs; and
+// turns two samples into a report with throughput. Take does the I/O;
 // Build is pure, so the report's arithmetic is tested without a broker.
 package status
 
@@ -37,6 +38,13 @@ type Request struct {
 	// ClientIDs name MQTT bridge instances: their transactional IDs are
 	// APP-<client_id> (SPEC §1).
 	ClientIDs []string
+	// MetricsURLs are the instances' metrics endpoints: each sample
+	// scrapes them once to tell which module each runs.
+	MetricsURLs []string
+	// Expect is what the stage file says the instances run, and StageFile
+	// its path as a command names it, shell-quoted (both zero without -f).
+	Expect    Expect
+	StageFile string
 }
 
 // OwnsTransactionalID reports whether a transactional ID is the stage's
@@ -82,6 +90,8 @@ type Sample struct {
 	Ends        map[TP]int64
 	Changelog   Changelog
 	Transaction Transactions
+	// Instances say what each of Request.MetricsURLs runs (nil without).
+	Instances []Instance
 }
 
 // Changelog describes the stage's changelog topic.
@@ -122,7 +132,7 @@ type PendingTransaction struct {
 // Pending transaction states: everything between begin and the markers.
 var pendingStates = map[string]bool{"Ongoing": true, "PrepareCommit": true, "PrepareAbort": true, "PrepareEpochFence": true}
 
-// Take samples the stage now.
+// Take samples the stage now, scraping Request.MetricsURLs when given.
 func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
 	adm := kadm.NewClient(cl)
 	s := &Sample{Request: req, At: time.Now(), Partitions: map[string][]int32{}, Committed: map[TP]int64{}, Starts: map[TP]int64{}, Ends: map[TP]int64{}}
@@ -174,6 +184,9 @@ func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
 		return nil, err
 	}
 	s.Transaction = takeTransactions(ctx, adm, req)
+	if len(req.MetricsURLs) > 0 {
+		s.Instances = ScrapeInstances(ctx, nil, req.MetricsURLs)
+	}
 	s.At = time.Now()
 	return s, nil
 }

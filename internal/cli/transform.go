@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/module"
+	"github.com/flecht-dev/flecht/internal/scaffold"
+	"github.com/flecht-dev/flecht/internal/ui"
+	"github.com/flecht-dev/flecht/sdk/abi"
+)
+
+// NewCmdTransform builds `flecht transform`, the commands for the people
+// who write and ship transform modules.
+func NewCmdTransform(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "transform <command>",
+		Short: "Write, test and inspect WebAssembly transform modules",
+		Long: `A transformer can run the team's own logic as a WebAssembly module instead
+of a builtin:
+
+    transform:
+      module: ./enrich.wasm          # beside the stage file
+      sha256: 9f86d081…              # optional: refuse any other file
+      output_topics: [sensors.enriched]
+      config: {lookup: device}       # the module's own settings
+      memory_limit: 64MiB            # per instance; one instance per task
+      time_limit: 1s                 # per record of a call
+
+The module runs exactly once like a builtin: its outputs, its state and the
+input offsets commit in one transaction per task. It is deterministic by
+construction (no clock but the record's event time, no randomness but a
+seed per record, no files, network or environment), so a replay with a
+fixed module rewrites what the broken one wrote.
+
+The ABI (ABI v` + fmt.Sprint(abi.Version) + `) is language-neutral; docs/modules.md in the repository
+describes it. Go modules use the SDK in sdk/ (package transform), which
+'flecht transform new' sets up.`,
+		Args: usageArgs(cobra.NoArgs),
+	}
+	cmd.AddCommand(NewCmdTransformTest(f, nil), NewCmdTransformInspect(f, nil), NewCmdTransformNew(f, nil))
+	return cmd
+}
+
+// TransformInspectOptions are the inputs of `flecht transform inspect`.
+type TransformInspectOptions struct {
+	IO      *ui.IOStreams
+	Printer func() *ui.Printer
+	Module  string
+}
+
+// NewCmdTransformInspect builds `flecht transform inspect`.
+func NewCmdTransformInspect(f *Factory, runF func(*TransformInspectOptions) error) *cobra.Command {
+	opts := &TransformInspectOptions{IO: f.IO, Printer: f.Printer}
+	cmd := &cobra.Command{
+		Use:   "inspect MODULE.wasm",
+		Short: "Show a module's ABI version, exports, imports and digest, and whether run would take it",
+		Long: `Read a module without running any of its records: its size and sha256 (for
+the stage file's sha256:), the ABI version it declares, what it exports and
+imports (with the deterministic stand-in each WASI import gets), and
+whether 'flecht run' would accept it: exit 0 when it would, 2 with the
+reasons when not. The module is started once, as run does, without a
+config: a module that refuses an empty config is reported, not refused.`,
+		Example: `  flecht transform inspect bin/modules/count.wasm
+  flecht transform inspect enrich.wasm -o json | jq -r .sha256`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Module = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return runTransformInspect(cmd.Context(), opts)
+		},
+	}
+	return cmd
+}
+
+func runTransformInspect(ctx context.Context, opts *TransformInspectOptions) error {
+	info, err := module.Inspect(ctx, opts.Module)
+	if err != nil {
+		return exitcode.UsageError(err)
+	}
+	if err := opts.Printer().Print(info, func(h *ui.Human) error { printInspect(h, info); return nil }); err != nil {
+		return err
+	}
+	if !info.Accepted {
+		return &exitcode.Silent{Code: exitcode.Usage}
+	}
+	return nil
+}
+
+func printInspect(h *ui.Human, info *module.Info) {
+	abiText := "none declared"
+	if len(info.ABIVersions) > 0 {
+		parts := make([]string, len(info.ABIVersions))
+		for i, v := range info.ABIVersions {
+			parts[i] = fmt.Sprintf("v%d", v)
+		}
+		abiText = strings.Join(parts, ", ")
+	}
+	h.KV(
+		[2]string{"module", info.Path},
+		[2]string{"size", fmt.Sprintf("%d bytes", info.Size)},
+		[2]string{"sha256", info.SHA256},
+		[2]string{"abi", abiText + h.Faint(fmt.Sprintf(" (this flecht runs v%d)", abi.Version))},
+	)
+	h.Printf("\n%s\n", h.Head("EXPORTS"))
+	var rows [][]string
+	for _, e := range info.Exports {
+		rows = append(rows, []string{e.Name, e.Kind, e.Signature})
+	}
+	h.Table([]string{"NAME", "KIND", "SIGNATURE"}, rows)
+	h.Printf("\n%s\n", h.Head("IMPORTS"))
+	rows = nil
+	for _, im := range info.Imports {
+		what := im.StandIn
+		switch {
+		case !im.Allowed:
+			what = h.Bad("refused")
+		case im.Module == abi.HostModule:
+			what = "flecht host function"
+		}
+		rows = append(rows, []string{im.Module + "." + im.Name, im.Signature, what})
+	}
+	if len(rows) == 0 {
+		h.Printf("%s\n", h.Faint("none"))
+	} else {
+		h.Table([]string{"IMPORT", "SIGNATURE", "STAND-IN"}, rows)
+	}
+	h.Printf("\n")
+	if info.Accepted {
+		h.Printf("%s\n", h.Good("flecht run accepts this module"))
+		if info.SetupNote != "" {
+			h.Printf("%s\n", h.Faint(info.SetupNote))
+		}
+		return
+	}
+	h.Printf("%s\n", h.Bad("flecht run refuses this module:"))
+	for _, p := range info.Problems {
+		h.Printf("  - %s\n", p)
+	}
+}
+
+// TransformNewOptions are the inputs of `flecht transform new`.
+type TransformNewOptions struct {
+	IO   *ui.IOStreams
+	Lang string
+	Dir  string
+}
+
+// NewCmdTransformNew builds `flecht transform new`.
+func NewCmdTransformNew(f *Factory, runF func(*TransformNewOptions) error) *cobra.Command {
+	opts := &TransformNewOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "new --lang go DIR",
+		Short: "Start a module project that builds and passes its own tests",
+		Long: `Write a new module project into DIR (new, or empty): a working module (a
+running total per key), its Go tests, sample records with the answers
+expected of them, a stage file that runs it, a Makefile, and a copy of the
+SDK, so that it builds without fetching anything:
+
+    cd DIR && make test     # go test, then flecht transform test`,
+		Example: `  flecht transform new --lang go ./payments-total`,
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Dir = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return runTransformNew(opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Lang, "lang", "go", "the module's language: "+strings.Join(scaffold.Languages, ", "))
+	return cmd
+}
+
+func runTransformNew(opts *TransformNewOptions) error {
+	name, err := scaffold.NameFor(opts.Dir)
+	if err != nil {
+		return exitcode.UsageError(err)
+	}
+	flecht := "flecht"
+	if exe, err := os.Executable(); err == nil && filepath.IsAbs(exe) {
+		flecht = exe
+	}
+	files, err := scaffold.Write(opts.Dir, opts.Lang, scaffold.Project{Name: name, Flecht: flecht})
+	if err != nil {
+		var pathErr *os.PathError
+		if errors.As(err, &pathErr) {
+			return err
+		}
+		return exitcode.UsageError(err)
+	}
+	sdkFiles := 0
+	for _, f := range files {
+		if strings.HasPrefix(f, scaffold.SDKDir+"/") {
+			sdkFiles++
+			continue
+		}
+		fmt.Fprintf(opts.IO.Out, "wrote %s\n", filepath.Join(opts.Dir, f))
+	}
+	fmt.Fprintf(opts.IO.Out, "wrote %s (the SDK, %d files)\n\nNext:\n  cd %s && make test\n", filepath.Join(opts.Dir, scaffold.SDKDir), sdkFiles, shellQuote(opts.Dir))
+	return nil
+}

@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flecht-dev/flecht/internal/module/moduletest"
+)
+
+// moduleEnv keeps compiled modules out of the developer's own cache.
+func moduleEnv(t *testing.T) map[string]string {
+	return map[string]string{"FLECHT_CACHE_DIR": t.TempDir()}
+}
+
+func TestTransformInspect(t *testing.T) {
+	count := moduletest.Example(t, "count")
+	r := run(t, moduleEnv(t), "", "transform", "inspect", count)
+	if r.code != 0 || !strings.Contains(r.out, "flecht run accepts this module") || !strings.Contains(r.out, "flecht_abi_v1") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	r = run(t, moduleEnv(t), "", "transform", "inspect", count, "-o", "json")
+	var info struct {
+		SHA256   string `json:"sha256"`
+		Accepted bool   `json:"accepted"`
+		ABI      []int  `json:"abi_versions"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &info); err != nil || r.code != 0 || len(info.SHA256) != 64 || !info.Accepted || len(info.ABI) != 1 {
+		t.Fatalf("json: %v %+v\n%s", err, info, r.out)
+	}
+	bad := moduletest.Build(t, filepath.Join("..", "module", "testdata", "modules"), "./readsfile")
+	r = run(t, moduleEnv(t), "", "transform", "inspect", bad)
+	if r.code != 2 || !strings.Contains(r.out, "flecht run refuses this module") || !strings.Contains(r.out, "path_open") {
+		t.Fatalf("a module that reads files: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	text := filepath.Join(t.TempDir(), "x.wasm")
+	if err := os.WriteFile(text, []byte("#!/bin/sh\necho hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, moduleEnv(t), "", "transform", "inspect", text)
+	if r.code != 2 || !strings.Contains(r.err, "is not a WebAssembly module") {
+		t.Fatalf("a shell script: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+}
+
+// Each example module's expected results hold, through a stage file as an
+// SRE would run them.
+func TestTransformTestExamples(t *testing.T) {
+	for _, tc := range []struct{ name, config, stateless, extra string }{
+		{"count", "", "", ""},
+		{"enrich", "{lookup: device, into: meta, missing: reject}", "true", "--configs=testdata/configs.json"},
+		{"alarm", "{field: temperature, high: 30, low: 25}", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(moduletest.Root(), "examples", "modules", tc.name)
+			stage := filepath.Join(t.TempDir(), "stage.yaml")
+			// The example's own stage file, pointed at the module built here.
+			raw, err := os.ReadFile(filepath.Join(dir, "stage.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			yaml := strings.Replace(string(raw), "../../../bin/modules/"+tc.name+".wasm", moduletest.Example(t, tc.name), 1)
+			if err := os.WriteFile(stage, []byte(yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"transform", "test", "-f", stage, "--input", filepath.Join(dir, "testdata", "records.jsonl"),
+				"--expect", filepath.Join(dir, "testdata", "expected.jsonl")}
+			if tc.extra != "" {
+				args = append(args, strings.Replace(tc.extra, "testdata/", filepath.Join(dir, "testdata")+"/", 1))
+			}
+			r := run(t, moduleEnv(t), "", args...)
+			if r.code != 0 || !strings.Contains(r.out, "as "+filepath.Join(dir, "testdata", "expected.jsonl")+" expects") {
+				t.Fatalf("exit %d\n%s%s", r.code, r.out, r.err)
+			}
+		})
+	}
+}
+
+func TestTransformTestDiffExits4(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(`{"key":"a","value":{"t":1}}`+"\n"+`{"key":"a","value":{"t":2}}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	count := moduletest.Example(t, "count")
+	r := run(t, moduleEnv(t), "", "transform", "test", "-m", count, "--output-topics", "out", "--input", in, "-o", "json")
+	if r.code != 0 || strings.Count(r.out, "\n") != 2 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	expect := filepath.Join(dir, "expect.jsonl")
+	if err := os.WriteFile(expect, []byte(r.out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, moduleEnv(t), "", "transform", "test", "-m", count, "--output-topics", "out", "--input", in, "--expect", expect); r.code != 0 {
+		t.Fatalf("its own output as expected: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	wrong := strings.Replace(r.out, `"seq":2`, `"seq":3`, 1)
+	if err := os.WriteFile(expect, []byte(wrong), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, moduleEnv(t), "", "transform", "test", "-m", count, "--output-topics", "out", "--input", in, "--expect", expect)
+	if r.code != 4 || !strings.Contains(r.err, "record 2 (input/0@1)") || !strings.Contains(r.err, `"seq":3`) {
+		t.Fatalf("a wrong expectation: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+}
+
+func TestTransformTestRefusals(t *testing.T) {
+	count := moduletest.Example(t, "count")
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(`{"key":"a","valu":{"t":1}}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--input", in}, "give the module with -m"},
+		{[]string{"-m", count}, "give the records with --input"},
+		{[]string{"-m", count, "--input", in}, `line 1: not a record`},
+		{[]string{"-m", count, "--input", in, "-f", "x.yaml"}, "-f takes the module"},
+		{[]string{"-m", count, "--input", in, "--config", "[1]"}, "--config: want a JSON object"},
+		{[]string{"-m", count, "--input", in, "--state-key", "{value.x}{"}, "--state-key"},
+	} {
+		r := run(t, moduleEnv(t), "", append([]string{"transform", "test"}, tc.args...)...)
+		if r.code != 2 || !strings.Contains(r.err, tc.want) {
+			t.Errorf("%v: exit %d, want 2 with %q\n%s", tc.args, r.code, tc.want, r.err)
+		}
+	}
+}
+
+// A module failing on a record exits 1 naming the module and the record.
+func TestTransformTestModuleFailureExits1(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	if err := os.WriteFile(in, []byte(`{"key":"a","value":{"do":"panic"},"topic":"raw","partition":3,"offset":41}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := moduletest.Build(t, filepath.Join("..", "module", "testdata", "modules"), "./misbehave")
+	r := run(t, moduleEnv(t), "", "transform", "test", "-m", bad, "--output-topics", "out", "--input", in)
+	if r.code != 1 || !strings.Contains(r.err, "module misbehave.wasm (sha256 ") || !strings.Contains(r.err, "failed on raw/3@41: panic: asked to panic") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.out, r.err)
+	}
+}
+
+// transform new makes a project that builds and passes its own tests as
+// written: go test, the WebAssembly build, and flecht transform test over
+// its sample records.
+func TestTransformNewBuildsAndPasses(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "payments-total")
+	r := run(t, moduleEnv(t), "", "transform", "new", "--lang", "go", dir)
+	if r.code != 0 || !strings.Contains(r.out, "make test") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	for _, args := range [][]string{{"test", "./..."}, {"vet", "./..."}} {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %v in the new project: %v\n%s", args, err, out)
+		}
+	}
+	wasm := moduletest.Build(t, dir, ".")
+	r = run(t, moduleEnv(t), "", "transform", "test", "-m", wasm, "--output-topics", "totals",
+		"--input", filepath.Join(dir, "testdata", "records.jsonl"), "--expect", filepath.Join(dir, "testdata", "expected.jsonl"))
+	if r.code != 0 {
+		t.Fatalf("transform test over its sample: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	// A second new into the same directory refuses, and so does a name
+	// that cannot name a module.
+	if r := run(t, moduleEnv(t), "", "transform", "new", dir); r.code != 2 || !strings.Contains(r.err, "is not empty") {
+		t.Errorf("into a project: exit %d %s", r.code, r.err)
+	}
+	if r := run(t, moduleEnv(t), "", "transform", "new", filepath.Join(t.TempDir(), "9lives")); r.code != 2 || !strings.Contains(r.err, "cannot name a module") {
+		t.Errorf("a bad name: exit %d %s", r.code, r.err)
+	}
+	if r := run(t, moduleEnv(t), "", "transform", "new", "--lang", "rust", filepath.Join(t.TempDir(), "x")); r.code != 2 || !strings.Contains(r.err, "--lang") {
+		t.Errorf("rust: exit %d %s", r.code, r.err)
+	}
+}
+
+// A stage file whose module cannot run exits 2 before it connects: no
+// broker is needed to find out.
+func TestRunRefusesABadModuleBeforeConnecting(t *testing.T) {
+	dir := t.TempDir()
+	bad := moduletest.Build(t, filepath.Join("..", "module", "testdata", "modules"), "./abiv2")
+	stage := filepath.Join(dir, "stage.yaml")
+	yaml := "application_id: m\nkind: transformer\ninput_topics: [in]\ntransform:\n  module: " + bad + "\n  output_topics: [out]\n"
+	if err := os.WriteFile(stage, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, moduleEnv(t), "", "run", "-f", stage, "-b", "127.0.0.1:1", "--client-id", "c")
+	if r.code != 2 || !strings.Contains(r.err, "declares ABI v2, and this flecht runs ABI v1") || strings.Contains(r.err, "127.0.0.1:1") {
+		t.Fatalf("exit %d\n%s", r.code, r.err)
+	}
+	pinned := strings.Replace(yaml, bad, moduletest.Example(t, "count"), 1) + "  sha256: " + strings.Repeat("0", 64) + "\n"
+	if err := os.WriteFile(stage, []byte(pinned), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, moduleEnv(t), "", "run", "-f", stage, "-b", "127.0.0.1:1", "--client-id", "c")
+	if r.code != 2 || !strings.Contains(r.err, "but the stage file pins "+strings.Repeat("0", 64)) {
+		t.Fatalf("a pin mismatch: exit %d\n%s", r.code, r.err)
+	}
+}
+
+// FuzzParseTestRecord: whatever a line of --input holds, it is a record or
+// an error, never a panic.
+func FuzzParseTestRecord(f *testing.F) {
+	for _, seed := range []string{
+		`{"key": "dev-1", "value": {"t": 20}, "timestamp": "2026-01-01T00:00:00Z"}`,
+		`{"key": null, "value": null, "topic": "raw", "partition": 2, "offset": 9, "headers": {"a": "b", "n": null}}`,
+		`{"key": "k", "value_base64": "AAE=", "timestamp": 17}`,
+		`{"key": "k", "value_text": "x", "value": {}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		rec, err := parseTestRecord(line, map[string]int64{})
+		if err == nil && (rec == nil || rec.Topic == "" || rec.Partition < 0 || rec.Offset < 0) {
+			t.Fatalf("%q parsed to %+v", line, rec)
+		}
+	})
+}

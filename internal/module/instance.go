@@ -1,0 +1,391 @@
+package module
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/flecht-dev/flecht/sdk/abi"
+)
+
+// Instance is one task's instance of a module: its own memory, nothing
+// shared with another task's. Not safe for concurrent use: a task calls
+// it from its own goroutine.
+type Instance struct {
+	m         *Module
+	partition int32
+	mod       api.Module
+	buffer    api.Function
+	transform api.Function
+	init      api.Function
+	log       *moduleLog
+	stdout    *logWriter
+	stderr    *logWriter
+	ctx       context.Context // carries the instance to the host functions
+
+	bufPtr, bufCap uint32
+	stack          []uint64
+
+	// batch is the call in progress (nil between calls): the clock and the
+	// random source read its current record.
+	batch *Batch
+	// broken is why the instance can no longer be called.
+	broken error
+	// abandoned: a call ran over its time limit and was left running; the
+	// next host function it calls ends it (halt).
+	abandoned atomic.Bool
+	// memory backs the module's linear memory; Close releases it.
+	memory *linearMemory
+}
+
+// Batch is the input of one call: the records, in the ABI's layout, and
+// what the host needs to know of each (for the clock, the random source
+// and errors). Reuse one: Reset keeps its buffers.
+type Batch struct {
+	w    abi.BatchWriter
+	meta []recordMeta
+}
+
+type recordMeta struct {
+	topic     string
+	partition int32
+	offset    int64
+	timestamp int64
+}
+
+// Reset empties the batch.
+func (b *Batch) Reset() {
+	b.w.Reset()
+	b.meta = b.meta[:0]
+}
+
+// Add appends a record; topic is rec.Topic as a string.
+func (b *Batch) Add(rec *abi.Record, topic string) {
+	b.w.Add(rec)
+	b.meta = append(b.meta, recordMeta{topic: topic, partition: rec.Partition, offset: rec.Offset, timestamp: rec.Timestamp})
+}
+
+// Len is the number of records; Size their encoded bytes.
+func (b *Batch) Len() int  { return len(b.meta) }
+func (b *Batch) Size() int { return b.w.Size() }
+
+// Where names record i of the batch: topic/partition@offset.
+func (b *Batch) Where(i int) string {
+	if i < 0 || i >= len(b.meta) {
+		return "?"
+	}
+	r := b.meta[i]
+	return fmt.Sprintf("%s/%d@%d", r.topic, r.partition, r.offset)
+}
+
+// NewInstance instantiates the module for the task of partition: it runs
+// the module's start (WASI _initialize) and its setup with the stage's
+// config.
+func (m *Module) NewInstance(ctx context.Context, partition int32) (*Instance, error) {
+	log := m.opts.Log.With("module", m.spec.Name, "partition", partition)
+	inst := &Instance{m: m, partition: partition, log: newModuleLog(log), stack: make([]uint64, 1)}
+	inst.stdout = &logWriter{log: inst.log, level: slog.LevelInfo, halt: inst.halt}
+	inst.stderr = &logWriter{log: inst.log, level: slog.LevelWarn, stderr: true, halt: inst.halt}
+	inst.ctx = context.WithValue(context.WithoutCancel(ctx), instanceKey{}, inst)
+	startCtx := experimental.WithMemoryAllocator(inst.ctx, experimental.MemoryAllocatorFunc(func(capacity, max uint64) experimental.LinearMemory {
+		inst.memory = newLinearMemory(capacity, max)
+		return inst.memory
+	}))
+	cfg := standIns(wazero.NewModuleConfig().WithName("").WithStartFunctions(abi.ExportInitialize),
+		inst, instanceSeed(m.sha), inst.stdout, inst.stderr)
+	startLimit := max(10*time.Second, 10*m.spec.TimeLimit)
+	err := inst.call(startLimit, func() error {
+		mod, err := m.rt.InstantiateModule(startCtx, m.compiled, cfg)
+		inst.mod = mod
+		return err
+	})
+	if err != nil {
+		if inst.abandoned.Load() {
+			return nil, fmt.Errorf("%s did not start within %s", m.label(), startLimit)
+		}
+		err = inst.failure("failed to start", err, "")
+		inst.Close(ctx)
+		return nil, err
+	}
+	inst.buffer = inst.mod.ExportedFunction(abi.ExportBuffer)
+	inst.transform = inst.mod.ExportedFunction(abi.ExportTransform)
+	inst.init = inst.mod.ExportedFunction(abi.ExportInit)
+	if err := inst.setup(startLimit); err != nil {
+		inst.Close(ctx)
+		return nil, err
+	}
+	return inst, nil
+}
+
+// call runs fn, a call into the module, on a goroutine of its own and
+// waits at most limit for it. wazero cannot stop compiled code that runs
+// over (only at the price of a check in every loop: see compile), so a
+// call over its limit is abandoned: the instance is broken, the module
+// keeps its memory, and the call ends the next time it calls a host
+// function (halt); a loop that calls none runs on until the process exits,
+// which a stage whose module ran over its limit is about to do.
+func (inst *Instance) call(limit time.Duration, fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		inst.abandoned.Store(true)
+		inst.m.abandoned.Store(true)
+		return errTimeLimit
+	}
+}
+
+var errTimeLimit = errors.New("ran over its time limit")
+
+// halt ends an abandoned call at the host function it calls next.
+func (inst *Instance) halt() {
+	if inst.abandoned.Load() {
+		panic(sys.NewExitError(sys.ExitCodeDeadlineExceeded))
+	}
+}
+
+// setup hands the module its setup document; a refusal is a LoadError:
+// the stage file's config is wrong for the module.
+func (inst *Instance) setup(limit time.Duration) error {
+	if inst.init == nil {
+		return nil
+	}
+	m := inst.m
+	topics := m.spec.OutputTopics
+	if topics == nil {
+		topics = []string{}
+	}
+	doc, err := json.Marshal(struct {
+		ApplicationID string          `json:"application_id"`
+		Partition     int32           `json:"partition"`
+		OutputTopics  []string        `json:"output_topics"`
+		Module        string          `json:"module"`
+		Config        json.RawMessage `json:"config"`
+		Stateless     bool            `json:"stateless"`
+	}{m.spec.ApplicationID, inst.partition, topics, m.spec.Name, m.spec.Config, m.spec.Stateless})
+	if err != nil {
+		return err
+	}
+	if err := inst.write(doc); err != nil {
+		return err
+	}
+	inst.stack[0] = api.EncodeI32(int32(len(doc)))
+	if err := inst.call(limit, func() error { return inst.init.CallWithStack(inst.ctx, inst.stack) }); err != nil {
+		if errors.Is(err, errTimeLimit) {
+			return inst.brk(fmt.Errorf("%s ran over its time limit in its setup (%s)", m.label(), limit))
+		}
+		return inst.failure("failed in its setup", err, "")
+	}
+	refusal, err := inst.answer(inst.stack[0])
+	if err != nil {
+		return err
+	}
+	if len(refusal) > 0 {
+		return &LoadError{Path: m.spec.Path, Err: &SetupRefusal{Reason: clip(string(refusal), 1024)}}
+	}
+	return nil
+}
+
+// write puts b in the module's input buffer, growing it first if needed.
+func (inst *Instance) write(b []byte) error {
+	if uint32(len(b)) > inst.bufCap || inst.bufPtr == 0 {
+		size := max(uint32(len(b)), 64<<10)
+		inst.stack[0] = api.EncodeI32(int32(size))
+		err := inst.call(inst.m.spec.TimeLimit, func() error { return inst.buffer.CallWithStack(inst.ctx, inst.stack) })
+		switch {
+		case errors.Is(err, errTimeLimit):
+			return inst.brk(fmt.Errorf("%s ran over its time limit (%s) giving a buffer", inst.m.label(), inst.m.spec.TimeLimit))
+		case err != nil:
+			return inst.failure("failed to give a buffer", err, "")
+		}
+		ptr := api.DecodeU32(inst.stack[0])
+		if ptr == 0 {
+			return inst.brk(fmt.Errorf("%s gave no buffer of %d bytes (%s returned 0)", inst.m.label(), size, abi.ExportBuffer))
+		}
+		inst.bufPtr, inst.bufCap = ptr, size
+	}
+	if !inst.mod.Memory().Write(inst.bufPtr, b) {
+		return inst.brk(fmt.Errorf("%s gave a buffer at %d that lies outside its memory", inst.m.label(), inst.bufPtr))
+	}
+	return nil
+}
+
+// answer reads an address<<32|length result out of the module's memory;
+// the bytes alias it until the next call.
+func (inst *Instance) answer(v uint64) ([]byte, error) {
+	ptr, n := uint32(v>>32), uint32(v)
+	if n == 0 {
+		return nil, nil
+	}
+	b, ok := inst.mod.Memory().Read(ptr, n)
+	if !ok {
+		return nil, inst.brk(fmt.Errorf("%s answered with bytes %d to %d, outside its memory", inst.m.label(), ptr, uint64(ptr)+uint64(n)))
+	}
+	return b, nil
+}
+
+// Transform runs one call over the batch and returns the module's results
+// in the ABI's layout; they alias the module's memory until the next call.
+func (inst *Instance) Transform(b *Batch) ([]byte, error) {
+	if inst.broken != nil {
+		return nil, inst.broken
+	}
+	if err := inst.write(b.w.Bytes()); err != nil {
+		return nil, err
+	}
+	limit := inst.m.spec.TimeLimit * time.Duration(b.Len())
+	inst.batch = b
+	inst.log.callStarts()
+	start := time.Now()
+	inst.stack[0] = api.EncodeI32(int32(b.w.Size()))
+	err := inst.call(limit, func() error { return inst.transform.CallWithStack(inst.ctx, inst.stack) })
+	if o := inst.m.opts.Observe; o != nil {
+		o(b.Len(), time.Since(start))
+	}
+	if errors.Is(err, errTimeLimit) {
+		// The abandoned call still reads the batch: leave it be.
+		return nil, inst.brk(fmt.Errorf("%s ran over its time limit (time_limit %s per record, %d in the call) on %s",
+			inst.m.label(), inst.m.spec.TimeLimit, b.Len(), inst.where()))
+	}
+	if err != nil {
+		return nil, inst.failure("failed", err, inst.where())
+	}
+	inst.batch = nil
+	out, err := inst.answer(inst.stack[0])
+	if err != nil {
+		return nil, err
+	}
+	if out == nil && b.Len() > 0 {
+		return nil, inst.brk(fmt.Errorf("%s answered a batch of %d records with no results", inst.m.label(), b.Len()))
+	}
+	return out, nil
+}
+
+// current is the record the module works on, for the clock and the random
+// source: the cursor in the batch's header says which.
+func (inst *Instance) current() (int64, [32]byte, bool) {
+	b := inst.batch
+	if b == nil || inst.mod == nil {
+		return 0, [32]byte{}, false
+	}
+	i, ok := inst.mod.Memory().ReadUint32Le(inst.bufPtr + abi.CursorOffset)
+	if !ok || int(i) >= len(b.meta) {
+		return 0, [32]byte{}, false
+	}
+	r := b.meta[i]
+	return r.timestamp, recordSeed(r.topic, r.partition, r.offset), true
+}
+
+// where names the record the module was working on, from its cursor, or
+// the batch's records when the cursor says nothing.
+func (inst *Instance) where() string {
+	b := inst.batch
+	if b == nil {
+		return "no record"
+	}
+	if inst.mod != nil {
+		if i, ok := inst.mod.Memory().ReadUint32Le(inst.bufPtr + abi.CursorOffset); ok && int(i) < b.Len() {
+			return b.Where(int(i))
+		}
+	}
+	if b.Len() == 1 {
+		return b.Where(0)
+	}
+	return fmt.Sprintf("one of %s to %s", b.Where(0), b.Where(b.Len()-1))
+}
+
+// SetupRefusal is a module's refusal of its setup: the stage file's
+// transform.config or output_topics do not suit it.
+type SetupRefusal struct {
+	Reason string
+}
+
+func (e *SetupRefusal) Error() string {
+	return "refuses its setup (transform.config and output_topics in the stage file): " + e.Reason
+}
+
+// Failure is a module's error on a record: a trap, an exit, a time limit,
+// or the module reporting its own failure. The stage stops on it.
+type Failure struct {
+	Msg string
+}
+
+func (e *Failure) Error() string { return e.Msg }
+
+// failure turns an error of a call into the instance's Failure, naming
+// the module, its digest prefix and the record, with what the module last
+// wrote to standard error.
+func (inst *Instance) failure(what string, err error, where string) error {
+	inst.stdout.flush()
+	inst.stderr.flush()
+	var msg strings.Builder
+	fmt.Fprintf(&msg, "%s %s", inst.m.label(), what)
+	if where != "" {
+		fmt.Fprintf(&msg, " on %s", where)
+	}
+	var exit *sys.ExitError
+	switch {
+	case errors.As(err, &exit):
+		fmt.Fprintf(&msg, ": it exited with code %d", exit.ExitCode())
+	default:
+		first, _, _ := strings.Cut(err.Error(), "\n")
+		fmt.Fprintf(&msg, ": it trapped (%s)", first)
+	}
+	if inst.mod != nil {
+		// A runtime out of memory fails to grow it a little short of the
+		// limit: its heap grows in chunks.
+		if used, limit := int64(inst.mod.Memory().Size()), inst.m.spec.MemoryLimit; used >= limit-limit/4 {
+			fmt.Fprintf(&msg, "; %.1f MiB of its memory_limit %d MiB in use", float64(used)/(1<<20), limit>>20)
+		}
+	}
+	if w := inst.log.words(); w != "" {
+		fmt.Fprintf(&msg, "; it wrote to standard error: %q", clip(w, 300))
+	}
+	return inst.brk(&Failure{Msg: msg.String()})
+}
+
+// brk marks the instance unusable with err and returns err.
+func (inst *Instance) brk(err error) error {
+	if inst.broken == nil {
+		inst.broken = err
+	}
+	return err
+}
+
+// Close ends the instance and frees its memory, unless a call of it was
+// abandoned and may still run.
+func (inst *Instance) Close(ctx context.Context) {
+	inst.stdout.flush()
+	inst.stderr.flush()
+	if inst.abandoned.Load() {
+		return
+	}
+	if inst.mod != nil {
+		_ = inst.mod.Close(ctx)
+	}
+	if inst.memory != nil {
+		inst.memory.release()
+	}
+}
+
+// clip keeps the start of s, n bytes at most.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}

@@ -1,0 +1,5 @@
+package main
+
+import "crypto/rand"
+
+func readRandom(b []byte) (int, error) { return rand.Read(b) }

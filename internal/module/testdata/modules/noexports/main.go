@@ -1,0 +1,4 @@
+// Command noexports is a WASI reactor that exports none of the ABI.
+package main
+
+func main() {}

@@ -1,0 +1,243 @@
+package module
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/sdk/abi"
+	"github.com/flecht-dev/flecht/sdk/wire"
+)
+
+// Transformer runs a module as a stage's transformer, an instance per
+// task (stage.BatchTransformer). It checks everything a module answers
+// before the runner sees it: outputs only to the declared topics, JSON
+// objects as values and state, no record over 1 MiB.
+type Transformer struct {
+	m         *Module
+	outputs   []string
+	stateless bool
+}
+
+// NewTransformer makes m the transformer of a stage; a stateless one
+// (Spec.Stateless) has no changelog and may set no state.
+func NewTransformer(m *Module) *Transformer {
+	return &Transformer{m: m, outputs: slices.Clone(m.spec.OutputTopics), stateless: m.spec.Stateless}
+}
+
+// Module is the transformer's module.
+func (t *Transformer) Module() *Module { return t.m }
+
+// OutputTopics are the topics the module may write to; startup checks
+// they exist.
+func (t *Transformer) OutputTopics() []string { return t.outputs }
+
+// Stateless reports whether the stage keeps no state.
+func (t *Transformer) Stateless() bool { return t.stateless }
+
+// Transform is never called: the runner calls a BatchTransformer's tasks.
+func (t *Transformer) Transform(context.Context, *stage.Incoming, attr.State, stage.Emit) error {
+	return errors.New("a module transforms batches: the runner calls NewBatchTask")
+}
+
+// NewBatchTask instantiates the module for partition's task.
+func (t *Transformer) NewBatchTask(ctx context.Context, partition int32) (stage.BatchTask, error) {
+	inst, err := t.m.NewInstance(ctx, partition)
+	if err != nil {
+		return nil, err
+	}
+	return &Task{t: t, inst: inst}, nil
+}
+
+// Task is one task's instance of a module transformer.
+type Task struct {
+	t     *Transformer
+	inst  *Instance
+	batch Batch
+	rec   abi.Record
+	rr    abi.ResultReader
+	res   abi.Result
+}
+
+// Close ends the instance.
+func (k *Task) Close(ctx context.Context) { k.inst.Close(ctx) }
+
+// TransformBatch runs one call of the module over calls and fills in
+// their results.
+func (k *Task) TransformBatch(ctx context.Context, calls []stage.Call) error {
+	k.batch.Reset()
+	for i := range calls {
+		k.encode(&calls[i])
+		k.batch.Add(&k.rec, calls[i].Rec.Topic)
+	}
+	out, err := k.inst.Transform(&k.batch)
+	if err != nil {
+		return err
+	}
+	// The results alias the module's memory until its next call, and the
+	// outputs live until their transaction is produced: one copy for all.
+	owned := append([]byte(nil), out...)
+	k.rr.Reset(owned)
+	for i := range calls {
+		if err := k.rr.Next(&k.res); err != nil {
+			return k.inst.brk(fmt.Errorf("%s answered with results that do not read (ABI v%d): %w", k.t.m.label(), abi.Version, err))
+		}
+		if err := k.take(&calls[i], &k.res, i); err != nil {
+			return err
+		}
+	}
+	if err := k.rr.End(); err != nil {
+		return k.inst.brk(fmt.Errorf("%s answered with results that do not read (ABI v%d): %w", k.t.m.label(), abi.Version, err))
+	}
+	return nil
+}
+
+// encode fills k.rec with c's record. The bytes alias c's record and
+// strings, which the batch only copies.
+func (k *Task) encode(c *stage.Call) {
+	rec := c.Rec
+	r := &k.rec
+	*r = abi.Record{Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp.UnixMilli(),
+		Topic: bytesOf(rec.Topic), Key: rec.Key, Value: rec.Value, StateKey: bytesOf(c.StateKey), Headers: r.Headers[:0]}
+	if rec.Key == nil {
+		r.Flags |= abi.RecordKeyNull
+	}
+	if rec.Value == nil {
+		r.Flags |= abi.RecordValueNull
+	}
+	if c.NoStateKey {
+		r.Flags |= abi.RecordNoStateKey
+		r.StateKey = nil
+	} else if c.State != nil {
+		r.Flags |= abi.RecordHasState
+		r.State = c.State
+	}
+	for _, h := range rec.Headers {
+		r.Headers = append(r.Headers, abi.Header{Key: bytesOf(h.Key), Value: h.Value})
+	}
+}
+
+// take checks one result and fills in c.
+func (k *Task) take(c *stage.Call, res *abi.Result, i int) error {
+	where := func() string { return k.batch.Where(i) } // for errors only
+	switch res.Kind {
+	case abi.ResultRejected:
+		c.Rejected = string(res.Reason)
+		if c.Rejected == "" {
+			c.Rejected = "rejected by " + k.t.m.label()
+		}
+		return nil
+	case abi.ResultFailed:
+		return k.inst.brk(&Failure{Msg: fmt.Sprintf("%s failed on %s: %s", k.t.m.label(), where(), clip(string(res.Reason), 2048))})
+	}
+	for j := range res.Messages {
+		m, err := k.message(c.Rec, &res.Messages[j])
+		if err != nil {
+			return k.inst.brk(fmt.Errorf("%s on %s, message %d: %w", k.t.m.label(), where(), j, err))
+		}
+		c.Messages = append(c.Messages, m)
+	}
+	switch res.StateAction {
+	case abi.StateDelete:
+		c.SetState, c.NewState = true, nil
+	case abi.StateSet:
+		st, err := canonicalState(res.State)
+		if err != nil {
+			return k.inst.brk(fmt.Errorf("%s on %s: its new state %w", k.t.m.label(), where(), err))
+		}
+		if len(st)+len(c.StateKey) > MaxMessageBytes {
+			return k.inst.brk(fmt.Errorf("%s on %s: its new state is %d bytes, over the changelog's limit of %d (1 MiB)", k.t.m.label(), where(), len(st), MaxMessageBytes))
+		}
+		c.SetState, c.NewState = true, st
+	}
+	return nil
+}
+
+// message checks one output and makes it a stage.Message: the input's
+// event time and headers unless the module gave its own.
+func (k *Task) message(in *kgo.Record, m *abi.Message) (stage.Message, error) {
+	topic := string(m.Topic)
+	if !slices.Contains(k.t.outputs, topic) {
+		return stage.Message{}, fmt.Errorf("it sent to topic %q, which is not among the stage's output_topics %q: declare it there", topic, k.t.outputs)
+	}
+	size := len(m.Key) + len(m.Value)
+	for _, h := range m.Headers {
+		size += len(h.Key) + len(h.Value)
+	}
+	if size > MaxMessageBytes {
+		return stage.Message{}, fmt.Errorf("its record to %s is %d bytes, over the limit of %d (1 MiB)", topic, size, MaxMessageBytes)
+	}
+	out := stage.Message{Topic: topic, RawKey: m.Key, Timestamp: in.Timestamp, Headers: in.Headers}
+	switch {
+	case m.Flags&abi.MessageKeyNull != 0:
+		out.RawKey, out.NullKey = nil, true
+	case !utf8.Valid(m.Key):
+		return stage.Message{}, fmt.Errorf("its record to %s has a key that is not valid UTF-8", topic)
+	case m.Key == nil:
+		out.RawKey = []byte{}
+	}
+	if m.Flags&abi.MessageValueNull != 0 {
+		out.Tombstone = true
+	} else {
+		if err := checkObject(m.Value); err != nil {
+			return stage.Message{}, fmt.Errorf("its record to %s has a value that is not a JSON object: %w", topic, err)
+		}
+		out.RawValue = m.Value
+		if out.RawValue == nil {
+			out.RawValue = []byte{}
+		}
+	}
+	if m.Flags&abi.MessageTimestamp != 0 {
+		out.Timestamp = time.UnixMilli(m.Timestamp)
+	}
+	if m.Flags&abi.MessageHeaders != 0 {
+		out.Headers = make([]kgo.RecordHeader, len(m.Headers))
+		for i, h := range m.Headers {
+			out.Headers[i] = kgo.RecordHeader{Key: string(h.Key), Value: h.Value}
+		}
+	}
+	if m.Flags&abi.MessagePartition != 0 {
+		out.Partition, out.Explicit = m.Partition, true
+	}
+	return out, nil
+}
+
+// checkObject accepts a JSON object, as the runner would decode it: the
+// canonical form at once, anything else through the strict decoder.
+func checkObject(v []byte) error {
+	if wire.IsCanonicalObject(v) {
+		return nil
+	}
+	_, err := wire.DecodeObject(v)
+	return err
+}
+
+// canonicalState is a module's new state in the canonical form the
+// changelog holds (an empty object deletes the state: nil).
+func canonicalState(st []byte) ([]byte, error) {
+	if !wire.IsCanonicalObject(st) {
+		obj, err := wire.DecodeObject(st)
+		if err != nil {
+			return nil, fmt.Errorf("is not a JSON object: %w", err)
+		}
+		if st, err = wire.Marshal(obj); err != nil {
+			return nil, fmt.Errorf("cannot be written canonically: %w", err)
+		}
+	}
+	if string(st) == "{}" {
+		return nil, nil
+	}
+	return st, nil
+}
+
+// bytesOf views s as bytes without copying; the bytes must not be
+// written to.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

@@ -1,0 +1,91 @@
+//go:build wasip1
+
+package transform
+
+import (
+	"encoding/binary"
+	"os"
+	"runtime"
+	"unsafe"
+
+	"github.com/flecht-dev/flecht/sdk/internal/bridge"
+)
+
+// The module's side of the ABI (docs/modules.md): the exports the host
+// calls, and the imports it provides.
+
+//go:wasmexport flecht_abi_v1
+func abiV1() {}
+
+// buffer is where the host writes each call's input.
+var buffer []byte
+
+//go:wasmexport flecht_buffer
+func flechtBuffer(size int32) int32 {
+	if size < 0 {
+		return 0
+	}
+	if int(size) > len(buffer) {
+		buffer = make([]byte, max(int(size), 64<<10))
+	}
+	return int32(uintptr(unsafe.Pointer(unsafe.SliceData(buffer))))
+}
+
+//go:wasmexport flecht_init
+func flechtInit(n int32) int64 {
+	refusal := setup(buffer[:n])
+	return answer([]byte(refusal))
+}
+
+//go:wasmexport flecht_transform
+func flechtTransform(n int32) int64 {
+	batch := buffer[:n]
+	out := transformBatch(batch, func(i int) {
+		binary.LittleEndian.PutUint32(batch[4:], uint32(i))
+	})
+	return answer(out)
+}
+
+// kept holds the last answer until the next call, so the host can read it.
+var kept []byte
+
+func answer(b []byte) int64 {
+	kept = b
+	if len(b) == 0 {
+		return 0
+	}
+	return int64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))<<32 | int64(len(b))
+}
+
+//go:wasmimport flecht config_get
+func hostConfigGet(keyPtr, keyLen, bufPtr, bufCap uint32) int32
+
+//go:wasmimport flecht log
+func hostLog(level, ptr, n uint32)
+
+var lookupBuf = make([]byte, 4<<10)
+
+func init() {
+	printPanic = func(s string) { os.Stderr.WriteString(s) }
+	bridge.Lookup = func(key string) ([]byte, bool) {
+		kp := uint32(uintptr(unsafe.Pointer(unsafe.StringData(key))))
+		for {
+			n := hostConfigGet(kp, uint32(len(key)), uint32(uintptr(unsafe.Pointer(unsafe.SliceData(lookupBuf)))), uint32(len(lookupBuf)))
+			runtime.KeepAlive(key)
+			switch {
+			case n < 0:
+				return nil, false
+			case int(n) <= len(lookupBuf):
+				return append([]byte(nil), lookupBuf[:n]...), true
+			}
+			lookupBuf = make([]byte, n)
+		}
+	}
+	bridge.Log = func(level int, msg string) {
+		if msg == "" {
+			return
+		}
+		hostLog(uint32(level), uint32(uintptr(unsafe.Pointer(unsafe.StringData(msg)))), uint32(len(msg)))
+		runtime.KeepAlive(msg)
+	}
+}
