@@ -263,13 +263,11 @@ func loadRunnable(f *Factory, path string) (*stagefile.Stage, error) {
 			return nil, exitcode.UsageError(err)
 		}
 		if st.Transform.Module != nil {
-			// Checked here, before any stage of the process connects; the
-			// run loads it again from the compilation cache.
-			m, err := loadModule(context.Background(), f, st, slog.New(slog.DiscardHandler), nil, nil)
-			if err != nil {
+			// Checked before any stage of the process connects, and kept
+			// for the stage's run.
+			if err := checkModule(f, st, log); err != nil {
 				return nil, err
 			}
-			m.Close(context.Background())
 		}
 	case stagefile.KindExtractor:
 		if err := extract.CheckStage(st); err != nil {

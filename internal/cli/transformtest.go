@@ -44,6 +44,8 @@ type TransformTestOptions struct {
 	Log          *slog.Logger
 	// CacheDir keeps compiled modules (FLECHT_CACHE_DIR).
 	CacheDir string
+	// OnStuck ends the process when a module call cannot be stopped.
+	OnStuck func(error)
 }
 
 const transformTestLong = `Run a module over sample records, without Kafka, exactly as 'flecht run'
@@ -89,6 +91,7 @@ func NewCmdTransformTest(f *Factory, runF func(*TransformTestOptions) error) *co
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Log = runLogger(f)
+			opts.OnStuck = stuckModuleExits(f, opts.Log)
 			if runF != nil {
 				return runF(opts)
 			}
@@ -171,7 +174,7 @@ func runTransformTest(ctx context.Context, opts *TransformTestOptions) error {
 			return exitcode.UsageError(fmt.Errorf("--expect: %w", err))
 		}
 	}
-	m, err := module.Load(ctx, spec, module.Options{CacheDir: opts.CacheDir, Log: opts.Log.With("test", true),
+	m, err := module.Load(ctx, spec, module.Options{CacheDir: opts.CacheDir, Log: opts.Log.With("test", true), OnStuck: opts.OnStuck,
 		Configs: func(key string) ([]byte, bool) { b, ok := configs[key]; return b, ok }})
 	if err != nil {
 		var le *module.LoadError

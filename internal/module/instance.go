@@ -41,11 +41,15 @@ type Instance struct {
 	batch *Batch
 	// broken is why the instance can no longer be called.
 	broken error
-	// abandoned: a call ran over its time limit and was left running; the
-	// next host function it calls ends it (halt).
+	// abandoned: a call ran over its time limit; the next host function it
+	// calls ends it (halt), and the instance is broken.
 	abandoned atomic.Bool
 	// memory backs the module's linear memory; Close releases it.
 	memory *linearMemory
+	// deadline is when the call in progress runs out of time (UnixNano,
+	// 0 between calls); timer calls expire then.
+	deadline atomic.Int64
+	timer    *time.Timer
 }
 
 // Batch is the input of one call: the records, in the ABI's layout, and
@@ -127,27 +131,57 @@ func (m *Module) NewInstance(ctx context.Context, partition int32) (*Instance, e
 	return inst, nil
 }
 
-// call runs fn, a call into the module, on a goroutine of its own and
-// waits at most limit for it. wazero cannot stop compiled code that runs
-// over (only at the price of a check in every loop: see compile), so a
-// call over its limit is abandoned: the instance is broken, the module
-// keeps its memory, and the call ends the next time it calls a host
-// function (halt); a loop that calls none runs on until the process exits,
-// which a stage whose module ran over its limit is about to do.
+// call runs fn, a call into the module, on the caller's goroutine, under a
+// time limit. wazero cannot stop compiled code that runs over (only at the
+// price of a check in every loop: see compile); instead, once the limit
+// has passed, the next host function the call calls ends it (halt): a
+// module's runtime reads the clock, yields or writes often. A call that
+// calls none (a bare loop) does not return; after a grace period
+// Options.OnStuck is told, and `flecht run` exits (the restart recovers;
+// nothing of the open transaction commits). A goroutine per call would
+// grow a fresh stack for wazero every time, which costs more than many a
+// call.
 func (inst *Instance) call(limit time.Duration, fn func() error) error {
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-timer.C:
-		inst.abandoned.Store(true)
-		inst.m.abandoned.Store(true)
+	inst.deadline.Store(time.Now().Add(limit).UnixNano())
+	if inst.timer == nil {
+		inst.timer = time.AfterFunc(limit, inst.expire)
+	} else {
+		inst.timer.Reset(limit)
+	}
+	err := fn()
+	inst.deadline.Store(0)
+	inst.timer.Stop()
+	if inst.abandoned.Load() {
 		return errTimeLimit
 	}
+	return err
 }
+
+// expire runs when a call's time is up: it marks the call abandoned, for
+// halt, and waits a grace period for it to return.
+func (inst *Instance) expire() {
+	d := inst.deadline.Load()
+	if d == 0 || time.Now().UnixNano() < d {
+		return // the call ended (or another began) meanwhile
+	}
+	inst.abandoned.Store(true)
+	inst.m.abandoned.Store(true)
+	grace := max(stuckGrace, inst.m.spec.TimeLimit)
+	time.AfterFunc(grace, func() {
+		if inst.deadline.Load() != d {
+			return
+		}
+		err := fmt.Errorf("%s ran over its time limit (time_limit %s per record) on %s and calls nothing that would end it (a loop): it cannot be stopped",
+			inst.m.label(), inst.m.spec.TimeLimit, inst.where())
+		if stuck := inst.m.opts.OnStuck; stuck != nil {
+			stuck(err)
+		}
+	})
+}
+
+// stuckGrace is how long a call over its limit has to call a host
+// function (and so end) before it counts as stuck.
+const stuckGrace = time.Second
 
 var errTimeLimit = errors.New("ran over its time limit")
 
@@ -257,7 +291,6 @@ func (inst *Instance) Transform(b *Batch) ([]byte, error) {
 		o(b.Len(), time.Since(start))
 	}
 	if errors.Is(err, errTimeLimit) {
-		// The abandoned call still reads the batch: leave it be.
 		return nil, inst.brk(fmt.Errorf("%s ran over its time limit (time_limit %s per record, %d in the call) on %s",
 			inst.m.label(), inst.m.spec.TimeLimit, b.Len(), inst.where()))
 	}
@@ -366,13 +399,16 @@ func (inst *Instance) brk(err error) error {
 	return err
 }
 
-// Close ends the instance and frees its memory, unless a call of it was
-// abandoned and may still run.
+// Close ends the instance and frees its memory, unless a call of it is
+// still running (stuck: see call).
 func (inst *Instance) Close(ctx context.Context) {
 	inst.stdout.flush()
 	inst.stderr.flush()
-	if inst.abandoned.Load() {
+	if inst.deadline.Load() != 0 {
 		return
+	}
+	if inst.timer != nil {
+		inst.timer.Stop()
 	}
 	if inst.mod != nil {
 		_ = inst.mod.Close(ctx)

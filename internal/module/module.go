@@ -75,6 +75,9 @@ type Options struct {
 	// Observe is told, after each call, how many records it carried and
 	// how long the module ran.
 	Observe func(records int, d time.Duration)
+	// OnStuck is told of a call that ran over its time limit and cannot
+	// be ended (see Instance.call); the caller's goroutine stays in it.
+	OnStuck func(error)
 }
 
 // Module is a loaded, checked and compiled module: make an Instance per
@@ -228,8 +231,9 @@ func (m *Module) compile(ctx context.Context, code []byte) error {
 }
 
 // Close releases the module's runtime and every instance made from it,
-// unless a call was abandoned: it may still run in the runtime's memory,
-// which then stays until the process exits (as it is about to).
+// unless a call ran over its time limit: it may still run in the
+// runtime's memory, which then stays until the process exits (as it is
+// about to).
 func (m *Module) Close(ctx context.Context) {
 	if m.rt != nil && !m.abandoned.Load() {
 		_ = m.rt.Close(ctx)

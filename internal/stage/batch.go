@@ -14,6 +14,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/state"
 	"github.com/flecht-dev/flecht/internal/statekey"
+	"github.com/flecht-dev/flecht/sdk/wire"
 )
 
 // stateEntry is one state key's state during a transaction.
@@ -245,7 +246,13 @@ func (r *Runner) loadState(t *task, sk string) (*stateEntry, error) {
 			return nil, err
 		}
 		if ok && r.byteState {
-			e.orig, e.raw = v, v // bytes are all it needs: no decoding
+			// Bytes are all it needs, in the canonical form a module may
+			// rely on; anything else is decoded once and written so.
+			raw, err := canonicalState(v)
+			if err != nil {
+				return nil, fmt.Errorf("state of %q in the changelog does not decode: %w", sk, err)
+			}
+			e.orig, e.raw = v, raw
 		} else if ok {
 			st, _, err := attr.Decode[attr.State](v)
 			if err != nil {
@@ -342,4 +349,16 @@ func (c *stateCache) apply(tx *txn) {
 			c.put(k, e.final, e.current)
 		}
 	}
+}
+
+// canonicalState is a stored state in the canonical form.
+func canonicalState(v []byte) ([]byte, error) {
+	if wire.IsCanonicalObject(v) {
+		return v, nil
+	}
+	st, _, err := attr.Decode[attr.State](v)
+	if err != nil {
+		return nil, err
+	}
+	return st.Bytes()
 }

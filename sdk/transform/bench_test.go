@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/flecht-dev/flecht/sdk/abi"
-	"github.com/flecht-dev/flecht/sdk/wire"
 )
 
 // BenchmarkCountBatch runs a count handler (the count example's) over a
@@ -14,18 +13,10 @@ func BenchmarkCountBatch(b *testing.B) {
 	handler = func(rec *Record, out *Output) error {
 		seq, _ := rec.State().Int("seq")
 		seq++
-		value, err := wire.With(rec.Value(), "seq", seq)
-		if err != nil {
+		if err := out.SendWith("counted", rec.KeyBytes(), rec.Value(), "seq", seq); err != nil {
 			return Reject("%v", err)
 		}
-		if err := out.SendBytes("counted", rec.KeyBytes(), value); err != nil {
-			return err
-		}
-		state, err := wire.With(rec.State().Bytes(), "seq", seq)
-		if err != nil {
-			return err
-		}
-		return out.SetState(state)
+		return out.SetStateWith(rec.State().Bytes(), "seq", seq)
 	}
 	defer func() { handler = nil }()
 	var w abi.BatchWriter

@@ -230,6 +230,8 @@ func skipValue(b []byte, i int) int {
 			if depth == 0 {
 				return i
 			}
+		case ' ', '\t', '\n', '\r':
+			return -1 // not the canonical form: decode instead
 		}
 		i++
 		if depth == 0 && i < len(b) && (b[i] == ',' || b[i] == '}') {

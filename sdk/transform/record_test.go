@@ -44,6 +44,11 @@ func TestStateReadsWithoutDecoding(t *testing.T) {
 			t.Errorf("%s: a member found in a broken object", bad)
 		}
 	}
+	// A state not in the canonical form (spaced) is decoded instead.
+	spaced := State{raw: []byte(`{"seq": 41, "z" : [1, 2]}`)}
+	if n, ok := spaced.Int("seq"); !ok || n != 41 {
+		t.Errorf("a spaced state: %d %v", n, ok)
+	}
 	// An escaped name takes the decoding path.
 	esc := State{raw: []byte(`{"a\"b":1,"seq":3}`)}
 	if n, ok := esc.Int("seq"); !ok || n != 3 {

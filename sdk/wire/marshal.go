@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -152,7 +153,9 @@ func appendValue(dst []byte, v any, depth int) ([]byte, error) {
 		// nesting counts afresh, wherever it stands.
 		return appendValue(dst, w, 0)
 	}
-	return dst, fmt.Errorf("no JSON form for %T", v)
+	// reflect.TypeOf, not %T: v must not escape, or every caller's value
+	// would be boxed on the heap (costly inside a module).
+	return dst, fmt.Errorf("no JSON form for %s", reflect.TypeOf(v))
 }
 
 // appendObject writes an object with its members sorted by key. Byte order

@@ -1,6 +1,9 @@
 package wire
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // With returns the canonical form of the JSON object raw with member name
 // set to value (any value Marshal takes). A canonical object takes the
@@ -30,7 +33,7 @@ func AppendWith(dst, raw []byte, name string, value any) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
-	obj[name] = value
+	obj[name] = json.RawMessage(v) // its encoding: value itself must not escape
 	return AppendMarshal(dst, obj)
 }
 

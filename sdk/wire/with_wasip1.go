@@ -4,6 +4,7 @@ package wire
 
 import (
 	"runtime"
+	"strconv"
 	"unsafe"
 )
 
@@ -20,6 +21,14 @@ func hostJSONSet(objPtr, objLen, namePtr, nameLen, valuePtr, valueLen, outPtr, o
 var scratch = make([]byte, 0, 256)
 
 func memberValue(value any) ([]byte, error) {
+	switch x := value.(type) { // the usual members, without Marshal's dispatch
+	case int64:
+		scratch = strconv.AppendInt(scratch[:0], x, 10)
+		return scratch, nil
+	case int:
+		scratch = strconv.AppendInt(scratch[:0], int64(x), 10)
+		return scratch, nil
+	}
 	b, err := AppendMarshal(scratch[:0], value)
 	if err != nil {
 		return nil, err
