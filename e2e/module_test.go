@@ -380,3 +380,50 @@ func TestModuleAssemblyScript(t *testing.T) {
 		t.Fatalf("changelog: %d keys, k7 = %s", len(counts), counts["k7"])
 	}
 }
+
+// A rollout stopped half way: two instances of one group run two modules.
+// status --metrics-url and doctor say which runs which, on the real broker.
+func TestModuleHalfRolledOut(t *testing.T) {
+	app, in, out := runnerTopics(t, 2)
+	if err := client(t).ProduceSync(testCtx(t, time.Minute), &kgo.Record{Topic: in, Key: []byte("k"), Value: []byte(`{"i":1}`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	v1, v2 := moduletest.Example(t, "count"), misbehaving(t) // misbehave counts like count
+	env := cacheEnv(t)
+	old := moduleStageFile(t, app, in, out, v1, "")
+	updated := moduleStageFile(t, app, in, out, v2, "")
+	a := startProc(t, "half-a", false, env, "run", "-f", old, "--client-id", "half-a", "--state-dir", t.TempDir(),
+		"-b", brokers, "--metrics-listen", "127.0.0.1:0", "--session-timeout", testSessionTimeout)
+	b := startProc(t, "half-b", false, env, "run", "-f", updated, "--client-id", "half-b", "--state-dir", t.TempDir(),
+		"-b", brokers, "--metrics-listen", "127.0.0.1:0", "--session-timeout", testSessionTimeout)
+	urls := a.metricsURL() + "," + b.metricsURL()
+	waitUntil(t, time.Minute, "both instances to export their module", func() bool {
+		for _, p := range []*proc{a, b} {
+			body, err := p.tryScrape()
+			if err != nil || !strings.Contains(body, "flechtwerk_module_info") {
+				return false
+			}
+		}
+		return true
+	})
+	out1, errOut, code := runFlecht(t, "", "status", "-f", updated, "--metrics-url", urls, "--interval", "0", "-b", brokers)
+	if code != 0 || !strings.Contains(out1, "misbehave.wasm") || !strings.Contains(out1, "count.wasm") || !strings.Contains(out1, "different modules") {
+		t.Fatalf("status: exit %d\n%s%s", code, out1, errOut)
+	}
+	out2, errOut, code := runFlecht(t, "", "doctor", "-f", updated, "--metrics-url", urls, "--interval", "1s", "-b", brokers, "-o", "json")
+	var rep struct {
+		Findings []struct{ Check, Subject, Message string }
+	}
+	if err := json.Unmarshal([]byte(out2), &rep); err != nil || code != 4 {
+		t.Fatalf("doctor: exit %d (%v)\n%s%s", code, err, out2, errOut)
+	}
+	found := false
+	for _, f := range rep.Findings {
+		if f.Check == "module" && f.Subject == a.metricsURL() {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("doctor names no module finding for %s, which runs the old module: %+v", a.metricsURL(), rep.Findings)
+	}
+}
