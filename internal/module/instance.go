@@ -115,9 +115,10 @@ func (m *Module) NewInstance(ctx context.Context, partition int32) (*Instance, e
 	})
 	if err != nil {
 		if inst.abandoned.Load() {
-			return nil, fmt.Errorf("%s did not start within %s", m.label(), startLimit)
+			err = inst.brk(fmt.Errorf("%s did not start within %s", m.label(), startLimit))
+		} else {
+			err = inst.failure("failed to start", err, "")
 		}
-		err = inst.failure("failed to start", err, "")
 		inst.Close(ctx)
 		return nil, err
 	}

@@ -130,7 +130,7 @@ func (k *Task) take(c *stage.Call, res *abi.Result, i int) error {
 	where := func() string { return k.batch.Where(i) } // for errors only
 	switch res.Kind {
 	case abi.ResultRejected:
-		c.Rejected = string(res.Reason)
+		c.Rejected = clip(string(res.Reason), 1024) // it goes to logs and dead-letter headers
 		if c.Rejected == "" {
 			c.Rejected = "rejected by " + k.t.m.label()
 		}
