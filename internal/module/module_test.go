@@ -2,6 +2,7 @@ package module_test
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"io"
 	"log/slog"
@@ -340,5 +341,47 @@ func TestConfigLookupsAndLogs(t *testing.T) {
 	lines := strings.Count(out, `msg="module log"`)
 	if !strings.Contains(out, `line="line 0"`) || !strings.Contains(out, "module=misbehave.wasm") || lines >= 200 || lines < 10 {
 		t.Errorf("the module's 201 lines became %d log lines (want the burst, not all):\n%.2000s", lines, out)
+	}
+}
+
+// A restart does not compile the module again: the second load finds it
+// in the cache directory the first one filled, and writes nothing there.
+func TestCompilationCacheSurvivesRestarts(t *testing.T) {
+	dir := t.TempDir()
+	path := moduletest.Example(t, "count")
+	snapshot := func() map[string]time.Time {
+		files := map[string]time.Time{}
+		err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				info, err := d.Info()
+				if err != nil {
+					return err
+				}
+				files[p] = info.ModTime()
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+	for i := range 2 {
+		m, err := module.Load(context.Background(), module.Spec{Path: path, OutputTopics: []string{"out"}}, module.Options{CacheDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Close(context.Background())
+		if i == 0 {
+			first := snapshot()
+			if len(first) == 0 {
+				t.Fatal("the first load left nothing in the cache directory")
+			}
+			t.Cleanup(func() {
+				if second := snapshot(); fmt.Sprint(second) != fmt.Sprint(first) {
+					t.Errorf("the second load wrote the cache again (compiled anew):\n%v\nthen\n%v", first, second)
+				}
+			})
+		}
 	}
 }
