@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flecht-dev/flecht/internal/boundedread"
 )
 
 // Mosquitto's defaults for the settings the budget reads (mosquitto.conf(5),
@@ -92,7 +94,7 @@ func ParseMosquittoConf(c *MosquittoConf, name string, data []byte) error {
 			}
 			v, err := strconv.ParseInt(a, 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("%s: %s %q is not a whole number", where, opt, a)
+				return 0, fmt.Errorf("%s: %s %s is not a whole number", where, opt, boundedread.Quote(a))
 			}
 			return v, nil
 		}
@@ -150,7 +152,7 @@ func ParseMosquittoConf(c *MosquittoConf, name string, data []byte) error {
 			case "false":
 				c.QueueQoS0Messages = false
 			default:
-				return fmt.Errorf("%s: queue_qos0_messages %q: use true or false", where, a)
+				return fmt.Errorf("%s: queue_qos0_messages %s: use true or false", where, boundedread.Quote(a))
 			}
 		case "persistent_client_expiration":
 			a, err := arg()
@@ -185,31 +187,35 @@ func ParseMosquittoConf(c *MosquittoConf, name string, data []byte) error {
 // (m is months, as Mosquitto counts them: 30 days; y is 365 days).
 func parseMosquittoDuration(s string) (time.Duration, error) {
 	if len(s) < 2 {
-		return 0, fmt.Errorf("%q: use a number and h, d, w, m or y (e.g. 1d)", s)
+		return 0, fmt.Errorf("%s: use a number and h, d, w, m or y (e.g. 1d)", boundedread.Quote(s))
 	}
 	n, err := strconv.ParseInt(s[:len(s)-1], 10, 32)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%q: use a number and h, d, w, m or y (e.g. 1d)", s)
+		return 0, fmt.Errorf("%s: use a number and h, d, w, m or y (e.g. 1d)", boundedread.Quote(s))
 	}
 	day := 24 * time.Hour
 	unit := map[byte]time.Duration{'h': time.Hour, 'd': day, 'w': 7 * day, 'm': 30 * day, 'y': 365 * day}[s[len(s)-1]]
 	if unit == 0 {
-		return 0, fmt.Errorf("%q: use a number and h, d, w, m or y (e.g. 1d)", s)
+		return 0, fmt.Errorf("%s: use a number and h, d, w, m or y (e.g. 1d)", boundedread.Quote(s))
 	}
 	if time.Duration(n) > math.MaxInt64/unit {
-		return 0, fmt.Errorf("%q is too long", s)
+		return 0, fmt.Errorf("%s is too long", boundedread.Quote(s))
 	}
 	return time.Duration(n) * unit, nil
 }
+
+// MosquittoConfFile is what a mosquitto.conf (and each file of its
+// include_dir) is to a read: settings of a line each.
+var MosquittoConfFile = boundedread.Kind{Name: "mosquitto.conf", Limit: 1 << 20}
 
 // LoadMosquittoConf reads a mosquitto.conf and the *.conf files of its
 // include_dir directories (in name order, as Mosquitto does). A directory
 // that cannot be read is a warning, not an error: the main file still
 // says something.
 func LoadMosquittoConf(path string) (*MosquittoConf, error) {
-	data, err := os.ReadFile(path)
+	data, err := MosquittoConfFile.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading mosquitto.conf: %w", err)
+		return nil, err
 	}
 	c := NewMosquittoConf()
 	c.Path = path
@@ -236,9 +242,9 @@ func LoadMosquittoConf(path string) (*MosquittoConf, error) {
 		sort.Strings(names)
 		for _, n := range names {
 			p := filepath.Join(dir, n)
-			b, err := os.ReadFile(p)
+			b, err := MosquittoConfFile.ReadFile(p)
 			if err != nil {
-				c.Warnings = append(c.Warnings, fmt.Sprintf("%s ignored: %v", p, err))
+				c.Warnings = append(c.Warnings, fmt.Sprintf("ignored: %v", err))
 				continue
 			}
 			if err := ParseMosquittoConf(c, p, b); err != nil {

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flecht-dev/flecht/internal/boundedread/hostile"
+	"github.com/flecht-dev/flecht/internal/exitcode"
 )
 
 func parseConf(t *testing.T, text string) (*MosquittoConf, error) {
@@ -110,13 +113,55 @@ func FuzzMosquittoConf(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	for _, b := range hostile.Corpus(f, "*.conf") {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := NewMosquittoConf()
 		if err := ParseMosquittoConf(c, "f", data); err != nil {
+			if len(err.Error()) > 1024 {
+				t.Fatalf("an error of %d bytes", len(err.Error()))
+			}
 			return
 		}
 		if c.MaxQueuedMessages < 0 || c.MaxQueuedBytes < 0 || c.MaxInflightMessages < 0 || c.MaxInflightBytes < 0 || c.PersistentClientExpirationS < 0 {
 			t.Fatalf("negative limit from %q: %+v", data, c)
 		}
 	})
+}
+
+// testdata/hostile holds mosquitto.conf files that must be refused, each
+// with the error it must get on its first line: naming the file and line,
+// and quoting a clipped value, never a 10 KB one.
+func TestHostileConfsAreRefused(t *testing.T) {
+	for p, b := range hostile.Corpus(t, "*.conf") {
+		_, err := LoadMosquittoConf(p)
+		if want := hostile.Want(t, b); err == nil || !strings.Contains(err.Error(), p+":2: ") || !strings.Contains(err.Error(), want) || len(err.Error()) > 512 {
+			t.Errorf("%s: %.300v, want %q", p, err, want)
+		}
+	}
+}
+
+// A --mosquitto-conf that names something else (/dev/zero, a huge file, a
+// directory) is refused after a bounded read, as a usage error naming the
+// file; in an include_dir such a file is a warning, and the rest is read.
+func TestMosquittoConfRefusesHostilePaths(t *testing.T) {
+	for _, p := range hostile.Paths(t) {
+		_, err := LoadMosquittoConf(p.Path)
+		if err == nil || !strings.HasPrefix(err.Error(), "mosquitto.conf "+p.Path) || exitcode.Code(err) != exitcode.Usage {
+			t.Errorf("%s: %v", p.Name, err)
+		}
+	}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "mosquitto.conf")
+	os.WriteFile(conf, []byte("include_dir conf.d\n"), 0o600)
+	os.Mkdir(filepath.Join(dir, "conf.d"), 0o700)
+	os.WriteFile(filepath.Join(dir, "conf.d", "b.conf"), []byte("max_queued_messages 7\n"), 0o600)
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, "conf.d", "a.conf")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadMosquittoConf(conf)
+	if err != nil || c.MaxQueuedMessages != 7 || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "a.conf is larger than 1 MiB") {
+		t.Errorf("include_dir with /dev/zero: %+v %v", c, err)
+	}
 }

@@ -454,7 +454,7 @@ func (b *budgetInputs) ackLatency(ctx context.Context, opts *BudgetOptions) erro
 			return usagef("--metrics-interval %q: want a duration such as 10s", opts.MetricsInterval)
 		}
 		if opts.IO.IsStderrTTY() {
-			fmt.Fprintf(opts.IO.ErrOut, "\rscraping %s twice, %s apart…\x1b[K", opts.MetricsURL, budget.FormatDuration(interval))
+			fmt.Fprintf(opts.IO.ErrOut, "\rscraping %s twice, %s apart…\x1b[K", ui.Escape(opts.MetricsURL), budget.FormatDuration(interval))
 			defer fmt.Fprint(opts.IO.ErrOut, "\r\x1b[K")
 		}
 		a, err := opts.ScrapeAckLatency(ctx, opts.MetricsURL, interval)
@@ -678,7 +678,7 @@ func runBudgetProbe(ctx context.Context, opts *BudgetProbeOptions) error {
 		}
 	}
 	if opts.IO.IsStderrTTY() {
-		po.Step = func(s string) { fmt.Fprintf(opts.IO.ErrOut, "\r%s…\x1b[K", s) }
+		po.Step = func(s string) { fmt.Fprintf(opts.IO.ErrOut, "\r%s…\x1b[K", ui.Escape(s)) }
 	}
 	res, err := opts.Probe(ctx, po)
 	if po.Step != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/boundedread/hostile"
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/exitcode"
@@ -108,8 +109,8 @@ func TestBudgetUsageErrors(t *testing.T) {
 		"--queue-limit 10 --measure t --since 100000d":            "--window 1m is finer than --since ",
 		"--queue-limit 10 --measure t --window 500us":             "--window \"500us\": want a duration of 1ms or more",
 		"--queue-limit 10 --rate 1/s -f " + transformer:           "is a transformer stage",
-		"--queue-limit 10 --rate 1/s -f /nonexistent/stage.yaml":  "reading stage file",
-		"--rate 1/s --mosquitto-conf /nonexistent/mosquitto.conf": "reading mosquitto.conf",
+		"--queue-limit 10 --rate 1/s -f /nonexistent/stage.yaml":  "stage file /nonexistent/stage.yaml: no such file or directory",
+		"--rate 1/s --mosquitto-conf /nonexistent/mosquitto.conf": "mosquitto.conf /nonexistent/mosquitto.conf: no such file or directory",
 	} {
 		r := run(t, nil, "", append([]string{"budget"}, strings.Fields(args)...)...)
 		if r.code != exitcode.Usage || !strings.Contains(r.err, want) {
@@ -397,5 +398,24 @@ func TestBudgetRefusesReceiveMaximumOutsideMQTTsRange(t *testing.T) {
 	r := run(t, nil, "", "budget", "-f", stage, "--mosquitto-conf", conf, "--rate", "100/s", "--ack-latency", "100ms")
 	if r.code != exitcode.Usage || !strings.Contains(r.err, "use 1 to 65535") {
 		t.Fatalf("exit %d, stderr %q; want 2 naming MQTT's range", r.code, r.err)
+	}
+}
+
+// A --mosquitto-conf or -f that names something else (/dev/zero, a huge
+// file, a directory) is refused after a bounded read, exit 2, naming the
+// file and its limit, where /dev/zero crashed the process out of memory.
+func TestBudgetHostilePaths(t *testing.T) {
+	for _, p := range hostile.Paths(t) {
+		r := run(t, nil, "", "budget", "--rate", "10/s", "--mosquitto-conf", p.Path)
+		if r.code != exitcode.Usage || !strings.Contains(r.err, "mosquitto.conf "+p.Path) {
+			t.Errorf("--mosquitto-conf %s: exit %d %q", p.Name, r.code, r.err)
+		}
+		if !p.Missing && p.Name != "directory" && !strings.Contains(r.err, "larger than 1 MiB") {
+			t.Errorf("--mosquitto-conf %s: the limit is not named: %q", p.Name, r.err)
+		}
+		r = run(t, nil, "", "budget", "--queue-limit", "10", "--rate", "1/s", "-f", p.Path)
+		if r.code != exitcode.Usage || !strings.Contains(r.err, "stage file "+p.Path) {
+			t.Errorf("-f %s: exit %d %q", p.Name, r.code, r.err)
+		}
 	}
 }

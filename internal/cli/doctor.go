@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/doctor"
 	"github.com/flecht-dev/flecht/internal/exitcode"
@@ -151,7 +152,7 @@ func doctorInputs(opts *DoctorOptions) (doctor.Inputs, error) {
 		return in, exitcode.UsageError(err)
 	}
 	if app := strings.TrimSpace(opts.ApplicationID); app != "" && app != st.ApplicationID {
-		return in, usage("the application id %q differs from %s's application_id %q", app, opts.StageFile, st.ApplicationID)
+		return in, usage("the application id %s differs from %s's application_id %q", boundedread.Quote(app), opts.StageFile, st.ApplicationID)
 	}
 	in.Stage = st
 	if st.Kind == stagefile.KindTransformer {

@@ -103,7 +103,7 @@ func (f *Factory) resolveProfile(name string, src profile.Source) (*profile.Reso
 	}
 	f.warnOnce.Do(func() {
 		for _, w := range r.Warnings {
-			fmt.Fprintf(f.IO.ErrOut, "warning: %s\n", w)
+			fmt.Fprintf(f.IO.ErrOut, "warning: %s\n", ui.Text(w))
 		}
 	})
 	return r, nil

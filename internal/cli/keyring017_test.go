@@ -185,7 +185,7 @@ func TestMissingPasswordFileIsNotAMissingKeyring(t *testing.T) {
 	}
 	plain := writeKeyringFile(t, dir, "plain.json", `{"keys":[{"kty":"oct","kid":"a","k":"`+strings.Repeat("A", 43)+`"}],"primary":"a"}`)
 	r := run(t, map[string]string{EnvKeyring: plain, EnvKeyringPasswordFile: missing}, "", "keys", "protect")
-	if r.code != 1 || r.err != "error: keyring_password: cannot read the password file "+missing+": no such file or directory\n" {
+	if r.code != 2 || !strings.HasPrefix(r.err, "error: keyring_password: cannot read the password file "+missing+": no such file or directory\n") {
 		t.Errorf("keys protect: exit %d %q", r.code, r.err)
 	}
 }

@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -46,12 +51,60 @@ func terminalPrompt(streams *ui.IOStreams) promptFunc {
 	}
 	return func(label string) ([]byte, error) {
 		fmt.Fprint(streams.ErrOut, label)
-		pw, err := term.ReadPassword(int(in.Fd()))
+		pw, err := readPassword(int(in.Fd()), streams.ErrOut)
 		fmt.Fprintln(streams.ErrOut)
 		if err != nil {
 			return nil, fmt.Errorf("reading the keyring password: %w", err)
 		}
 		return pw, nil
+	}
+}
+
+// exitProcess ends the process after a signal at the prompt.
+var exitProcess = os.Exit
+
+// readPassword reads a line from the terminal fd without echo. SIGINT or
+// SIGTERM while it waits restores the terminal and ends the process at
+// once, exit 128+signal (130, 143), as gpg does: the process's own handler
+// only cancels a context that a terminal read does not see, and the
+// second signal would kill it with echo still off.
+func readPassword(fd int, errOut io.Writer) ([]byte, error) {
+	state, err := term.GetState(fd)
+	if err != nil {
+		return nil, err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	type read struct {
+		pw  []byte
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		pw, err := term.ReadPassword(fd)
+		done <- read{pw, err}
+	}()
+	select {
+	case r := <-done:
+		return r.pw, r.err
+	case s := <-sigs:
+		_ = term.Restore(fd, state)
+		fmt.Fprintf(errOut, "\nstopped by a signal (%v)\n", s)
+		code := exitcode.Failure
+		if n, ok := s.(syscall.Signal); ok {
+			code = 128 + int(n)
+		}
+		exitProcess(code)
+		return nil, fmt.Errorf("stopped by a signal (%v)", s) // exitProcess returned: a test
+	}
+}
+
+// warnExposed warns on errOut when a password file is open to group or
+// others.
+func warnExposed(errOut io.Writer, passwordFile string) {
+	if w := (profile.Password{File: passwordFile}).Warning(); w != "" {
+		fmt.Fprintf(errOut, "warning: %s\n", ui.Text(w))
 	}
 }
 
@@ -62,7 +115,11 @@ func terminalPrompt(streams *ui.IOStreams) promptFunc {
 // none of it.
 func keyringPassword(passwordFile string, streams *ui.IOStreams) secret.FileOption {
 	if passwordFile != "" {
-		return secret.WithPassword(secret.PasswordFile(passwordFile))
+		read := secret.PasswordFile(passwordFile)
+		return secret.WithPassword(func() ([]byte, error) {
+			warnExposed(streams.ErrOut, passwordFile)
+			return read()
+		})
 	}
 	return secret.WithPassword(func() ([]byte, error) {
 		prompt := terminalPrompt(streams)
@@ -84,7 +141,10 @@ func newKeyringPassword(passwordFile string, prompt promptFunc) ([]byte, error) 
 	if passwordFile != "" {
 		pw, err := secret.PasswordFile(passwordFile)()
 		var se *secret.Error
-		if errors.As(err, &se) {
+		switch {
+		case errors.As(err, &se) && missingFile(passwordFile):
+			return nil, exitcode.UsageError(errors.New(secretLine(se, nil))) // a missing file, as everywhere
+		case errors.As(err, &se):
 			return nil, errors.New(secretLine(se, nil))
 		}
 		if err != nil {
@@ -114,4 +174,12 @@ func newKeyringPassword(passwordFile string, prompt promptFunc) ([]byte, error) 
 		return nil, exitcode.UsageError(errors.New("the two passwords differ; nothing was changed"))
 	}
 	return pw, nil
+}
+
+// missingFile reports whether path names nothing (the secret package keeps
+// a missing password file apart from a missing keyring, so it does not
+// wrap fs.ErrNotExist).
+func missingFile(path string) bool {
+	_, err := os.Lstat(path)
+	return errors.Is(err, fs.ErrNotExist)
 }

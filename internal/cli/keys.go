@@ -73,8 +73,12 @@ for a sealing key and for a signer.
 
 Every verb that changes the file holds an advisory lock (.FILE.lock beside
 it) from reading the keyring to writing it, so two at once cannot lose a
-change; a lock older than 10 seconds was left by a killed command and is
-broken with a warning. The file is written atomically (a temporary file in
+change. A verb that finds the lock held says after a second who holds it
+(pid, host, since when) and gives up after 30 seconds (exit 3) or at once
+on Ctrl-C; a lock whose holder no longer runs, or one older than 10 seconds
+from a holder it cannot check, was left by a killed command and is broken
+with a warning. Anything else in the lock's place (a directory, a symlink)
+is an error naming it. The file is written atomically (a temporary file in
 the same directory, fsync, rename) with mode 0600, unknown members are kept,
 and a file that group or others may read is reported with a warning.
 Temporary files an interrupted write left beside it are removed once a
@@ -690,7 +694,7 @@ func loadKeyringForKeys(opts *KeysOptions) (*secret.Keyring, error) {
 func loadKeyringFile(errOut io.Writer, path string, opts ...secret.FileOption) (*secret.Keyring, error) {
 	kr, warnings, err := secret.Load(path, opts...)
 	for _, w := range warnings {
-		fmt.Fprintf(errOut, "warning: %s\n", w)
+		fmt.Fprintf(errOut, "warning: %s\n", ui.Text(w))
 	}
 	return kr, err
 }
@@ -726,8 +730,10 @@ func keysKidError(err error, kids []string) error {
 	return line
 }
 
+// errNoKeyringFile: a missing file is a usage error (exit 2), for a
+// keyring as for a stage file or a config file.
 func errNoKeyringFile(path string) error {
-	return fmt.Errorf("keyring %s does not exist; create it with 'flecht keys init --keyring %s --kid KID'", path, path)
+	return exitcode.UsageError(fmt.Errorf("keyring %s does not exist; create it with 'flecht keys init --keyring %s --kid KID'", path, shellQuote(path)))
 }
 
 func errKeyringExists(path string) error {
@@ -775,9 +781,6 @@ func secretLine(e *secret.Error, kids []string) string {
 			b.WriteString(e.Detail)
 		} else {
 			b.WriteString(e.Error())
-		}
-		if e.Kind == secret.KindHeaderRejected {
-			b.WriteString(" (refused before any decryption)")
 		}
 	}
 	return strings.ReplaceAll(b.String(), "\n", " ")

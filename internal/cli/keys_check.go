@@ -405,7 +405,7 @@ func writePlaces(b *strings.Builder, entries []reencrypt.ScanEntry) {
 		if e.Status == secret.StatusEncrypted {
 			where = ", inside a token"
 		}
-		fmt.Fprintf(b, "\n      %s/%d@%d key %s field %s (scope %q%s)", e.Topic, e.Partition, e.Offset, key, e.Field, e.FieldScope, where)
+		fmt.Fprintf(b, "\n      %s/%d@%d key %s field %s (scope %q%s)", ui.Escape(e.Topic), e.Partition, e.Offset, key, ui.Escape(e.Field), e.FieldScope, where)
 	}
 }
 

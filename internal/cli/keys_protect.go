@@ -43,6 +43,7 @@ func runKeysProtect(opts *KeysOptions) error {
 		if pw, err = newKeyringPassword(opts.PasswordFile, opts.Prompt); err != nil {
 			return err
 		}
+		warnExposed(opts.IO.ErrOut, opts.PasswordFile)
 	}
 	return changeKeyring(opts, keysProtected, func(kr *secret.Keyring) (*secret.Keyring, error) {
 		if kr.Protected() {

@@ -348,8 +348,8 @@ func TestKeysMissingOrInvalidFile(t *testing.T) {
 	missing := filepath.Join(dir, "missing.json")
 	for _, cmd := range [][]string{{"list"}, {"add", "--kid", "k"}, {"promote", "--kid", "k"}, {"remove", "--kid", "k"}} {
 		r := run(t, keysEnv(missing), "", append([]string{"keys"}, cmd...)...)
-		if r.code != exitcode.Failure || !strings.Contains(r.err, "does not exist") || !strings.Contains(r.err, "keys init") {
-			t.Errorf("%v on a missing file: exit %d %q", cmd, r.code, r.err)
+		if r.code != exitcode.Usage || !strings.Contains(r.err, "does not exist") || !strings.Contains(r.err, "keys init") {
+			t.Errorf("%v on a missing file: exit %d %q (a missing file is a usage error, as a missing stage file)", cmd, r.code, r.err)
 		}
 	}
 	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {

@@ -175,7 +175,7 @@ func TestKeysImportAddsOneJWK(t *testing.T) {
 		{[]string{"-"}, `[1,2]`, exitcode.Usage, "not one JWK"},
 		{[]string{"-"}, `{"kty":"OKP","crv":"X25519","kid":"u","x":"9Y9sd6ZFie65yDWaAiqE78dUUJyQghFMNRgVLsJfe04"}`, exitcode.Usage, "give --scope S"},
 		{[]string{rFile, "--scope", "db"}, "", exitcode.Usage, "--scope cannot change"},
-		{[]string{"-"}, `{"kty":"oct","kid":"short","k":"c2hvcnQ"}`, exitcode.Refused, `key "short" is 5 bytes, expected 32`},
+		{[]string{"-"}, `{"kty":"oct","kid":"short","k":"c2hvcnQ"}`, exitcode.Usage, `keyring_invalid: key "short": key "short" is 5 bytes, expected 32`},
 		{[]string{"-"}, `{"kty":"oct","kid":"bad\nkid","k":"` + strings.Repeat("A", 43) + `"}`, exitcode.Usage, "a kid must be printable"},
 		{[]string{"-", "--protect"}, `{"kty":"oct","kid":"o","k":"` + strings.Repeat("A", 43) + `"}`, exitcode.Usage, "--protect applies only when import creates"},
 		{[]string{filepath.Join(dir, "missing.jwk")}, "", exitcode.Failure, "no such file"},

@@ -61,7 +61,7 @@ func TestLintStateKeyUsageErrors(t *testing.T) {
 		"--state-key {key} --max-examples 0":  "--max-examples must be at least 1, got 0",
 		"--state-key {key} --max-examples -3": "--max-examples must be at least 1, got -3",
 		"--state-key {key} --key-pattern [a-": "--key-pattern",
-		"-f /nonexistent/stage.yaml":          "reading stage file",
+		"-f /nonexistent/stage.yaml":          "stage file /nonexistent/stage.yaml: no such file or directory",
 		"--state-key {key} --topics a,,b":     "empty topic name",
 		"--state-key {key} extra":             "unknown command",
 	} {

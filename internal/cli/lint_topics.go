@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/lint"
@@ -116,7 +117,7 @@ func lintTopicsSpec(opts *LintTopicsOptions) (spec lint.TopicsSpec, app string, 
 			return spec, app, exitcode.UsageError(err)
 		}
 		if app != "" && app != st.ApplicationID {
-			return spec, app, usage("--application-id %q differs from %s's application_id %q", app, opts.StageFile, st.ApplicationID)
+			return spec, app, usage("--application-id %s differs from %s's application_id %q", boundedread.Quote(app), opts.StageFile, st.ApplicationID)
 		}
 		app = st.ApplicationID
 		if spec, err = lint.SpecFromStage(st); err != nil {

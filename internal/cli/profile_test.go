@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flecht-dev/flecht/internal/boundedread/hostile"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -150,5 +151,37 @@ func TestProfileAndCompletionRunF(t *testing.T) {
 	cmd.SetArgs([]string{"zsh"})
 	if err := cmd.Execute(); err != nil || comp == nil || comp.Shell != "zsh" || comp.Root == nil {
 		t.Fatalf("completion: %v %+v", err, comp)
+	}
+}
+
+// A --config, or a password_file a profile names, that is something else
+// (/dev/zero, a huge file, a directory, links to them) is refused after a
+// bounded read, exit 2, naming the file, where /dev/zero crashed the
+// process out of memory; a missing one is exit 2 naming it, as a missing
+// stage file is.
+func TestProfileHostilePaths(t *testing.T) {
+	for _, p := range hostile.Paths(t) {
+		r := run(t, nil, "", "--config", p.Path, "profile", "list")
+		if r.code != exitcode.Usage || !strings.Contains(r.err, "config file "+p.Path) {
+			t.Errorf("--config %s: exit %d %q", p.Name, r.code, r.err)
+		}
+		env := writeProfiles(t, "profiles:\n  p:\n    sasl: {mechanism: PLAIN, username: u, password_file: "+p.Path+"}\n")
+		env["FLECHT_BROKERS"] = "127.0.0.1:1"
+		r = run(t, env, "", "--profile", "p", "status", "app", "--input-topics", "t")
+		if r.code != exitcode.Usage || !strings.Contains(r.err, "password file "+p.Path) {
+			t.Errorf("sasl.password_file %s: exit %d %q", p.Name, r.code, r.err)
+		}
+	}
+}
+
+// A password file a profile names that group or others may read is used,
+// with a warning on standard error naming it and chmod 600.
+func TestProfilePasswordFileModeWarns(t *testing.T) {
+	pw := writeFile(t, "kafka-pw", "s3cret\n")
+	os.Chmod(pw, 0o644)
+	env := writeProfiles(t, "profiles:\n  p:\n    sasl: {mechanism: PLAIN, username: u, password_file: "+pw+"}\n")
+	r := run(t, env, "", "profile", "show", "p")
+	if r.code != 0 || !strings.Contains(r.err, "warning: profile \"p\": password file "+pw+" has mode 0644") || !strings.Contains(r.err, "chmod 600 "+pw) {
+		t.Errorf("exit %d %q", r.code, r.err)
 	}
 }

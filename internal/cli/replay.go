@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
@@ -144,7 +144,7 @@ func replayRequest(opts *ReplayOptions) (replay.Request, time.Duration, error) {
 			return req, 0, exitcode.UsageError(err)
 		}
 		if req.ApplicationID != "" && req.ApplicationID != st.ApplicationID {
-			return req, 0, usage("the application id %q differs from %s's application_id %q", req.ApplicationID, opts.StageFile, st.ApplicationID)
+			return req, 0, usage("the application id %s differs from %s's application_id %q", boundedread.Quote(req.ApplicationID), opts.StageFile, st.ApplicationID)
 		}
 		req.ApplicationID = st.ApplicationID
 		switch st.Kind {
@@ -226,14 +226,9 @@ func replayRequest(opts *ReplayOptions) (replay.Request, time.Duration, error) {
 		}
 		req.Target = replay.Target{Kind: replay.TargetOffset, Offset: n}
 	case opts.FromFile != "":
-		fh, err := os.Open(opts.FromFile)
+		offs, err := replay.ReadOffsetsFile(opts.FromFile)
 		if err != nil {
 			return req, 0, exitcode.UsageError(fmt.Errorf("--from-file: %w", err))
-		}
-		defer fh.Close()
-		offs, err := replay.ParseOffsetsCSV(fh)
-		if err != nil {
-			return req, 0, usage("--from-file %s: %v", opts.FromFile, err)
 		}
 		req.Target = replay.Target{Kind: replay.TargetFile, File: offs, FilePath: opts.FromFile}
 	default:
@@ -250,7 +245,9 @@ func replayRequest(opts *ReplayOptions) (replay.Request, time.Duration, error) {
 	}
 	req.StateDir = opts.StateDir
 	if req.StateDir == "" {
-		req.StateDir = stage.DefaultStateDir(req.ApplicationID)
+		if req.StateDir = stage.DefaultStateDir(req.ApplicationID); req.StateDir == "" {
+			return req, 0, exitcode.UsageError(stagefile.CheckApplicationID(req.ApplicationID))
+		}
 	}
 	return req, wait, nil
 }
@@ -295,7 +292,7 @@ func runReplay(ctx context.Context, opts *ReplayOptions) error {
 		return exitcode.UsageError(errors.New("replay refused: " + why))
 	}
 	if plan.Refused != "" && wait > 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "waiting up to %s for group %s to empty (%s)\n", budget.FormatDuration(wait), req.ApplicationID, replay.DescribeMembers(plan.Members))
+		fmt.Fprintf(opts.IO.ErrOut, "waiting up to %s for group %s to empty (%s)\n", budget.FormatDuration(wait), req.ApplicationID, ui.Escape(replay.DescribeMembers(plan.Members)))
 		start := time.Now()
 		poll := opts.WaitPoll
 		if poll <= 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/boundedread/hostile"
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
@@ -264,7 +265,7 @@ func TestReplayNamesTheModule(t *testing.T) {
 		t.Errorf("warnings %+v refused %q", p.Warnings, p.Refused)
 	}
 	r = run(t, e, "", "replay", "-f", stage, "--state-dir", t.TempDir())
-	for _, want := range []string{"module:", "./enrich.wasm (" + resolved + "): cannot run: open " + resolved, "warning: the module ./enrich.wasm", "dry run: nothing changed; --execute is refused until the module can run"} {
+	for _, want := range []string{"module:", "./enrich.wasm (" + resolved + "): cannot run: module " + resolved + ": no such file or directory", "warning: the module ./enrich.wasm", "dry run: nothing changed; --execute is refused until the module can run"} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("human dry run lacks %q:\n%s", want, r.out)
 		}
@@ -289,5 +290,21 @@ func TestReplayNamesTheModule(t *testing.T) {
 	r = run(t, e, "", "replay", "-f", stage, "--state-dir", t.TempDir(), "--execute", "-o", "json")
 	if p := replayJSON(t, r.out); r.code != 0 || !p.Executed || p.Module.SHA256 != sha || len(p.Warnings) != 0 {
 		t.Errorf("execute with the module: exit %d %s\n%+v", r.code, r.err, p)
+	}
+}
+
+// A --from-file that names something else (/dev/zero, a huge file, a
+// directory) is refused after a bounded read, exit 2, naming the file and
+// its limit, before anything connects.
+func TestReplayFromFileHostilePaths(t *testing.T) {
+	env := map[string]string{"FLECHT_BROKERS": "127.0.0.1:1"}
+	for _, p := range hostile.Paths(t) {
+		r := run(t, env, "", "replay", "app", "--input-topics", "t", "--from-file", p.Path)
+		if r.code != exitcode.Usage || !strings.Contains(r.err, "offsets file "+p.Path) {
+			t.Errorf("%s: exit %d %q", p.Name, r.code, r.err)
+		}
+		if !p.Missing && p.Name != "directory" && !strings.Contains(r.err, "larger than 16 MiB") {
+			t.Errorf("%s: the limit is not named: %q", p.Name, r.err)
+		}
 	}
 }

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -88,8 +90,34 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 	return root
 }
 
-// Main runs flecht with args and returns the process exit code.
-func Main(ctx context.Context, f *Factory, args []string) int {
+// Main runs flecht with args and returns the process exit code. It is the
+// one place output failures and panics become exit codes: a result that
+// could not be written to standard output (a full disk, a closed
+// descriptor) exits 1 with the write error on standard error, whatever the
+// command did with its own write errors; a panic exits 1 ("internal
+// error", with its stack), never 2, which is the usage code.
+func Main(ctx context.Context, f *Factory, args []string) (code int) {
+	out := f.IO.CheckOut()
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(f.IO.ErrOut, "error: internal error: %s\n%s", ui.Text(fmt.Sprint(p)), debug.Stack())
+			code = exitcode.Failure
+		}
+	}()
+	code, err := execute(ctx, f, args)
+	// A write error the command returned is reported already.
+	if werr := out.Err(); werr != nil && !errors.Is(err, werr) {
+		fmt.Fprintf(f.IO.ErrOut, "error: writing standard output: %s\n", ui.Text(werr.Error()))
+		if code == exitcode.OK {
+			code = exitcode.Failure
+		}
+	}
+	return code
+}
+
+// execute runs the command tree, reports its error on standard error and
+// returns its exit code.
+func execute(ctx context.Context, f *Factory, args []string) (int, error) {
 	root := NewCmdRoot(f)
 	root.SetArgs(args)
 	root.SetIn(f.IO.In)
@@ -103,7 +131,7 @@ func Main(ctx context.Context, f *Factory, args []string) int {
 	}
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
-		return exitcode.OK
+		return exitcode.OK, nil
 	}
 	// Cobra reports an unknown command or wrong argument count as a plain
 	// error; both are usage errors.
@@ -111,12 +139,14 @@ func Main(ctx context.Context, f *Factory, args []string) int {
 		err = exitcode.UsageError(err)
 	}
 	if !exitcode.IsSilent(err) {
-		fmt.Fprintf(f.IO.ErrOut, "error: %v\n", err)
+		// Messages quote names from files, tokens and brokers: shown
+		// escaped, never as raw controls.
+		fmt.Fprintf(f.IO.ErrOut, "error: %s\n", ui.Text(err.Error()))
 		if exitcode.Code(err) == exitcode.Usage && cmd != nil {
-			fmt.Fprintf(f.IO.ErrOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
+			fmt.Fprintf(f.IO.ErrOut, "Run '%s --help' for usage.\n", ui.Text(cmd.CommandPath()))
 		}
 	}
-	return exitcode.Code(err)
+	return exitcode.Code(err), err
 }
 
 // isCobraUsageError spots cobra's own "unknown command" error, which it

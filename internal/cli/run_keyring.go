@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"errors"
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"io/fs"
 	"log/slog"
 
 	"github.com/flecht-dev/flecht/internal/metrics"
@@ -20,6 +23,9 @@ func loadRunKeyring(opts *RunOptions, obs *metrics.Observer, log *slog.Logger) (
 	}
 	kr, warnings, err := secret.Load(path, secret.FileLog(log),
 		keyringPassword(passwordFilePath(opts.PasswordFile, opts.Factory.Getenv), opts.Factory.IO))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, exitcode.UsageError(err) // a missing file, as everywhere
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/stagefile"
@@ -21,20 +20,28 @@ func runMany(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, len(stages))
-	for _, st := range stages {
-		one := *opts
-		one.Files = []string{st.Path}
+	runs := make([]RunOptions, len(stages))
+	for i, st := range stages {
+		runs[i] = *opts
+		runs[i].Files = []string{st.Path}
 		if opts.StateDir != "" {
 			// One directory per stage, or task and token numbers would
 			// collide; named after the application_id, which is unique
 			// here and stable, unlike the file's name.
-			one.StateDir = filepath.Join(opts.StateDir, st.ApplicationID)
+			dir, err := stagefile.JoinName(opts.StateDir, st.ApplicationID)
+			if err != nil {
+				return exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+			}
+			runs[i].StateDir = dir
 		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(stages))
+	for i, st := range stages {
+		one := &runs[i]
 		go func() {
-			err := runStage(ctx, &one, st)
+			err := runStage(ctx, one, st)
 			if err != nil {
 				err = fmt.Errorf("stage %s: %w", st.Path, err)
 			}

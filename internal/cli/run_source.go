@@ -54,6 +54,11 @@ func runSource(ctx context.Context, opts *RunOptions, st *stagefile.Stage) error
 	if err != nil {
 		return exitcode.UsageError(err)
 	}
+	if m := st.MQTT; m != nil {
+		if w := (profile.Password{File: m.PasswordFile}).Warning(); w != "" {
+			log.Warn("stage " + st.Path + ": " + w)
+		}
+	}
 	log.Info("mqtt broker", "url", endpoint.URL.Redacted(), "tls", endpoint.TLS != nil,
 		"ca_file", endpoint.TLSPeer.Files.CAFile, "cert_file", endpoint.TLSPeer.Files.CertFile)
 	cluster, err := f.Cluster()

@@ -8,10 +8,12 @@ import (
 	"io"
 	"io/fs"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -48,9 +50,10 @@ no_signing_key. With -o json the failure is printed on standard output
 instead:
   {"error": {"kind": "unknown_kid", "kid": "k9", "message": "…"}}
 An input that is no value to work on (a JSON_VALUE that is not JSON,
-standard input over 16 MiB) is a usage error: exit 2, kind invalid_value,
+standard input over 16 MiB, a --scope that is not UTF-8) is a usage error: exit 2, kind invalid_value,
 in the same two forms. No message quotes the input.
 
+A keyring file that is missing or cannot be read as a file is no_keyring.
 The keyring file comes from --keyring or ` + EnvKeyring + ` (see 'flecht keys'); a
 password-protected one opens with --password-file or ` + EnvKeyringPasswordFile + `.
 No output and no error message ever holds key bytes, a password, or (but for
@@ -138,6 +141,11 @@ func secretsCommand(f *Factory, cmd *cobra.Command, runF, run func(*SecretsOptio
 		opts.Keyring = keyringPath(opts.Keyring, f.Getenv)
 		opts.PasswordFile = passwordFilePath(opts.PasswordFile, f.Getenv)
 		opts.Input = args[0]
+		if !utf8.ValidString(opts.Scope) {
+			// No token or keyring can name it (JSON is UTF-8): a typo of
+			// the command line, not a finding.
+			return invalidValue(opts, "--scope is not UTF-8 text, so no token or key can carry it")
+		}
 		if runF != nil {
 			return runF(opts)
 		}
@@ -359,6 +367,10 @@ func printSecretValue(opts *SecretsOptions, res any, value json.RawMessage, note
 		out = []byte(s)
 	}
 	note(opts.IO.ErrOut)
+	if opts.IO.IsStdoutTTY() {
+		// A value shown on a terminal cannot drive it (a pipe gets it raw).
+		out = []byte(ui.Text(string(out)))
+	}
 	_, err := fmt.Fprintf(opts.IO.Out, "%s\n", out)
 	return err
 }
@@ -379,17 +391,29 @@ func secretInput(opts *SecretsOptions) ([]byte, error) {
 }
 
 // secretsKeyring loads the keyring for the value verbs, a failure already
-// reported as theirs are (secretFailure). A missing path or file is
-// no_keyring.
+// reported as theirs are (secretFailure). A missing path or file, or one
+// that cannot be read as a file (a directory, a symlink loop, a path
+// through a file, no permission), is no_keyring: the contract's exit 4 and
+// error object, never a plain I/O error.
 func secretsKeyring(opts *SecretsOptions) (*secret.Keyring, error) {
 	if opts.Keyring == "" {
 		return nil, secretFailure(opts, &secret.Error{Kind: secret.KindNoKeyring, Scope: opts.Scope,
 			Detail: "no keyring file: give --keyring FILE or set " + EnvKeyring}, nil)
 	}
 	kr, err := loadKeyringFile(opts.IO.ErrOut, opts.Keyring, keyringPassword(opts.PasswordFile, opts.IO))
-	if errors.Is(err, fs.ErrNotExist) {
+	var se *secret.Error
+	var be *boundedread.Error
+	var pe *fs.PathError
+	switch {
+	case err == nil || errors.As(err, &se):
+	case errors.As(err, &be): // names the file and what is wrong with it
+		err = &secret.Error{Kind: secret.KindNoKeyring, Scope: opts.Scope, Detail: be.Error()}
+	case errors.Is(err, fs.ErrNotExist):
 		err = &secret.Error{Kind: secret.KindNoKeyring, Scope: opts.Scope,
 			Detail: "keyring file " + opts.Keyring + " does not exist"}
+	case errors.As(err, &pe):
+		err = &secret.Error{Kind: secret.KindNoKeyring, Scope: opts.Scope,
+			Detail: fmt.Sprintf("keyring file %s cannot be read: %v", opts.Keyring, pe.Err)}
 	}
 	if err != nil {
 		return nil, secretFailure(opts, err, nil)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -80,15 +79,9 @@ func targetFlags(topics []string, fields []reencrypt.Field) string {
 	return strings.Join(parts, " ")
 }
 
-var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_./:,=@%+-]+$`)
-
-// shellQuote quotes s for a POSIX shell when it needs it ([] would glob).
-func shellQuote(s string) string {
-	if shellSafe.MatchString(s) {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+// shellQuote quotes s as one shell word for a suggested command; a control
+// character is written escaped ($'\x1b…'), never raw.
+var shellQuote = ui.ShellQuote
 
 // loadOptionalKeyring loads the keyring when a path is given (flag or
 // environment); "" gives nil.

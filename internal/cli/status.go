@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/promscrape"
@@ -111,7 +112,7 @@ func runStatus(ctx context.Context, opts *StatusOptions) error {
 			return exitcode.UsageError(err)
 		}
 		if req.ApplicationID != "" && req.ApplicationID != st.ApplicationID {
-			return usage("the application id %q differs from %s's application_id %q", req.ApplicationID, opts.StageFile, st.ApplicationID)
+			return usage("the application id %s differs from %s's application_id %q", boundedread.Quote(req.ApplicationID), opts.StageFile, st.ApplicationID)
 		}
 		req.ApplicationID = st.ApplicationID
 		req.Kind = st.Kind

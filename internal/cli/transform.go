@@ -204,8 +204,8 @@ func runTransformNew(opts *TransformNewOptions) error {
 			sdkFiles++
 			continue
 		}
-		fmt.Fprintf(opts.IO.Out, "wrote %s\n", filepath.Join(opts.Dir, f))
+		fmt.Fprintf(opts.IO.Out, "wrote %s\n", ui.Escape(filepath.Join(opts.Dir, f)))
 	}
-	fmt.Fprintf(opts.IO.Out, "wrote %s (the SDK, %d files)\n\nNext:\n  cd %s && make test\n", filepath.Join(opts.Dir, scaffold.SDKDir), sdkFiles, shellQuote(opts.Dir))
+	fmt.Fprintf(opts.IO.Out, "wrote %s (the SDK, %d files)\n\nNext:\n  cd %s && make test\n", ui.Escape(filepath.Join(opts.Dir, scaffold.SDKDir)), sdkFiles, shellQuote(opts.Dir))
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/module"
 	"github.com/flecht-dev/flecht/internal/stagefile"
@@ -205,11 +205,11 @@ func runTransformTest(ctx context.Context, opts *TransformTestOptions) error {
 	}
 	if expected != nil {
 		if diff := diffCases(cases, expected); diff != "" {
-			fmt.Fprintf(opts.IO.ErrOut, "the results differ from %s:\n%s", opts.Expect, diff)
+			fmt.Fprintf(opts.IO.ErrOut, "the results differ from %s:\n%s", ui.Escape(opts.Expect), ui.Text(diff))
 			return &exitcode.Silent{Code: exitcode.Findings}
 		}
 		if opts.Format() == ui.FormatTable {
-			fmt.Fprintf(opts.IO.Out, "\nall %d records as %s expects\n", len(cases), opts.Expect)
+			fmt.Fprintf(opts.IO.Out, "\nall %d records as %s expects\n", len(cases), ui.Escape(opts.Expect))
 		}
 	}
 	return nil
@@ -241,7 +241,7 @@ func transformTestSpec(opts *TransformTestOptions) (module.Spec, *statekey.Templ
 	config := []byte("{}")
 	if c := opts.Config; c != "" {
 		if name, ok := strings.CutPrefix(c, "@"); ok {
-			b, err := readBounded(name, 4<<20)
+			b, err := testConfigFile.ReadFile(name)
 			if err != nil {
 				return module.Spec{}, nil, usage("--config: %v", err)
 			}
@@ -425,7 +425,7 @@ func readKeyedObjects(path, flag string) (map[string][]byte, error) {
 	if path == "" {
 		return out, nil
 	}
-	b, err := readBounded(path, maxTestInput)
+	b, err := testDataFile.ReadFile(path)
 	if err != nil {
 		return nil, exitcode.UsageError(fmt.Errorf("%s: %w", flag, err))
 	}
@@ -450,29 +450,19 @@ func readKeyedObjects(path, flag string) (map[string][]byte, error) {
 // maxTestInput bounds what is read of one test file.
 const maxTestInput = 64 << 20
 
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d MiB", path, limit>>20)
-	}
-	return b, nil
-}
+// Files transform test reads: JSON that a test writes by hand or a
+// pipeline dumps, each bounded so a wrong path (/dev/zero) is an error.
+var (
+	testConfigFile = boundedread.Kind{Name: "module config file", Limit: 4 << 20}
+	testDataFile   = boundedread.Kind{Name: "test file", Limit: maxTestInput}
+)
 
 func readJSONLines(path string) ([][]byte, error) {
-	f, err := os.Open(path)
+	b, err := testDataFile.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return splitLines(io.LimitReader(f, maxTestInput+1))
+	return splitLines(bytes.NewReader(b))
 }
 
 // splitLines reads JSON lines, leaving out blank lines and # comments.

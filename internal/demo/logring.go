@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/flecht-dev/flecht/internal/ui"
 )
 
 // logEntry is one log record kept for the live view.
@@ -101,7 +103,7 @@ func writeAttr(b *strings.Builder, group string, a slog.Attr) {
 		return
 	}
 	v := a.Value.String()
-	if strings.ContainsAny(v, " \t\"=") || v == "" {
+	if strings.ContainsAny(v, " \t\"=") || v == "" || !ui.IsPrintable(v) {
 		v = fmt.Sprintf("%q", v)
 	}
 	fmt.Fprintf(b, " %s%s=%s", group, a.Key, v)

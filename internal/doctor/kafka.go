@@ -11,6 +11,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/lint"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
+	"github.com/flecht-dev/flecht/internal/ui"
 )
 
 // members compares the group's members with the stage's tasks (tokens for
@@ -244,12 +245,6 @@ func (d *diagnosis) topicFix(p lint.TopicProblem, t *lint.TopicsReport) string {
 	return "flecht lint topics " + d.stageFlags()
 }
 
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,@+", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+// shellQuote quotes s as one shell word for a suggested command; a control
+// character is written escaped ($'\x1b…'), never raw.
+var shellQuote = ui.ShellQuote

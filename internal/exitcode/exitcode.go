@@ -6,7 +6,9 @@ package exitcode
 
 import (
 	"errors"
+	"os"
 	"strconv"
+	"syscall"
 )
 
 // Exit codes, stable across releases.
@@ -67,6 +69,28 @@ func RefusedError(err error) error { return Wrap(KindRefused, err) }
 // FindingsError marks err as a check that found problems (exit 4).
 func FindingsError(err error) error { return Wrap(KindFindings, err) }
 
+type signalError struct {
+	code int
+	err  error
+}
+
+func (e *signalError) Error() string { return e.err.Error() }
+func (e *signalError) Unwrap() error { return e.err }
+
+// SignalError marks err as a command stopped by sig while it waited (at a
+// prompt, on a pipe, for a lock): exit 128+n, what a shell reports for a
+// process the signal ended (130 for Ctrl-C, 143 for SIGTERM).
+func SignalError(sig os.Signal, err error) error {
+	if err == nil {
+		return nil
+	}
+	code := Failure
+	if n, ok := sig.(syscall.Signal); ok {
+		code = 128 + int(n)
+	}
+	return &signalError{code: code, err: err}
+}
+
 // Silent is an error whose message was already shown to the user (for
 // example a report rendered as JSON); main exits with its code and prints
 // nothing more.
@@ -83,6 +107,10 @@ func Code(err error) int {
 	var s *Silent
 	if errors.As(err, &s) {
 		return s.Code
+	}
+	var sig *signalError
+	if errors.As(err, &sig) {
+		return sig.code
 	}
 	var k *kindError
 	if errors.As(err, &k) {

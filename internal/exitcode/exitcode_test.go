@@ -3,6 +3,7 @@ package exitcode
 import (
 	"errors"
 	"fmt"
+	"syscall"
 	"testing"
 )
 
@@ -22,6 +23,8 @@ func TestCode(t *testing.T) {
 		{"outermost wins", UsageError(FindingsError(base)), Usage},
 		{"silent", &Silent{Code: 4}, Findings},
 		{"silent wrapped", fmt.Errorf("x: %w", &Silent{Code: 3}), Refused},
+		{"ctrl-c", fmt.Errorf("x: %w", SignalError(syscall.SIGINT, base)), 130},
+		{"sigterm under a usage mark", UsageError(SignalError(syscall.SIGTERM, base)), 143},
 	}
 	for _, c := range cases {
 		if got := Code(c.err); got != c.want {

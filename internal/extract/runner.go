@@ -154,6 +154,9 @@ func (r *Runner) Run(ctx context.Context, ex Extractor) error {
 		return err
 	}
 	defer r.configs.Close()
+	if r.stateDir == "" { // DefaultStateDir of an id that names no directory
+		return fmt.Errorf("state dir: %w", stagefile.CheckApplicationID(r.stage.ApplicationID))
+	}
 	if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}

@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
@@ -84,6 +83,15 @@ func Start(ctx context.Context, s *Spec, n int32) (*Lease, error) {
 	if obs == nil {
 		obs = metrics.New(nil)
 	}
+	// The store's path is checked before anything starts: a stage whose
+	// state directory is unset has nowhere to put it.
+	var dir string
+	if s.Changelog != "" {
+		var err error
+		if dir, err = stagefile.JoinName(s.StateDir, strconv.Itoa(int(n))); err != nil {
+			return nil, fmt.Errorf("%s %d: state store: %w", s.What, n, err)
+		}
+	}
 	l := &Lease{N: n, TxnID: stagefile.TransactionalID(s.ApplicationID, n)}
 	opts := append([]kgo.Opt{
 		kgo.ClientID(s.ClientID),
@@ -106,7 +114,7 @@ func Start(ctx context.Context, s *Spec, n int32) (*Lease, error) {
 	if s.Changelog == "" {
 		return l, nil
 	}
-	store, err := state.Open(filepath.Join(s.StateDir, strconv.Itoa(int(n))), log)
+	store, err := state.Open(dir, log)
 	if err != nil {
 		l.Close()
 		return nil, err

@@ -312,3 +312,17 @@ func TestSetReportsReadiness(t *testing.T) {
 		t.Fatalf("closed: %v %q", ok, d)
 	}
 }
+
+// A stateful lease with no state directory (a default that could not be
+// made from the application id) is refused before anything starts: its
+// store would land in the working directory, which Open first empties.
+func TestStartRefusesNoStateDir(t *testing.T) {
+	spec := lease.Spec{ApplicationID: "app", Changelog: "app-changelog", What: "task"} // no cluster: nothing may connect
+	l, err := lease.Start(context.Background(), &spec, 0)
+	if err == nil || l != nil {
+		t.Fatalf("started: %v", err)
+	}
+	if _, serr := os.Stat("0"); serr == nil {
+		t.Error("a store 0 was made in the working directory")
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -22,6 +21,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/flecht-dev/flecht/internal/boundedread"
 )
 
 // Defaults of a module's limits.
@@ -31,10 +32,12 @@ const (
 	// MaxMessageBytes bounds one output record (key, value and headers):
 	// the default max.message.bytes of a Kafka topic.
 	MaxMessageBytes = 1 << 20
-	// maxModuleBytes bounds what is read of a module file.
-	maxModuleBytes = 256 << 20
-	pageSize       = 64 << 10
+	pageSize        = 64 << 10
 )
+
+// moduleFile bounds what is read of a module file, and refuses anything
+// but a regular file: a pipe or a device is no module to pin by sha256.
+var moduleFile = boundedread.Kind{Name: "module", Limit: 256 << 20, Regular: true}
 
 // memCache keeps compiled modules for the process when there is no cache
 // directory: a stage file checked before the stage starts is compiled once.
@@ -103,7 +106,13 @@ type LoadError struct {
 	Err  error
 }
 
-func (e *LoadError) Error() string { return fmt.Sprintf("module %s: %v", e.Path, e.Err) }
+func (e *LoadError) Error() string {
+	var read *boundedread.Error
+	if errors.As(e.Err, &read) {
+		return e.Err.Error() // it names the module and its path
+	}
+	return fmt.Sprintf("module %s: %v", e.Path, e.Err)
+}
 func (e *LoadError) Unwrap() error { return e.Err }
 
 // DefaultCacheDir is where compiled modules are kept:
@@ -169,20 +178,9 @@ func Load(ctx context.Context, spec Spec, opts Options) (*Module, error) {
 // ReadFile reads a module file (bounded) and its hex sha256, and refuses a
 // file that is not WebAssembly before anything parses it.
 func ReadFile(path string) ([]byte, string, error) {
-	f, err := os.Open(path)
+	code, err := moduleFile.ReadFile(path)
 	if err != nil {
 		return nil, "", err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return nil, "", errors.New("is a directory, not a WebAssembly module")
-	}
-	code, err := io.ReadAll(io.LimitReader(f, maxModuleBytes+1))
-	if err != nil {
-		return nil, "", err
-	}
-	if len(code) > maxModuleBytes {
-		return nil, "", fmt.Errorf("is larger than %d MiB: not a transform module", maxModuleBytes>>20)
 	}
 	if len(code) < 8 || string(code[:4]) != "\x00asm" {
 		return nil, "", errors.New("is not a WebAssembly module (a .wasm file starts with \\0asm): build it with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared, or asc for AssemblyScript")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/flecht-dev/flecht/internal/boundedread"
 )
 
 // ParseMQTTURL checks an MQTT broker URL: scheme mqtt or tcp (plain),
@@ -24,7 +26,7 @@ func ParseMQTTURL(s string) (*url.URL, error) {
 	switch strings.ToLower(u.Scheme) {
 	case "mqtt", "tcp", "mqtts", "ssl", "tls":
 	default:
-		return nil, fmt.Errorf("MQTT URL scheme %q is not supported: use mqtt, tcp, mqtts, ssl or tls (mqtt://host:port)", u.Scheme)
+		return nil, fmt.Errorf("MQTT URL scheme %s is not supported: use mqtt, tcp, mqtts, ssl or tls (mqtt://host:port)", boundedread.Quote(u.Scheme))
 	}
 	if u.Hostname() == "" {
 		return nil, errors.New("the MQTT URL has no host (want mqtt://host:port)")

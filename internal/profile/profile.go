@@ -10,12 +10,13 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/flecht-dev/flecht/internal/boundedread"
 )
 
 // DefaultBrokers is used when no flag, env var or profile names brokers.
@@ -168,13 +169,25 @@ func (p Password) Resolve(getenv func(string) string) (string, error) {
 		}
 		return v, nil
 	case p.File != "":
-		b, err := os.ReadFile(p.File)
+		b, err := PasswordFile.ReadFile(p.File)
 		if err != nil {
-			return "", fmt.Errorf("reading password file: %w", err)
+			return "", err
 		}
 		return strings.TrimRight(string(b), "\r\n"), nil
 	}
 	return "", nil
+}
+
+// PasswordFile is what a password_file is to a read: a password, or a
+// token of a few KiB at most.
+var PasswordFile = boundedread.Kind{Name: "password file", Limit: 64 << 10}
+
+// Warning warns when the password file is open to group or others, or is "".
+func (p Password) Warning() string {
+	if p.File == "" {
+		return ""
+	}
+	return boundedread.ModeWarning(PasswordFile.Name, p.File)
 }
 
 func (p Password) validate(where string) error {
@@ -186,7 +199,7 @@ func (p Password) validate(where string) error {
 
 // Validate checks a profile for settings that cannot work.
 func (p *Profile) Validate(name string) error {
-	where := fmt.Sprintf("profile %q", name)
+	where := "profile " + boundedread.Quote(name)
 	for _, b := range p.Brokers {
 		if strings.TrimSpace(b) == "" {
 			return fmt.Errorf("%s: empty broker address", where)
@@ -208,7 +221,7 @@ func (p *Profile) Validate(name string) error {
 			}
 		}
 		if !ok {
-			return fmt.Errorf("%s: sasl.mechanism %q is not one of %s", where, s.Mechanism, strings.Join(Mechanisms, ", "))
+			return fmt.Errorf("%s: sasl.mechanism %s is not one of %s", where, boundedread.Quote(s.Mechanism), strings.Join(Mechanisms, ", "))
 		}
 		if s.Username == "" {
 			return fmt.Errorf("%s: sasl.username is required", where)
@@ -249,7 +262,7 @@ func Parse(data []byte) (*File, error) {
 	}
 	if f.CurrentProfile != "" {
 		if _, ok := f.Profiles[f.CurrentProfile]; !ok {
-			return nil, fmt.Errorf("current_profile %q is not among the profiles (%s)", f.CurrentProfile, strings.Join(f.Names(), ", "))
+			return nil, fmt.Errorf("current_profile %s is not among the profiles (%s)", boundedread.Quote(f.CurrentProfile), strings.Join(f.Names(), ", "))
 		}
 	}
 	return f, nil

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flecht-dev/flecht/internal/boundedread/hostile"
+	"github.com/flecht-dev/flecht/internal/exitcode"
 )
 
 const sampleConfig = `
@@ -113,10 +116,16 @@ func TestUnknownProfileNamesTheChoices(t *testing.T) {
 }
 
 func TestMissingFiles(t *testing.T) {
-	// A config file the user named must exist.
-	_, err := Resolve(Inputs{Config: filepath.Join(t.TempDir(), "nope.yaml"), Getenv: env(nil)})
-	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
-		t.Fatalf("want an error naming the file, got %v", err)
+	// A config file the user named must exist: a usage error (exit 2)
+	// naming it, as for a stage file, a keyring and a password file.
+	nope := filepath.Join(t.TempDir(), "nope.yaml")
+	_, err := Resolve(Inputs{Config: nope, Getenv: env(nil)})
+	if err == nil || err.Error() != "config file "+nope+": no such file or directory" || exitcode.Code(err) != exitcode.Usage {
+		t.Fatalf("want a usage error naming the file, got %v (exit %d)", err, exitcode.Code(err))
+	}
+	// So must a password file a profile names.
+	if _, err := (Password{File: nope}).Resolve(env(nil)); err == nil || err.Error() != "password file "+nope+": no such file or directory" || exitcode.Code(err) != exitcode.Usage {
+		t.Fatalf("missing password file: %v (exit %d)", err, exitcode.Code(err))
 	}
 	// The default one may be absent.
 	if _, err := Resolve(Inputs{Getenv: env(map[string]string{"XDG_CONFIG_HOME": t.TempDir()})}); err != nil {
@@ -206,9 +215,64 @@ func TestPasswordResolve(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(sampleConfig))
+	for _, b := range hostile.Corpus(f, "*.yaml") {
+		f.Add(b)
+	}
 	f.Add([]byte("profiles: {a: {brokers: [x]}}"))
 	f.Add([]byte("profiles: {a: {mqtt: {url: \"mqtts://m:8883\", tls: {enabled: true, ca_file: /ca.pem, cert_file: /c.pem, key_file: /c.key}}}}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = Parse(data)
 	})
+}
+
+// A --config or password_file that names something else (/dev/zero, a
+// huge file, a directory) is refused after a bounded read, as a usage
+// error naming the file and the limit.
+func TestHostilePathsAreRefused(t *testing.T) {
+	for _, p := range hostile.Paths(t) {
+		_, err := Resolve(Inputs{Config: p.Path, Getenv: env(nil)})
+		if err == nil || !strings.HasPrefix(err.Error(), "config file "+p.Path) || exitcode.Code(err) != exitcode.Usage {
+			t.Errorf("config %s: %v", p.Name, err)
+		}
+		if !p.Missing && p.Name != "directory" && !strings.Contains(err.Error(), "larger than 1 MiB") {
+			t.Errorf("config %s: the limit is not named: %v", p.Name, err)
+		}
+		_, err = (Password{File: p.Path}).Resolve(env(nil))
+		if err == nil || !strings.HasPrefix(err.Error(), "password file "+p.Path) || exitcode.Code(err) != exitcode.Usage {
+			t.Errorf("password %s: %v", p.Name, err)
+		}
+	}
+}
+
+// testdata/hostile holds config files that must be refused, each with the
+// error it must get on its first line; what the errors quote is clipped.
+func TestHostileConfigsAreRefused(t *testing.T) {
+	for p, b := range hostile.Corpus(t, "*.yaml") {
+		_, err := Resolve(Inputs{Config: p, Getenv: env(nil)})
+		if want := hostile.Want(t, b); err == nil || !strings.Contains(err.Error(), want) || len(err.Error()) > 1024 {
+			t.Errorf("%s: %.300v, want %q", p, err, want)
+		}
+	}
+}
+
+// A password file that group or others may read is used, with a warning
+// that names it and says chmod 600; a private one warns nothing.
+func TestWorldReadablePasswordFileWarns(t *testing.T) {
+	pw := filepath.Join(t.TempDir(), "kafka-pw")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(pw, 0o644)
+	cfg := writeConfig(t, "profiles:\n  p:\n    sasl: {mechanism: PLAIN, username: u, password_file: "+pw+"}\n    mqtt: {url: mqtt://m:1883, password_file: "+pw+"}\n")
+	r, err := Resolve(Inputs{Config: cfg, Profile: "p", Getenv: env(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Warnings) != 2 || !strings.Contains(r.Warnings[0], "password file "+pw+" has mode 0644") || !strings.Contains(r.Warnings[0], "chmod 600 "+pw) {
+		t.Errorf("warnings %q", r.Warnings)
+	}
+	os.Chmod(pw, 0o600)
+	if r, err = Resolve(Inputs{Config: cfg, Profile: "p", Getenv: env(nil)}); err != nil || len(r.Warnings) != 0 {
+		t.Errorf("a private file: %q %v", r.Warnings, err)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/flecht-dev/flecht/internal/boundedread"
 )
 
 // Inputs are what the command line and environment say.
@@ -58,6 +60,10 @@ type Resolved struct {
 // ErrUnknownProfile is returned (wrapped) when a named profile does not exist.
 var ErrUnknownProfile = errors.New("unknown profile")
 
+// ConfigFile is what the config file is to a read: profiles of a few
+// lines each.
+var ConfigFile = boundedread.Kind{Name: "config file", Limit: 1 << 20}
+
 // Load reads the config file named by --config, FLECHT_CONFIG or the default
 // path. A missing default file is an empty config; a missing file the user
 // named is an error.
@@ -77,12 +83,12 @@ func Load(in Inputs) (*File, string, bool, error) {
 	if path == "" {
 		return &File{Profiles: map[string]*Profile{}}, "", false, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := ConfigFile.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && !explicit {
 			return &File{Profiles: map[string]*Profile{}}, path, false, nil
 		}
-		return nil, path, false, fmt.Errorf("reading config file: %w", err)
+		return nil, path, false, err
 	}
 	f, err := Parse(data)
 	if err != nil {
@@ -130,6 +136,18 @@ func Resolve(in Inputs) (*Resolved, error) {
 		}
 		r.ProfileName, r.ProfileSource = name, src
 		r.TLS, r.SASL, r.MQTT = p.TLS, p.SASL, p.MQTT
+		var pws []Password
+		if p.SASL != nil {
+			pws = append(pws, p.SASL.Password)
+		}
+		if p.MQTT != nil {
+			pws = append(pws, p.MQTT.Password)
+		}
+		for _, pw := range pws {
+			if w := pw.Warning(); w != "" {
+				r.Warnings = append(r.Warnings, fmt.Sprintf("profile %q: %s", name, w))
+			}
+		}
 	}
 
 	switch {

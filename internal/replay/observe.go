@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -265,7 +264,11 @@ func StateStores(dir string) (stores []string, exists bool, err error) {
 		if err != nil || n < 0 || strconv.Itoa(n) != e.Name() || !e.IsDir() {
 			continue
 		}
-		found = append(found, store{n, filepath.Join(dir, e.Name())})
+		path, err := stagefile.JoinName(dir, e.Name())
+		if err != nil {
+			return nil, false, err
+		}
+		found = append(found, store{n, path})
 	}
 	sort.Slice(found, func(i, j int) bool { return found[i].n < found[j].n })
 	stores = []string{}

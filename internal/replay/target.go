@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 )
 
@@ -60,6 +62,24 @@ func (t Target) String() string {
 	}
 }
 
+// OffsetsFile is what a --from-file is to a read: a line per partition
+// of a few hundred bytes at most, so 16 MiB holds tens of thousands.
+var OffsetsFile = boundedread.Kind{Name: "offsets file", Limit: 16 << 20}
+
+// ReadOffsetsFile reads and parses the --from-file at path
+// (ParseOffsetsCSV); errors name the file.
+func ReadOffsetsFile(path string) (map[TP]int64, error) {
+	data, err := OffsetsFile.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	offs, err := ParseOffsetsCSV(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("offsets file %s: %w", path, err)
+	}
+	return offs, nil
+}
+
 // ParseOffsetsCSV reads --from-file offsets: one "topic,partition,offset"
 // record per line, as `kafka-consumer-groups --reset-offsets --export`
 // writes them. A first line "topic,partition,offset" is a header; empty
@@ -98,15 +118,15 @@ func ParseOffsetsCSV(r io.Reader) (map[TP]int64, error) {
 			}
 		}
 		if !stagefile.ValidTopicName(topic) {
-			return nil, fmt.Errorf("line %d: %q is not a Kafka topic name", line, topic)
+			return nil, fmt.Errorf("line %d: %s is not a Kafka topic name", line, boundedread.Quote(topic))
 		}
 		p, err := strconv.ParseInt(ps, 10, 32)
 		if err != nil || p < 0 {
-			return nil, fmt.Errorf("line %d: partition %q: want a whole number, 0 or more", line, ps)
+			return nil, fmt.Errorf("line %d: partition %s: want a whole number, 0 or more", line, boundedread.Quote(ps))
 		}
 		o, err := strconv.ParseInt(offs, 10, 64)
 		if err != nil || o < 0 {
-			return nil, fmt.Errorf("line %d: offset %q: want a whole number, 0 or more", line, offs)
+			return nil, fmt.Errorf("line %d: offset %s: want a whole number, 0 or more", line, boundedread.Quote(offs))
 		}
 		tp := TP{Topic: topic, Partition: int32(p)}
 		if _, dup := out[tp]; dup {

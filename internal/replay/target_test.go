@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flecht-dev/flecht/internal/boundedread/hostile"
+	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 )
 
@@ -64,11 +66,17 @@ func FuzzParseOffsetsCSV(f *testing.F) {
 	} {
 		f.Add(s)
 	}
+	for _, b := range hostile.Corpus(f, "*.csv") {
+		f.Add(string(b))
+	}
 	f.Fuzz(func(t *testing.T, in string) {
 		got, err := ParseOffsetsCSV(strings.NewReader(in))
 		if err != nil {
 			if got != nil {
 				t.Fatalf("an error with a result: %v", got)
+			}
+			if len(err.Error()) > 1024 {
+				t.Fatalf("an error of %d bytes", len(err.Error()))
 			}
 			return
 		}
@@ -119,6 +127,29 @@ func TestTargetString(t *testing.T) {
 	} {
 		if got := tg.String(); got != want {
 			t.Errorf("got %q want %q", got, want)
+		}
+	}
+}
+
+// Each file of testdata/hostile is refused with an error that names the file and
+// a line, and quotes at most a clipped value.
+func TestReadOffsetsFileRefusesTheCorpus(t *testing.T) {
+	for p := range hostile.Corpus(t, "*.csv") {
+		_, err := ReadOffsetsFile(p)
+		if err == nil || !strings.Contains(err.Error(), "offsets file "+p+": line ") || len(err.Error()) > 512 {
+			t.Errorf("%s: %.600v", p, err)
+		}
+	}
+}
+
+// A --from-file that names something else (/dev/zero, a huge file, a
+// directory) is refused after a bounded read, naming the file; a missing
+// one says so.
+func TestReadOffsetsFileRefusesHostilePaths(t *testing.T) {
+	for _, p := range hostile.Paths(t) {
+		_, err := ReadOffsetsFile(p.Path)
+		if err == nil || !strings.Contains(err.Error(), "offsets file "+p.Path) || exitcode.Code(err) != exitcode.Usage {
+			t.Errorf("%s: %v", p.Name, err)
 		}
 	}
 }

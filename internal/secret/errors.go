@@ -129,6 +129,16 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// refusedBefore adds to a header refusal what it was refused before, once,
+// in words that fit a token (decryption) or a signed value (the signature
+// check): the CLI prints the detail as it is.
+func refusedBefore(err error, what string) error {
+	if e, ok := err.(*Error); ok && e.Kind == KindHeaderRejected && !strings.Contains(e.Detail, "(refused before") {
+		e.Detail += " (refused before " + what + ")"
+	}
+	return err
+}
+
 // Is makes errors.Is(err, secret.ErrUnknownKid) match any *Error of that
 // kind, whatever its kid or scope.
 func (e *Error) Is(target error) bool {

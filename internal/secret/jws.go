@@ -60,7 +60,7 @@ func parseSigned(tok string) (*signedToken, error) {
 	}
 	info, err := acceptSignedHeader(hdr)
 	if err != nil {
-		return nil, err
+		return nil, refusedBefore(err, "the signature is checked")
 	}
 	payload, err := jose.DecodeSegment(segs[1])
 	if err != nil {

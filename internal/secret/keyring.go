@@ -153,6 +153,46 @@ func (k *key) same(o *key) bool {
 	return k.secret == nil || subtle.ConstantTimeCompare(k.secret, o.secret) == 1
 }
 
+// checkSize refuses a key half of the wrong length (KindKeyringInvalid).
+func (k *key) checkSize() *Error {
+	bad := func(format string, args ...any) *Error {
+		return &Error{Kind: KindKeyringInvalid, Kid: k.kid, Detail: fmt.Sprintf(format, args...)}
+	}
+	if k.typ == TypeOct {
+		if len(k.secret) != KeySize {
+			return bad("key %q is %d bytes, expected %d (AES-256)", k.kid, len(k.secret), KeySize)
+		}
+		return nil
+	}
+	crv := okpCurve(k.typ)
+	if len(k.public) != KeySize {
+		return bad("%s key %q has a %d-byte public half, expected %d", crv, k.kid, len(k.public), KeySize)
+	}
+	if k.secret != nil && len(k.secret) != KeySize {
+		return bad("%s key %q has a %d-byte private half, expected %d", crv, k.kid, len(k.secret), KeySize)
+	}
+	return nil
+}
+
+// checkNew refuses a key that cannot be one, before it joins a keyring:
+// a half of the wrong length, bytes that are no key of its kind, a private
+// half that does not belong to its public half (KindKeyringInvalid). A
+// file written elsewhere may hold such a key and still loads; no edit
+// brings one in.
+func (k *key) checkNew() *Error {
+	if err := k.checkSize(); err != nil {
+		return err
+	}
+	if err := k.prepare(); err != nil {
+		return &Error{Kind: KindKeyringInvalid, Kid: k.kid, Detail: fmt.Sprintf("%s key %q is not usable: %v", k.typ, k.kid, err)}
+	}
+	if k.mismatch {
+		return &Error{Kind: KindKeyringInvalid, Kid: k.kid, Detail: fmt.Sprintf(
+			"the %s key's private half does not match its public half: a broken pair is never added", k.typ)}
+	}
+	return nil
+}
+
 // mismatchError is the refusal of a key whose halves do not belong together.
 func (k *key) mismatchError() error {
 	return &Error{Kind: KindKeyringInvalid, Kid: k.kid, Detail: fmt.Sprintf(
@@ -220,6 +260,15 @@ func ParseKeyring(doc []byte) (*Keyring, error) {
 	doc = bytes.TrimSpace(doc)
 	top, err := attr.Members(doc)
 	if err != nil || len(doc) == 0 {
+		if cty, jwe := compactJWECty(doc); jwe {
+			// Told apart by cty alone, as upstream tells; name what is
+			// missing rather than call an encrypted file "not JSON".
+			got := "no cty"
+			if cty != "" {
+				got = fmt.Sprintf("cty %q", Clip(cty))
+			}
+			return nil, bad("", "a compact JWE, as a password-protected keyring is, but its header has %s where \"cty\":%q is required", got, ProtectedCty)
+		}
 		return nil, bad("", "not a JSON object")
 	}
 	kr := &Keyring{byKid: map[string]*key{}}
@@ -446,18 +495,8 @@ func (kr *Keyring) validate() *Error {
 		}
 	}
 	for _, k := range kr.keys {
-		if k.typ == TypeOct {
-			if len(k.secret) != KeySize {
-				return bad(k.kid, "key %q is %d bytes, expected %d (AES-256)", k.kid, len(k.secret), KeySize)
-			}
-			continue
-		}
-		crv := okpCurve(k.typ)
-		if len(k.public) != KeySize {
-			return bad(k.kid, "%s key %q has a %d-byte public half, expected %d", crv, k.kid, len(k.public), KeySize)
-		}
-		if k.secret != nil && len(k.secret) != KeySize {
-			return bad(k.kid, "%s key %q has a %d-byte private half, expected %d", crv, k.kid, len(k.secret), KeySize)
+		if err := k.checkSize(); err != nil {
+			return err
 		}
 	}
 	if p, ok := kr.byKid[kr.primary]; !ok || !p.sealing() {

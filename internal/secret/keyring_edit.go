@@ -100,6 +100,9 @@ func (kr *Keyring) Import(jwk []byte) (*Keyring, error) {
 	if err := checkNewKid(k.kid); err != nil {
 		return nil, err
 	}
+	if err := k.checkNew(); err != nil {
+		return nil, err
+	}
 	return kr.withKey(k)
 }
 
@@ -145,6 +148,9 @@ func (kr *Keyring) Promote(kid string) (*Keyring, error) {
 	if !kr.Has(kid) {
 		return nil, &Error{Kind: KindUnknownKid, Kid: kid, Detail: "cannot promote a key the keyring does not hold"}
 	}
+	if err := kr.roleUsable(kid); err != nil {
+		return nil, err
+	}
 	out := kr.clone()
 	out.primary = kid
 	return out.validated(kid)
@@ -159,6 +165,9 @@ func (kr *Keyring) SetPrimaryFor(scope, kid string) (*Keyring, error) {
 	}
 	if !kr.Has(kid) {
 		return nil, &Error{Kind: KindUnknownKid, Kid: kid, Scope: scope, Detail: "cannot make a key the keyring does not hold a sealing key"}
+	}
+	if err := kr.roleUsable(kid); err != nil {
+		return nil, err
 	}
 	out := kr.clone()
 	out.primaries[scope] = kid
@@ -182,6 +191,9 @@ func (kr *Keyring) SetSigningFor(scope, kid string) (*Keyring, error) {
 	}
 	if !kr.Has(kid) {
 		return nil, &Error{Kind: KindUnknownKid, Kid: kid, Scope: scope, Detail: "cannot make a key the keyring does not hold a signing key"}
+	}
+	if err := kr.roleUsable(kid); err != nil {
+		return nil, err
 	}
 	out := kr.clone()
 	out.signing[scope] = kid
@@ -222,6 +234,16 @@ func (kr *Keyring) Remove(kid string) (*Keyring, error) {
 	out.keys = slices.DeleteFunc(out.keys, func(k *key) bool { return k.kid == kid })
 	delete(out.byKid, kid)
 	return out.validated(kid)
+}
+
+// roleUsable refuses a role for a broken pair (KindKeyringInvalid): every
+// seal, open or signature under the role would fail.
+func (kr *Keyring) roleUsable(kid string) error {
+	if k, ok := kr.lookup(kid); ok && k.mismatch {
+		return &Error{Kind: KindKeyringInvalid, Kid: kid, Detail: fmt.Sprintf(
+			"the %s key's private half does not match its public half: a broken pair takes no role (replace the key)", k.typ)}
+	}
+	return nil
 }
 
 // validated runs validate on an edit's result: a failure is the edit's

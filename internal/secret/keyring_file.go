@@ -3,13 +3,14 @@ package secret
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/flecht-dev/flecht/internal/boundedread"
 )
 
 // FileOption configures Load, Save, Create and Lock.
@@ -65,9 +66,8 @@ func Load(path string, opts ...FileOption) (kr *Keyring, warnings []string, err 
 		}
 		return nil, nil, err
 	}
-	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		warnings = append(warnings, fmt.Sprintf(
-			"keyring file %s has mode %04o: group or others can access the keys; run chmod 600", path, fi.Mode().Perm()))
+	if w := boundedread.ModeWarning(KeyringFile.Name, path); w != "" {
+		warnings = append(warnings, w)
 	}
 	return kr, warnings, nil
 }
@@ -77,31 +77,31 @@ func Load(path string, opts ...FileOption) (kr *Keyring, warnings []string, err 
 // else (a log, /dev/zero) is refused without being read into memory.
 const MaxKeyringFileBytes = 16 << 20
 
+// KeyringFile is what a keyring file is to a read.
+var KeyringFile = boundedread.Kind{Name: "keyring file", Limit: MaxKeyringFileBytes}
+
 // ReadKeyringFile reads the keyring file at path, up to
 // MaxKeyringFileBytes: a larger file is KindKeyringInvalid, a missing one
 // matches fs.ErrNotExist.
 func ReadKeyringFile(path string) ([]byte, error) {
-	return readBounded(path, MaxKeyringFileBytes, func() error {
+	return readKind(KeyringFile, path, func() error {
 		return &Error{Kind: KindKeyringInvalid, Detail: fmt.Sprintf("larger than %d MiB: not a keyring file", MaxKeyringFileBytes>>20)}
 	})
 }
 
-// readBounded reads at most limit bytes of the file at path; tooLarge is
-// the error for a file holding more.
+// readBounded reads at most limit bytes of the file at path (a pipe or a
+// device as well, until a signal); tooLarge is the error for a file holding
+// more.
 func readBounded(path string, limit int64, tooLarge func() error) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
+	return readKind(boundedread.Kind{Name: "file", Limit: limit}, path, tooLarge)
+}
+
+func readKind(k boundedread.Kind, path string, tooLarge func() error) ([]byte, error) {
+	b, err := k.ReadFile(path)
+	if errors.Is(err, boundedread.ErrTooLarge) {
 		return nil, tooLarge()
 	}
-	return b, nil
+	return b, err
 }
 
 // beforeRename, when set by a test, runs after the temporary file is written

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flecht-dev/flecht/internal/boundedread/hostile"
 )
 
 func TestSaveLoadMode0600(t *testing.T) {
@@ -318,5 +320,23 @@ func TestLoadReadsABoundedKeyring(t *testing.T) {
 	}
 	if _, err := PasswordFile(huge)(); !errors.Is(err, ErrKeyringPassword) || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("a 64 MiB password file: %v", err)
+	}
+}
+
+// Every hostile path (/dev/zero, a huge file, a directory, links to them,
+// a missing path) is refused as a keyring and as a password file at once,
+// naming it, never read into memory whole.
+func TestHostileKeyringAndPasswordPaths(t *testing.T) {
+	for _, p := range hostile.Paths(t) {
+		_, _, err := Load(p.Path)
+		if err == nil || !strings.Contains(err.Error(), p.Path) {
+			t.Errorf("keyring %s: %v", p.Name, err)
+		}
+		if p.Missing && !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("keyring %s: %v does not match fs.ErrNotExist", p.Name, err)
+		}
+		if _, err := PasswordFile(p.Path)(); !errors.Is(err, ErrKeyringPassword) || !strings.Contains(err.Error(), p.Path) {
+			t.Errorf("password file %s: %v", p.Name, err)
+		}
 	}
 }

@@ -108,25 +108,33 @@ func PasswordFile(path string) PasswordFunc {
 // the way upstream tells: five dot-separated segments whose first decodes to
 // a JSON object with "cty":"jwk-set+json". Never fails.
 func IsProtectedDocument(doc []byte) bool {
+	cty, ok := compactJWECty(doc)
+	return ok && cty == ProtectedCty
+}
+
+// compactJWECty reports whether doc is a compact JWE (five segments, the
+// first a JSON object), and the string its header's cty holds ("" when
+// none, or not a string).
+func compactJWECty(doc []byte) (cty string, ok bool) {
 	segs, ok := jose.SplitCompact(string(bytes.TrimSpace(doc)), 5)
 	if !ok || len(segs[0]) > maxHdr {
-		return false
+		return "", false
 	}
 	hdr, ok := decodeKeyMember(json.RawMessage(`"` + segs[0] + `"`))
 	if !ok || strings.ContainsAny(segs[0], `"\`) {
-		return false
+		return "", false
 	}
 	members, err := attr.Members(hdr)
-	if err != nil {
-		return false
+	if err != nil || len(hdr) == 0 {
+		return "", false
 	}
 	for _, m := range members {
 		if m.Key == "cty" {
-			s, ok := jsonString(m.Value)
-			return ok && s == ProtectedCty
+			s, _ := jsonString(m.Value)
+			return s, true
 		}
 	}
-	return false
+	return "", true
 }
 
 // ReadKeyring parses a keyring document, plain or protected. A protected

@@ -93,7 +93,7 @@ func parseToken(tok string) (*token, error) {
 	}
 	t, err := acceptHeader(hdr)
 	if err != nil {
-		return nil, err
+		return nil, refusedBefore(err, "any decryption")
 	}
 	bad := func(detail string, args ...any) error {
 		return &Error{Kind: KindMalformed, Kid: t.Kid, Detail: fmt.Sprintf(detail, args...)}

@@ -194,7 +194,10 @@ const (
 	fetchMaxPartitionBytes = 64 << 10
 )
 
-// DefaultStateDir is ${XDG_STATE_HOME:-~/.local/state}/flecht/<application_id>.
+// DefaultStateDir is ${XDG_STATE_HOME:-~/.local/state}/flecht/<application_id>,
+// or "" for an id that is not one plain path element (stagefile refuses
+// those): "" names no directory, and the runner and lease.Start refuse it,
+// where a joined ".." would have named the state root's parent.
 func DefaultStateDir(applicationID string) string {
 	base := os.Getenv("XDG_STATE_HOME")
 	if base == "" {
@@ -204,7 +207,11 @@ func DefaultStateDir(applicationID string) string {
 		}
 		base = filepath.Join(home, ".local", "state")
 	}
-	return filepath.Join(base, "flecht", applicationID)
+	dir, err := stagefile.JoinName(filepath.Join(base, "flecht"), applicationID)
+	if err != nil {
+		return ""
+	}
+	return dir
 }
 
 // Configs is the stage's config store, for transformers that look up.
@@ -242,6 +249,9 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 		return err
 	}
 	defer r.configs.Close()
+	if r.stateDir == "" {
+		return fmt.Errorf("state dir: %w", stagefile.CheckApplicationID(r.stage.ApplicationID))
+	}
 	if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}

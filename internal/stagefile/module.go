@@ -2,6 +2,7 @@ package stagefile
 
 import (
 	"fmt"
+	"github.com/flecht-dev/flecht/internal/boundedread"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -71,7 +72,7 @@ func (m *Module) problems() []string {
 		out = append(out, "module needs the module file's path")
 	}
 	if m.SHA256 != "" && !sha256Hex.MatchString(m.SHA256) {
-		out = append(out, fmt.Sprintf("sha256 %q: want the file's 64 hex digits (sha256sum FILE, or flecht transform inspect FILE)", m.SHA256))
+		out = append(out, fmt.Sprintf("sha256 %s: want the file's 64 hex digits (sha256sum FILE, or flecht transform inspect FILE)", boundedread.Quote(m.SHA256)))
 	}
 	if len(m.OutputTopics) == 0 {
 		out = append(out, "output_topics: list the topics the module writes to (startup checks they exist, and the module may write to no other)")
@@ -82,7 +83,7 @@ func (m *Module) problems() []string {
 		}
 	}
 	if dup := duplicate(m.OutputTopics); dup != "" {
-		out = append(out, fmt.Sprintf("output_topics lists %q twice", dup))
+		out = append(out, fmt.Sprintf("output_topics lists %s twice", boundedread.Quote(dup)))
 	}
 	if v := int64(m.MemoryLimit); v != 0 && (v < minModuleMemory || v > maxModuleMemory || v%(64<<10) != 0) {
 		out = append(out, fmt.Sprintf("memory_limit %s: use 1MiB to 4GiB, in whole 64KiB pages (default 64MiB)", m.MemoryLimit))
@@ -116,7 +117,7 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	}
 	v, ok := ParseByteSize(s)
 	if !ok {
-		return fmt.Errorf("line %d: %q is not a size like 64MiB, 512KiB or 1GiB", n.Line, s)
+		return fmt.Errorf("line %d: %s is not a size like 64MiB, 512KiB or 1GiB", n.Line, boundedread.Quote(s))
 	}
 	*b = ByteSize(v)
 	return nil
@@ -154,7 +155,9 @@ func (b ByteSize) String() string {
 }
 
 // MarshalJSON writes the size as its String.
-func (b ByteSize) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(b.String())), nil }
+func (b ByteSize) MarshalJSON() ([]byte, error) {
+	return []byte(strconv.Quote(b.String())), nil
+}
 
 // MarshalYAML writes the size as its String.
 func (b ByteSize) MarshalYAML() (any, error) { return b.String(), nil }

@@ -2,6 +2,7 @@ package stagefile
 
 import (
 	"fmt"
+	"github.com/flecht-dev/flecht/internal/boundedread"
 	"reflect"
 	"sort"
 	"strings"
@@ -58,7 +59,7 @@ func unknownStructKeys(n *yaml.Node, t reflect.Type) error {
 				names = append(names, name)
 			}
 			sort.Strings(names)
-			return fmt.Errorf("line %d: unknown option %q (known: %s)", k.Line, k.Value, strings.Join(names, ", "))
+			return fmt.Errorf("line %d: unknown option %s (known: %s)", k.Line, boundedread.Quote(k.Value), strings.Join(names, ", "))
 		}
 	}
 	return nil
@@ -118,7 +119,7 @@ func noOptions(builtin string, n *yaml.Node, t reflect.Type) error {
 	}
 	var keys []string
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		keys = append(keys, fmt.Sprintf("%q (line %d)", n.Content[i].Value, n.Content[i].Line))
+		keys = append(keys, fmt.Sprintf("%s (line %d)", boundedread.Quote(n.Content[i].Value), n.Content[i].Line))
 	}
-	return fmt.Errorf("builtin %q takes no options in the stage file; remove %s", builtin, strings.Join(keys, ", "))
+	return fmt.Errorf("builtin %s takes no options in the stage file; remove %s", boundedread.Quote(builtin), strings.Join(keys, ", "))
 }

@@ -10,7 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
@@ -18,6 +18,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/statekey"
 )
@@ -207,10 +208,10 @@ func (b *Builtin) DecodeOptions(v any) error {
 		return err
 	}
 	if err := unknownKeys(&b.Options, reflect.TypeOf(v)); err != nil {
-		return fmt.Errorf("builtin %q: %w", b.Name, err)
+		return fmt.Errorf("builtin %s: %w", boundedread.Quote(b.Name), err)
 	}
 	if err := b.Options.Decode(v); err != nil {
-		return fmt.Errorf("builtin %q: %w", b.Name, err)
+		return fmt.Errorf("builtin %s: %w", boundedread.Quote(b.Name), err)
 	}
 	return nil
 }
@@ -226,7 +227,7 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil || v < 0 {
-		return fmt.Errorf("line %d: %q is not a duration like 30s or 24h", n.Line, s)
+		return fmt.Errorf("line %d: %s is not a duration like 30s or 24h", n.Line, boundedread.Quote(s))
 	}
 	*d = Duration(v)
 	return nil
@@ -240,24 +241,15 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return []byte(`"` + time.Duration(d).String() + `"`), nil
 }
 
-// maxFileBytes bounds what is read of a stage file: a commented stage
-// fits many times over, and a path that names something else (a log,
-// /dev/zero) is refused without being read into memory.
-const maxFileBytes = 4 << 20
+// File is what a stage file is to a read: a commented stage fits 4 MiB
+// many times over.
+var File = boundedread.Kind{Name: "stage file", Limit: 4 << 20}
 
 // Load reads and validates a stage file.
 func Load(path string) (*Stage, error) {
-	f, err := os.Open(path)
+	data, err := File.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading stage file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading stage file: %w", err)
-	}
-	if len(data) > maxFileBytes {
-		return nil, fmt.Errorf("stage file %s is larger than %d MiB: not a stage file", path, maxFileBytes>>20)
+		return nil, err
 	}
 	s, err := Parse(data)
 	if err != nil {
@@ -278,15 +270,18 @@ var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 func ValidTopicName(t string) bool { return topicName.MatchString(t) && t != "." && t != ".." }
 
 // ValidApplicationID reports whether id can name a stage: its changelog
-// topic must be a valid topic name.
-func ValidApplicationID(id string) bool { return ValidTopicName(ChangelogTopic(id)) }
+// must be a valid topic name, and id must be one plain path element, since
+// it names the stage's state directory (JoinName).
+func ValidApplicationID(id string) bool {
+	return ValidTopicName(ChangelogTopic(id)) && checkPathElement(id) == nil
+}
 
 // CheckTopicName says why Kafka would refuse t as a topic name, or nil.
 func CheckTopicName(t string) error {
 	if ValidTopicName(t) {
 		return nil
 	}
-	return fmt.Errorf("%q is not a valid Kafka topic name: use letters, digits, '.', '_' and '-', at most 249 characters", t)
+	return fmt.Errorf("%s is not a valid Kafka topic name: use letters, digits, '.', '_' and '-', at most 249 characters (a name other than . and ..)", boundedread.Quote(t))
 }
 
 // CheckApplicationID says why id cannot name a stage, or nil.
@@ -294,8 +289,31 @@ func CheckApplicationID(id string) error {
 	if ValidApplicationID(id) {
 		return nil
 	}
-	return fmt.Errorf("application id %q: use letters, digits, '.', '_' and '-', at most %d characters (it names topics and transactional IDs)",
-		id, 249-len(ChangelogTopic("")))
+	return fmt.Errorf("application id %s: use letters, digits, '.', '_' and '-', at most %d characters, and not . or .. (it names topics, transactional IDs and the state directory)",
+		boundedread.Quote(id), 249-len(ChangelogTopic("")))
+}
+
+// JoinName joins root and a name that becomes a path (an application id
+// naming its state directory, a partition number its store), refusing a
+// name that is not one plain path element: an empty name, . or .., one
+// with a separator, or a root that is empty (the name would land in the
+// working directory). Every path made from a name goes through it, so no
+// name reaches outside its root.
+func JoinName(root, name string) (string, error) {
+	if root == "" {
+		return "", fmt.Errorf("no directory to put %s in", boundedread.Quote(name))
+	}
+	if err := checkPathElement(name); err != nil {
+		return "", err
+	}
+	return filepath.Join(root, name), nil
+}
+
+func checkPathElement(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\`+"\x00") || !filepath.IsLocal(name) {
+		return fmt.Errorf("%s is not a plain file name (not . or .., no separators), so it cannot name a directory", boundedread.Quote(name))
+	}
+	return nil
 }
 
 // Prometheus label names, minus the ones flecht's metrics add themselves.
@@ -315,6 +333,22 @@ func Parse(data []byte) (*Stage, error) {
 		}
 		return nil, err
 	}
+	// A second document would be ignored: a stage pasted after --- must
+	// not pass for one that runs. An empty one (a trailing ---) holds
+	// nothing to ignore.
+	for {
+		var next yaml.Node
+		err := dec.Decode(&next)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !emptyDocument(&next) {
+			return nil, fmt.Errorf("line %d: a second YAML document starts here (after ---): a stage file holds one stage; give each stage its own file", next.Line)
+		}
+	}
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
@@ -324,15 +358,34 @@ func Parse(data []byte) (*Stage, error) {
 	return s, nil
 }
 
+// emptyDocument reports whether a YAML document holds no value.
+func emptyDocument(doc *yaml.Node) bool {
+	if len(doc.Content) == 0 {
+		return true
+	}
+	c := doc.Content[0]
+	return c.Kind == yaml.ScalarNode && c.Tag == "!!null" && c.Value == ""
+}
+
+// maxProblem clips a problem whose text comes from elsewhere (a state_key
+// error quotes the template whole).
+const maxProblem = 512
+
 func (s *Stage) validate() error {
 	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	bad := func(format string, args ...any) {
+		p := fmt.Sprintf(format, args...)
+		if len(p) > maxProblem {
+			p = strings.ToValidUTF8(p[:maxProblem], "") + "…"
+		}
+		problems = append(problems, p)
+	}
 
 	switch {
 	case s.ApplicationID == "":
 		bad("application_id is required")
 	case !ValidApplicationID(s.ApplicationID):
-		bad("application_id %q: use letters, digits, '.', '_' and '-' (it names topics and transactional ids)", s.ApplicationID)
+		bad("application_id %s: use letters, digits, '.', '_' and '-', and not . or .. (it names topics, transactional ids and the state directory)", boundedread.Quote(s.ApplicationID))
 	}
 	for _, t := range append(append([]string{}, s.InputTopics...), s.ConfigTopics...) {
 		if err := CheckTopicName(t); err != nil {
@@ -340,10 +393,10 @@ func (s *Stage) validate() error {
 		}
 	}
 	if dup := duplicate(s.InputTopics); dup != "" {
-		bad("input_topics lists %q twice", dup)
+		bad("input_topics lists %s twice", boundedread.Quote(dup))
 	}
 	if dup := duplicate(s.ConfigTopics); dup != "" {
-		bad("config_topics lists %q twice", dup)
+		bad("config_topics lists %s twice", boundedread.Quote(dup))
 	}
 	if s.MaxPollRecords == 0 {
 		s.MaxPollRecords = DefaultMaxPollRecords
@@ -366,7 +419,7 @@ func (s *Stage) validate() error {
 		s.InvalidMessages = InvalidCrash
 	case InvalidCrash, InvalidSkip, InvalidDLQ:
 	default:
-		bad("invalid_messages %q: use crash, skip or dlq", s.InvalidMessages)
+		bad("invalid_messages %s: use crash, skip or dlq", boundedread.Quote(s.InvalidMessages))
 	}
 	if s.StateKey == "" {
 		s.StateKey = statekey.Default
@@ -436,12 +489,12 @@ func (s *Stage) validate() error {
 	case "":
 		bad("kind is required: transformer, extractor or mqtt")
 	default:
-		bad("kind %q: use transformer, extractor or mqtt", s.Kind)
+		bad("kind %s: use transformer, extractor or mqtt", boundedread.Quote(s.Kind))
 	}
 	if s.Metrics != nil {
 		for name := range s.Metrics.Labels {
 			if !labelName.MatchString(name) || reservedLabels[name] {
-				bad("metrics.labels: %q is not a usable label name (letters, digits, _; not one of topic, partition, reason, outcome, kid, scope)", name)
+				bad("metrics.labels: %s is not a usable label name (letters, digits, _; not one of topic, partition, reason, outcome, kid, scope)", boundedread.Quote(name))
 			}
 		}
 	}
@@ -530,16 +583,16 @@ func ParseSecretField(s string) (SecretField, error) {
 		name, f.List = n, true
 	}
 	if name == "" {
-		return f, fmt.Errorf("%q: empty field name", s)
+		return f, fmt.Errorf("%s: empty field name", boundedread.Quote(s))
 	}
 	f.Path = strings.Split(name, ".")
 	for _, seg := range f.Path {
 		if seg == "" {
-			return f, fmt.Errorf("%q: empty segment in dotted path", s)
+			return f, fmt.Errorf("%s: empty segment in dotted path", boundedread.Quote(s))
 		}
 	}
 	if f.Mode != ModeEncrypted && f.Scope == "" {
-		return f, fmt.Errorf("%q: a %s field needs a scope (NAME:SCOPE:%s): a signature always names the scope it vouches for", s, f.Mode, f.Mode)
+		return f, fmt.Errorf("%s: a %s field needs a scope (NAME:SCOPE:%s): a signature always names the scope it vouches for", boundedread.Quote(s), f.Mode, f.Mode)
 	}
 	return f, nil
 }

@@ -1,11 +1,12 @@
 package stagefile
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flecht-dev/flecht/internal/boundedread/hostile"
 )
 
 func TestExampleParses(t *testing.T) {
@@ -209,10 +210,19 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\nmqtt: {url: \"mqtts://m:8883\", ca_file: /ca.pem, cert_file: /c.pem, key_file: /c.key}\n"))
 	f.Add([]byte("application_id: m\nkind: transformer\ninput_topics: [t]\ntransform: {module: x.wasm, sha256: " + strings.Repeat("a", 64) +
 		", output_topics: [o], config: {a: [1, {b: 2.5}]}, memory_limit: 16MiB, time_limit: 250ms, stateless: true}\n"))
+	for _, b := range hostile.Corpus(f, "*.yaml") {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data)
 		if err == nil && s.Template == nil {
 			t.Fatal("validated stage without a template")
+		}
+		if err == nil && CheckApplicationID(s.ApplicationID) != nil {
+			t.Fatalf("validated stage with application id %q", s.ApplicationID)
+		}
+		if err != nil && len(err.Error()) > 64<<10 {
+			t.Fatalf("an error of %d bytes", len(err.Error()))
 		}
 		if err == nil && s.Transform != nil {
 			var opts struct {
@@ -289,19 +299,109 @@ func TestEveryExampleParses(t *testing.T) {
 	}
 }
 
-// A -f path that names something huge (a log, /dev/zero) is refused after
-// a bounded read, never read into memory whole.
-func TestLoadRefusesAHugeFile(t *testing.T) {
-	huge := filepath.Join(t.TempDir(), "huge.yaml")
-	f, err := os.Create(huge)
-	if err != nil {
-		t.Fatal(err)
+// A -f path that names something else (a huge file, /dev/zero, a
+// directory) is refused after a bounded read, never read into memory
+// whole, with an error that names it; a missing one says so.
+func TestLoadRefusesHostilePaths(t *testing.T) {
+	for _, p := range hostile.Paths(t) {
+		_, err := Load(p.Path)
+		want := "stage file " + p.Path + " is "
+		if p.Missing {
+			want = "stage file " + p.Path + ": no such file or directory"
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", p.Name, err)
+		}
 	}
-	if err := f.Truncate(64 << 20); err != nil { // sparse: no disk used
-		t.Fatal(err)
+}
+
+// testdata/hostile holds stage files that must be refused, each with the
+// error it must get on its first line.
+func TestHostileCorpusIsRefused(t *testing.T) {
+	for p, b := range hostile.Corpus(t, "*.yaml") {
+		_, err := Load(p)
+		if want := hostile.Want(t, b); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: %v, want %q", p, err, want)
+		}
 	}
-	f.Close()
-	if _, err := Load(huge); err == nil || !strings.Contains(err.Error(), "stage file "+huge+" is larger than 4 MiB") {
-		t.Errorf("Load of a 64 MiB file: %v", err)
+}
+
+// An application id names a directory under the state root, so it must be
+// one plain path element: . and .. pass Kafka's topic rule (..-changelog
+// is a valid topic) but would name the root or its parent.
+func TestApplicationIDIsOnePathElement(t *testing.T) {
+	for _, id := range []string{".", "..", "../x", "a/b", ""} {
+		if ValidApplicationID(id) || CheckApplicationID(id) == nil {
+			t.Errorf("%q accepted", id)
+		}
+	}
+	for _, id := range []string{"a", "...", ".a", "a..b", "-x", "0"} {
+		if err := CheckApplicationID(id); err != nil {
+			t.Errorf("%q: %v", id, err)
+		}
+	}
+	if err := CheckApplicationID(".."); err == nil || !strings.Contains(err.Error(), "not . or ..") {
+		t.Errorf("the rule is not said: %v", err)
+	}
+}
+
+// JoinName refuses every name that is not one plain path element, and an
+// empty root, whatever validated the name before.
+func TestJoinNameStaysUnderTheRoot(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "flecht")
+	for _, name := range []string{"", ".", "..", "../x", "a/b", "/abs", `a\b`, "x\x00y", "a/.."} {
+		if p, err := JoinName(root, name); err == nil {
+			t.Errorf("%q: joined as %s", name, p)
+		}
+	}
+	if p, err := JoinName("", "app"); err == nil {
+		t.Errorf("no root: joined as %s", p)
+	}
+	for _, name := range []string{"app", "0", "...", "a.b-c_d"} {
+		p, err := JoinName(root, name)
+		if err != nil || filepath.Dir(p) != root || filepath.Base(p) != name {
+			t.Errorf("%q: %s %v", name, p, err)
+		}
+	}
+}
+
+// A second YAML document is refused, naming its line; a trailing --- with
+// nothing after it holds nothing to ignore.
+func TestSecondDocumentIsRefused(t *testing.T) {
+	one := "application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count, output_topic: o}\n"
+	for _, ok := range []string{one + "---\n", one + "---\n# nothing\n", "---\n" + one, one + "...\n"} {
+		if _, err := Parse([]byte(ok)); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	_, err := Parse([]byte(one + "---\napplication_id: b\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 5: a second YAML document") {
+		t.Errorf("second document: %v", err)
+	}
+}
+
+// Errors quote what the file says clipped: a 3 MB value is not echoed.
+func TestErrorsClipWhatTheyQuote(t *testing.T) {
+	long := strings.Repeat("a", 3_000_000)
+	for field, file := range map[string]string{
+		"application_id": "application_id: " + long + "\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count}\n",
+		"topic":          "application_id: a\nkind: transformer\ninput_topics: [" + long + "x!]\ntransform: {builtin: count}\n",
+		"kind":           "application_id: a\nkind: " + long + "\n",
+		"state_key":      "application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count}\nstate_key: '{" + long + "'\n",
+		"secret_fields":  "application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count}\nsecret_fields: ['" + long + "::signed']\n",
+		"duplicate":      "application_id: a\nkind: transformer\ninput_topics: [" + long + "," + long + "]\ntransform: {builtin: count}\n",
+	} {
+		_, err := Parse([]byte(file))
+		if err == nil || len(err.Error()) > 4096 {
+			n := 0
+			if err != nil {
+				n = len(err.Error())
+			}
+			t.Errorf("%s: an error of %d bytes", field, n)
+		}
+	}
+	_, err := Parse([]byte("application_id: " + long + "\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: count}\n"))
+	if err == nil || !strings.Contains(err.Error(), "… (3000000 bytes)") {
+		t.Errorf("the clipped id does not say its length: %.200v", err)
 	}
 }

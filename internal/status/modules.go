@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/module"
 	"github.com/flecht-dev/flecht/internal/promscrape"
 	"github.com/flecht-dev/flecht/internal/stagefile"
@@ -80,8 +81,9 @@ func ReadModuleFile(m *stagefile.Module) *ModuleFile {
 func hashModule(path string) (string, error) {
 	_, sum, err := module.ReadFile(path)
 	var pathErr *fs.PathError
+	var read *boundedread.Error
 	switch {
-	case errors.As(err, &pathErr):
+	case errors.As(err, &pathErr), errors.As(err, &read):
 		return "", err // it names the path itself
 	case err != nil:
 		return "", fmt.Errorf("%s %w", path, err)

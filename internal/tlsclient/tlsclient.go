@@ -12,9 +12,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
+
+	"github.com/flecht-dev/flecht/internal/boundedread"
 )
 
 // Files names the PEM files of a TLS client. An empty CAFile trusts the
@@ -67,9 +66,9 @@ func Config(f Files, serverName string) (*tls.Config, error) {
 
 // LoadCAFile reads a PEM file of CA certificates into a pool.
 func LoadCAFile(path string) (*x509.CertPool, error) {
-	data, err := readPEMFile(path)
+	data, err := caFile.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("CA file %s: %w", path, pathless(err))
+		return nil, err
 	}
 	pool, err := ParseCAs(data)
 	if err != nil {
@@ -111,13 +110,13 @@ func ParseCAs(data []byte) (*x509.CertPool, error) {
 
 // LoadKeyPair reads a client certificate and its private key.
 func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
-	certPEM, err := readPEMFile(certFile)
+	certPEM, err := clientCertFile.ReadFile(certFile)
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("client certificate file %s: %w", certFile, pathless(err))
+		return tls.Certificate{}, err
 	}
-	keyPEM, err := readPEMFile(keyFile)
+	keyPEM, err := clientKeyFile.ReadFile(keyFile)
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("client key file %s: %w", keyFile, pathless(err))
+		return tls.Certificate{}, err
 	}
 	// crypto/tls names what it found by PEM type and never quotes the
 	// bytes, so its errors can be passed on.
@@ -128,38 +127,13 @@ func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	return cert, nil
 }
 
-// maxPEMFileBytes bounds what is read of a CA, certificate or key file: a
-// CA bundle of every public root fits many times over, and a path that
-// names something else (a log, /dev/zero) is refused without being read
-// into memory.
-const maxPEMFileBytes = 16 << 20
-
-// readPEMFile reads at most maxPEMFileBytes of the file at path.
-func readPEMFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxPEMFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxPEMFileBytes {
-		return nil, fmt.Errorf("larger than %d MiB: not a PEM file", maxPEMFileBytes>>20)
-	}
-	return data, nil
-}
-
-// pathless drops the path an os error repeats (the message names the file
-// already), keeping the reason: "no such file or directory".
-func pathless(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
+// The PEM files, as reads see them: a CA bundle of every public root fits
+// 16 MiB many times over.
+var (
+	caFile         = boundedread.Kind{Name: "CA file", Limit: 16 << 20}
+	clientCertFile = boundedread.Kind{Name: "client certificate file", Limit: 16 << 20}
+	clientKeyFile  = boundedread.Kind{Name: "client key file", Limit: 16 << 20}
+)
 
 // printableType keeps a PEM type fit to print: a type is a header the file
 // chose, so anything odd in it is not echoed.

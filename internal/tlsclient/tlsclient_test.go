@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flecht-dev/flecht/internal/boundedread/hostile"
 	"github.com/flecht-dev/flecht/internal/tlsclient"
 	"github.com/flecht-dev/flecht/internal/tlsclient/tlstest"
 )
@@ -292,8 +293,8 @@ func TestConfigFileErrorsNameTheFileNotItsContents(t *testing.T) {
 		{tlsclient.Files{CAFile: broken}, []string{"CA file " + broken + ": certificate 1 does not parse"}},
 		{tlsclient.Files{CertFile: pki.Client.CertFile}, []string{"client certificate file is set without its key file"}},
 		{tlsclient.Files{KeyFile: pki.Client.KeyFile}, []string{"client key file is set without its certificate file"}},
-		{tlsclient.Files{CertFile: missing, KeyFile: pki.Client.KeyFile}, []string{"client certificate file " + missing + ": no such file"}},
-		{tlsclient.Files{CertFile: pki.Client.CertFile, KeyFile: missing}, []string{"client key file " + missing + ": no such file"}},
+		{tlsclient.Files{CertFile: missing, KeyFile: pki.Client.KeyFile}, []string{"client certificate file " + missing + ": no such file or directory"}},
+		{tlsclient.Files{CertFile: pki.Client.CertFile, KeyFile: missing}, []string{"client key file " + missing + ": no such file or directory"}},
 		{tlsclient.Files{CertFile: pki.Client.CertFile, KeyFile: pki.OtherClient.KeyFile}, []string{"client certificate " + pki.Client.CertFile + " with key " + pki.OtherClient.KeyFile, "does not match"}},
 		{tlsclient.Files{CertFile: pki.Client.KeyFile, KeyFile: pki.Client.CertFile}, []string{"client certificate " + pki.Client.KeyFile}},
 		{tlsclient.Files{CertFile: pki.Client.CertFile, KeyFile: secretText}, []string{"client certificate " + pki.Client.CertFile + " with key " + secretText}},
@@ -351,22 +352,20 @@ func FuzzParseCAs(f *testing.F) {
 	})
 }
 
-// A CA, certificate or key path that names something huge (a log,
-// /dev/zero) is refused after a bounded read, never read into memory whole.
-func TestLoadRefusesHugeFiles(t *testing.T) {
-	huge := filepath.Join(t.TempDir(), "huge.pem")
-	f, err := os.Create(huge)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(64 << 20); err != nil { // sparse: no disk used
-		t.Fatal(err)
-	}
-	f.Close()
-	if _, err := tlsclient.LoadCAFile(huge); err == nil || !strings.Contains(err.Error(), "CA file "+huge+": larger than 16 MiB") {
-		t.Errorf("LoadCAFile: %v", err)
-	}
-	if _, err := tlsclient.LoadKeyPair(huge, huge); err == nil || !strings.Contains(err.Error(), "client certificate file "+huge+": larger than 16 MiB") {
-		t.Errorf("LoadKeyPair: %v", err)
+// A CA, certificate or key path that names something else (a huge file,
+// /dev/zero, a directory) is refused after a bounded read, never read into
+// memory whole, naming the file.
+func TestLoadRefusesHostilePaths(t *testing.T) {
+	pki := tlstest.New(t)
+	for _, p := range hostile.Paths(t) {
+		if _, err := tlsclient.LoadCAFile(p.Path); err == nil || !strings.HasPrefix(err.Error(), "CA file "+p.Path) {
+			t.Errorf("LoadCAFile %s: %v", p.Name, err)
+		}
+		if _, err := tlsclient.LoadKeyPair(p.Path, pki.Client.KeyFile); err == nil || !strings.HasPrefix(err.Error(), "client certificate file "+p.Path) {
+			t.Errorf("LoadKeyPair %s: %v", p.Name, err)
+		}
+		if _, err := tlsclient.LoadKeyPair(pki.Client.CertFile, p.Path); err == nil || !strings.HasPrefix(err.Error(), "client key file "+p.Path) {
+			t.Errorf("LoadKeyPair key %s: %v", p.Name, err)
+		}
 	}
 }

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -35,18 +38,22 @@ func ParseFormat(s string) (Format, error) {
 
 // writeJSON writes v as indented JSON with a trailing newline. HTML escaping
 // is off: operators read these values, and <, > and & are common in them.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
+func writeJSON(w io.Writer, v any) error { return encodeJSON(w, v, "  ") }
 
 // writeJSONLine writes v as compact JSON on one line.
-func writeJSONLine(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+func writeJSONLine(w io.Writer, v any) error { return encodeJSON(w, v, "") }
+
+// encodeJSON writes v in one write, its strings terminal-safe (escapeJSON).
+func encodeJSON(w io.Writer, v any, indent string) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	enc.SetIndent("", indent)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(escapeJSON(buf.Bytes()))
+	return err
 }
 
 // writeYAML writes v as YAML with the same field names and order as its JSON
@@ -59,16 +66,23 @@ func writeYAML(w io.Writer, v any) error {
 		return err
 	}
 	var node yaml.Node
-	if err := yaml.Unmarshal(buf.Bytes(), &node); err != nil {
+	// YAML refuses DEL and the C1 controls raw in its input, and surrogate
+	// escapes (a JSON RawMessage may hold them): they become \u and \U.
+	if err := yaml.Unmarshal(escapeYAML(joinSurrogates(buf.Bytes())), &node); err != nil {
 		return fmt.Errorf("converting output to YAML: %w", err)
 	}
 	blockStyle(&node)
-	ye := yaml.NewEncoder(w)
+	var out bytes.Buffer
+	ye := yaml.NewEncoder(&out)
 	ye.SetIndent(2)
 	if err := ye.Encode(&node); err != nil {
 		return err
 	}
-	return ye.Close()
+	if err := ye.Close(); err != nil {
+		return err
+	}
+	_, err := w.Write(escapeYAML(out.Bytes()))
+	return err
 }
 
 // blockStyle clears the flow style that parsing JSON leaves on every
@@ -91,7 +105,57 @@ func blockStyle(n *yaml.Node) {
 			}
 		}
 	}
+	if n.Kind == yaml.ScalarNode && !IsPrintable(n.Value) {
+		n.Style = yaml.DoubleQuotedStyle // the one style that escapes (escapeYAML)
+	}
 	for _, c := range n.Content {
 		blockStyle(c)
 	}
+}
+
+// joinSurrogates rewrites the \uD8xx\uDCxx pairs inside the strings of JSON
+// text b as one \U escape, and a lone surrogate as \ufffd (what a JSON
+// decoder reads it as): YAML, which otherwise reads JSON strings as they
+// are, has no surrogates.
+func joinSurrogates(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`\u`)) {
+		return b
+	}
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 32)
+		return rune(v), err == nil
+	}
+	out := make([]byte, 0, len(b))
+	in := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case !in:
+			in = c == '"'
+		case c == '"':
+			in = false
+		case c == '\\':
+			r, ok := hex4(i)
+			if !ok || !utf16.IsSurrogate(r) {
+				out = append(out, c, b[i+1])
+				i++
+				continue
+			}
+			if r2, ok := hex4(i + 6); ok && r < 0xdc00 {
+				if j := utf16.DecodeRune(r, r2); j != utf8.RuneError {
+					out = appendHex(out, `\U`, j, 8)
+					i += 11
+					continue
+				}
+			}
+			out = append(out, `\ufffd`...)
+			i += 5
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }

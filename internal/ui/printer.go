@@ -3,10 +3,7 @@ package ui
 import (
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/lipgloss/table"
@@ -80,8 +77,12 @@ func NewHuman(w io.Writer, color bool) *Human {
 // Writer is the underlying writer, for free-form text.
 func (h *Human) Writer() io.Writer { return h.w }
 
-// Printf writes formatted text.
-func (h *Human) Printf(format string, args ...any) { fmt.Fprintf(h.w, format, args...) }
+// Printf writes formatted text, made safe for a terminal as Text makes
+// it: what the style methods rendered keeps its escape codes, every other
+// control (one that came with data) is shown escaped.
+func (h *Human) Printf(format string, args ...any) {
+	io.WriteString(h.w, h.keepStyles(fmt.Sprintf(format, args...), Text))
+}
 
 // Bold renders s in bold (plain without colour).
 func (h *Human) Bold(s string) string { return h.style(h.r.NewStyle().Bold(true), s) }
@@ -114,23 +115,16 @@ func (h *Human) style(st lipgloss.Style, s string) string {
 	return out
 }
 
-// Printable returns s unchanged when every rune is printable (letters,
-// marks, numbers, punctuation, symbols, the ASCII space), else Go-quoted:
-// "a\nb", "\x1b[2J", "\u202e". Data shown this way cannot add a row to a
-// table, reorder text or drive the terminal.
-func Printable(s string) string {
-	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
-		return s
-	}
-	return strconv.Quote(s)
-}
-
 // cell makes a table cell safe to print: text that is exactly what a style
 // method rendered keeps its escape codes; every other part goes through
 // Printable. This is the one place where every table's cells are escaped.
-func (h *Human) cell(s string) string {
+func (h *Human) cell(s string) string { return h.keepStyles(s, Printable) }
+
+// keepStyles applies safe to every part of s that is not exactly what a
+// style method rendered.
+func (h *Human) keepStyles(s string, safe func(string) string) string {
 	if strings.IndexByte(s, '\x1b') < 0 {
-		return Printable(s)
+		return safe(s)
 	}
 	var b strings.Builder
 	plain := 0 // start of the text not yet written
@@ -145,14 +139,14 @@ func (h *Human) cell(s string) string {
 			continue
 		}
 		if plain < i {
-			b.WriteString(Printable(s[plain:i]))
+			b.WriteString(safe(s[plain:i]))
 		}
 		b.WriteString(seg)
 		i += len(seg)
 		plain = i
 	}
 	if plain < len(s) {
-		b.WriteString(Printable(s[plain:]))
+		b.WriteString(safe(s[plain:]))
 	}
 	return b.String()
 }

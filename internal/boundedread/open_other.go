@@ -1,0 +1,5 @@
+//go:build !unix
+
+package boundedread
+
+const openFlags = 0
