@@ -37,6 +37,7 @@ import (
 //	FLECHT_BENCH_RECORDS=n            input records of BenchmarkRunnerCount (400000)
 //	FLECHT_BENCH_ROUNDS=n             runs of each contender, alternating (2)
 //	FLECHT_BENCH_RESTORE_ENTRIES=n    state entries of BenchmarkRunnerRestore (300000)
+//	FLECHT_BENCH_RESTART_ENTRIES=n    state entries of BenchmarkRunnerRestart (2000000)
 //	FLECHT_BENCH_CPUPROFILE=dir       flecht writes a CPU profile per run there
 //	FLECHT_BENCH_LOG=1                show the end of each run's output
 //	FLECHT_BENCH_FLECHT=path          time another flecht binary (an older build, say)
@@ -188,6 +189,128 @@ func BenchmarkRunnerRestore(b *testing.B) {
 		b.Logf("SUMMARY restore of %d state entries over %d partitions, medians of %d alternating runs each: flecht %.0f records/s (goal >= 200000), ready %.2f s after start; "+
 			"Kafka Streams %.0f records/s, ready %.2f s after start; time to ready flecht/Streams %.2f",
 			entries, benchPartitions, rounds, fRate, fReady, sRate, sReady, fReady/sReady)
+	}
+}
+
+// BenchmarkRunnerRestart: the time to start again on a kept state
+// directory, flecht beside Kafka Streams. Each contender counts N records
+// of N distinct keys (a changelog of N entries over 6 partitions), is
+// stopped with SIGTERM and started again, then killed with SIGKILL and
+// started again; each restart reports the time from process start until
+// every task runs and the changelog records it restored.
+func BenchmarkRunnerRestart(b *testing.B) {
+	entries := envInt(b, "FLECHT_BENCH_RESTART_ENTRIES", 2_000_000)
+	rounds := envInt(b, "FLECHT_BENCH_ROUNDS", 2)
+	jar := streamsJar(b)
+	b.Logf("machine: %s", machine())
+	load0 := loadAvg()
+	b.StopTimer()
+	for i := 0; i < b.N; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+		defer cancel()
+		cl := benchClient(b)
+		in := benchInput(ctx, b, cl, "bench-restart-in", entries, entries)
+		inputs := entries
+		var flecht, streams [][2]restoreRun
+		for r := range rounds {
+			flecht = append(flecht, restartContender(ctx, b, cl, flechtContender(b, r), in, entries, &inputs))
+			streams = append(streams, restartContender(ctx, b, cl, streamsContender(jar), in, entries, &inputs))
+		}
+		for _, runs := range append(slices.Clone(flecht), streams...) {
+			b.Logf("%s", runs[0])
+			b.Logf("%s", runs[1])
+		}
+		med := func(runs [][2]restoreRun, i int, f func(restoreRun) float64) float64 {
+			return medianOf(runs, func(r [2]restoreRun) float64 { return f(r[i]) })
+		}
+		ready := func(r restoreRun) float64 { return r.ready.Seconds() }
+		read := func(r restoreRun) float64 { return float64(r.restored) }
+		b.ReportMetric(med(flecht, 0, ready), "sigterm-ready-s")
+		b.ReportMetric(med(flecht, 1, ready), "sigkill-ready-s")
+		b.ReportMetric(med(streams, 0, ready), "streams-sigterm-ready-s")
+		b.ReportMetric(med(streams, 1, ready), "streams-sigkill-ready-s")
+		b.Logf("load average before %s, after %s", load0, loadAvg())
+		b.Logf("SUMMARY restart on a kept state directory of %d state entries over %d partitions, medians of %d alternating runs each: "+
+			"after SIGTERM flecht ready %.2f s after start reading %.0f changelog records, Kafka Streams %.2f s reading %.0f; "+
+			"after SIGKILL flecht %.2f s reading %.0f, Kafka Streams %.2f s reading %.0f (goal: flecht < 0.5 s after either, reading only what was written since the stop)",
+			entries, benchPartitions, rounds,
+			med(flecht, 0, ready), med(flecht, 0, read), med(streams, 0, ready), med(streams, 0, read),
+			med(flecht, 1, ready), med(flecht, 1, read), med(streams, 1, ready), med(streams, 1, read))
+	}
+}
+
+// restartContender counts the input once, then times two restarts on the
+// same state directory: after a SIGTERM, and after a SIGKILL that lands
+// while it counts a tenth more input (over the same keys, appended to in;
+// *inputs is how many in holds).
+func restartContender(ctx context.Context, b *testing.B, cl *kgo.Client, c contender, in string, entries int, inputs *int) [2]restoreRun {
+	adm := kadm.NewClient(cl)
+	suffix := benchSuffix()
+	app, out := "bench-restart-"+suffix, "bench-restart-out-"+suffix
+	if err := kafkax.CreateTopic(ctx, adm, out, benchPartitions, nil); err != nil {
+		b.Fatal(err)
+	}
+	stateDir := filepath.Join(b.TempDir(), "state")
+	w := &syncBuffer{}
+	cmd := c.start(app, in, out, stateDir, w)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	waitAllCommitted(ctx, b, adm, app, in, int64(*inputs), done, w)
+	stopContender(b, cmd, done, w)
+
+	var runs [2]restoreRun
+	for i, how := range []string{"SIGTERM", "SIGKILL"} {
+		run, cmd, done, w := timeReady(ctx, b, c, app, in, out, stateDir)
+		run.name = fmt.Sprintf("%s restart after %s", c.name, how)
+		runs[i] = run
+		if os.Getenv("FLECHT_BENCH_LOG") != "" {
+			b.Logf("%s, output until ready:\n%s", run.name, tail(w.String(), 60))
+		}
+		if i == 0 {
+			// The next restart is after a kill mid-work: more input, and
+			// SIGKILL once a quarter of it is committed.
+			extra := entries / 10
+			if _, err := produceInputsErr(ctx, cl, in, benchPartitions, *inputs, *inputs+extra, entries, benchRecordSize); err != nil {
+				b.Fatal(err)
+			}
+			*inputs += extra
+			waitAllCommitted(ctx, b, adm, app, in, int64(*inputs-extra+extra/4), done, w)
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+		} else {
+			stopContender(b, cmd, done, w)
+		}
+	}
+	return runs
+}
+
+// timeReady starts the contender and waits until every task runs; it
+// returns the process still running.
+func timeReady(ctx context.Context, b *testing.B, c contender, app, in, out, stateDir string) (restoreRun, *exec.Cmd, chan error, *syncBuffer) {
+	w := &syncBuffer{}
+	cmd := c.start(app, in, out, stateDir, w)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		ok, restored, took := c.ready(w.String())
+		if ok {
+			return restoreRun{name: c.name, ready: time.Since(start), restored: restored, took: took}, cmd, done, w
+		}
+		select {
+		case err := <-done:
+			b.Fatalf("%s exited before it was ready (%v):\n%s", c.name, err, tail(w.String(), 30))
+		case <-ctx.Done():
+			_ = cmd.Process.Kill()
+			b.Fatalf("%s was not ready when the benchmark timed out:\n%s", c.name, tail(w.String(), 30))
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 
@@ -470,35 +593,13 @@ func restoreContender(ctx context.Context, b *testing.B, cl *kgo.Client, c conte
 		b.Fatal(err)
 	}
 
-	w = &syncBuffer{}
-	cmd = c.start(app, in, out, stateDir, w)
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	done = make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	run, cmd, done, w := timeReady(ctx, b, c, app, in, out, stateDir)
 	defer func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
 			<-done
 		}
 	}()
-	run := restoreRun{name: c.name}
-	for {
-		ok, restored, took := c.ready(w.String())
-		if ok {
-			run.ready, run.restored, run.took = time.Since(start), restored, took
-			break
-		}
-		select {
-		case err := <-done:
-			b.Fatalf("%s exited before it was ready (%v):\n%s", c.name, err, tail(w.String(), 30))
-		case <-ctx.Done():
-			b.Fatalf("%s was not ready when the benchmark timed out:\n%s", c.name, tail(w.String(), 30))
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 	stopContender(b, cmd, done, w)
 	if run.restored < entries {
 		b.Fatalf("%s restored %d changelog records, want at least the %d entries", c.name, run.restored, entries)

@@ -77,7 +77,7 @@ func TestModuleChaosKill(t *testing.T) {
 		last = startProc(t, "module-chaos", false, env, "run", "-f", stage, "--client-id", "module-chaos-0", "--state-dir", stateDir,
 			"-b", brokers, "--metrics-listen", "127.0.0.1:0", "--session-timeout", testSessionTimeout)
 		return last
-	})
+	}, nil)
 	if !strings.Contains(last.logs(), "module loaded") {
 		t.Errorf("no start line names the module:\n%s", tail(last.logs(), 20))
 	}

@@ -284,11 +284,8 @@ func TestReplayRebuildsCountOutput(t *testing.T) {
 	if !rpTopicExists(t, app+"-changelog") {
 		t.Fatal("the first run left no changelog")
 	}
-	// A store a crashed run would have left behind (a stopped run removes
-	// its own): the replay must remove it.
-	if err := os.MkdirAll(filepath.Join(stateDir, "1"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	// The stopped run kept its stores (and their checkpoints): the replay
+	// must remove them, or the next start would tail them.
 
 	// The dry run shows the plan and changes nothing.
 	dry, _, code := rpReplay(t, "-f", stage, "--state-dir", stateDir, "--wait", "30s")
@@ -309,7 +306,7 @@ func TestReplayRebuildsCountOutput(t *testing.T) {
 			t.Errorf("dry-run offset %+v, committed %d", o, before[o.Partition])
 		}
 	}
-	if want := []string{filepath.Join(stateDir, "1")}; !reflect.DeepEqual(dry.StateDirs, want) {
+	if want := []string{filepath.Join(stateDir, "0"), filepath.Join(stateDir, "1"), filepath.Join(stateDir, "2")}; !reflect.DeepEqual(dry.StateDirs, want) {
 		t.Errorf("state dirs %v, want %v", dry.StateDirs, want)
 	}
 	if !reflect.DeepEqual(rpCommitted(t, adm, app, raw), before) || !rpTopicExists(t, app+"-changelog") {
@@ -334,8 +331,10 @@ func TestReplayRebuildsCountOutput(t *testing.T) {
 	if rpTopicExists(t, app+"-changelog") {
 		t.Fatal("the changelog is still listed after the replay")
 	}
-	if _, err := os.Stat(filepath.Join(stateDir, "1")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("local store not removed: %v", err)
+	for _, d := range dry.StateDirs {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("local store %s not removed: %v", d, err)
+		}
 	}
 	var steps []string
 	for _, s := range done.Steps {
@@ -354,6 +353,55 @@ func TestReplayRebuildsCountOutput(t *testing.T) {
 		t.Fatal("the rebuilt output differs from the first run's")
 	}
 	t.Logf("replay rebuilt %d records over %d keys identically; steps %+v", records, len(second), done.Steps)
+}
+
+// A replay run from another machine (an operator's laptop) cannot remove
+// the stores the stage's own disk kept: the changelog it re-creates has a
+// new topic ID, so the next start distrusts the kept stores, says why and
+// restores in full, and the output is rebuilt from seq 1 exactly as the
+// first run wrote it. Tailed instead, the old counts would go on from n+1.
+func TestReplayFromElsewhereRestoresKeptStoresInFull(t *testing.T) {
+	const records, keys = 6_000, 60
+	app := topicName(t, "app")
+	raw, out := topicName(t, "raw"), topicName(t, "out")
+	rpCreate(t, raw, 3, map[string]string{"retention.ms": "-1"})
+	rpCreate(t, out, 3, nil)
+	rpProduce(t, raw, records, keys)
+	stage := rpStage(t, app, raw, out)
+	podDisk := t.TempDir()
+	adm := kadm.NewClient(rpClient(t))
+
+	run1 := rpRunStage(t, stage, "count-a", podDisk)
+	rpWaitCaughtUp(t, adm, app, raw, 3*time.Minute)
+	run1.stop()
+	first := rpReadOutput(t, out, nil)
+	rpCheckSeq(t, first, records)
+	outEnd := rpEnds(t, adm, out)
+
+	laptop := t.TempDir()
+	done, errOut, code := rpReplay(t, "-f", stage, "--state-dir", laptop, "--wait", "30s", "--execute")
+	if code != 0 || !done.Executed {
+		t.Fatalf("execute: exit %d %s %+v", code, errOut, done)
+	}
+	if stores, _, err := replay.StateStores(podDisk); err != nil || len(stores) != 3 {
+		t.Fatalf("the pod's disk holds %v (%v), want its 3 kept stores untouched by a replay elsewhere", stores, err)
+	}
+
+	run2 := rpRunStage(t, stage, "count-b", podDisk)
+	rpWaitCaughtUp(t, adm, app, raw, 3*time.Minute)
+	run2.stop()
+	logs := run2.logs()
+	if n := strings.Count(logs, "restore=full"); n != 3 || strings.Count(logs, "deleted and created again since the checkpoint") != 3 {
+		t.Errorf("want 3 full restores, each saying the changelog was created again; got %d:\n%s", n, tail(logs, 20))
+	}
+	second := rpReadOutput(t, out, outEnd)
+	rpCheckSeq(t, second, records)
+	if !reflect.DeepEqual(first, second) {
+		t.Fatal("the rebuilt output differs from the first run's")
+	}
+	if read := checkKeptStores(t, app, podDisk, 3); read != 0 {
+		t.Errorf("the kept stores after the rebuild read %d changelog records on a restart, want 0", read)
+	}
 }
 
 // With the stage running, replay refuses (exit 3, naming the member) and

@@ -50,9 +50,14 @@ func TestRunnerChaosKill(t *testing.T) {
 	want := produceInputs(t, inputProducer(t), in, partitions, 0, total, keys, 60)
 	stageFile := countStage(t, app, in, out, "crash", 500)
 	stateDir := t.TempDir()
-	atKill := chaosKill(t, app, in, total, func() *proc { return startRun(t, stageFile, "chaos-0", stateDir) })
+	atKill := chaosKill(t, app, in, total, func() *proc { return startRun(t, stageFile, "chaos-0", stateDir) }, func(k int) {
+		// The state kept across the kill, tailed, is the changelog's.
+		read := checkKeptStores(t, app, stateDir, partitions)
+		t.Logf("kill %d: every kept store, tailed (%d changelog records), equals its restore from scratch", k+1, read)
+	})
 	rep := checkExactlyOnce(t, out, want)
-	t.Logf("chaos: %d SIGKILLs at %v committed inputs; %s", len(atKill), atKill, rep)
+	read := checkKeptStores(t, app, stateDir, partitions)
+	t.Logf("chaos: %d SIGKILLs at %v committed inputs; %s; after the last stop the kept stores equal the changelog, tails of %d records", len(atKill), atKill, rep, read)
 }
 
 // chaosKill SIGKILLs the stage start starts at 4 random points, starting
@@ -61,8 +66,9 @@ func TestRunnerChaosKill(t *testing.T) {
 // life, once the group has assigned the partitions (while fencing,
 // restoring, or in the first batches); the others after a random share of
 // the input has committed, plus a random delay, so they hit any phase of a
-// batch.
-func chaosKill(t *testing.T, app, in string, total int, start func() *proc) []int64 {
+// batch. afterKill (when not nil) runs after each kill, before the next
+// start.
+func chaosKill(t *testing.T, app, in string, total int, start func() *proc, afterKill func(k int)) []int64 {
 	t.Helper()
 	const kills = 4
 	adm := admin(t)
@@ -97,6 +103,9 @@ func chaosKill(t *testing.T, app, in string, total int, start func() *proc) []in
 		}
 		atKill = append(atKill, c)
 		t.Logf("kill %d: SIGKILL with %d of %d inputs committed", k+1, c, total)
+		if afterKill != nil {
+			afterKill(k)
+		}
 	}
 	p := start()
 	waitCommitted(t, adm, app, in, int64(total), 5*time.Minute, p)

@@ -324,6 +324,15 @@ func printInstances(h *ui.Human, m *status.Modules) {
 		}
 	}
 	h.Table([]string{"instance", "runs", "sha256", "abi"}, rows)
+	for _, in := range m.Instances {
+		for _, r := range in.Restoring {
+			eta := ""
+			if r.ETASeconds > 0 {
+				eta = fmt.Sprintf(", about %s", (time.Duration(r.ETASeconds * float64(time.Second))).Round(100*time.Millisecond))
+			}
+			h.Printf("%s %s restores partition %d from the changelog: %s records left%s\n", h.Warn("restoring:"), in.URL, r.Partition, ui.GroupDigits(r.Left), eta)
+		}
+	}
 	for _, w := range m.Warnings {
 		h.Printf("%s %s\n", h.Warn("warning:"), ui.Printable(w.Message))
 	}

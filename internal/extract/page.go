@@ -69,7 +69,9 @@ type page struct {
 	produced int
 	mu       sync.Mutex
 	prodErr  error
-	err      error
+	// changelogEnd is the offset after the page's changelog record.
+	changelogEnd int64
+	err          error
 }
 
 func (p *page) begin() error {
@@ -147,6 +149,23 @@ func (p *page) produce(rec *kgo.Record) {
 	})
 }
 
+// produceChangelog adds the page's changelog record, noting the offset
+// after it for the store's position.
+func (p *page) produceChangelog(rec *kgo.Record) {
+	p.produced++
+	p.tk.Prod.Produce(p.ctx, rec, func(r *kgo.Record, err error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if err != nil {
+			if p.prodErr == nil {
+				p.prodErr = err
+			}
+			return
+		}
+		p.changelogEnd = r.Offset + 1
+	})
+}
+
 // commit writes the state (if given and changed) to the token's changelog
 // partition and commits the page.
 func (p *page) commit(ctx context.Context, s *attr.State) error {
@@ -165,16 +184,19 @@ func (p *page) commit(ctx context.Context, s *attr.State) error {
 			return err
 		}
 		if (value != nil || had) && !(had && string(old) == string(value)) {
-			p.produce(state.ChangelogRecord(p.r.changelog, p.tk.N, p.stateKey, value))
+			p.produceChangelog(state.ChangelogRecord(p.r.changelog, p.tk.N, p.stateKey, value))
 			p.r.obs.StateWritten(len(value))
 			write = &state.Write{Key: p.stateKey, Value: value}
 		}
 	}
+	// Nothing after this page's changelog record is written before now:
+	// the store's position may say so once the page committed.
+	sealed := time.Now()
 	if err := p.tk.Prod.Flush(ctx); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
 	p.mu.Lock()
-	prodErr := p.prodErr
+	prodErr, changelogEnd := p.prodErr, p.changelogEnd
 	p.mu.Unlock()
 	if prodErr != nil {
 		return fmt.Errorf("produce: %w", prodErr)
@@ -190,7 +212,8 @@ func (p *page) commit(ctx context.Context, s *attr.State) error {
 		p.r.obs.TxnCommitted.Inc()
 	}
 	if write != nil {
-		if err := p.tk.Store.Apply([]state.Write{*write}); err != nil {
+		at := state.Position{Offset: changelogEnd, Since: sealed}
+		if err := p.tk.Store.Apply([]state.Write{*write}, at); err != nil {
 			return err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/health"
@@ -31,18 +32,21 @@ type Lease struct {
 	TxnID string
 	Prod  *kgo.Client
 	Store *state.Store // nil for a stateless stage
-	// Restored is the number of changelog records the start replayed.
+	// Restored is the number of changelog records the start replayed, and
+	// Restore how: a tail of the kept store, or a full read (with why).
 	Restored int
+	Restore  state.Plan
 }
 
-// Close releases the lease: its producer and its local state (wiped; the
-// next owner restores from the changelog).
+// Close releases the lease: its producer, and its store, whose files stay
+// for the next start of n here (which then reads only the changelog after
+// the store's checkpoint).
 func (l *Lease) Close() {
 	if l.Prod != nil {
 		l.Prod.Close()
 	}
 	if l.Store != nil {
-		_ = l.Store.Destroy()
+		_ = l.Store.Close()
 	}
 }
 
@@ -69,12 +73,17 @@ type Spec struct {
 	// beaten while a lease starts, so a long restore is not a stall.
 	Ready    *health.Condition
 	Progress *health.Loop
+
+	// restoring holds the restores under way, for the readiness probe.
+	restoring *restoreBoard
 }
 
 // Start brings up lease n in the order the contract requires: initialise
 // the producer (fencing the previous owner and aborting its open
-// transaction), then restore the changelog partition to its end as it is
-// now. Only then may the caller resume work on n.
+// transaction), then bring the store up to the changelog partition's end
+// as it is now: the kept store and the changelog after its checkpoint, or
+// the whole changelog when the kept store cannot be trusted (state.Prepare
+// says when). Only then may the caller resume work on n.
 func Start(ctx context.Context, s *Spec, n int32) (*Lease, error) {
 	log, obs := s.Log, s.Metrics
 	if log == nil {
@@ -114,22 +123,47 @@ func Start(ctx context.Context, s *Spec, n int32) (*Lease, error) {
 	if s.Changelog == "" {
 		return l, nil
 	}
-	store, err := state.Open(dir, log)
-	if err != nil {
-		l.Close()
-		return nil, err
-	}
-	l.Store = store
-	s.Progress.Beat()
-	restored, err := state.RestoreProgress(ctx, s.Admin, s.Changelog, n, store, s.Progress.Beat)
-	if err != nil {
+	if err := l.restore(ctx, s, n, dir, log, obs); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("%s %d: %w", s.What, n, err)
 	}
-	l.Restored = restored
-	obs.Restored(n, restored)
-	log.Debug(s.What+" restored", "n", n, "changelog_records", restored, "took", time.Since(start))
 	return l, nil
+}
+
+// restore opens the lease's store and brings it up to the changelog's end.
+func (l *Lease) restore(ctx context.Context, s *Spec, n int32, dir string, log *slog.Logger, obs *metrics.Observer) error {
+	began := time.Now()
+	cl, err := state.DescribeChangelog(ctx, kadm.NewClient(s.Admin), s.Changelog, n)
+	if err != nil {
+		return err
+	}
+	store, plan, err := state.Prepare(dir, s.ApplicationID, cl, time.Now(), log)
+	if err != nil {
+		return err
+	}
+	l.Store, l.Restore = store, plan
+	s.Progress.Beat()
+	obs.Restoring(n, cl.End-plan.From, 0)
+	s.restoring.begin(n, cl.End-plan.From)
+	defer s.restoring.end(n)
+	res, err := state.Restore(ctx, s.Admin, cl, store, plan, func(p state.Progress) {
+		s.Progress.Beat()
+		obs.Restoring(n, p.Left, p.ETA())
+		s.restoring.update(n, p)
+	})
+	if err != nil {
+		obs.Restoring(n, 0, 0) // not restoring any more; the next start says anew
+		return err
+	}
+	l.Restored = res.Records
+	obs.Restored(n, plan.Kind(), res.Records)
+	attrs := []any{"n", n, "restore", plan.Kind(), "from", plan.From, "to", res.End, "changelog_records", res.Records,
+		"took", time.Since(began).Round(time.Millisecond)}
+	if !plan.Tail {
+		attrs = append(attrs, "why", plan.Why)
+	}
+	log.Info(s.What+" restored", attrs...)
+	return nil
 }
 
 // newClientMu serialises building producers: franz-go dedupes the codec
@@ -152,6 +186,7 @@ type Set struct {
 
 // NewSet returns an empty set whose leases start as spec says.
 func NewSet(spec Spec) *Set {
+	spec.restoring = &restoreBoard{ready: spec.Ready, app: spec.ApplicationID, what: spec.What}
 	return &Set{spec: spec, held: map[int32]*Lease{}, pending: map[int32]bool{}}
 }
 
@@ -195,7 +230,7 @@ func (s *Set) Lost(why string) {
 }
 
 // Restart closes lease n and marks it pending again, so that the caller's
-// next StartPending fences its producer anew and restores its store from
+// next StartPending fences its producer anew and brings its store up to
 // the changelog: what a retriable failure of a transaction whose outcome
 // is unknown needs (the changelog, not the local store, says whether it
 // committed). A number not held is left alone.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,8 @@ import (
 	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lease"
+	"github.com/flecht-dev/flecht/internal/logx/logxtest"
+	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/state"
 )
 
@@ -191,17 +194,109 @@ func TestSetAssignStartRevoke(t *testing.T) {
 	if _, ok := s.Get(0); ok || s.Len() != 1 || len(s.Pending()) != 0 {
 		t.Fatalf("after revoke: held %d, pending %v", s.Len(), s.Pending())
 	}
-	if _, err := os.Stat(filepath.Join(spec.StateDir, "0")); !os.IsNotExist(err) {
-		t.Fatalf("revoked lease's state left behind: %v", err)
+	// The revoked lease's store stays, with its checkpoint, for the next
+	// start of 0 here.
+	kept, err := state.Open(filepath.Join(spec.StateDir, "0"), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if cp, ok, err := kept.Checkpoint(); err != nil || !ok || cp.ApplicationID != "app" || cp.Partition != 0 {
+		t.Fatalf("revoked lease's store kept no checkpoint: %+v, %v, %v", cp, ok, err)
+	}
+	kept.Close()
 
 	s.Assign(map[string][]int32{"in-a": {1}})
 	s.CloseAll()
 	if s.Len() != 0 || len(s.Pending()) != 0 {
 		t.Fatalf("after CloseAll: held %d, pending %v", s.Len(), s.Pending())
 	}
-	if _, err := os.Stat(filepath.Join(spec.StateDir, "2")); !os.IsNotExist(err) {
-		t.Fatalf("closed lease's state left behind: %v", err)
+	kept, err = state.Open(filepath.Join(spec.StateDir, "2"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp, ok, err := kept.Checkpoint(); err != nil || !ok || cp.Partition != 2 {
+		t.Fatalf("closed lease's store kept no checkpoint: %+v, %v, %v", cp, ok, err)
+	}
+	kept.Close()
+}
+
+// A lease started again on the same state directory keeps its store and
+// reads only the changelog written since it closed, here by another owner;
+// the restore's kind and size are logged and counted. Another instance,
+// with a directory of its own, restores in full, and both hold the same.
+func TestStartTailsTheKeptStore(t *testing.T) {
+	spec, cl := setup(t)
+	ctx := context.Background()
+	logs := &logxtest.Buffer{}
+	spec.Log = logs.Logger()
+	spec.Metrics = metrics.New(nil)
+	write := func(l *lease.Lease, kv ...string) {
+		t.Helper()
+		if err := l.Prod.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		var end int64
+		var writes []state.Write
+		for i := 0; i < len(kv); i += 2 {
+			r, err := l.Prod.ProduceSync(ctx, state.ChangelogRecord("app-changelog", 1, kv[i], []byte(kv[i+1]))).First()
+			if err != nil {
+				t.Fatal(err)
+			}
+			end = r.Offset + 1
+			writes = append(writes, state.Write{Key: kv[i], Value: []byte(kv[i+1])})
+		}
+		if err := l.Prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Store.Apply(writes, state.Position{Offset: end, Since: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.ProduceSync(ctx, state.ChangelogRecord("app-changelog", 1, "a", []byte(`{"seq":1}`))).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	first, err := lease.Start(ctx, &spec, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Restore.Tail || first.Restored != 1 {
+		t.Fatalf("first start: %+v, %d records, want a full restore of 1", first.Restore, first.Restored)
+	}
+	write(first, "b", `{"seq":1}`, "c", `{"seq":1}`)
+	first.Close()
+
+	other := spec
+	other.StateDir = t.TempDir()
+	second, err := lease.Start(ctx, &other, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(second, "a", `{"seq":2}`)
+	second.Close()
+
+	third, err := lease.Start(ctx, &spec, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	if !third.Restore.Tail || third.Restored != 1 {
+		t.Errorf("restart: %+v, %d records, want a tail of the 1 the other owner wrote", third.Restore, third.Restored)
+	}
+	for k, want := range map[string]string{"a": `{"seq":2}`, "b": `{"seq":1}`, "c": `{"seq":1}`} {
+		if v, _, err := third.Store.Get(k); err != nil || string(v) != want {
+			t.Errorf("%s = %q (%v), want %q", k, v, err, want)
+		}
+	}
+	if n := metrics.Value(spec.Metrics.StateRestores.WithLabelValues("tail")); n != 1 {
+		t.Errorf("tail restores counted: %v", n)
+	}
+	if n := metrics.Value(spec.Metrics.StateRestores.WithLabelValues("full")); n != 2 {
+		t.Errorf("full restores counted: %v, want the first start's and the other instance's", n)
+	}
+	if !strings.Contains(logs.String(), `msg="task restored" n=1 restore=full from=0`) ||
+		!strings.Contains(logs.String(), `why="no local store"`) ||
+		!strings.Contains(logs.String(), `msg="task restored" n=1 restore=tail`) {
+		t.Errorf("the restores are not logged with their kind:\n%s", logs)
 	}
 }
 
@@ -315,7 +410,8 @@ func TestSetReportsReadiness(t *testing.T) {
 
 // A stateful lease with no state directory (a default that could not be
 // made from the application id) is refused before anything starts: its
-// store would land in the working directory, which Open first empties.
+// store would land in the working directory, which a full restore first
+// empties.
 func TestStartRefusesNoStateDir(t *testing.T) {
 	spec := lease.Spec{ApplicationID: "app", Changelog: "app-changelog", What: "task"} // no cluster: nothing may connect
 	l, err := lease.Start(context.Background(), &spec, 0)

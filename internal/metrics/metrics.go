@@ -45,14 +45,21 @@ type Observer struct {
 	TasksAssigned      prometheus.Gauge
 	TokensAssigned     prometheus.Gauge
 	StateRestored      *prometheus.CounterVec // partition
-	StateRecordBytes   prometheus.Histogram
-	StateRecordMax     prometheus.Gauge
-	MQTTIn             *prometheus.CounterVec // topic
-	MQTTDropped        *prometheus.CounterVec // reason, topic
-	MQTTBuffered       *prometheus.GaugeVec   // topic
-	MQTTConnects       prometheus.Counter
-	MQTTDisconnects    prometheus.Counter
-	MQTTAck            prometheus.Histogram // flecht addition: receive → ACK
+	// StateRestoreLeft and StateRestoreETA are flecht additions: the
+	// changelog offsets a restore under way has left to read and the
+	// expected time to finish (both 0 once restored); StateRestores counts
+	// restores by kind, tail (the kept store) or full.
+	StateRestoreLeft *prometheus.GaugeVec   // partition
+	StateRestoreETA  *prometheus.GaugeVec   // partition
+	StateRestores    *prometheus.CounterVec // kind
+	StateRecordBytes prometheus.Histogram
+	StateRecordMax   prometheus.Gauge
+	MQTTIn           *prometheus.CounterVec // topic
+	MQTTDropped      *prometheus.CounterVec // reason, topic
+	MQTTBuffered     *prometheus.GaugeVec   // topic
+	MQTTConnects     prometheus.Counter
+	MQTTDisconnects  prometheus.Counter
+	MQTTAck          prometheus.Histogram // flecht addition: receive → ACK
 	// MQTTSubscriptionsRefused is a flecht addition: SUBACK refusals by filter.
 	MQTTSubscriptionsRefused *prometheus.CounterVec // topic
 	KeysLoaded               *prometheus.GaugeVec   // kid
@@ -108,6 +115,9 @@ func New(labels map[string]string, opts ...Option) *Observer {
 	o.ConfigEntries = o.gauge("config_store_entries", "Config entries held (latest per wire key).")
 	o.ConfigRestored = o.counter("config_store_restored_entries_total", "Config entries surviving the startup bootstrap.")
 	o.StateRestored = o.counterVec("state_restored_entries_total", "Changelog records replayed into local state.", "partition")
+	o.StateRestoreLeft = o.gaugeVec("state_restore_remaining_records", "Changelog offsets a restore under way still has to read; 0 once the task is restored (flecht).", "partition")
+	o.StateRestoreETA = o.gaugeVec("state_restore_eta_seconds", "Expected time until a restore under way ends, at its rate so far; 0 once the task is restored (flecht).", "partition")
+	o.StateRestores = o.counterVec("state_restores_total", "Task restores by kind: tail (the kept local store, reading the changelog after its checkpoint) or full (the whole changelog) (flecht).", "kind")
 	o.StateRecordBytes = o.histogram("state_record_bytes", "Value bytes of one state record written to the changelog.", b(ByteLadder))
 	o.StateRecordMax = o.gauge("state_record_max_bytes", "Largest state record written (the ceiling is about 1 MiB).")
 	o.TasksAssigned = o.gauge("tasks_assigned", "Tasks (input partitions) owned and initialized.")
@@ -198,9 +208,19 @@ func (o *Observer) Invalid(outcome, topic string) {
 	o.MessagesInvalid.WithLabelValues(outcome, topic).Inc()
 }
 
-// Restored records changelog records replayed for a partition.
-func (o *Observer) Restored(partition int32, n int) {
+// Restoring shows how far a restore of partition's state has to go.
+func (o *Observer) Restoring(partition int32, left int64, eta time.Duration) {
+	p := strconv.Itoa(int(partition))
+	o.StateRestoreLeft.WithLabelValues(p).Set(float64(left))
+	o.StateRestoreETA.WithLabelValues(p).Set(eta.Seconds())
+}
+
+// Restored records a finished restore of a partition's state, of kind
+// "tail" or "full", that replayed n changelog records.
+func (o *Observer) Restored(partition int32, kind string, n int) {
 	o.StateRestored.WithLabelValues(strconv.Itoa(int(partition))).Add(float64(n))
+	o.StateRestores.WithLabelValues(kind).Inc()
+	o.Restoring(partition, 0, 0)
 }
 
 // PlaintextRead implements secret.Observer.

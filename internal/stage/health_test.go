@@ -66,8 +66,8 @@ func (f *fixture) holdFetches(topic string, release chan struct{}) {
 	})
 }
 
-// Readiness goes from "starting" through "joined, task waiting to be
-// restored" to ready, and only once the task's changelog partition is
+// Readiness goes from "starting" through "joined, task restoring, so
+// many changelog records left" to ready, and only once the task's changelog partition is
 // restored: while the restore is held the probe says 503 and names the
 // task; the first ready answer comes with every changelog record restored.
 // Liveness holds throughout: a restore in progress is not a stall.
@@ -98,7 +98,7 @@ func TestReadinessThroughJoinAndRestore(t *testing.T) {
 
 	waitFor(t, 30*time.Second, "the task waiting for its restore", func() bool {
 		r := probes.Readiness()
-		return !r.OK && strings.Contains(r.Checks[0].Detail, "joined group app; 0 tasks started, task [0] waiting to be fenced and restored")
+		return !r.OK && r.Checks[0].Detail == "joined group app; restoring from the changelog: task 0 (3 changelog records left)"
 	})
 	if got := metrics.Value(obs.StateRestored); got != 0 {
 		t.Fatalf("restored %v records while the restore is held", got)

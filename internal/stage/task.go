@@ -97,8 +97,14 @@ type txn struct {
 	// produce failure (set from franz-go's callbacks).
 	produced int
 	firstErr atomic.Pointer[error]
-	// writes is what the store applies once the transaction committed.
-	writes []state.Write
+	// writes is what the store applies once the transaction committed,
+	// with the position it brings the store to: the offset after the
+	// transaction's last changelog record (set from the produce
+	// callbacks), and the time it was sealed, before which nothing after
+	// that offset was written.
+	writes       []state.Write
+	changelogEnd atomic.Int64
+	sealedAt     time.Time
 }
 
 func newTxn() *txn {
@@ -317,7 +323,7 @@ func (t *task) startCommit() error {
 	if err != nil {
 		return err
 	}
-	tx.writes = writes
+	tx.writes, tx.sealedAt = writes, time.Now()
 	t.sealed, t.open = tx, newTxn()
 	if t.timer != nil {
 		t.timer.Stop()
@@ -358,8 +364,9 @@ func (t *task) settle(res commitResult) error {
 			"since_first_failure", time.Since(rs.since).Round(time.Millisecond))
 	}
 	t.hasCommitted = true
-	if t.lease.Store != nil {
-		if err := t.lease.Store.Apply(tx.writes); err != nil {
+	if t.lease.Store != nil && len(tx.writes) > 0 {
+		at := state.Position{Offset: tx.changelogEnd.Load(), Since: tx.sealedAt}
+		if err := t.lease.Store.Apply(tx.writes, at); err != nil {
 			return err
 		}
 	}
@@ -405,9 +412,19 @@ func (t *task) produce(rec *kgo.Record) {
 
 func (t *task) produceNow(tx *txn, rec *kgo.Record) {
 	tx.produced++
-	t.lease.Prod.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
+	changelog := t.r.changelog
+	t.lease.Prod.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
 		if err != nil {
 			tx.firstErr.CompareAndSwap(nil, &err)
+			return
+		}
+		if r.Topic == changelog {
+			for end := r.Offset + 1; ; {
+				cur := tx.changelogEnd.Load()
+				if end <= cur || tx.changelogEnd.CompareAndSwap(cur, end) {
+					break
+				}
+			}
 		}
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -153,11 +155,23 @@ type Instance struct {
 	ABI    string `json:"abi"`
 	// Error says why what it runs is unknown.
 	Error string `json:"error"`
+	// Restoring lists the tasks (tokens) restoring their state from the
+	// changelog right now, by partition; empty when none is.
+	Restoring []Restoring `json:"restoring"`
+}
+
+// Restoring is one restore under way on an instance.
+type Restoring struct {
+	Partition int32 `json:"partition"`
+	// Left is the changelog offsets still to read; ETASeconds the expected
+	// time to finish at the rate so far (0: not known yet).
+	Left       int64   `json:"left"`
+	ETASeconds float64 `json:"eta_seconds"`
 }
 
 // InstanceOf reads what an instance runs from its scrape (or why not).
 func InstanceOf(url string, s *promscrape.Sample, err error) Instance {
-	in := Instance{URL: url, Runs: RunsUnknown}
+	in := Instance{URL: url, Runs: RunsUnknown, Restoring: []Restoring{}}
 	if err == nil && s == nil {
 		err = errors.New("not scraped")
 	}
@@ -165,6 +179,7 @@ func InstanceOf(url string, s *promscrape.Sample, err error) Instance {
 		in.Error = err.Error()
 		return in
 	}
+	in.Restoring = restoringOf(s)
 	m, found, err := s.Module()
 	switch {
 	case err != nil:
@@ -175,6 +190,24 @@ func InstanceOf(url string, s *promscrape.Sample, err error) Instance {
 		in.Runs, in.Module, in.SHA256, in.ABI = RunsModule, m.Name, m.SHA256, m.ABI
 	}
 	return in
+}
+
+// restoringOf reads the restores under way from a scrape, by partition.
+func restoringOf(s *promscrape.Sample) []Restoring {
+	eta := map[string]float64{}
+	for _, se := range s.Series("flechtwerk_state_restore_eta_seconds", nil) {
+		eta[se.Labels["partition"]] = se.Value
+	}
+	out := []Restoring{}
+	for _, se := range s.Series("flechtwerk_state_restore_remaining_records", nil) {
+		p, err := strconv.ParseInt(se.Labels["partition"], 10, 32)
+		if err != nil || se.Value <= 0 {
+			continue
+		}
+		out = append(out, Restoring{Partition: int32(p), Left: int64(se.Value), ETASeconds: eta[se.Labels["partition"]]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
+	return out
 }
 
 // Describe says what the instance runs, for messages: a scraped label is
@@ -354,6 +387,11 @@ type Warning struct {
 // the stage file, saying what to do about a difference.
 func buildModules(req Request, instances []Instance) *Modules {
 	m := &Modules{StageFile: req.Expect.Module, Instances: append([]Instance{}, instances...), Warnings: []Warning{}}
+	for i := range m.Instances {
+		if m.Instances[i].Restoring == nil {
+			m.Instances[i].Restoring = []Restoring{} // a list in JSON, never null
+		}
+	}
 	stageFile := "-f " + req.StageFile
 	if req.StageFile == "" {
 		stageFile = "-f <stage file>"

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flecht-dev/flecht/internal/promscrape"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 )
 
@@ -148,8 +149,8 @@ func TestBuildModules(t *testing.T) {
 	b, _ := json.Marshal(r)
 	for _, k := range []string{
 		`"stage_file":{"file":"./enrich.wasm","path":"/d/enrich.wasm","sha256":"` + shaA + `","pin":"","error":""}`,
-		`{"url":"http://b/metrics","runs":"module","module":"enrich.wasm","sha256":"` + shaB + `","abi":"1","error":""}`,
-		`{"url":"http://c/metrics","runs":"unknown","module":"","sha256":"","abi":"","error":"connection refused"}`,
+		`{"url":"http://b/metrics","runs":"module","module":"enrich.wasm","sha256":"` + shaB + `","abi":"1","error":"","restoring":[]}`,
+		`{"url":"http://c/metrics","runs":"unknown","module":"","sha256":"","abi":"","error":"connection refused","restoring":[]}`,
 		`"mixed":true`, `"kind":"mixed_modules"`,
 	} {
 		if !strings.Contains(string(b), k) {
@@ -194,7 +195,7 @@ func TestScrapeInstances(t *testing.T) {
 	if len(got) != 4 {
 		t.Fatalf("%+v", got)
 	}
-	if got[0] != (Instance{URL: "http://" + mod + "/metrics", Runs: RunsModule, Module: "enrich.wasm", SHA256: shaA, ABI: "1"}) {
+	if !reflect.DeepEqual(got[0], Instance{URL: "http://" + mod + "/metrics", Runs: RunsModule, Module: "enrich.wasm", SHA256: shaA, ABI: "1", Restoring: []Restoring{}}) {
 		t.Errorf("module %+v", got[0])
 	}
 	if got[1].Runs != RunsBuiltin || got[1].Error != "" {
@@ -205,5 +206,33 @@ func TestScrapeInstances(t *testing.T) {
 	}
 	if got[3].Runs != RunsUnknown || !strings.Contains(got[3].Error, "503") {
 		t.Errorf("down %+v", got[3])
+	}
+}
+
+// An instance's scrape tells which of its tasks restore their state now,
+// with what is left and when they should be done; finished ones (0 left)
+// are not listed.
+func TestInstanceRestoring(t *testing.T) {
+	text := `# TYPE flechtwerk_state_restore_remaining_records gauge
+flechtwerk_state_restore_remaining_records{partition="3"} 120000
+flechtwerk_state_restore_remaining_records{partition="1"} 0
+flechtwerk_state_restore_remaining_records{partition="10"} 7
+# TYPE flechtwerk_state_restore_eta_seconds gauge
+flechtwerk_state_restore_eta_seconds{partition="3"} 2.5
+flechtwerk_state_restore_eta_seconds{partition="1"} 0
+flechtwerk_state_restore_eta_seconds{partition="10"} 0
+`
+	fams, err := promscrape.Parse(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := InstanceOf("http://a/metrics", &promscrape.Sample{Families: fams}, nil)
+	want := []Restoring{{Partition: 3, Left: 120000, ETASeconds: 2.5}, {Partition: 10, Left: 7}}
+	if !reflect.DeepEqual(in.Restoring, want) {
+		t.Errorf("restoring %+v, want %+v", in.Restoring, want)
+	}
+	b, err := json.Marshal(InstanceOf("http://b/metrics", nil, fmt.Errorf("down")))
+	if err != nil || !strings.Contains(string(b), `"restoring":[]`) {
+		t.Errorf("an instance not scraped: %s (%v), want an empty restoring list", b, err)
 	}
 }
