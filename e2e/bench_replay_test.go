@@ -94,7 +94,7 @@ func BenchmarkReplay100Partitions(b *testing.B) {
 
 	timeFlecht := func() time.Duration {
 		app := prepare()
-		d := timeProcess(flechtBin, "replay", app, "--input-topics", raw, "--state-dir", filepath.Join(home, "state"), "--execute", "-b", brokers)
+		d := timeProcess(flechtBin, "replay", app, "--input-topics", raw, "--state-dir", filepath.Join(home, "state"), "--keep-outputs", "--execute", "-b", brokers)
 		check(app, "flecht replay")
 		return d
 	}

@@ -197,7 +197,7 @@ func TestModuleFixAndReplay(t *testing.T) {
 	if code != 0 || dry.Refused != "" {
 		t.Fatalf("dry run: exit %d %+v", code, dry)
 	}
-	plan, errOut, code := rpReplay(t, "-f", fixed, "--state-dir", stateDir, "--execute")
+	plan, errOut, code := rpReplay(t, "-f", fixed, "--state-dir", stateDir, "--keep-outputs", "--execute")
 	if code != 0 || !plan.Executed {
 		t.Fatalf("replay --execute: exit %d %s %+v", code, errOut, plan)
 	}

@@ -313,7 +313,18 @@ func TestReplayRebuildsCountOutput(t *testing.T) {
 		t.Fatal("the dry run changed something")
 	}
 
-	done, errOut, code := rpReplay(t, "-f", stage, "--state-dir", stateDir, "--execute")
+	// The output holds the first run's records: without a choice of what
+	// happens to them, --execute refuses and changes nothing.
+	if o := dry.Outputs; len(o) != 1 || o[0].Topic != out || o[0].Records < records || o[0].Action != replay.ActionChoose {
+		t.Errorf("outputs in the dry run: %+v", dry.Outputs)
+	}
+	if p, errOut, code := rpReplay(t, "-f", stage, "--state-dir", stateDir, "--execute"); code != 3 || p.Executed || !strings.Contains(errOut, "--truncate-outputs") {
+		t.Fatalf("execute without a choice for the output: exit %d, %s", code, errOut)
+	}
+	if !rpTopicExists(t, app+"-changelog") {
+		t.Fatal("a refused replay deleted the changelog")
+	}
+	done, errOut, code := rpReplay(t, "-f", stage, "--state-dir", stateDir, "--truncate-outputs", "--execute")
 	if code != 0 || !done.Executed {
 		t.Fatalf("execute: exit %d %s %+v", code, errOut, done)
 	}
@@ -340,19 +351,39 @@ func TestReplayRebuildsCountOutput(t *testing.T) {
 	for _, s := range done.Steps {
 		steps = append(steps, s.Step)
 	}
-	if want := []string{"fence", "delete_topics", "offsets", "state_dirs"}; !reflect.DeepEqual(steps, want) {
+	if want := []string{"fence", "delete_topics", "offsets", "truncate_outputs", "state_dirs"}; !reflect.DeepEqual(steps, want) {
 		t.Errorf("steps %v, want %v", steps, want)
 	}
 
 	run2 := rpRunStage(t, stage, "count-b", stateDir)
 	rpWaitCaughtUp(t, adm, app, raw, 3*time.Minute)
 	run2.stop()
-	second := rpReadOutput(t, out, outEnd)
+	// The whole output, from its log start, is the rebuild: each record
+	// once, as if the stage had always run this way.
+	second := rpReadOutput(t, out, nil)
 	rpCheckSeq(t, second, records)
 	if !reflect.DeepEqual(first, second) {
 		t.Fatal("the rebuilt output differs from the first run's")
 	}
-	t.Logf("replay rebuilt %d records over %d keys identically; steps %+v", records, len(second), done.Steps)
+	if starts := rpStarts(t, adm, out); !reflect.DeepEqual(starts, outEnd) {
+		t.Errorf("the output starts at %v, want the first run's end %v", starts, outEnd)
+	}
+	t.Logf("replay rebuilt %d records over %d keys identically, the first run's truncated; steps %+v", records, len(second), done.Steps)
+}
+
+// rpStarts is each partition's log start.
+func rpStarts(t testing.TB, adm *kadm.Client, topic string) map[int32]int64 {
+	t.Helper()
+	starts, err := adm.ListStartOffsets(context.Background(), topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	starts.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
 }
 
 // A replay run from another machine (an operator's laptop) cannot remove
@@ -379,7 +410,7 @@ func TestReplayFromElsewhereRestoresKeptStoresInFull(t *testing.T) {
 	outEnd := rpEnds(t, adm, out)
 
 	laptop := t.TempDir()
-	done, errOut, code := rpReplay(t, "-f", stage, "--state-dir", laptop, "--wait", "30s", "--execute")
+	done, errOut, code := rpReplay(t, "-f", stage, "--state-dir", laptop, "--wait", "30s", "--keep-outputs", "--execute")
 	if code != 0 || !done.Executed {
 		t.Fatalf("execute: exit %d %s %+v", code, errOut, done)
 	}
@@ -428,7 +459,7 @@ func TestReplayRefusesWhileRunningThenWaits(t *testing.T) {
 	}
 	epochsBefore := epochs()
 
-	plan, errOut, code := rpReplay(t, "-f", stage, "--execute")
+	plan, errOut, code := rpReplay(t, "-f", stage, "--keep-outputs", "--execute")
 	if code != 3 {
 		t.Fatalf("exit %d, want 3 (refused): %s", code, errOut)
 	}
@@ -442,7 +473,7 @@ func TestReplayRefusesWhileRunningThenWaits(t *testing.T) {
 		t.Fatal("a refused replay changed offsets, the changelog or a producer epoch")
 	}
 
-	waiting := rpStart(t, "replay", "-f", stage, "--execute", "--wait", "2m", "-o", "json")
+	waiting := rpStart(t, "replay", "-f", stage, "--keep-outputs", "--execute", "--wait", "2m", "-o", "json")
 	time.Sleep(2 * time.Second)
 	if waiting.exited() {
 		t.Fatalf("replay --wait did not wait: exit %d\n%s", waiting.code, waiting.errs.String())
@@ -535,7 +566,7 @@ func TestReplayFencesZombie(t *testing.T) {
 		t.Fatalf("last stable offset %d with the transaction open, want 0", lso)
 	}
 
-	plan, errOut, code := rpReplay(t, app, "--input-topics", raw, "--execute")
+	plan, errOut, code := rpReplay(t, app, "--input-topics", raw, "--new-app", "--keep-outputs", "--execute")
 	if code != 0 || !plan.Executed || plan.Fence[0] != app+"-0" {
 		t.Fatalf("exit %d %s %+v", code, errOut, plan)
 	}
@@ -594,7 +625,7 @@ func TestReplayWarnsPartialHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	plan, errOut, code := rpReplay(t, app, "--input-topics", raw)
+	plan, errOut, code := rpReplay(t, app, "--input-topics", raw, "--new-app")
 	if code != 0 {
 		t.Fatalf("exit %d %s", code, errOut)
 	}
@@ -616,7 +647,7 @@ func TestReplayWarnsPartialHistory(t *testing.T) {
 	if o := plan.Offsets[0]; o.Target != 30 || o.Records != 70 || o.LogStart != 30 {
 		t.Errorf("partition 0 %+v", o)
 	}
-	human, _, _ := runFlecht(t, "", "replay", app, "--input-topics", raw)
+	human, _, _ := runFlecht(t, "", "replay", app, "--input-topics", raw, "--new-app")
 	if !strings.Contains(human, "30 offsets of history are gone") || !strings.Contains(human, "partial") {
 		t.Errorf("human output:\n%s", human)
 	}
@@ -624,7 +655,7 @@ func TestReplayWarnsPartialHistory(t *testing.T) {
 	// Times before 1970 are the log start: Kafka would read -1 as
 	// "latest" and refuse other negative times.
 	for _, target := range [][]string{{"--to-datetime", "1969-12-31T23:59:59.999Z"}, {"--to-datetime", "1960-01-01T00:00:00Z"}, {"--by-duration", "100000d"}} {
-		plan, errOut, code := rpReplay(t, append([]string{app, "--input-topics", raw}, target...)...)
+		plan, errOut, code := rpReplay(t, append([]string{app, "--input-topics", raw, "--new-app"}, target...)...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d %s", target, code, errOut)
 		}
@@ -645,7 +676,7 @@ func TestReplayWithoutChangelogOrOffsets(t *testing.T) {
 	// Neither a group nor a changelog.
 	app := topicName(t, "app")
 	for round := range 2 {
-		plan, errOut, code := rpReplay(t, app, "--input-topics", raw, "--execute")
+		plan, errOut, code := rpReplay(t, app, "--input-topics", raw, "--new-app", "--keep-outputs", "--execute")
 		if code != 0 || !plan.Executed || len(plan.DeleteTopics) != 0 {
 			t.Fatalf("round %d: exit %d %s %+v", round, code, errOut, plan)
 		}
@@ -672,7 +703,7 @@ func TestReplayWithoutChangelogOrOffsets(t *testing.T) {
 	// group had none.
 	app2 := topicName(t, "app2")
 	rpCreate(t, app2+"-changelog", 3, map[string]string{"cleanup.policy": "compact"})
-	plan, errOut, code := rpReplay(t, app2, "--input-topics", raw, "--execute")
+	plan, errOut, code := rpReplay(t, app2, "--input-topics", raw, "--keep-outputs", "--execute")
 	if code != 0 || !plan.Executed || !reflect.DeepEqual(plan.DeleteTopics, []string{app2 + "-changelog"}) {
 		t.Fatalf("exit %d %s %+v", code, errOut, plan)
 	}

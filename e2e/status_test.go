@@ -96,7 +96,7 @@ func TestStatusThroughAReplay(t *testing.T) {
 	}
 
 	// The replay fences it; status is then the progress view.
-	if plan, errOut, code := rpReplay(t, "-f", stage, "--execute"); code != 0 || !plan.Executed {
+	if plan, errOut, code := rpReplay(t, "-f", stage, "--keep-outputs", "--execute"); code != 0 || !plan.Executed {
 		t.Fatalf("replay: exit %d %s", code, errOut)
 	}
 	r = rpStatus(t, "-f", stage, "--interval", "0")

@@ -389,7 +389,7 @@ func TestUpstreamHandoverFlechtToPython(t *testing.T) {
 			Target    int64 `json:"target"`
 		} `json:"offsets"`
 	}
-	plan := decodeJSON[replayPlan](t, flechtOK(t, 0, "replay", h.app, "--input-topics", h.in, "--wait", "1m", "--execute", "-o", "json", "-b", brokers))
+	plan := decodeJSON[replayPlan](t, flechtOK(t, 0, "replay", h.app, "--input-topics", h.in, "--wait", "1m", "--keep-outputs", "--execute", "-o", "json", "-b", brokers))
 	if !plan.Executed || !slices.Equal(plan.Fence, h.txnIDs) || !slices.Equal(plan.DeleteTopics, []string{h.app + "-changelog"}) {
 		t.Fatalf("replay plan: executed %v, fence %v, delete %v", plan.Executed, plan.Fence, plan.DeleteTopics)
 	}

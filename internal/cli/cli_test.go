@@ -102,6 +102,16 @@ func TestUnknownSubcommandExits2InEveryGroup(t *testing.T) {
 			}
 		}
 	}
+	// A near miss or a prefix of a command is named.
+	for args, want := range map[string]string{
+		"keys rotate":    "did you mean rotate-plan?",
+		"secrets encrpt": "did you mean encrypt?",
+		"lint topcs":     "did you mean topics?",
+	} {
+		if r := run(t, nil, "", strings.Fields(args)...); r.code != exitcode.Usage || !strings.Contains(r.err, want) {
+			t.Errorf("%s: exit %d, stderr %q; want 2 and %q", args, r.code, r.err, want)
+		}
+	}
 	for _, g := range pure {
 		if r := run(t, nil, "", g...); r.code != 0 || !strings.Contains(r.out, "Usage:") {
 			t.Errorf("%v: a bare group must print its help with exit 0, got exit %d %q", g, r.code, r.err)

@@ -174,6 +174,11 @@ func doctorInputs(opts *DoctorOptions) (doctor.Inputs, error) {
 	if in.MetricsURLs, err = promscrape.URLs(opts.MetricsURLs); err != nil {
 		return in, usage("--metrics-url: %v", err)
 	}
+	if len(in.MetricsURLs) == 0 && st.Metrics != nil && st.Metrics.Listen != "" {
+		// The stage file says where its instance serves metrics: use it
+		// (as seen from this host) rather than skip the metric checks.
+		in.MetricsURLs, in.MetricsFromStage = []string{promscrape.ListenURL(st.Metrics.Listen)}, true
+	}
 	if in.Interval, err = budget.ParseDuration(opts.Interval); err != nil || in.Interval <= 0 {
 		return in, usage("--interval %q: want a duration above 0 such as 10s", opts.Interval)
 	}

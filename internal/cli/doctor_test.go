@@ -137,6 +137,28 @@ func TestDoctorOnARunningStage(t *testing.T) {
 		!strings.Contains(rep.Findings[0].Message, "skipped 1 invalid record(s) of items.raw") || rep.Findings[0].Command == "" {
 		t.Fatalf("after a poison record: exit %d, findings %+v", r.code, rep.Findings)
 	}
+	// Without --metrics-url the doctor scrapes where the stage file's
+	// metrics.listen says the instance serves (here a copy naming the
+	// port the stage bound), and finds the same; a listener that does not
+	// answer from here skips the metric checks instead of failing them.
+	listening := writeAt(t, t.TempDir(), "count.yaml", fmt.Sprintf(countStageFmt, "refine")+"invalid_messages: skip\nmetrics: {listen: \""+strings.TrimPrefix(base, "http://")+"\"}\n")
+	r = run(t, nil, "", "doctor", "-b", env.KafkaAddr(), "-f", listening, "--interval", "1s", "-o", "json")
+	var fromStage doctor.Report
+	if err := json.Unmarshal([]byte(r.out), &fromStage); err != nil || r.code != exitcode.Findings || len(fromStage.Findings) != 1 || fromStage.Findings[0].Check != doctor.CheckInvalid {
+		t.Fatalf("doctor with the stage file's metrics.listen: exit %d %v, findings %+v", r.code, err, fromStage.Findings)
+	}
+	deaf := writeAt(t, t.TempDir(), "count.yaml", fmt.Sprintf(countStageFmt, "refine")+"invalid_messages: skip\nmetrics: {listen: \"0.0.0.0:1\"}\n")
+	r = run(t, nil, "", "doctor", "-b", env.KafkaAddr(), "-f", deaf, "--interval", "1s", "-o", "json")
+	var unreachable doctor.Report
+	if err := json.Unmarshal([]byte(r.out), &unreachable); err != nil || r.code != 0 {
+		t.Fatalf("doctor with an unreachable metrics.listen: exit %d %v\n%s", r.code, err, r.out)
+	}
+	for _, c := range unreachable.Checks {
+		if c.Name == doctor.CheckMetrics && (c.Status != doctor.StatusSkipped || !strings.Contains(c.Detail, "metrics.listen (http://127.0.0.1:1/metrics) does not answer from here")) {
+			t.Errorf("unreachable listener: %+v", c)
+		}
+	}
+
 	// The table says the same, with the command under the finding.
 	table := run(t, nil, "", "doctor", "-b", env.KafkaAddr(), "-f", stagePath, "--metrics-url", base, "--interval", "1s")
 	for _, want := range []string{"invalid_messages", "skipped 1 invalid record(s)", "→ the stage's log names each", "1 problem found"} {
@@ -147,6 +169,9 @@ func TestDoctorOnARunningStage(t *testing.T) {
 
 	if code := st.stop(); code != 0 {
 		t.Fatalf("the stage exited %d", code)
+	}
+	if !strings.Contains(st.logs.String(), `msg="stopped cleanly" stages=refine`) {
+		t.Errorf("a clean stop left no last line saying so:\n%s", st.logs.String())
 	}
 	waitFor("the group empty", func() bool {
 		g, err := kafkax.DescribeGroup(ctx, adm, "refine")

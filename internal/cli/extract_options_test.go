@@ -15,7 +15,7 @@ func TestRunRefusesUnknownExtractOptions(t *testing.T) {
 	for name, c := range map[string]struct{ stage, want string }{
 		"mqtt-relay": {
 			"application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay, output_topic: raw, kye: \"{topic}\"}\n",
-			`line 4: unknown option "kye" (known: key, output_topic, payload, qos)`,
+			`line 4: unknown option "kye" (did you mean key? known: key, output_topic, payload, qos)`,
 		},
 		"http-poll": {
 			"application_id: p\nkind: extractor\nconfig_topics: [c]\npoll_interval: 1m\nextract: {builtin: http-poll, url: \"http://x\"}\n",

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -17,11 +18,27 @@ import (
 func guardGroups(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		if sub.HasSubCommands() && !sub.Runnable() {
-			sub.Args = usageArgs(cobra.NoArgs)
+			sub.Args = unknownSubcommand
 			sub.RunE = helpOrUnknown
 		}
 		guardGroups(sub)
 	}
+}
+
+// unknownSubcommand refuses a word after a command group that names none
+// of its commands, suggesting the nearest (a prefix or a near miss).
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's own default for the root
+	}
+	if near := cmd.SuggestionsFor(args[0]); len(near) > 0 {
+		msg += "; did you mean " + strings.Join(near, " or ") + "?"
+	}
+	return exitcode.UsageError(errors.New(msg))
 }
 
 // newCmdHelp replaces cobra's help command, which answers an unknown topic

@@ -242,7 +242,7 @@ func NewCmdKeys(f *Factory) *cobra.Command {
 		Use:   "keys <command>",
 		Short: "Create, rotate, share and protect the keyring of secret fields",
 		Long:  keysLong,
-		Args:  usageArgs(cobra.NoArgs),
+		Args:  unknownSubcommand,
 		RunE:  helpOrUnknown,
 	}
 	cmd.AddCommand(

@@ -18,6 +18,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/replay"
 	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/stage/builtin"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -43,6 +44,14 @@ type ReplayOptions struct {
 	FromFile           string
 	Wait               string
 	Execute            bool
+	// OutputTopics names the topics the stage writes (without -f);
+	// KeepOutputs and TruncateOutputs choose what happens to what they
+	// hold.
+	OutputTopics    []string
+	KeepOutputs     bool
+	TruncateOutputs bool
+	// NewApp accepts an application id the cluster knows nothing of.
+	NewApp bool
 	// WaitPoll is how often --wait asks the coordinator (default 1s).
 	WaitPoll time.Duration
 
@@ -80,7 +89,19 @@ Without --execute it only prints the plan and changes nothing. The plan:
      (the replay is partial: it says how many offsets are gone, or for a
      time target how many may be), a compacted raw topic, a target beyond
      the end (for a time target: no record at or after the time).
-  6. the local state stores to remove (the numbered partition directories
+  6. the topics the stage writes (from -f: the transform's outputs and,
+     with invalid_messages: dlq, the dead-letter topics; or
+     --output-topics) with the records each holds. The rebuild writes
+     every record again, so --execute refuses while one holds records
+     until you choose: --truncate-outputs deletes their records up to
+     the end first (only for topics this stage alone writes; readers see
+     the rebuild only), --keep-outputs lets the rebuild append (readers
+     see both), or point the stage file's output topics at new versioned
+     topics (sensors.refined.v2), create them and replay, and move the
+     readers over once the rebuild caught up. Without -f or
+     --output-topics the outputs are unknown and --execute needs
+     --keep-outputs.
+  7. the local state stores to remove (the numbered partition directories
      under --state-dir).
 
 With -f on a transformer that runs a WebAssembly module, the plan names it
@@ -104,12 +125,12 @@ func NewCmdReplay(f *Factory, runF func(*ReplayOptions) error) *cobra.Command {
 	opts := &ReplayOptions{IO: f.IO, Printer: f.Printer, Now: time.Now, WaitPoll: time.Second}
 	opts.Kafka = f.KafkaClient
 	cmd := &cobra.Command{
-		Use:   "replay [APP] (--input-topics T,... | -f stage.yaml) [--execute]",
+		Use:   "replay [APP] (--input-topics T,... | -f stage.yaml) [--truncate-outputs | --keep-outputs] [--execute]",
 		Short: "Reprocess a stage from its raw topics: fence, delete its state, reset its offsets",
 		Long:  replayLong,
 		Example: `  flecht replay sensors-count --input-topics sensors.raw
-  flecht replay -f examples/count.yaml --execute
-  flecht replay sensors-count -f count.yaml --by-duration 36h --wait 2m --execute -o json
+  flecht replay -f examples/count.yaml --truncate-outputs --execute
+  flecht replay sensors-count -f count.yaml --by-duration 36h --wait 2m --keep-outputs --execute -o json
   flecht replay sensors-count --input-topics sensors.raw --from-file offsets.csv`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: appRunE(opts, &opts.ApplicationID, runF, runReplay),
@@ -126,6 +147,10 @@ func NewCmdReplay(f *Factory, runF func(*ReplayOptions) error) *cobra.Command {
 	fl.StringVar(&opts.FromFile, "from-file", "", "reset to the offsets of a CSV file: topic,partition,offset")
 	fl.StringVar(&opts.Wait, "wait", "", "wait up to DURATION for the group to empty instead of refusing")
 	fl.BoolVar(&opts.Execute, "execute", false, "carry the plan out (without it nothing changes)")
+	fl.BoolVar(&opts.NewApp, "new-app", false, "plan for an application the cluster knows nothing of yet, to start it at the target (without it, an id with no group, offsets or changelog is refused as a likely typo)")
+	fl.StringSliceVar(&opts.OutputTopics, "output-topics", nil, "the topics the stage writes, comma-separated (a stage file names them)")
+	fl.BoolVar(&opts.KeepOutputs, "keep-outputs", false, "let the rebuild append to its output topics: readers get every record again")
+	fl.BoolVar(&opts.TruncateOutputs, "truncate-outputs", false, "delete the output topics' records up to their end before the rebuild (topics this stage alone writes)")
 	return cmd
 }
 
@@ -153,6 +178,11 @@ func replayRequest(opts *ReplayOptions) (replay.Request, time.Duration, error) {
 				req.InputTopics = st.InputTopics
 			}
 			req.Module = status.StageModule(st)
+			outs, err := stageOutputs(st)
+			if err != nil {
+				return req, 0, exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+			}
+			req.OutputTopics, req.OutputsKnown = outs, true
 		case stagefile.KindExtractor:
 			req.Kind = replay.KindExtractor
 			req.ConfigTopics = st.ConfigTopics
@@ -162,6 +192,26 @@ func replayRequest(opts *ReplayOptions) (replay.Request, time.Duration, error) {
 	}
 	if req.ApplicationID == "" {
 		return req, 0, usage("give the application id (flecht replay APP) or -f stage.yaml")
+	}
+	if len(opts.OutputTopics) > 0 {
+		if err := checkNames("", opts.OutputTopics); err != nil {
+			return req, 0, err
+		}
+		req.OutputTopics, req.OutputsKnown = nil, true
+		for _, t := range dedupeStrings(opts.OutputTopics) {
+			req.OutputTopics = append(req.OutputTopics, replay.OutputTopic{Topic: t, Role: replay.RoleOutput})
+		}
+	}
+	switch {
+	case opts.KeepOutputs && opts.TruncateOutputs:
+		return req, 0, usage("give one of --keep-outputs and --truncate-outputs")
+	case opts.KeepOutputs:
+		req.OutputPolicy = replay.OutputsKeep
+	case opts.TruncateOutputs:
+		if !req.OutputsKnown {
+			return req, 0, usage("--truncate-outputs needs the output topics: -f stage.yaml or --output-topics T,...")
+		}
+		req.OutputPolicy = replay.OutputsTruncate
 	}
 	if err := checkNames(req.ApplicationID); err != nil {
 		return req, 0, err
@@ -278,10 +328,12 @@ func runReplay(ctx context.Context, opts *ReplayOptions) error {
 	if err != nil {
 		return err
 	}
-	// A replay deletes the state the stage rebuilds from its raw topics
-	// when it restarts: with a module flecht run refuses, nothing
-	// restarts. The dry run shows the plan and says so.
-	if why := plan.ModuleRefusal(); why != "" && opts.Execute {
+	if !opts.NewApp && plan.GroupState == kafkax.GroupStateDead && len(plan.DeleteTopics) == 0 && !plan.HasCommits() {
+		return unknownApp(ctx, cl, req.ApplicationID)
+	}
+	// refuse shows the plan refused for why (and whatever else refuses
+	// it) and returns the refusal as kind's error.
+	refuse := func(why string, kind func(error) error) error {
 		if plan.Refused != "" {
 			why += "; and " + plan.Refused
 		}
@@ -289,7 +341,18 @@ func runReplay(ctx context.Context, opts *ReplayOptions) error {
 		if err := printReplay(opts, plan); err != nil {
 			return err
 		}
-		return exitcode.UsageError(errors.New("replay refused: " + why))
+		return kind(errors.New("replay refused: " + why))
+	}
+	// A replay deletes the state the stage rebuilds from its raw topics
+	// when it restarts: with a module flecht run refuses, nothing
+	// restarts. The dry run shows the plan and says so.
+	if why := plan.ModuleRefusal(); why != "" && opts.Execute {
+		return refuse(why, exitcode.UsageError)
+	}
+	// A rebuild writes every output record again: without a choice of
+	// what happens to them, --execute changes nothing.
+	if why := plan.OutputRefusal(); why != "" && opts.Execute {
+		return refuse(why, exitcode.RefusedError)
 	}
 	if plan.Refused != "" && wait > 0 {
 		fmt.Fprintf(opts.IO.ErrOut, "waiting up to %s for group %s to empty (%s)\n", budget.FormatDuration(wait), req.ApplicationID, ui.Escape(replay.DescribeMembers(plan.Members)))
@@ -381,6 +444,7 @@ func printReplay(opts *ReplayOptions, plan *replay.Plan) error {
 		pairs = append(pairs,
 			[2]string{"fence", describeFence(plan.Fence)},
 			[2]string{"delete", deletes},
+			[2]string{"outputs", describeOutputs(h, plan)},
 			[2]string{"local state", states},
 			[2]string{"to read", ui.GroupDigits(plan.Records) + " offsets (at most as many records)"},
 		)
@@ -430,6 +494,9 @@ func printReplay(opts *ReplayOptions, plan *replay.Plan) error {
 			case len(plan.Steps) > 0:
 			case plan.ModuleRefusal() != "":
 				h.Printf("dry run: nothing changed; --execute is refused until the module can run\n")
+			case plan.OutputRefusal() != "":
+				h.Printf("%s %s\n", h.Warn("outputs:"), plan.OutputRefusal())
+				h.Printf("dry run: nothing changed; --execute is refused until you choose what happens to the outputs\n")
 			default:
 				h.Printf("dry run: nothing changed; run again with --execute to do it\n")
 			}
@@ -454,4 +521,70 @@ func describeFence(ids []string) string {
 	default:
 		return fmt.Sprintf("%s … %s (%d transactional IDs)", ids[0], ids[len(ids)-1], len(ids))
 	}
+}
+
+// describeOutputs says what the replay does to each topic the stage
+// writes.
+func describeOutputs(h *ui.Human, plan *replay.Plan) string {
+	if !plan.OutputsKnown {
+		if plan.OutputPolicy == replay.OutputsKeep {
+			return "not named (--keep-outputs: the rebuild appends to them)"
+		}
+		return h.Warn("unknown: give -f stage.yaml or --output-topics")
+	}
+	if len(plan.Outputs) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(plan.Outputs))
+	for i, o := range plan.Outputs {
+		name := o.Topic
+		if o.Role == replay.RoleDeadLetter {
+			name += " (dead letters)"
+		}
+		switch {
+		case !o.Exists:
+			parts[i] = name + ": missing"
+		case o.Action == replay.ActionNone:
+			parts[i] = name + ": empty"
+		case o.Action == replay.ActionKeep:
+			parts[i] = fmt.Sprintf("%s: %s records kept, the rebuild appends", name, ui.GroupDigits(o.Records))
+		case o.Action == replay.ActionTruncate:
+			parts[i] = fmt.Sprintf("%s: %s records deleted before the rebuild", name, ui.GroupDigits(o.Records))
+		default:
+			parts[i] = fmt.Sprintf("%s: %s records %s", name, ui.GroupDigits(o.Records), h.Warn("(choose: --truncate-outputs or --keep-outputs)"))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// stageOutputs are the topics a transformer's stage file writes: its
+// transform's outputs and, with invalid_messages: dlq, the dead-letter
+// topics of its inputs.
+func stageOutputs(st *stagefile.Stage) ([]replay.OutputTopic, error) {
+	var names []string
+	usesDLQ := st.InvalidMessages == stagefile.InvalidDLQ
+	if m := st.Transform.Module; m != nil {
+		names = m.OutputTopics
+	} else {
+		tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: noConfigs{}})
+		if err != nil {
+			return nil, err
+		}
+		if d, ok := tf.(stage.OutputDeclarer); ok {
+			names = d.OutputTopics()
+		}
+		if d, ok := tf.(stage.DLQUser); ok && d.UsesDLQ() {
+			usesDLQ = true
+		}
+	}
+	var out []replay.OutputTopic
+	for _, t := range dedupeStrings(names) {
+		out = append(out, replay.OutputTopic{Topic: t, Role: replay.RoleOutput})
+	}
+	if usesDLQ {
+		for _, t := range st.InputTopics {
+			out = append(out, replay.OutputTopic{Topic: stagefile.DLQTopic(t), Role: replay.RoleDeadLetter})
+		}
+	}
+	return out, nil
 }

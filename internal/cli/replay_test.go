@@ -221,7 +221,13 @@ func TestReplayExtractor(t *testing.T) {
 		}
 	}
 	stage := replayFile(t, "poller.yaml", "application_id: poller\nkind: extractor\nconfig_topics: [cfg]\nextract: {builtin: http-poll}\n")
+	// An extractor's outputs are named by its configs, not its stage
+	// file: --execute needs them named or --keep-outputs.
 	r := run(t, map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}, "", "replay", "-f", stage, "--state-dir", t.TempDir(), "--execute", "-o", "json")
+	if r.code != exitcode.Refused || !strings.Contains(r.err, "--keep-outputs") {
+		t.Fatalf("unknown outputs: exit %d: %s", r.code, r.err)
+	}
+	r = run(t, map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}, "", "replay", "-f", stage, "--state-dir", t.TempDir(), "--keep-outputs", "--execute", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
@@ -306,5 +312,72 @@ func TestReplayFromFileHostilePaths(t *testing.T) {
 		if !p.Missing && p.Name != "directory" && !strings.Contains(r.err, "larger than 16 MiB") {
 			t.Errorf("%s: the limit is not named: %q", p.Name, r.err)
 		}
+	}
+}
+
+// The plan names the topics a stage file writes with the records each
+// holds; while one holds records, --execute refuses (exit 3, changing
+// nothing) until --truncate-outputs or --keep-outputs says what happens to
+// them; the two together are a usage error.
+func TestReplayOutputsChoice(t *testing.T) {
+	env := devenvtest.Start(t)
+	cl := devenvtest.KafkaClient(t, env)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for topic, n := range map[string]int32{"raw": 1, "refined": 1, "dedup-changelog": 1} {
+		if err := kafkax.CreateTopic(ctx, adm, topic, n, map[string]string{"retention.ms": "-1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, topic := range []string{"raw", "raw", "refined", "refined", "refined"} {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("{}")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stage := replayFile(t, "dedup.yaml", "application_id: dedup\nkind: transformer\ninput_topics: [raw]\ninvalid_messages: dlq\ntransform: {builtin: passthrough, output_topic: refined}\n")
+	e := map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}
+
+	r := run(t, e, "", "replay", "-f", stage, "--state-dir", t.TempDir(), "-o", "json")
+	p := replayJSON(t, r.out)
+	if r.code != 0 || !p.OutputsKnown || len(p.Outputs) != 2 {
+		t.Fatalf("dry run: exit %d %s; outputs %+v", r.code, r.err, p.Outputs)
+	}
+	if o := p.Outputs[0]; o.Topic != "refined" || o.Records != 3 || o.Action != replay.ActionChoose {
+		t.Errorf("refined: %+v", o)
+	}
+	if o := p.Outputs[1]; o.Topic != "raw.dlq" || o.Role != replay.RoleDeadLetter || o.Exists || o.Action != replay.ActionNone {
+		t.Errorf("the dead-letter topic: %+v", o)
+	}
+	r = run(t, e, "", "replay", "-f", stage, "--state-dir", t.TempDir())
+	for _, want := range []string{"refined: 3 records", "choose: --truncate-outputs or --keep-outputs", "raw.dlq (dead letters): missing", "--execute is refused until you choose"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("the human plan lacks %q:\n%s", want, r.out)
+		}
+	}
+
+	r = run(t, e, "", "replay", "-f", stage, "--state-dir", t.TempDir(), "--execute")
+	if r.code != exitcode.Refused || !strings.Contains(r.err, "refined (3 records)") || !strings.Contains(r.err, "refined.v2") {
+		t.Fatalf("execute without a choice: exit %d, %s", r.code, r.err)
+	}
+	if _, err := kafkax.DescribeTopics(ctx, adm, "dedup-changelog"); err != nil {
+		t.Fatalf("a refused replay deleted the changelog: %v", err)
+	}
+	r = run(t, e, "", "replay", "-f", stage, "--keep-outputs", "--truncate-outputs")
+	if r.code != exitcode.Usage || !strings.Contains(r.err, "one of --keep-outputs and --truncate-outputs") {
+		t.Errorf("both: exit %d, %s", r.code, r.err)
+	}
+	r = run(t, e, "", "replay", "dedup", "--input-topics", "raw", "--truncate-outputs")
+	if r.code != exitcode.Usage || !strings.Contains(r.err, "--truncate-outputs needs the output topics") {
+		t.Errorf("truncate without outputs: exit %d, %s", r.code, r.err)
+	}
+
+	r = run(t, e, "", "replay", "-f", stage, "--state-dir", t.TempDir(), "--truncate-outputs", "--execute", "-o", "json")
+	if p = replayJSON(t, r.out); r.code != 0 || !p.Executed || p.Outputs[0].Action != replay.ActionTruncate {
+		t.Fatalf("truncate: exit %d %s; %+v", r.code, r.err, p)
+	}
+	res, err := kafkax.ReadToEndFunc(ctx, cl, []string{"refined"}, func(*kgo.Record) error { return nil })
+	if err != nil || res.Records != 0 {
+		t.Errorf("refined holds %v records after --truncate-outputs (%v)", res, err)
 	}
 }

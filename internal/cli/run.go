@@ -223,14 +223,24 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		}
 		defer stop()
 	}
+	started := time.Now()
+	// The last line of a clean stop says so, for whoever reads the log
+	// after a SIGTERM wondering whether the process finished its work.
+	stopped := func(err error, stages ...string) error {
+		if err == nil && ctx.Err() != nil {
+			runLogger(opts.Factory).Info("stopped cleanly",
+				"stages", strings.Join(stages, ","), "uptime", time.Since(started).Round(time.Second))
+		}
+		return err
+	}
 	if len(opts.Files) > 1 {
-		return runMany(ctx, opts)
+		return stopped(runMany(ctx, opts), opts.Files...)
 	}
 	st, err := loadRunnable(opts.Factory, opts.Files[0])
 	if err != nil {
 		return err
 	}
-	return runStage(ctx, opts, st)
+	return stopped(runStage(ctx, opts, st), st.ApplicationID)
 }
 
 // startCPUProfile starts a CPU profile into path; stop ends and writes it.

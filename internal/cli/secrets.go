@@ -125,7 +125,7 @@ func NewCmdSecrets(f *Factory) *cobra.Command {
 		Use:   "secrets <command>",
 		Short: "Encrypt, decrypt, sign, verify, inspect, scan and re-encrypt secret values",
 		Long:  secretsLong,
-		Args:  usageArgs(cobra.NoArgs),
+		Args:  unknownSubcommand,
 		RunE:  helpOrUnknown,
 	}
 	cmd.AddCommand(newCmdSecretsEncrypt(f, nil), newCmdSecretsDecrypt(f, nil), newCmdSecretsReseal(f, nil),

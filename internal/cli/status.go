@@ -10,14 +10,17 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/promscrape"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
+	"github.com/flecht-dev/flecht/internal/suggest"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -31,8 +34,10 @@ type StatusOptions struct {
 	InputTopics   []string
 	ClientIDs     []string
 	MetricsURLs   []string
-	Interval      string
-	Watch         bool
+	// NewApp accepts an application id the cluster knows nothing of.
+	NewApp   bool
+	Interval string
+	Watch    bool
 	// Frames bounds the refreshes of --watch (0: until interrupted).
 	Frames int
 
@@ -88,6 +93,7 @@ func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
 	fl.StringVarP(&opts.StageFile, "file", "f", "", "take the application id and input topics from this stage file")
 	fl.StringSliceVar(&opts.InputTopics, "input-topics", nil, "input topics to show lag for, comma-separated")
 	fl.StringSliceVar(&opts.ClientIDs, "client-id", nil, "client ids of MQTT bridge instances: show the open transactions of APP-<client_id> too")
+	fl.BoolVar(&opts.NewApp, "new-app", false, "show an application the cluster knows nothing of yet (without it, an id with no group, offsets or changelog is refused as a likely typo)")
 	fl.StringSliceVar(&opts.MetricsURLs, "metrics-url", nil, "an instance's metrics endpoint: show which module it runs (repeatable or comma-separated)")
 	fl.StringVar(&opts.Interval, "interval", "5s", "time between the two samples the throughput is measured over (0: one sample)")
 	fl.BoolVarP(&opts.Watch, "watch", "w", false, "refresh every --interval until interrupted")
@@ -149,6 +155,9 @@ func runStatus(ctx context.Context, opts *StatusOptions) error {
 	prev, err := status.Take(ctx, cl, req)
 	if err != nil {
 		return err
+	}
+	if !opts.NewApp && !prev.Group.Exists() && len(prev.Committed) == 0 && !prev.Changelog.Exists {
+		return unknownApp(ctx, cl, req.ApplicationID)
 	}
 	if !opts.Watch {
 		cur := prev
@@ -344,4 +353,14 @@ func joinPartitions(ps []int32) string {
 		parts[i] = strconv.Itoa(int(p))
 	}
 	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// unknownApp refuses an application id nothing in the cluster belongs to
+// (exit 3), naming the known ids nearest to it: most often it is a typo.
+func unknownApp(ctx context.Context, cl *kgo.Client, id string) error {
+	e := &kafkax.UnknownApplicationError{ID: id}
+	if known, err := kafkax.KnownApplications(ctx, kadm.NewClient(cl)); err == nil {
+		e.Nearest = suggest.Nearest(id, known)
+	}
+	return exitcode.RefusedError(e)
 }

@@ -58,7 +58,7 @@ func TestStatusCommand(t *testing.T) {
 		}
 	}
 	e := map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}
-	r := run(t, e, "", "status", "app", "--input-topics", "raw", "--interval", "0", "-o", "json")
+	r := run(t, e, "", "status", "--new-app", "app", "--input-topics", "raw", "--interval", "0", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
@@ -74,7 +74,7 @@ func TestStatusCommand(t *testing.T) {
 	// --client-id, so every APP-* ID counts, and the report says so.
 	mqtt := replayFile(t, "mqtt.yaml", "application_id: bridge\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\n")
 	for args, note := range map[string]bool{"": true, "pod-1": false} {
-		argv := []string{"status", "-f", mqtt, "--interval", "0", "-o", "json"}
+		argv := []string{"status", "--new-app", "-f", mqtt, "--interval", "0", "-o", "json"}
 		if args != "" {
 			argv = append(argv, "--client-id", args)
 		}
@@ -88,7 +88,7 @@ func TestStatusCommand(t *testing.T) {
 		}
 	}
 
-	r = run(t, e, "", "status", "app", "--input-topics", "raw", "--interval", "50ms")
+	r = run(t, e, "", "status", "--new-app", "app", "--input-topics", "raw", "--interval", "50ms")
 	for _, want := range []string{"stage:", "lag:", "6", "throughput:", "does not exist", "Members", "Inputs", "Open transactions"} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("human output lacks %q:\n%s", want, r.out)
@@ -146,7 +146,7 @@ func TestStatusWatch(t *testing.T) {
 func watchOptions(io *ui.IOStreams, addr string, format ui.Format) *StatusOptions {
 	return &StatusOptions{
 		IO: io, Printer: func() *ui.Printer { return ui.NewPrinter(io, format) },
-		ApplicationID: "app", InputTopics: []string{"raw"}, Interval: "10ms", Watch: true, Frames: 3,
+		ApplicationID: "app", InputTopics: []string{"raw"}, Interval: "10ms", Watch: true, Frames: 3, NewApp: true,
 		Kafka: func(context.Context) (*kgo.Client, error) { return kgo.NewClient(kgo.SeedBrokers(addr)) },
 		Sleep: sleepCtx,
 	}
@@ -205,12 +205,12 @@ func TestStatusModules(t *testing.T) {
 	a, b, c := fakeInstance(t, moduleInfoText("enrich.wasm", want)), fakeInstance(t, moduleInfoText("enrich.wasm", old)), fakeInstance(t, "# TYPE up gauge\nup 1\n")
 	e := map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}
 
-	r := run(t, e, "", "status", "-f", stage, "--interval", "0", "-o", "json")
+	r := run(t, e, "", "status", "--new-app", "-f", stage, "--interval", "0", "-o", "json")
 	if r.code != 0 || strings.Contains(r.out, `"modules"`) {
 		t.Fatalf("no --metrics-url: exit %d %s\n%s", r.code, r.err, r.out)
 	}
 
-	r = run(t, e, "", "status", "-f", stage, "--metrics-url", a+","+b, "--metrics-url", c, "--metrics-url", "http://"+a+"/metrics", "--interval", "0", "-o", "json")
+	r = run(t, e, "", "status", "--new-app", "-f", stage, "--metrics-url", a+","+b, "--metrics-url", c, "--metrics-url", "http://"+a+"/metrics", "--interval", "0", "-o", "json")
 	var rep status.Report
 	if err := json.Unmarshal([]byte(r.out), &rep); r.code != 0 || err != nil {
 		t.Fatalf("exit %d %v %s\n%s", r.code, err, r.err, r.out)
@@ -233,7 +233,7 @@ func TestStatusModules(t *testing.T) {
 		t.Errorf("warnings %+v", m.Warnings)
 	}
 
-	r = run(t, e, "", "status", "-f", stage, "--metrics-url", a+","+b+",127.0.0.1:1", "--interval", "0")
+	r = run(t, e, "", "status", "--new-app", "-f", stage, "--metrics-url", a+","+b+",127.0.0.1:1", "--interval", "0")
 	for _, w := range []string{
 		"INSTANCE", "the stage file names ./enrich.wasm (sha256 " + want[:12] + ")",
 		"http://" + a + "/metrics", want[:12], "unknown: ",
@@ -242,6 +242,54 @@ func TestStatusModules(t *testing.T) {
 	} {
 		if !strings.Contains(r.out, w) {
 			t.Errorf("human output lacks %q:\n%s", w, r.out)
+		}
+	}
+}
+
+// An application id the cluster knows nothing of (no group, no committed
+// offset, no changelog) is refused as the typo it most likely is, naming
+// the known ids nearest to it; --new-app shows it anyway. So is a replay
+// of it, which would otherwise create the group and commit offsets.
+func TestUnknownApplicationRefused(t *testing.T) {
+	env := devenvtest.Start(t)
+	cl := devenvtest.KafkaClient(t, env)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for topic, n := range map[string]int32{"raw": 1, "sensors-dedupe-changelog": 1} {
+		if err := kafkax.CreateTopic(ctx, adm, topic, n, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "raw", Partition: 0, At: 0, LeaderEpoch: -1})
+	if err := adm.CommitAllOffsets(ctx, "sensors-count", offs); err != nil {
+		t.Fatal(err)
+	}
+	e := map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}
+	for _, argv := range [][]string{
+		{"status", "sensors-cuont", "--input-topics", "raw", "--interval", "0"},
+		{"replay", "sensors-cuont", "--input-topics", "raw", "--keep-outputs", "--execute"},
+	} {
+		r := run(t, e, "", argv...)
+		if r.code != exitcode.Refused || !strings.Contains(r.err, `no application "sensors-cuont"`) || !strings.Contains(r.err, "did you mean sensors-count?") {
+			t.Errorf("%v: exit %d, %s", argv, r.code, r.err)
+		}
+	}
+	if g, err := adm.FetchOffsets(ctx, "sensors-cuont"); err == nil && len(g) > 0 {
+		t.Errorf("the refused replay committed offsets: %v", g)
+	}
+	r := run(t, e, "", "status", "sensors-dedup", "--input-topics", "raw", "--interval", "0")
+	if r.code != exitcode.Refused || !strings.Contains(r.err, "did you mean sensors-dedupe?") {
+		t.Errorf("a changelog names an application too: exit %d, %s", r.code, r.err)
+	}
+	for _, argv := range [][]string{
+		{"status", "sensors-count", "--input-topics", "raw", "--interval", "0"},
+		{"status", "brand-new", "--new-app", "--input-topics", "raw", "--interval", "0"},
+		{"replay", "brand-new", "--new-app", "--input-topics", "raw", "--keep-outputs", "--execute"},
+	} {
+		if r := run(t, e, "", argv...); r.code != 0 {
+			t.Errorf("%v: exit %d, %s", argv, r.code, r.err)
 		}
 	}
 }

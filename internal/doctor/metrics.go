@@ -46,6 +46,13 @@ func (d *diagnosis) metrics() {
 		}
 		return
 	}
+	if d.in.MetricsFromStage && len(d.live()) == 0 {
+		why := fmt.Sprintf("the stage file's metrics.listen (%s) does not answer from here: give each instance's --metrics-url", d.obs.Scrapes[0].URL)
+		for _, c := range []string{CheckMetrics, CheckRecordSize, CheckInvalid, CheckModule, CheckMQTT, CheckBudget, CheckKeyring} {
+			d.skipped(c, why)
+		}
+		return
+	}
 	before := d.found
 	for _, s := range d.obs.Scrapes {
 		if s.Err != nil {

@@ -67,6 +67,13 @@ type Runner struct {
 
 	counts *kafkax.PartitionCounts // of output topics
 
+	// assigned wakes the cycle loop when tokens are assigned, so that they
+	// start and their configs are polled at once, not a poll_interval
+	// later; polledAt is when a cycle last polled each token's configs
+	// (the cycle loop's alone).
+	assigned chan struct{}
+	polledAt map[int32]time.Time
+
 	mu   sync.Mutex
 	held *lease.Set // the tokens this instance owns
 	// cycle is the poll cycle in progress; a revoke cancels it and waits.
@@ -96,8 +103,10 @@ func NewRunner(o Options) *Runner {
 		configs:  stage.NewConfigStore(o.Stage.ConfigTopics, o.Log, o.Metrics),
 		problems: logx.NewRecurring(o.Log),
 		// A page may run for its whole transaction timeout.
-		beat:  o.Health.Loop("cycle_loop", TransactionTimeout+time.Minute),
-		ready: o.Health.Condition("group", "starting: checking topics, not joined yet"),
+		beat:     o.Health.Loop("cycle_loop", TransactionTimeout+time.Minute),
+		ready:    o.Health.Condition("group", "starting: checking topics, not joined yet"),
+		assigned: make(chan struct{}, 1),
+		polledAt: map[int32]time.Time{},
 	}
 }
 
@@ -198,9 +207,10 @@ func (r *Runner) Run(ctx context.Context, ex Extractor) error {
 	// stage waits with a bounded backoff and carries on, and only an error
 	// kafkax.Retriable does not recognise ends it.
 	bo := kafkax.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
+	onlyNew := false // a wake by an assignment polls only the tokens it started
 	for {
 		r.beat.Beat()
-		err := r.step(ctx, work)
+		err := r.step(ctx, work, onlyNew)
 		switch {
 		case err == nil:
 			if bo.Attempts() > 0 {
@@ -229,20 +239,42 @@ func (r *Runner) Run(ctx context.Context, ex Extractor) error {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
+			onlyNew = false
+		case <-r.assigned:
+			onlyNew = true
 		}
 	}
 }
 
 // step starts the tokens assigned since the last cycle, reads config
-// changes and polls every owned config once.
-func (r *Runner) step(ctx, work context.Context) error {
-	if err := r.startPending(work); err != nil {
+// changes and polls every owned config once; with onlyNew, only the
+// configs of the tokens it started (the others keep their interval).
+func (r *Runner) step(ctx, work context.Context, onlyNew bool) error {
+	started, err := r.startPending(work)
+	if err != nil {
 		return err
+	}
+	if onlyNew && len(started) == 0 {
+		return nil
 	}
 	if err := r.configs.Drain(work); err != nil {
 		return err
 	}
-	return r.runCycle(ctx)
+	var only map[int32]bool
+	if onlyNew {
+		// A token this process polled less than an interval ago (one the
+		// rebalance took and gave back) waits for the ticker.
+		only = map[int32]bool{}
+		for t := range started {
+			if at, ok := r.polledAt[t]; !ok || time.Since(at) >= r.interval {
+				only[t] = true
+			}
+		}
+		if len(only) == 0 {
+			return nil
+		}
+	}
+	return r.runCycle(ctx, only)
 }
 
 func (r *Runner) ensureChangelog(ctx context.Context, adm *kadm.Client) error {
@@ -278,6 +310,10 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 	defer r.mu.Unlock()
 	r.held.Assign(assigned)
 	cl.PauseFetchPartitions(assigned) // leased, never fetched
+	select {
+	case r.assigned <- struct{}{}:
+	default: // a wake is pending already
+	}
 }
 
 // onRevoked stops the cycle in flight (its open pages abort) before the
@@ -299,13 +335,17 @@ func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 }
 
 // startPending fences and restores the tokens assigned since the last
-// cycle, one at a time.
-func (r *Runner) startPending(ctx context.Context) error {
+// cycle and returns those it started.
+func (r *Runner) startPending(ctx context.Context) (map[int32]bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	err := r.held.StartPending(ctx, func(t int32) { r.log.Info("token started", "token", t) })
+	started := map[int32]bool{}
+	err := r.held.StartPending(ctx, func(t int32) {
+		started[t] = true
+		r.log.Info("token started", "token", t)
+	})
 	r.obs.TokensAssigned.Set(float64(r.held.Len()))
-	return err
+	return started, err
 }
 
 func (r *Runner) shutdown() {
@@ -316,9 +356,10 @@ func (r *Runner) shutdown() {
 	r.obs.TokensAssigned.Set(0)
 }
 
-// runCycle polls every owned active config once: configs of one token in
-// turn (one producer, one transaction at a time), tokens concurrently.
-func (r *Runner) runCycle(ctx context.Context) error {
+// runCycle polls every owned active config once (of the tokens in only,
+// when it is not nil): configs of one token in turn (one producer, one
+// transaction at a time), tokens concurrently.
+func (r *Runner) runCycle(ctx context.Context, only map[int32]bool) error {
 	start := time.Now()
 	cycleCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
@@ -342,13 +383,16 @@ func (r *Runner) runCycle(ctx context.Context) error {
 			continue
 		}
 		t := kafkax.Partition([]byte(sk), r.tokens)
-		if tk, ok := r.held.Get(t); ok {
+		if tk, ok := r.held.Get(t); ok && (only == nil || only[t]) {
+			r.polledAt[t] = start
 			mine[key] = true
 			work[tk] = append(work[tk], owned{key: key, stateKey: sk, cfg: cfg})
 		}
 	}
 	r.mu.Unlock()
-	r.problems.Retain(func(key string) bool { return mine[key] })
+	if only == nil { // a partial cycle does not answer for the others
+		r.problems.Retain(func(key string) bool { return mine[key] })
+	}
 	r.obs.ActiveConfigs.Set(float64(active))
 	defer func() {
 		r.mu.Lock()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -202,4 +204,25 @@ func WaitTopic(ctx context.Context, adm *kadm.Client, topic string, exists bool)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// FormatPartitions shows partitions by topic for a log line or a message,
+// topics sorted: "sensors.raw:0,1 sensors.cfg:2".
+func FormatPartitions(m map[string][]int32) string {
+	topics := make([]string, 0, len(m))
+	for t := range m {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	parts := make([]string, 0, len(topics))
+	for _, t := range topics {
+		ps := slices.Clone(m[t])
+		slices.Sort(ps)
+		nums := make([]string, len(ps))
+		for i, p := range ps {
+			nums[i] = strconv.Itoa(int(p))
+		}
+		parts = append(parts, t+":"+strings.Join(nums, ","))
+	}
+	return strings.Join(parts, " ")
 }

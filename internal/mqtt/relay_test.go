@@ -138,7 +138,7 @@ func TestParseRelayDefaults(t *testing.T) {
 
 func TestParseRelayDefaultsRejects(t *testing.T) {
 	for opts, want := range map[string]string{
-		`kye: "{topic}"`:       `line 6: unknown option "kye" (known: key, output_topic, payload, qos)`,
+		`kye: "{topic}"`:       `line 6: unknown option "kye" (did you mean key? known: key, output_topic, payload, qos)`,
 		`key: "{nope}"`:        "unknown placeholder",
 		`qos: 2`:               "qos 2",
 		`payload: text`:        `payload "text"`,

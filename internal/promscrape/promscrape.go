@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -30,6 +31,21 @@ func URL(s string) string {
 		return u.String()
 	}
 	return s
+}
+
+// ListenURL is the metrics endpoint of a stage listening on listen (its
+// metrics.listen), as seen from the same host: a wildcard or empty host
+// becomes the loopback address.
+func ListenURL(listen string) string {
+	host, port, err := net.SplitHostPort(strings.TrimSpace(listen))
+	if err != nil {
+		return URL(listen)
+	}
+	switch host {
+	case "", "0.0.0.0", "::":
+		host = "127.0.0.1"
+	}
+	return URL(net.JoinHostPort(host, port))
 }
 
 // Sample is one scrape.

@@ -146,3 +146,18 @@ func TestURLs(t *testing.T) {
 		}
 	}
 }
+
+// A stage's metrics.listen becomes the URL it answers on from this host.
+func TestListenURL(t *testing.T) {
+	for listen, want := range map[string]string{
+		":9464":          "http://127.0.0.1:9464/metrics",
+		"0.0.0.0:9464":   "http://127.0.0.1:9464/metrics",
+		"[::]:9464":      "http://127.0.0.1:9464/metrics",
+		"10.0.0.5:9464":  "http://10.0.0.5:9464/metrics",
+		"localhost:9100": "http://localhost:9100/metrics",
+	} {
+		if got := ListenURL(listen); got != want {
+			t.Errorf("ListenURL(%q) = %q, want %q", listen, got, want)
+		}
+	}
+}

@@ -51,6 +51,9 @@ func Execute(ctx context.Context, cl *kgo.Client, plan *Plan, opts ExecOptions) 
 			plan.Steps = append(plan.Steps, Step{Step: name, Detail: detail, Millis: time.Since(start).Milliseconds()})
 		}
 	}
+	if why := plan.OutputRefusal(); why != "" {
+		return &OutputsError{Why: why}
+	}
 	if err := requireEmpty(ctx, adm, plan.ApplicationID); err != nil {
 		return err
 	}
@@ -99,7 +102,17 @@ func Execute(ctx context.Context, cl *kgo.Client, plan *Plan, opts ExecOptions) 
 		done(detail)
 	}
 
-	// 4. Local stores.
+	// 4. Outputs the operator chose to truncate: after the fence, so no
+	// transaction of the old run can still add to them.
+	if n := plan.truncating(); n > 0 {
+		done := step("truncate_outputs")
+		if err := truncateOutputs(ctx, adm, plan.Outputs); err != nil {
+			return err
+		}
+		done(fmt.Sprintf("deleted the records of %d output %s up to their end", n, plural(n, "topic", "topics")))
+	}
+
+	// 5. Local stores.
 	if len(plan.StateDirs) > 0 {
 		done := step("state_dirs")
 		for _, d := range plan.StateDirs {
@@ -121,6 +134,13 @@ func Execute(ctx context.Context, cl *kgo.Client, plan *Plan, opts ExecOptions) 
 	}
 	return nil
 }
+
+// OutputsError refuses a replay whose rebuild would write the records of
+// its outputs again without the operator having chosen what happens to
+// them.
+type OutputsError struct{ Why string }
+
+func (e *OutputsError) Error() string { return e.Why }
 
 func requireEmpty(ctx context.Context, adm *kadm.Client, group string) error {
 	g, err := kafkax.DescribeGroup(ctx, adm, group)

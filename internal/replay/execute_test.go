@@ -79,7 +79,7 @@ func TestObserveExecute(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	req := replay.Request{ApplicationID: "app", InputTopics: []string{"raw"}, Target: replay.Target{Kind: replay.TargetEarliest}, StateDir: dir}
+	req := replay.Request{ApplicationID: "app", InputTopics: []string{"raw"}, Target: replay.Target{Kind: replay.TargetEarliest}, StateDir: dir, OutputPolicy: replay.OutputsKeep}
 	o, err := replay.Observe(ctx, cl, req)
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ func TestLiveMemberRefuses(t *testing.T) {
 		t.Errorf("group %+v", g)
 	}
 
-	req := replay.Request{ApplicationID: "app", InputTopics: []string{"raw"}}
+	req := replay.Request{ApplicationID: "app", InputTopics: []string{"raw"}, OutputPolicy: replay.OutputsKeep}
 	o, err := replay.Observe(ctx, cl, req)
 	if err != nil {
 		t.Fatal(err)
@@ -362,7 +362,7 @@ func TestExecuteLeavesLookalikes(t *testing.T) {
 	for _, topic := range append([]string{"app-changelog"}, lookalikes...) {
 		mustCreate(t, adm, topic, 2, map[string]string{"cleanup.policy": "compact"})
 	}
-	o, err := replay.Observe(ctx, cl, replay.Request{ApplicationID: "app", InputTopics: []string{"raw"}})
+	o, err := replay.Observe(ctx, cl, replay.Request{ApplicationID: "app", InputTopics: []string{"raw"}, OutputPolicy: replay.OutputsKeep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestExecuteResumes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	req := replay.Request{ApplicationID: "app", InputTopics: []string{"raw"}, StateDir: dir}
+	req := replay.Request{ApplicationID: "app", InputTopics: []string{"raw"}, StateDir: dir, OutputPolicy: replay.OutputsKeep}
 
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	o, err := replay.Observe(ctx, cl, req)

@@ -131,6 +131,9 @@ func Observe(ctx context.Context, cl *kgo.Client, req Request) (*Observed, error
 	} else if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
 		return nil, fmt.Errorf("describing %s: %w", changelog, d.Err)
 	}
+	if o.Outputs, err = observeOutputs(ctx, adm, req.OutputTopics); err != nil {
+		return nil, err
+	}
 
 	o.ModuleFile = status.ReadModuleFile(req.Module)
 	if req.StateDir != "" {

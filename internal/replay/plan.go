@@ -16,7 +16,10 @@
 //  3. commit the target offsets for group <app> while the group is empty
 //     (refusing if a member appeared meanwhile), intermediate topics at
 //     their end;
-//  4. remove the local state stores under the state directory.
+//  4. delete the records of the outputs the operator chose to truncate
+//     (--execute refuses while an output holds records and no choice was
+//     made: a rebuild writes every record again);
+//  5. remove the local state stores under the state directory.
 package replay
 
 import (
@@ -71,6 +74,12 @@ type Request struct {
 	// Module is the WebAssembly module the stage file's transformer runs
 	// (nil: a builtin, or no stage file).
 	Module *stagefile.Module
+	// OutputTopics are the topics the stage writes, when OutputsKnown (a
+	// stage file or --output-topics says); OutputPolicy is what the
+	// operator chose to do with what they hold (OutputsAsk: nothing yet).
+	OutputTopics []OutputTopic
+	OutputsKnown bool
+	OutputPolicy string
 }
 
 // Observed is everything the plan is built from: what Observe read from the
@@ -92,6 +101,9 @@ type Observed struct {
 
 	ChangelogExists     bool
 	ChangelogPartitions int
+
+	// Outputs are the output topics as found (bounds summed).
+	Outputs []Output
 
 	// StateDirExists says whether StateDir is there; StateStores lists
 	// its per-partition subdirectories (full paths).
@@ -146,9 +158,16 @@ type Plan struct {
 	Offsets      []Offset `json:"offsets"`
 	// Records is the sum of the input partitions' Records: how many
 	// offsets the rebuild reads, so at most that many records.
-	Records   int64     `json:"records"`
-	StateDirs []string  `json:"state_dirs"`
-	Warnings  []Warning `json:"warnings"`
+	Records   int64    `json:"records"`
+	StateDirs []string `json:"state_dirs"`
+	// Outputs are the topics the stage writes and what the replay does
+	// to what they hold; OutputsKnown is false when neither a stage file
+	// nor --output-topics named them. OutputPolicy is keep, truncate or
+	// empty (no choice: --execute refuses while an output holds records).
+	Outputs      []Output  `json:"outputs"`
+	OutputsKnown bool      `json:"outputs_known"`
+	OutputPolicy string    `json:"output_policy"`
+	Warnings     []Warning `json:"warnings"`
 	// Notes are facts worth knowing that are not problems (no changelog,
 	// no committed offsets, no local state).
 	Notes    []string `json:"notes"`
@@ -215,6 +234,9 @@ func BuildPlan(o *Observed) *Plan {
 		DeleteTopics:  []string{},
 		Offsets:       []Offset{},
 		StateDirs:     append([]string{}, o.StateStores...),
+		Outputs:       planOutputs(o.Outputs, o.OutputPolicy),
+		OutputsKnown:  o.OutputsKnown,
+		OutputPolicy:  o.OutputPolicy,
 		Warnings:      []Warning{},
 		Notes:         []string{},
 	}
@@ -508,4 +530,15 @@ func groupDigits(n int64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// HasCommits reports whether the group holds a committed offset on any
+// input partition.
+func (p *Plan) HasCommits() bool {
+	for _, o := range p.Offsets {
+		if o.Current != nil {
+			return true
+		}
+	}
+	return false
 }

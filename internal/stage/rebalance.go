@@ -2,11 +2,12 @@ package stage
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
 )
 
 // onAssigned only records the new partitions and pauses them: restoring in
@@ -26,7 +27,7 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 		}
 	}
 	cl.PauseFetchPartitions(pause)
-	r.log.Info("partitions assigned", "partitions", fmt.Sprint(assigned))
+	r.log.Info("partitions assigned", "partitions", kafkax.FormatPartitions(assigned))
 	r.wakeUp()
 }
 
@@ -37,7 +38,7 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 // what else it means).
 func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	r.endTasks(revoked, endFinish)
-	r.log.Info("partitions revoked", "partitions", fmt.Sprint(revoked))
+	r.log.Info("partitions revoked", "partitions", kafkax.FormatPartitions(revoked))
 }
 
 // onLost ends the lost tasks without committing: the membership is gone,
@@ -49,7 +50,7 @@ func (r *Runner) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int3
 		r.tasks.Lost("the group session was lost (a coordinator unavailable, or this member dropped)")
 	}
 	r.mu.Unlock()
-	r.log.Info("partitions lost", "partitions", fmt.Sprint(lost))
+	r.log.Info("partitions lost", "partitions", kafkax.FormatPartitions(lost))
 }
 
 func (r *Runner) endTasks(parts map[string][]int32, mode endMode) {

@@ -3,6 +3,7 @@ package stagefile
 import (
 	"fmt"
 	"github.com/flecht-dev/flecht/internal/boundedread"
+	"github.com/flecht-dev/flecht/internal/suggest"
 	"reflect"
 	"sort"
 	"strings"
@@ -16,7 +17,11 @@ var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 // node maps onto a struct. yaml.v3 checks known fields only when decoding
 // from bytes, and a node decoded from bytes again would carry the lines of
 // its re-rendering; checking the node itself keeps the stage file's lines.
-func unknownKeys(n *yaml.Node, t reflect.Type) error {
+func unknownKeys(n *yaml.Node, t reflect.Type) error { return checkKeys(n, t, "option") }
+
+// checkKeys is unknownKeys calling an unknown key a what ("option",
+// "field").
+func checkKeys(n *yaml.Node, t reflect.Type, what string) error {
 	t = indirect(t)
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
@@ -26,16 +31,16 @@ func unknownKeys(n *yaml.Node, t reflect.Type) error {
 	}
 	switch {
 	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
-		return unknownStructKeys(n, t)
+		return unknownStructKeys(n, t, what)
 	case (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && n.Kind == yaml.SequenceNode:
 		for _, item := range n.Content {
-			if err := unknownKeys(item, t.Elem()); err != nil {
+			if err := checkKeys(item, t.Elem(), what); err != nil {
 				return err
 			}
 		}
 	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
 		for i := 1; i < len(n.Content); i += 2 {
-			if err := unknownKeys(n.Content[i], t.Elem()); err != nil {
+			if err := checkKeys(n.Content[i], t.Elem(), what); err != nil {
 				return err
 			}
 		}
@@ -43,14 +48,14 @@ func unknownKeys(n *yaml.Node, t reflect.Type) error {
 	return nil
 }
 
-func unknownStructKeys(n *yaml.Node, t reflect.Type) error {
+func unknownStructKeys(n *yaml.Node, t reflect.Type, what string) error {
 	fields, open := yamlFields(t)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		ft, ok := fields[k.Value]
 		switch {
 		case ok:
-			if err := unknownKeys(v, ft); err != nil {
+			if err := checkKeys(v, ft, what); err != nil {
 				return err
 			}
 		case !open:
@@ -59,7 +64,11 @@ func unknownStructKeys(n *yaml.Node, t reflect.Type) error {
 				names = append(names, name)
 			}
 			sort.Strings(names)
-			return fmt.Errorf("line %d: unknown option %s (known: %s)", k.Line, boundedread.Quote(k.Value), strings.Join(names, ", "))
+			hint := ""
+			if near := suggest.Nearest(k.Value, names); len(near) > 0 {
+				hint = "did you mean " + strings.Join(near, " or ") + "? "
+			}
+			return fmt.Errorf("line %d: unknown %s %s (%sknown: %s)", k.Line, what, boundedread.Quote(k.Value), hint, strings.Join(names, ", "))
 		}
 	}
 	return nil

@@ -326,11 +326,21 @@ var (
 func Parse(data []byte) (*Stage, error) {
 	s := &Stage{}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(s); err != nil {
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("empty stage file")
 		}
+		return nil, err
+	}
+	// Unknown keys are refused with the line, the keys that are known and
+	// the nearest of them: a typo must not pass for a default.
+	if len(doc.Content) > 0 {
+		if err := checkKeys(doc.Content[0], reflect.TypeOf(s), "field"); err != nil {
+			return nil, err
+		}
+	}
+	if err := doc.Decode(s); err != nil {
 		return nil, err
 	}
 	// A second document would be ignored: a stage pasted after --- must

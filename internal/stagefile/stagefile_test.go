@@ -405,3 +405,22 @@ func TestErrorsClipWhatTheyQuote(t *testing.T) {
 		t.Errorf("the clipped id does not say its length: %.200v", err)
 	}
 }
+
+// A mistyped key is refused with its line, the nearest known key and the
+// known ones, in the stage file's words rather than Go's type names; so
+// is one inside mqtt: or metrics:.
+func TestUnknownFieldSuggestsTheNearest(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"application_id: a\nkind: transformer\ninput_topics: [x]\nmax_pol_records: 5\ntransform: {builtin: count, output_topic: o}\n",
+			`line 4: unknown field "max_pol_records" (did you mean max_poll_records? known: application_id,`},
+		{"application_id: a\nkind: transformer\ninput_topics: [x]\ntransform: {builtin: count, output_topic: o}\nmetrics: {listne: \":9464\"}\n",
+			`line 5: unknown field "listne" (did you mean listen? known: labels, listen)`},
+		{"application_id: a\nkind: transformer\ninput_topics: [x]\nzzz: 1\ntransform: {builtin: count, output_topic: o}\n",
+			`line 4: unknown field "zzz" (known: application_id,`},
+	} {
+		_, err := Parse([]byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "stagefile.") {
+			t.Errorf("%q: %v, want %q", c.yaml, err, c.want)
+		}
+	}
+}
