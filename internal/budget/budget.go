@@ -57,6 +57,11 @@ type Inputs struct {
 	AckLatency       time.Duration
 	AckLatencySource string
 
+	// MinBudget is the least outage budget the operator accepts (0: no
+	// target): below it the result holds a finding, with what the broker
+	// must hold to reach it.
+	MinBudget time.Duration
+
 	// Backlog replays measured arrivals against a drain rate and returns
 	// the largest backlog and when (nil, or ok false: no data).
 	Backlog func(capacity float64) (most float64, at time.Time, ok bool)
@@ -99,6 +104,27 @@ type Result struct {
 	// ReplicaAdvice explains the inverted trade when Replicas > 1.
 	ReplicaAdvice string   `json:"replica_advice,omitempty"`
 	Warnings      []string `json:"warnings"`
+	// MinBudgetS is the target the operator gave (--min-budget), null
+	// without one; Findings are what fails a gate: a budget below it, or
+	// a rate the bridge cannot keep up with while connected.
+	MinBudgetS *float64  `json:"min_budget_s"`
+	Findings   []Finding `json:"findings"`
+}
+
+// Finding kinds, stable for scripts.
+const (
+	// FindBelowMinimum: the budget is shorter than --min-budget.
+	FindBelowMinimum = "below_min_budget"
+	// FindOverCapacity: the rate exceeds what the bridge acknowledges
+	// while connected, so the queue grows (and may overflow) without any
+	// outage.
+	FindOverCapacity = "over_capacity"
+)
+
+// Finding is one reason a pipeline gate should fail.
+type Finding struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
 }
 
 // Budget returns the budget as a duration.
@@ -115,6 +141,7 @@ func Compute(in Inputs) *Result {
 		RateSource:          in.RateSource,
 		Replicas:            max(in.Replicas, 1),
 		Warnings:            []string{},
+		Findings:            []Finding{},
 	}
 	if in.MeanRate > 0 {
 		r.MeanRatePerS = ptr(in.MeanRate)
@@ -174,7 +201,38 @@ func Compute(in Inputs) *Result {
 	}
 
 	online(in, r, queue)
+	if in.MinBudget > 0 {
+		r.MinBudgetS = ptr(in.MinBudget.Seconds())
+		if r.BudgetS < in.MinBudget.Seconds() {
+			r.Findings = append(r.Findings, Finding{Kind: FindBelowMinimum, Message: belowMinimum(in, r, queue, bytesBind)})
+		}
+	}
 	return r
+}
+
+// belowMinimum says how short the budget falls of the target and what
+// reaches it: the queue that lasts the target at the rate, and a session
+// expiry at least as long.
+func belowMinimum(in Inputs, r *Result, queue int64, bytesBind bool) string {
+	target := in.MinBudget
+	msg := fmt.Sprintf("the outage budget is %s, below the %s asked for (--min-budget)", FormatDuration(r.Budget()), FormatDuration(target))
+	var raise []string
+	if in.SessionExpiry < target {
+		raise = append(raise, "the session expiry (mqtt.session_expiry) to "+FormatDuration(target))
+	}
+	if queue > 0 && in.Rate > 0 {
+		need := math.Ceil(in.Rate * target.Seconds())
+		if float64(in.QueueLimit) < need && in.QueueLimit > 0 {
+			raise = append(raise, "the broker's queue (max_queued_messages) to "+FormatCount(int64(need)))
+		}
+		if bytesBind && float64(in.QueueBytes) < need*float64(in.MessageSize) {
+			raise = append(raise, "max_queued_bytes to "+FormatCount(int64(need*float64(in.MessageSize))))
+		}
+	}
+	if len(raise) > 0 {
+		msg += ": raise " + strings.Join(raise, " and ")
+	}
+	return msg
 }
 
 // maxCount is the largest count a broker can be configured with (and
@@ -284,7 +342,7 @@ func online(in Inputs, r *Result, queue int64) {
 		}
 		return
 	}
-	r.Warnings = append(r.Warnings, overCapacity(in, r, queue, capacity))
+	r.Findings = append(r.Findings, Finding{Kind: FindOverCapacity, Message: overCapacity(in, r, queue, capacity)})
 }
 
 // overCapacity describes a rate above the online capacity. The excess

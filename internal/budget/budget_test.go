@@ -143,13 +143,13 @@ func TestBudgetHugeRates(t *testing.T) {
 	// Far above the online capacity: no in-flight window MQTT allows
 	// carries it.
 	r = Compute(Inputs{SessionExpiry: time.Hour, QueueLimit: 1000, Rate: 1e26, Inflight: 20, AckLatency: 100 * time.Millisecond})
-	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "the in-flight window would need 1e+25, above MQTT's 65,535, and no ack latency is short enough: the rate is beyond one bridge") ||
-		!strings.Contains(r.Warnings[0], "the rate 1e+26/s exceeds") {
-		t.Errorf("warnings %q", r.Warnings)
+	if len(findingTexts(r)) != 1 || !strings.Contains(findingTexts(r)[0], "the in-flight window would need 1e+25, above MQTT's 65,535, and no ack latency is short enough: the rate is beyond one bridge") ||
+		!strings.Contains(findingTexts(r)[0], "the rate 1e+26/s exceeds") {
+		t.Errorf("warnings %q", findingTexts(r))
 	}
 	r = Compute(Inputs{SessionExpiry: time.Hour, QueueLimit: 1000, Rate: 1e6, Inflight: 20, AckLatency: 100 * time.Millisecond})
-	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "the in-flight window would need 100,000, above MQTT's 65,535: cut the ack latency below 66ms at a window of 65,535") {
-		t.Errorf("warnings %q", r.Warnings)
+	if len(findingTexts(r)) != 1 || !strings.Contains(findingTexts(r)[0], "the in-flight window would need 100,000, above MQTT's 65,535: cut the ack latency below 66ms at a window of 65,535") {
+		t.Errorf("warnings %q", findingTexts(r))
 	}
 }
 
@@ -173,10 +173,10 @@ func TestBudgetOnlineCapacity(t *testing.T) {
 	if r.OnlineCapacityPerS == nil || math.Abs(*r.OnlineCapacityPerS-160) > 1e-9 {
 		t.Fatalf("capacity %v", r.OnlineCapacityPerS)
 	}
-	if len(r.Warnings) != 1 {
-		t.Fatalf("warnings %q", r.Warnings)
+	if len(findingTexts(r)) != 1 {
+		t.Fatalf("warnings %q", findingTexts(r))
 	}
-	w := r.Warnings[0]
+	w := findingTexts(r)[0]
 	for _, want := range []string{
 		"the rate 200/s exceeds the online capacity of 160/s (20 in flight / 125ms per ack)",
 		"while the bridge is connected the queue grows by 40/s and overflows, losing data without any outage, if that lasts more than 4m10s",
@@ -193,7 +193,7 @@ func TestBudgetOnlineCapacity(t *testing.T) {
 
 	// Below capacity: no warning, and a full queue drains in 10000/150.
 	r = Compute(Inputs{SessionExpiry: 24 * time.Hour, QueueLimit: 10000, Rate: 10, Inflight: 20, AckLatency: 125 * time.Millisecond})
-	if len(r.Warnings) != 0 || r.DrainS == nil || math.Abs(*r.DrainS-10000.0/150) > 1e-9 {
+	if len(r.Warnings)+len(r.Findings) != 0 || r.DrainS == nil || math.Abs(*r.DrainS-10000.0/150) > 1e-9 {
 		t.Errorf("%+v", r)
 	}
 	// Unknown latency: no capacity.
@@ -212,14 +212,14 @@ func TestBudgetOnlineCapacity(t *testing.T) {
 func TestBudgetLossOnlyIfSustained(t *testing.T) {
 	in := Inputs{SessionExpiry: time.Hour, QueueLimit: 10000, Rate: 200, Inflight: 20, AckLatency: 125 * time.Millisecond}
 	r := Compute(in)
-	if len(r.Warnings) != 1 || strings.Contains(r.Warnings[0], "so data is lost without any outage") ||
-		!strings.Contains(r.Warnings[0], "overflows, losing data without any outage, if that lasts more than 4m10s") {
-		t.Errorf("warnings %q", r.Warnings)
+	if len(findingTexts(r)) != 1 || strings.Contains(findingTexts(r)[0], "so data is lost without any outage") ||
+		!strings.Contains(findingTexts(r)[0], "overflows, losing data without any outage, if that lasts more than 4m10s") {
+		t.Errorf("warnings %q", findingTexts(r))
 	}
 	// Unlimited queue: nothing overflows, only memory bounds it.
 	in.QueueLimit = 0
-	if r := Compute(in); len(r.Warnings) != 1 || strings.Contains(r.Warnings[0], "losing data") || !strings.Contains(r.Warnings[0], "bounded only by the broker's memory") {
-		t.Errorf("warnings %q", r.Warnings)
+	if r := Compute(in); len(findingTexts(r)) != 1 || strings.Contains(findingTexts(r)[0], "losing data") || !strings.Contains(findingTexts(r)[0], "bounded only by the broker's memory") {
+		t.Errorf("warnings %q", findingTexts(r))
 	}
 
 	// A one-minute burst at 200/s against 160/s builds 2,400: it fits.
@@ -234,21 +234,21 @@ func TestBudgetLossOnlyIfSustained(t *testing.T) {
 	m := &Measurement{counter: c}
 	in.QueueLimit, in.Backlog = 10000, m.Backlog
 	r = Compute(in)
-	if r.MeasuredBacklog == nil || math.Abs(*r.MeasuredBacklog-2400) > 5 || !strings.Contains(r.Warnings[0], "replaying the measured arrivals at 160/s, the backlog peaks at 2,400 messages around 2025-01-01T00:10:59Z, within the queue of 10,000: the measured bursts fit") {
-		t.Errorf("backlog %v, warnings %q", r.MeasuredBacklog, r.Warnings)
+	if r.MeasuredBacklog == nil || math.Abs(*r.MeasuredBacklog-2400) > 5 || !strings.Contains(findingTexts(r)[0], "replaying the measured arrivals at 160/s, the backlog peaks at 2,400 messages around 2025-01-01T00:10:59Z, within the queue of 10,000: the measured bursts fit") {
+		t.Errorf("backlog %v, warnings %q", r.MeasuredBacklog, findingTexts(r))
 	}
 	// Ten minutes of it builds 24,000: more than the queue.
 	for _, ts := range pattern(from.Add(20*time.Minute), 10*time.Minute, 200) {
 		c.Add(ts)
 	}
 	r = Compute(in)
-	if !strings.Contains(r.Warnings[0], "the backlog peaks at 24,000 messages around 2025-01-01T00:29:59Z, more than the queue of 10,000: at that capacity data was lost while connected") {
-		t.Errorf("warnings %q", r.Warnings)
+	if !strings.Contains(findingTexts(r)[0], "the backlog peaks at 24,000 messages around 2025-01-01T00:29:59Z, more than the queue of 10,000: at that capacity data was lost while connected") {
+		t.Errorf("warnings %q", findingTexts(r))
 	}
 	// No counted data: nothing claimed.
 	in.Backlog = (&Measurement{}).Backlog
-	if r := Compute(in); r.MeasuredBacklog != nil || strings.Contains(r.Warnings[0], "replaying") {
-		t.Errorf("warnings %q", r.Warnings)
+	if r := Compute(in); r.MeasuredBacklog != nil || strings.Contains(findingTexts(r)[0], "replaying") {
+		t.Errorf("warnings %q", findingTexts(r))
 	}
 }
 
@@ -293,4 +293,41 @@ func FuzzCompute(f *testing.F) {
 			t.Fatalf("%+v", r)
 		}
 	})
+}
+
+// findingTexts are the messages of r's findings.
+func findingTexts(r *Result) []string {
+	out := make([]string, len(r.Findings))
+	for i, f := range r.Findings {
+		out[i] = f.Message
+	}
+	return out
+}
+
+// A target budget turns a shorter one into a finding that says what
+// reaches it: the queue that lasts it at the rate, and a session expiry as
+// long; a budget that meets it, or no target, is none.
+func TestBudgetBelowMinimum(t *testing.T) {
+	in := Inputs{SessionExpiry: 24 * time.Hour, QueueLimit: 1000, Rate: 200, MinBudget: 10 * time.Minute}
+	r := Compute(in)
+	if len(r.Findings) != 1 || r.Findings[0].Kind != FindBelowMinimum || r.MinBudgetS == nil || *r.MinBudgetS != 600 {
+		t.Fatalf("findings %+v, min %v", r.Findings, r.MinBudgetS)
+	}
+	if want := "the outage budget is 5s, below the 10m asked for (--min-budget): raise the broker's queue (max_queued_messages) to 120,000"; r.Findings[0].Message != want {
+		t.Errorf("finding %q, want %q", r.Findings[0].Message, want)
+	}
+	in.SessionExpiry = 5 * time.Minute
+	in.QueueLimit = 0
+	if r := Compute(in); len(r.Findings) != 1 || !strings.Contains(r.Findings[0].Message, "raise the session expiry (mqtt.session_expiry) to 10m") {
+		t.Errorf("short session: %+v", r.Findings)
+	}
+	in.SessionExpiry, in.QueueLimit = time.Hour, 200_000
+	if r := Compute(in); len(r.Findings) != 0 {
+		t.Errorf("a budget above the target: %+v", r.Findings)
+	}
+	in.MinBudget = 0
+	in.QueueLimit = 10
+	if r := Compute(in); len(r.Findings) != 0 || r.MinBudgetS != nil {
+		t.Errorf("no target: %+v", r.Findings)
+	}
 }

@@ -41,6 +41,8 @@ type BudgetOptions struct {
 	MetricsURL    string
 	// MetricsInterval is the time between the two scrapes of MetricsURL.
 	MetricsInterval string
+	// MinBudget is the least budget that is no finding (exit 4).
+	MinBudget string
 
 	// MeasureRate reads a topic's rate (--measure); planned and add drive
 	// the progress indicator.
@@ -149,6 +151,7 @@ func NewCmdBudget(f *Factory, runF func(*BudgetOptions) error) *cobra.Command {
 	fl.StringVar(&opts.Inflight, "inflight", "", "the broker's in-flight window of un-acked messages (Mosquitto max_inflight_messages, default 20; a stage file's receive_maximum replaces it)")
 	fl.StringVar(&opts.AckLatency, "ack-latency", "", "the bridge's receive→ack time, e.g. 150ms")
 	fl.StringVar(&opts.MetricsURL, "metrics-url", "", "scrape the ack latency from a running bridge's Prometheus endpoint")
+	fl.StringVar(&opts.MinBudget, "min-budget", "", "the least outage budget you accept, e.g. 30m: a shorter one is a finding (exit 4) that says what reaches it")
 	fl.StringVar(&opts.MetricsInterval, "metrics-interval", "", "with --metrics-url: the time between its two scrapes (default "+defaultMetricsInterval+")")
 	cmd.AddCommand(NewCmdBudgetProbe(f, nil))
 	return cmd
@@ -207,10 +210,24 @@ func runBudget(ctx context.Context, opts *BudgetOptions) error {
 	if b.in.AckLatency > 0 && b.in.Inflight == 0 && !b.in.InflightUnlimited {
 		b.warnings = append(b.warnings, "give --inflight or --mosquitto-conf to turn the ack latency into an online capacity")
 	}
+	if opts.MinBudget != "" {
+		d, err := budget.ParseDuration(opts.MinBudget)
+		if err != nil || d <= 0 {
+			return usagef("--min-budget %q: want a duration above 0 such as 30m", opts.MinBudget)
+		}
+		b.in.MinBudget = d
+	}
 	rep := b.rep
 	rep.Result = budget.Compute(b.in)
 	rep.Warnings = append(rep.Warnings, b.warnings...)
-	return opts.Printer().Print(rep, func(h *ui.Human) error { return printBudget(h, rep) })
+	if err := opts.Printer().Print(rep, func(h *ui.Human) error { return printBudget(h, rep) }); err != nil {
+		return err
+	}
+	// A finding fails a pipeline's gate, as doctor's and lint's do.
+	if n := len(rep.Findings); n > 0 {
+		return exitcode.FindingsError(fmt.Errorf("%d finding(s): %s", n, rep.Findings[0].Message))
+	}
+	return nil
 }
 
 // checkBudgetFlags refuses flags that need another one, and combinations
@@ -539,6 +556,9 @@ func printBudget(h *ui.Human, rep *BudgetReport) error {
 	}
 	for _, w := range r.Warnings {
 		h.Printf("%s %s\n", h.Warn("warning:"), w)
+	}
+	for _, f := range r.Findings {
+		h.Printf("%s %s\n", h.Bad("finding:"), f.Message)
 	}
 	return nil
 }

@@ -236,8 +236,10 @@ func TestBudgetMeasuredRateAndScrapedLatency(t *testing.T) {
 			return &budget.AckLatency{URL: url, Count: 10, SumS: 1, MeanS: 0.1}, nil
 		},
 	}
-	if err := runBudget(context.Background(), opts); err != nil {
-		t.Fatal(err)
+	// Above the online capacity, data is lost while connected: a finding,
+	// exit 4, for a pipeline's gate.
+	if err := runBudget(context.Background(), opts); exitcode.Code(err) != exitcode.Findings {
+		t.Fatalf("over capacity: %v (exit %d), want exit 4", err, exitcode.Code(err))
 	}
 	if gotSince != 48*time.Hour || gotWindow != 30*time.Second || gotInterval != 3*time.Second {
 		t.Errorf("since %v window %v interval %v", gotSince, gotWindow, gotInterval)
@@ -247,7 +249,7 @@ func TestBudgetMeasuredRateAndScrapedLatency(t *testing.T) {
 		"sensors.raw over 2d: 10 records in 30s windows, peak window from 2025-03-01T12:00:00Z",
 		"ack latency:       100ms (metrics)",
 		"online capacity:   200/s",
-		"warning: the rate 250/s exceeds the online capacity of 200/s",
+		"finding: the rate 250/s exceeds the online capacity of 200/s",
 		// 10s buckets in a 30s window: coarse, and said so.
 		"warning: over --since 2d the peak window slides in steps of 10s, 3 per window: a burst as long as the window may read up to 33% low",
 	} {
@@ -417,5 +419,26 @@ func TestBudgetHostilePaths(t *testing.T) {
 		if r.code != exitcode.Usage || !strings.Contains(r.err, "stage file "+p.Path) {
 			t.Errorf("-f %s: exit %d %q", p.Name, r.code, r.err)
 		}
+	}
+}
+
+// --min-budget gates a pipeline: a shorter budget exits 4 naming what
+// reaches the target, a long enough one exits 0, and a bad value is a
+// usage error.
+func TestBudgetMinBudgetGates(t *testing.T) {
+	base := []string{"budget", "--rate", "200/s", "--queue-limit", "1000", "--session-expiry", "1h"}
+	r := run(t, nil, "", append(base, "--min-budget", "10m")...)
+	if r.code != exitcode.Findings || !strings.Contains(r.out, "finding: the outage budget is 5s, below the 10m asked for (--min-budget): raise the broker's queue (max_queued_messages) to 120,000") {
+		t.Errorf("below: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	r = run(t, nil, "", append(base, "--min-budget", "10m", "-o", "json")...)
+	if r.code != exitcode.Findings || !strings.Contains(r.out, `"kind": "below_min_budget"`) && !strings.Contains(r.out, `"kind":"below_min_budget"`) {
+		t.Errorf("json: exit %d\n%s", r.code, r.out)
+	}
+	if r := run(t, nil, "", append(base, "--min-budget", "5s")...); r.code != 0 {
+		t.Errorf("at the target: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	if r := run(t, nil, "", append(base, "--min-budget", "soon")...); r.code != exitcode.Usage || !strings.Contains(r.err, "--min-budget") {
+		t.Errorf("bad value: exit %d %s", r.code, r.err)
 	}
 }

@@ -306,3 +306,14 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	}
 	walk(root)
 }
+
+// A secrets verb given no value says how to give one without putting the
+// secret in the shell history: "-" and standard input.
+func TestSecretsVerbWithoutValueNamesStdin(t *testing.T) {
+	for verb, what := range map[string]string{"encrypt": "JSON_VALUE", "decrypt": "TOKEN", "sign": "JSON_VALUE", "verify": "TOKEN", "reseal": "TOKEN"} {
+		r := run(t, nil, "", "secrets", verb, "--keyring", "k.json")
+		if r.code != exitcode.Usage || !strings.Contains(r.err, "give the "+what+", or - to read it from standard input") {
+			t.Errorf("secrets %s: exit %d, %q", verb, r.code, r.err)
+		}
+	}
+}

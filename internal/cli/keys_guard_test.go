@@ -94,7 +94,9 @@ func TestKeysRemoveGuardCountsSignedValues(t *testing.T) {
 
 	// The advice for the verified one: the --resign sweep signs it again
 	// with sig2 (and seals it under the primary, new).
-	if r := run(t, fx.env, "", append([]string{"secrets", "reencrypt", "--resign", "--execute"}, target...)...); r.code != 0 || !strings.Contains(r.out, "verified by a scan") {
+	// Its next step names the keys left without a role, not a placeholder.
+	if r := run(t, fx.env, "", append([]string{"secrets", "reencrypt", "--resign", "--execute"}, target...)...); r.code != 0 || !strings.Contains(r.out, "verified by a scan") ||
+		!strings.Contains(r.out, "flecht keys remove --kid old ") || strings.Contains(r.out, "--kid OLD") {
 		t.Fatalf("--resign sweep: exit %d\n%s%s", r.code, r.out, r.err)
 	}
 	rep := scanReport(t, fx, target)

@@ -312,9 +312,9 @@ func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
 	}
 
 	// 5. Retire the old keys.
-	s5 := RotateStep{Step: 5, Title: "remove the old keys from the keyring (keep them in offline escrow), roll it out"}
+	s5 := RotateStep{Step: 5, Title: "remove the old keys from the keyring, roll it out"}
 	if plan.Role == rotateSigning {
-		s5.Title = "remove the old signers from the keyring (keep them in offline escrow), roll it out"
+		s5.Title = "remove the old signers from the keyring, roll it out"
 	}
 	if len(plan.OldKids) == 0 {
 		s5.Status, s5.Detail = stepDone, "no sealing key is left that only the rotated role named"
@@ -329,6 +329,13 @@ func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
 			guard = targetFlags(topics, fields)
 		}
 		var cmds []string
+		// The escrow first: a copy of the keyring as it is, with the old
+		// keys, password-protected, to keep offline (old backups and log
+		// segments may still hold tokens only they open).
+		if path := opts.Keyring; path != "" {
+			escrow := shellQuote(path + ".escrow")
+			s5.Detail += "; first keep a copy with them offline: cp " + shellQuote(path) + " " + escrow + " && flecht keys protect --keyring " + escrow
+		}
 		for _, k := range plan.OldKids {
 			cmds = append(cmds, "flecht keys remove "+kf+" --kid "+shellQuote(k)+" "+guard)
 		}

@@ -142,7 +142,8 @@ func TestKeysRotatePlanSigner(t *testing.T) {
 		t.Fatalf("signing key moved: %s %+v", s, p.Steps[1])
 	}
 	mustRun(t, fx.env, "", append([]string{"secrets", "reencrypt", "--resign", "--execute"}, target...)...)
-	if p, s = plan("api"); s != "done done done done pending" || !strings.Contains(p.Steps[4].Command, "flecht keys remove --keyring "+fx.keyring+" --kid sig1 --topics cfg") {
+	if p, s = plan("api"); s != "done done done done pending" || !strings.Contains(p.Steps[4].Command, "flecht keys remove --keyring "+fx.keyring+" --kid sig1 --topics cfg") ||
+		!strings.Contains(p.Steps[4].Detail, "first keep a copy with them offline: cp "+fx.keyring+" "+fx.keyring+".escrow && flecht keys protect --keyring "+fx.keyring+".escrow") {
 		t.Fatalf("re-signed: %s %+v", s, p.Steps)
 	}
 	mustRun(t, fx.env, "", strings.Fields(strings.TrimPrefix(p.Steps[4].Command, "flecht "))...)

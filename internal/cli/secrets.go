@@ -136,7 +136,7 @@ func NewCmdSecrets(f *Factory) *cobra.Command {
 
 func secretsCommand(f *Factory, cmd *cobra.Command, runF, run func(*SecretsOptions) error) (*cobra.Command, *SecretsOptions) {
 	opts := &SecretsOptions{IO: f.IO, Printer: f.Printer}
-	cmd.Args = usageArgs(cobra.ExactArgs(1))
+	cmd.Args = oneValueOrStdin
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
 		opts.Keyring = keyringPath(opts.Keyring, f.Getenv)
 		opts.PasswordFile = passwordFilePath(opts.PasswordFile, f.Getenv)
@@ -155,6 +155,23 @@ func secretsCommand(f *Factory, cmd *cobra.Command, runF, run func(*SecretsOptio
 	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	cmd.Flags().StringVar(&opts.Scope, "scope", "", "the field's scope (flenc_scope); empty for an unscoped field")
 	return cmd, opts
+}
+
+// oneValueOrStdin takes exactly one value, or "-" for standard input: the
+// way that keeps a secret out of the shell history, which an error for a
+// missing value names.
+func oneValueOrStdin(cmd *cobra.Command, args []string) error {
+	switch {
+	case len(args) == 0:
+		what := "value"
+		if f := strings.Fields(cmd.Use); len(f) >= 3 && f[len(f)-1] == "-" {
+			what = f[len(f)-3] // the VALUE of "... VALUE | -"
+		}
+		return exitcode.UsageError(fmt.Errorf("give the %s, or - to read it from standard input (which keeps a secret out of the shell history): printf '%%s' … | %s -", what, cmd.CommandPath()))
+	case len(args) > 1:
+		return exitcode.UsageError(fmt.Errorf("give one value, got %d (a value that starts with - follows --)", len(args)))
+	}
+	return nil
 }
 
 func newCmdSecretsEncrypt(f *Factory, runF func(*SecretsOptions) error) *cobra.Command {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
+	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -216,7 +218,8 @@ func runSecretsReencrypt(ctx context.Context, opts *SecretsReencryptOptions) err
 	res, err := run(ctx, o)
 	prog.done()
 	if res != nil {
-		if perr := opts.Printer().Print(res, func(h *ui.Human) error { return printReencrypt(h, res, topics, fields, opts.Keyring) }); perr != nil {
+		retired := rolelessKids(kr)
+		if perr := opts.Printer().Print(res, func(h *ui.Human) error { return printReencrypt(h, res, topics, fields, opts.Keyring, retired) }); perr != nil {
 			return perr
 		}
 	}
@@ -270,7 +273,7 @@ func targetsLine(targets []reencrypt.ScopeTarget) string {
 	return strings.Join(parts, ", ")
 }
 
-func printReencrypt(h *ui.Human, res *reencrypt.Result, topics []string, fields []reencrypt.Field, keyring string) error {
+func printReencrypt(h *ui.Human, res *reencrypt.Result, topics []string, fields []reencrypt.Field, keyring string, retired []string) error {
 	executed := res.Mode == "execute"
 	t := res.Totals
 	if executed {
@@ -355,7 +358,7 @@ func printReencrypt(h *ui.Human, res *reencrypt.Result, topics []string, fields 
 	if v.Clean {
 		h.Printf("%s\n", h.Good(fmt.Sprintf("verified by a scan: every token is under its scope's sealing kid (%s) and opens, every signature verifies (%s values in %s records)",
 			targetsLine(v.Targets), n(v.Values), n(v.Records))))
-		h.Printf("%s\n", h.Faint("next: remove the old keys, guarded by a scan: flecht keys remove --kid OLD "+targetFlags(topics, fields)+" --keyring "+shellQuote(keyring)))
+		h.Printf("%s\n", h.Faint(removeHint(retired, topics, fields, keyring)))
 	} else {
 		var parts []string
 		add := func(c int, what string) {
@@ -376,4 +379,35 @@ func printReencrypt(h *ui.Human, res *reencrypt.Result, topics []string, fields 
 		h.Printf("%s\n", h.Warn(fmt.Sprintf("the scan also found %d values in the clear and %d unsigned values, left by rule ('flecht secrets scan' lists them)", v.Plaintext, v.Unsigned)))
 	}
 	return nil
+}
+
+// rolelessKids are the keyring's keys that serve no role (neither the
+// primary nor a scope's sealing or signing key): what a finished sweep
+// leaves to remove.
+func rolelessKids(kr *secret.Keyring) []string {
+	if kr == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range kr.Entries() {
+		if !e.Primary && len(e.PrimaryFor) == 0 && len(e.SigningFor) == 0 {
+			out = append(out, e.Kid)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// removeHint is the next step after a clean sweep: the command that
+// removes the retired keys, one by one, guarded by a scan.
+func removeHint(retired, topics []string, fields []reencrypt.Field, keyring string) string {
+	tail := " " + targetFlags(topics, fields) + " --keyring " + shellQuote(keyring)
+	if len(retired) == 0 {
+		return "next: no key is left without a role; remove a retired one, guarded by a scan, with flecht keys remove --kid KID" + tail
+	}
+	cmds := make([]string, len(retired))
+	for i, kid := range retired {
+		cmds[i] = "flecht keys remove --kid " + shellQuote(kid) + tail
+	}
+	return "next: remove the old keys, guarded by a scan: " + strings.Join(cmds, "; ")
 }

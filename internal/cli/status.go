@@ -35,9 +35,12 @@ type StatusOptions struct {
 	ClientIDs     []string
 	MetricsURLs   []string
 	// NewApp accepts an application id the cluster knows nothing of.
-	NewApp   bool
-	Interval string
-	Watch    bool
+	NewApp bool
+	// IntervalGiven says --interval was given: without it, a group with
+	// no member (nothing to measure a throughput of) is sampled once.
+	IntervalGiven bool
+	Interval      string
+	Watch         bool
 	// Frames bounds the refreshes of --watch (0: until interrupted).
 	Frames int
 
@@ -89,13 +92,14 @@ func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: appRunE(opts, &opts.ApplicationID, runF, runStatus),
 	}
+	cmd.PreRun = func(c *cobra.Command, _ []string) { opts.IntervalGiven = c.Flags().Changed("interval") }
 	fl := cmd.Flags()
 	fl.StringVarP(&opts.StageFile, "file", "f", "", "take the application id and input topics from this stage file")
 	fl.StringSliceVar(&opts.InputTopics, "input-topics", nil, "input topics to show lag for, comma-separated")
 	fl.StringSliceVar(&opts.ClientIDs, "client-id", nil, "client ids of MQTT bridge instances: show the open transactions of APP-<client_id> too")
 	fl.BoolVar(&opts.NewApp, "new-app", false, "show an application the cluster knows nothing of yet (without it, an id with no group, offsets or changelog is refused as a likely typo)")
 	fl.StringSliceVar(&opts.MetricsURLs, "metrics-url", nil, "an instance's metrics endpoint: show which module it runs (repeatable or comma-separated)")
-	fl.StringVar(&opts.Interval, "interval", "5s", "time between the two samples the throughput is measured over (0: one sample)")
+	fl.StringVar(&opts.Interval, "interval", "5s", "time between the two samples the throughput is measured over (0: one sample; a group without members is sampled once unless --interval is given)")
 	fl.BoolVarP(&opts.Watch, "watch", "w", false, "refresh every --interval until interrupted")
 	return cmd
 }
@@ -158,6 +162,9 @@ func runStatus(ctx context.Context, opts *StatusOptions) error {
 	}
 	if !opts.NewApp && !prev.Group.Exists() && len(prev.Committed) == 0 && !prev.Changelog.Exists {
 		return unknownApp(ctx, cl, req.ApplicationID)
+	}
+	if !opts.Watch && !opts.IntervalGiven && len(prev.Group.Members) == 0 {
+		interval = 0 // no member consumes: a second sample would show nothing moving
 	}
 	if !opts.Watch {
 		cur := prev

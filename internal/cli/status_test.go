@@ -293,3 +293,38 @@ func TestUnknownApplicationRefused(t *testing.T) {
 		}
 	}
 }
+
+// A group without members has nothing moving to measure: without
+// --interval, status samples it once instead of waiting 5 s for a second
+// sample; an explicit --interval still takes two.
+func TestStatusSamplesAMemberlessGroupOnce(t *testing.T) {
+	env := devenvtest.Start(t)
+	cl := devenvtest.KafkaClient(t, env)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := kafkax.CreateTopic(ctx, adm, "raw", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "raw", Partition: 0, At: 0, LeaderEpoch: -1})
+	if err := adm.CommitAllOffsets(ctx, "stopped", offs); err != nil {
+		t.Fatal(err)
+	}
+	for _, given := range []bool{false, true} {
+		io, _, _, _ := ui.Test()
+		slept := 0
+		opts := &StatusOptions{
+			IO: io, Printer: func() *ui.Printer { return ui.NewPrinter(io, ui.FormatJSON) },
+			ApplicationID: "stopped", InputTopics: []string{"raw"}, Interval: "5s", IntervalGiven: given,
+			Kafka: func(context.Context) (*kgo.Client, error) { return kgo.NewClient(kgo.SeedBrokers(env.KafkaAddr())) },
+			Sleep: func(context.Context, time.Duration) error { slept++; return nil },
+		}
+		if err := runStatus(ctx, opts); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{false: 0, true: 1}[given]; slept != want {
+			t.Errorf("--interval given %v: slept %d times, want %d", given, slept, want)
+		}
+	}
+}

@@ -14,8 +14,13 @@ import (
 
 // missingTopicGrace is how long a missing topic is asked about again on a
 // cluster of several brokers: a topic created a moment ago may not have
-// reached the broker asked yet. On one broker a missing topic is missing.
-const missingTopicGrace = 10 * time.Second
+// reached the broker asked yet. A single KRaft broker, too, learns a topic
+// from its metadata log a moment after CreateTopics returned, so it gets
+// a shorter grace; past both, a missing topic is missing.
+const (
+	missingTopicGrace       = 10 * time.Second
+	missingTopicGraceSingle = 2 * time.Second
+)
 
 // prepare runs the start-up checks — the cluster answers, the topics and
 // their partition counts, the changelog, the config topics' bootstrap —
@@ -73,7 +78,7 @@ func (r *Runner) checkOnce(ctx context.Context, admin *kgo.Client, reached *bool
 
 // startupRetriable reports whether a failed start-up check is worth
 // another try: Kafka did not answer or was changing, or a topic is missing
-// on one broker of several, for a little while.
+// for a little while (longer on a cluster of several brokers).
 func (r *Runner) startupRetriable(ctx context.Context, admin *kgo.Client, err error, since time.Duration) bool {
 	var (
 		unreachable *kafkax.UnreachableError
@@ -87,6 +92,9 @@ func (r *Runner) startupRetriable(ctx context.Context, admin *kgo.Client, err er
 	case errors.As(err, &unreachable):
 		return true // it answered before: a node down, or all of them
 	case errors.As(err, &missing):
+		if since < missingTopicGraceSingle {
+			return true
+		}
 		if since >= missingTopicGrace {
 			return false
 		}

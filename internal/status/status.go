@@ -150,7 +150,10 @@ func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
 		}
 	}
 	inputs := req.InputTopics
-	if len(inputs) == 0 {
+	// An extractor's or a bridge's group only leases its config topics'
+	// partitions as tokens: it never commits them, so they have no lag to
+	// show (its members still show what they hold).
+	if len(inputs) == 0 && req.Kind != stagefile.KindExtractor && req.Kind != stagefile.KindMQTT {
 		inputs = groupTopics(g, committed, stagefile.ChangelogTopic(req.ApplicationID))
 	}
 	s.Inputs = inputs

@@ -122,3 +122,50 @@ func TestOwnsTransactionalID(t *testing.T) {
 		t.Error("a.5 owns ab5-1")
 	}
 }
+
+// An extractor's group leases its config topic's partitions and never
+// commits them: with the stage's kind known they are no inputs and show
+// no lag (a script reading .lag must not alarm on a healthy extractor),
+// while its member still shows what it holds.
+func TestExtractorConfigTopicHasNoLag(t *testing.T) {
+	env := devenvtest.Start(t)
+	cl := devenvtest.KafkaClient(t, env, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := kafkax.CreateTopic(ctx, adm, "cfg", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "cfg", Partition: 1, Key: []byte("c"), Value: []byte("{}")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	member := devenvtest.KafkaClient(t, env, kgo.ConsumerGroup("poller"), kgo.ConsumeTopics("cfg"), kgo.DisableAutoCommit())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		g, err := kafkax.DescribeGroup(ctx, adm, "poller")
+		if err == nil && len(g.Members) == 1 && len(g.Members[0].Assigned) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the member never got its assignment: %+v %v", g, err)
+		}
+		member.PollRecords(ctx, 1) // drives the join
+	}
+
+	s, err := status.Take(ctx, cl, status.Request{ApplicationID: "poller", Kind: "extractor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := status.Build("poller", nil, s)
+	if len(s.Inputs) != 0 || r.Lag != 0 || len(r.Members) != 1 {
+		t.Errorf("extractor: inputs %v, lag %d, members %+v; want no inputs, no lag, its member", s.Inputs, r.Lag, r.Members)
+	}
+	// Without the kind (no stage file) the leased topic looks like input.
+	s, err = status.Take(ctx, cl, status.Request{ApplicationID: "poller"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Inputs) != 1 || status.Build("poller", nil, s).Lag != 1 {
+		t.Errorf("kind unknown: inputs %v", s.Inputs)
+	}
+}
