@@ -232,7 +232,7 @@ pipe it on with --string to 'flecht secrets verify --scope S -'.
 On failure the exit code is 4 and the line names the kind; with -o json the
 error object is printed on standard output.`,
 		Example: `  flecht secrets decrypt --keyring keyring.json --scope api_key flenc:jwe:eyJhbGciOi…
-  kcat -C -t configs -e -f '%s' | jq -r .api_key | flecht secrets decrypt --scope api_key -
+  flecht topic consume configs --max 1 | jq -r .value.api_key | flecht secrets decrypt --scope api_key -
   flecht secrets decrypt --scope api --string "$TOKEN" | flecht secrets verify --scope api -
   flecht secrets decrypt -o json "$TOKEN" | jq .error.kind`,
 	}, runF, runSecretsDecrypt)

@@ -205,3 +205,22 @@ func StableOffsets(ctx context.Context, cl *kgo.Client, group string, partitions
 	}
 	return out, nil
 }
+
+// LeaveStatic removes static members of group by their instance IDs (a
+// stage's --client-id), as a member stopping with --leave-group does: the
+// group rebalances at once instead of after their session timeout. It
+// returns the member IDs removed by instance ID.
+func LeaveStatic(ctx context.Context, adm *kadm.Client, group string, instanceIDs []string) (map[string]string, error) {
+	resp, err := adm.LeaveGroup(ctx, kadm.LeaveGroup(group).InstanceIDs(instanceIDs...).Reason("flecht group leave"))
+	if err != nil {
+		return nil, fmt.Errorf("leaving group %q: %w", group, err)
+	}
+	out := map[string]string{}
+	for _, r := range resp.Sorted() {
+		if r.Err != nil {
+			return out, fmt.Errorf("removing %s from group %q: %w", r.InstanceID, group, r.Err)
+		}
+		out[r.InstanceID] = r.MemberID
+	}
+	return out, nil
+}

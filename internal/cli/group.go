@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/ui"
+)
+
+// NewCmdGroup builds `flecht group`.
+func NewCmdGroup(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "group <command>",
+		Short: "Act on a stage's consumer group: make a static member leave",
+		Long: `Commands on the consumer group of a stage (its application id).
+
+A transformer or extractor is a static member of its group: stopped
+without --leave-group, it keeps its partitions (idle) until its session
+times out, so that a restart takes them back at once. For a scale-down,
+'flecht group leave' makes such a member leave now, running or stopped,
+as --leave-group would have.`,
+		Args: unknownSubcommand,
+		RunE: helpOrUnknown,
+	}
+	cmd.AddCommand(newCmdGroupLeave(f, nil))
+	return cmd
+}
+
+// GroupLeaveOptions are the inputs of `flecht group leave`.
+type GroupLeaveOptions struct {
+	IO            *ui.IOStreams
+	Printer       func() *ui.Printer
+	ApplicationID string
+	Instances     []string
+	Execute       bool
+	Kafka         func(ctx context.Context) (*kgo.Client, error)
+}
+
+// GroupLeaveReport is what `flecht group leave` prints.
+type GroupLeaveReport struct {
+	ApplicationID string `json:"application_id"`
+	// Members are the members the instance IDs name, as found.
+	Members  []kafkax.GroupMember `json:"members"`
+	Executed bool                 `json:"executed"`
+	// Removed maps each instance ID removed to its member ID.
+	Removed    map[string]string `json:"removed"`
+	GroupAfter string            `json:"group_state_after,omitempty"`
+}
+
+func newCmdGroupLeave(f *Factory, runF func(*GroupLeaveOptions) error) *cobra.Command {
+	opts := &GroupLeaveOptions{IO: f.IO, Printer: f.Printer, Kafka: f.KafkaClient}
+	cmd := &cobra.Command{
+		Use:   "leave APP --instance ID[,ID...] [--execute]",
+		Short: "Make static members leave the group now (a scale-down without restarting them)",
+		Long: `Remove the static members with these instance IDs (their --client-id)
+from group APP, as a member stopping with --leave-group does: the group
+rebalances at once and the others take their partitions, instead of
+waiting for the members' sessions to time out. A running member that is
+removed rejoins at its next heartbeat as a new member; use it on members
+that are stopped or about to be.
+
+Without --execute it shows the members it would remove and changes
+nothing. An instance ID that is no member of the group is refused (exit 3)
+with the group's members named.`,
+		Example: `  flecht group leave sensors-count --instance count-2
+  flecht group leave sensors-count --instance count-2,count-3 --execute -o json`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: appRunE(opts, &opts.ApplicationID, runF, runGroupLeave),
+	}
+	cmd.Flags().StringSliceVar(&opts.Instances, "instance", nil, "the members' instance IDs (a stage's --client-id), comma-separated")
+	cmd.Flags().BoolVar(&opts.Execute, "execute", false, "remove them (without it nothing changes)")
+	return cmd
+}
+
+func runGroupLeave(ctx context.Context, opts *GroupLeaveOptions) error {
+	app := strings.TrimSpace(opts.ApplicationID)
+	ids := dedupeStrings(opts.Instances)
+	if len(ids) == 0 {
+		return exitcode.UsageError(errors.New("give the members to remove: --instance ID[,ID...] (a stage's --client-id)"))
+	}
+	if err := checkNames(app); err != nil {
+		return err
+	}
+	cl, err := opts.Kafka(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	g, err := kafkax.DescribeGroup(ctx, adm, app)
+	if err != nil {
+		return err
+	}
+	rep := &GroupLeaveReport{ApplicationID: app, Members: []kafkax.GroupMember{}, Removed: map[string]string{}}
+	var unknown []string
+	for _, id := range ids {
+		i := slices.IndexFunc(g.Members, func(m kafkax.GroupMember) bool { return m.InstanceID == id })
+		if i < 0 {
+			unknown = append(unknown, id)
+			continue
+		}
+		rep.Members = append(rep.Members, g.Members[i])
+	}
+	if len(unknown) > 0 {
+		return exitcode.RefusedError(fmt.Errorf("group %s has no static member %s (members: %s); nothing changed",
+			app, strings.Join(unknown, ", "), describeMembersOrNone(g.Members)))
+	}
+	if opts.Execute {
+		if rep.Removed, err = kafkax.LeaveStatic(ctx, adm, app, ids); err != nil {
+			return err
+		}
+		rep.Executed = true
+		if after, err := kafkax.DescribeGroup(ctx, adm, app); err == nil {
+			rep.GroupAfter = after.State
+		}
+	}
+	return opts.Printer().Print(rep, func(h *ui.Human) error {
+		for _, m := range rep.Members {
+			held := "no partitions"
+			if len(m.Assigned) > 0 {
+				var parts []string
+				for _, a := range m.Assigned {
+					parts = append(parts, a.Topic+" "+joinPartitions(a.Partitions))
+				}
+				held = strings.Join(parts, "; ")
+			}
+			verb := h.Warn("would remove")
+			if rep.Executed {
+				verb = h.Good("removed")
+			}
+			h.Printf("%s %s (client id %s, host %s), holding %s\n", verb, ui.Escape(m.InstanceID), ui.Escape(m.ClientID), ui.Escape(m.Host), held)
+		}
+		if rep.Executed {
+			h.Printf("group %s rebalances now (state %s); 'flecht status %s' shows who holds what\n", app, rep.GroupAfter, app)
+		} else {
+			h.Printf("dry run: nothing changed; run again with --execute to do it\n")
+		}
+		return nil
+	})
+}

@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/topicio"
+)
+
+// The operator's topic verbs on the embedded broker: create what a stage
+// file names (config topics compacted), produce JSON lines with a secret
+// field sealed, consume them back read_committed with it opened (and
+// sealed without the keyring), from an offset, at most N; a bad line is
+// refused naming it.
+func TestTopicVerbs(t *testing.T) {
+	env := devenvtest.Start(t)
+	adm := kadm.NewClient(devenvtest.KafkaClient(t, env))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}
+	dir := t.TempDir()
+	stage := writeAt(t, dir, "enrich.yaml", "application_id: enrich\nkind: transformer\ninput_topics: [raw]\nconfig_topics: [cfg]\ntransform: {builtin: enrich, output_topic: refined, lookup: device, fields: [site]}\n")
+
+	r := run(t, e, "", "topic", "create", "-f", stage, "--partitions", "3", "-o", "json")
+	var created TopicCreateResult
+	if err := json.Unmarshal([]byte(r.out), &created); err != nil || r.code != 0 || len(created.Topics) != 3 {
+		t.Fatalf("create -f: exit %d %v %s %s", r.code, err, r.out, r.err)
+	}
+	cfgs, err := adm.DescribeTopicConfigs(ctx, "cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := cfgs.On("cfg", nil); !strings.Contains(describeConfigs(c), "cleanup.policy=compact") {
+		t.Errorf("the config topic is not compacted: %s", describeConfigs(c))
+	}
+	if r := run(t, e, "", "topic", "create", "raw", "other"); r.code != 0 || !strings.Contains(r.out, "exists") || !strings.Contains(r.out, "created") {
+		t.Errorf("create again: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+
+	k := base64.RawURLEncoding.EncodeToString([]byte(strings.Repeat("k", 32)))
+	keyring := writeKeyringFile(t, dir, "keyring.json", `{"keys":[{"kty":"oct","kid":"a","k":"`+k+`"}],"primary":"a"}`)
+	lines := `{"key":"s1","value":{"site":"berlin","api_key":"sk-1"}}
+{"key":"s2","value":{"site":"paris","api_key":"sk-2"},"headers":{"h":"v"}}
+
+{"key":"s1","value":null}
+`
+	r = run(t, e, lines, "topic", "produce", "cfg", "--encrypt", "api_key:api", "--keyring", keyring)
+	if r.code != 0 || !strings.Contains(r.out, "3 records written to cfg") {
+		t.Fatalf("produce: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	read := func(args ...string) []topicio.OutLine {
+		t.Helper()
+		r := run(t, e, "", append([]string{"topic", "consume", "cfg"}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("consume %v: exit %d %s", args, r.code, r.err)
+		}
+		var out []topicio.OutLine
+		for _, l := range strings.Split(strings.TrimSpace(r.out), "\n") {
+			var o topicio.OutLine
+			if err := json.Unmarshal([]byte(l), &o); err != nil {
+				t.Fatalf("%v: %q", err, l)
+			}
+			out = append(out, o)
+		}
+		return out
+	}
+	sealed := read()
+	if len(sealed) != 3 || strings.Contains(string(sealed[0].Value)+string(sealed[1].Value), "sk-") || !strings.Contains(string(sealed[0].Value), "flenc:jwe:") {
+		t.Fatalf("consumed without the keyring: %+v", sealed)
+	}
+	opened := read("--decrypt", "api_key:api", "--keyring", keyring)
+	if string(opened[0].Value) != `{"api_key":"sk-1","site":"berlin"}` || opened[1].Headers["h"] != "v" || string(opened[2].Value) != "null" {
+		t.Errorf("consumed with --decrypt: %s %+v %s", opened[0].Value, opened[1].Headers, opened[2].Value)
+	}
+	if wrong := read("--decrypt", "api_key:db", "--keyring", keyring); wrong[0].Errors["api_key"] == "" {
+		t.Errorf("a field of another scope opened: %+v", wrong[0])
+	}
+	if some := read("--offset", "1", "--max", "1"); len(some) != 1 || some[0].Offset < 1 {
+		t.Errorf("--offset 1 --max 1: %+v", some)
+	}
+
+	r = run(t, e, "{\"key\":\"x\",\"value\":{}}\nnot json\n", "topic", "produce", "raw")
+	if r.code != exitcode.Usage || !strings.Contains(r.err, "line 2:") || !strings.Contains(r.err, "1 records written before it") {
+		t.Errorf("a bad line: exit %d %s", r.code, r.err)
+	}
+	if r := run(t, e, "", "topic", "produce", "cfg", "--encrypt", "api_key"); r.code != exitcode.Usage || !strings.Contains(r.err, "--encrypt needs the keyring") {
+		t.Errorf("--encrypt without a keyring: exit %d %s", r.code, r.err)
+	}
+	if r := run(t, e, "", "topic", "consume", "nope"); r.code == 0 || !strings.Contains(r.err, "nope") {
+		t.Errorf("a missing topic: exit %d %s", r.code, r.err)
+	}
+}
+
+func describeConfigs(rc kadm.ResourceConfig) string {
+	var parts []string
+	for _, c := range rc.Configs {
+		if c.Value != nil {
+			parts = append(parts, c.Key+"="+*c.Value)
+		}
+	}
+	return strings.Join(parts, " ")
+}
