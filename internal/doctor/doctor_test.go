@@ -609,3 +609,25 @@ func TestDiagnoseModuleOfABuiltin(t *testing.T) {
 		t.Errorf("bridge: %q", d)
 	}
 }
+
+// A static member that stopped without leaving still looks like a member:
+// while the other member commits, the partition it holds gains lag and no
+// commit. The finding names it as stopped (its session lapsing) or stuck,
+// with the command that removes it, not "the stage is stuck".
+func TestDiagnoseLapsingStaticMember(t *testing.T) {
+	st := stage(t, countYAML)
+	members := map[string][]int32{"c0": {0}, "c1": {1}}
+	first := sample(t0, "Stable", members, [2]int64{90, 50}, [2]int64{100, 60})
+	second := sample(t0.Add(10*time.Second), "Stable", members, [2]int64{180, 50}, [2]int64{185, 75})
+	for _, s := range []*status.Sample{first, second} {
+		for i := range s.Group.Members {
+			s.Group.Members[i].InstanceID, s.Group.Members[i].Host = s.Group.Members[i].ClientID, "10.0.0.1"
+		}
+	}
+	r := Diagnose(Inputs{Stage: st}, Observations{First: first, Second: second, Topics: cleanTopics()})
+	f := findings(r, CheckLag)
+	if len(f) != 1 || f[0].Subject != "c1" || !strings.Contains(f[0].Message, "member c1 (host 10.0.0.1) holds in [1] with lag and committed nothing") ||
+		!strings.Contains(f[0].Message, "stopped without leaving the group") || !strings.Contains(f[0].Command, "flecht group leave app --instance c1 --execute") {
+		t.Fatalf("findings %+v", f)
+	}
+}

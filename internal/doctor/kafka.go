@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flecht-dev/flecht/internal/budget"
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lint"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
@@ -83,7 +84,22 @@ func (d *diagnosis) lag() {
 			budget.FormatDuration(time.Duration(th.IntervalSeconds*float64(time.Second))))
 	}
 	batch := max(d.st.MaxPollRecords, 1)
+	idle, busy := status.IdleMembers(d.obs.First, d.obs.Second)
 	switch {
+	case len(idle) > 0 && busy > 0:
+		// Some members commit, these do not: a static member that stopped
+		// without leaving holds its partitions idle until its session
+		// times out, and looks like any other member meanwhile.
+		for _, m := range idle {
+			who := m.ClientID
+			hint := "curl its /readyz; if it is gone, flecht group leave " + shellQuote(d.st.ApplicationID) + " --instance " + shellQuote(m.InstanceID) + " --execute"
+			if m.InstanceID == "" {
+				hint = "curl its /readyz; a dynamic member that is gone leaves once its session times out"
+			}
+			d.finding(CheckLag, who, hint,
+				"member %s (host %s) holds %s with lag and committed nothing in %s while the other members did: it has stopped without leaving the group (its session lapses: a static member stays until it times out, 10 s by default for flecht) or it is stuck",
+				who, m.Host, describeAssigned(m.Assigned), budget.FormatDuration(d.in.Interval))
+		}
 	case th != nil && rep.Lag > 0 && th.ConsumedPerSecond == 0 && len(d.obs.Second.Group.Members) > 0:
 		if d.obs.Unread != nil && !*d.obs.Unread {
 			d.note("lag %d is transaction markers or aborted records only: a transactional producer wrote the inputs, and the stage has read every committed record", rep.Lag)
@@ -93,7 +109,7 @@ func (d *diagnosis) lag() {
 			d.note("reading what the standing lag holds: %v", d.obs.UnreadErr)
 		}
 		d.finding(CheckLag, d.st.ApplicationID, cmd,
-			"lag %d and no offset committed in %s: the stage is stuck (a batch or a transaction that does not end) or cannot keep up at all", rep.Lag, budget.FormatDuration(d.in.Interval))
+			"lag %d and no offset committed in %s: the stage is stuck (a batch or a transaction that does not end), cannot keep up at all, or its members stopped without leaving the group (their sessions lapse: flecht group leave removes a static member that is gone)", rep.Lag, budget.FormatDuration(d.in.Interval))
 	case rep.Lag > first.Lag && rep.Lag > int64(batch):
 		d.finding(CheckLag, d.st.ApplicationID, cmd,
 			"lag grew from %d to %d in %s: the stage is slower than its input (more instances, up to the %d input partitions, or a faster transform)",
@@ -248,3 +264,16 @@ func (d *diagnosis) topicFix(p lint.TopicProblem, t *lint.TopicsReport) string {
 // shellQuote quotes s as one shell word for a suggested command; a control
 // character is written escaped ($'\x1b…'), never raw.
 var shellQuote = ui.ShellQuote
+
+// describeAssigned names a member's partitions: "raw [0,2]".
+func describeAssigned(as []kafkax.TopicPartitions) string {
+	parts := make([]string, 0, len(as))
+	for _, a := range as {
+		nums := make([]string, len(a.Partitions))
+		for i, p := range a.Partitions {
+			nums[i] = strconv.Itoa(int(p))
+		}
+		parts = append(parts, a.Topic+" ["+strings.Join(nums, ",")+"]")
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"fmt"
 	"sort"
 	"time"
 
@@ -118,6 +119,15 @@ func Build(app string, prev, cur *Sample) *Report {
 	}
 	if prev != nil {
 		r.Throughput = throughput(prev, cur, r.Lag)
+		// A member that stopped without leaving stays listed until its
+		// session times out: say which ones commit nothing while the
+		// others do.
+		if idle, busy := IdleMembers(prev, cur); busy > 0 {
+			for _, m := range idle {
+				r.Notes = append(r.Notes, fmt.Sprintf("member %s holds partitions with lag and committed nothing in %s while the others did: stopped without leaving the group (its session lapses) or stuck; 'flecht doctor' diagnoses it",
+					m.ClientID, cur.At.Sub(prev.At).Round(time.Second)))
+			}
+		}
 	}
 	return r
 }
@@ -161,4 +171,47 @@ func throughput(prev, cur *Sample, lag int64) *Throughput {
 		th.ETASeconds = &eta
 	}
 	return th
+}
+
+// IdleMembers are the members of the second sample that hold input
+// partitions with lag yet committed on none of them since the first
+// sample; busy counts those that committed.
+func IdleMembers(first, second *Sample) (idle []kafkax.GroupMember, busy int) {
+	if first == nil || second == nil {
+		return nil, 0
+	}
+	inputs := map[string]bool{}
+	for _, t := range second.Inputs {
+		inputs[t] = true
+	}
+	for _, m := range second.Group.Members {
+		moved, lagging := false, false
+		for _, a := range m.Assigned {
+			if !inputs[a.Topic] {
+				continue
+			}
+			for _, p := range a.Partitions {
+				tp := TP{Topic: a.Topic, Partition: p}
+				c1, ok1 := first.Committed[tp]
+				c2, ok2 := second.Committed[tp]
+				if ok2 && (!ok1 || c2 != c1) {
+					moved = true
+				}
+				from := second.Starts[tp]
+				if ok2 {
+					from = c2
+				}
+				if second.Ends[tp] > from {
+					lagging = true
+				}
+			}
+		}
+		switch {
+		case moved:
+			busy++
+		case lagging:
+			idle = append(idle, m)
+		}
+	}
+	return idle, busy
 }

@@ -96,3 +96,26 @@ func TestBuildNotes(t *testing.T) {
 		t.Errorf("lists must be [] in JSON: %+v", r)
 	}
 }
+
+// A member that commits nothing on partitions with lag while another
+// member commits is named in a note: stopped without leaving (its session
+// lapsing) or stuck. One sample, or no member committing, says nothing.
+func TestBuildNamesAnIdleMember(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	two := func(s *Sample) *Sample {
+		s.Group.Members = []kafkax.GroupMember{
+			{ClientID: "c1", Assigned: []kafkax.TopicPartitions{{Topic: "raw", Partitions: []int32{0}}}},
+			{ClientID: "c2", Assigned: []kafkax.TopicPartitions{{Topic: "raw", Partitions: []int32{1}}}},
+		}
+		return s
+	}
+	prev := two(sample(t0, map[int32]int64{0: 100, 1: 50}, map[int32]int64{0: 120, 1: 60}))
+	cur := two(sample(t0.Add(5*time.Second), map[int32]int64{0: 150, 1: 50}, map[int32]int64{0: 160, 1: 80}))
+	notes := strings.Join(Build("app", prev, cur).Notes, "\n")
+	if !strings.Contains(notes, "member c2 holds partitions with lag and committed nothing in 5s while the others did") || strings.Contains(notes, "member c1") {
+		t.Errorf("notes %q", notes)
+	}
+	if notes := strings.Join(Build("app", nil, cur).Notes, "\n"); strings.Contains(notes, "committed nothing") {
+		t.Errorf("one sample: %q", notes)
+	}
+}
