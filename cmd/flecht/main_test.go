@@ -51,6 +51,8 @@ var offline = map[string][][]string{
 	"flecht transform inspect": {{"transform", "inspect", "MODULE"}},
 	"flecht budget":            {{"budget", "--session-expiry", "24h", "--queue-limit", "10000", "--rate", "10/s"}},
 	"flecht lint state-key":    {{"lint", "state-key", "--state-key", "{key}"}},
+	"flecht group":             {{"group"}},
+	"flecht topic":             {{"topic"}},
 }
 
 // elsewhere are the commands the table leaves out, and why: each needs a
@@ -68,6 +70,8 @@ var elsewhere = map[string]string{
 	"flecht keys remove": "changes the file; covered in internal/cli", "flecht keys protect": "a password",
 	"flecht keys unprotect": "a password", "flecht transform new": "builds a project",
 	"flecht transform test": "a module and its samples",
+	"flecht group leave":    "a cluster", "flecht topic create": "a cluster",
+	"flecht topic produce": "a cluster", "flecht topic consume": "a cluster",
 }
 
 // Item 2: every command that prints a result, run as a process with its
