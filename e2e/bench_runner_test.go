@@ -245,21 +245,7 @@ func BenchmarkRunnerRestart(b *testing.B) {
 // *inputs is how many in holds).
 func restartContender(ctx context.Context, b *testing.B, cl *kgo.Client, c contender, in string, entries int, inputs *int) [2]restoreRun {
 	adm := kadm.NewClient(cl)
-	suffix := benchSuffix()
-	app, out := "bench-restart-"+suffix, "bench-restart-out-"+suffix
-	if err := kafkax.CreateTopic(ctx, adm, out, benchPartitions, nil); err != nil {
-		b.Fatal(err)
-	}
-	stateDir := filepath.Join(b.TempDir(), "state")
-	w := &syncBuffer{}
-	cmd := c.start(app, in, out, stateDir, w)
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	waitAllCommitted(ctx, b, adm, app, in, int64(*inputs), done, w)
-	stopContender(b, cmd, done, w)
+	app, out, stateDir := countOnce(ctx, b, adm, c, "bench-restart", in, *inputs)
 
 	var runs [2]restoreRun
 	for i, how := range []string{"SIGTERM", "SIGKILL"} {
@@ -570,16 +556,16 @@ func (r restoreRun) String() string {
 		r.name, r.restored, r.took.Seconds(), r.rate(), r.ready.Seconds())
 }
 
-// restoreContender counts the input once (building the changelog), stops,
-// deletes the state directory and times the restart's restore.
-func restoreContender(ctx context.Context, b *testing.B, cl *kgo.Client, c contender, in string, entries int) restoreRun {
-	adm := kadm.NewClient(cl)
+// countOnce runs the contender under a fresh application id (named after
+// prefix) until it has committed n input offsets, then stops it; its
+// state directory stays for the restart the caller times.
+func countOnce(ctx context.Context, b *testing.B, adm *kadm.Client, c contender, prefix, in string, n int) (app, out, stateDir string) {
 	suffix := benchSuffix()
-	app, out := "bench-restore-"+suffix, "bench-restore-out-"+suffix
+	app, out = prefix+"-"+suffix, prefix+"-out-"+suffix
 	if err := kafkax.CreateTopic(ctx, adm, out, benchPartitions, nil); err != nil {
 		b.Fatal(err)
 	}
-	stateDir := filepath.Join(b.TempDir(), "state")
+	stateDir = filepath.Join(b.TempDir(), "state")
 	w := &syncBuffer{}
 	cmd := c.start(app, in, out, stateDir, w)
 	if err := cmd.Start(); err != nil {
@@ -587,8 +573,15 @@ func restoreContender(ctx context.Context, b *testing.B, cl *kgo.Client, c conte
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	waitAllCommitted(ctx, b, adm, app, in, int64(entries), done, w)
+	waitAllCommitted(ctx, b, adm, app, in, int64(n), done, w)
 	stopContender(b, cmd, done, w)
+	return app, out, stateDir
+}
+
+// restoreContender counts the input once (building the changelog), stops,
+// deletes the state directory and times the restart's restore.
+func restoreContender(ctx context.Context, b *testing.B, cl *kgo.Client, c contender, in string, entries int) restoreRun {
+	app, out, stateDir := countOnce(ctx, b, kadm.NewClient(cl), c, "bench-restore", in, entries)
 	if err := os.RemoveAll(stateDir); err != nil {
 		b.Fatal(err)
 	}

@@ -76,13 +76,7 @@ func TestKeptStoreRefusedWhenCompactionPassedIt(t *testing.T) {
 		}
 		return s, p
 	}
-	dump := func(s *state.Store) map[string]string {
-		out := map[string]string{}
-		if err := s.Each(func(k string, v []byte) error { out[k] = string(v); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	dump := func(s *state.Store) map[string]string { return storeDump(t, s) }
 
 	commit("gone", `{"seq":1}`, "kept", `{"seq":1}`)
 	dir := filepath.Join(t.TempDir(), "0")

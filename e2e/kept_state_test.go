@@ -55,11 +55,7 @@ func checkKeptStores(t *testing.T, app, stateDir string, partitions int32) int {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := map[string]string{}
-			if err := s.Each(func(k string, v []byte) error { out[k] = string(v); return nil }); err != nil {
-				t.Fatal(err)
-			}
-			return out, plan, res.Records
+			return storeDump(t, s), plan, res.Records
 		}
 		got, plan, read := restore(kept)
 		if !plan.Tail {
@@ -78,4 +74,14 @@ func checkKeptStores(t *testing.T, app, stateDir string, partitions int32) int {
 		tailed += read
 	}
 	return tailed
+}
+
+// storeDump is every key and value a store holds.
+func storeDump(t *testing.T, s *state.Store) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	if err := s.Each(func(k string, v []byte) error { out[k] = string(v); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -36,6 +36,26 @@ func rpStage(t testing.TB, app, raw, out string) string {
 	return path
 }
 
+// rpCountPipeline makes a count stage's raw topic (records over keys, kept
+// for ever) and output topic, 3 partitions each, and its stage file.
+func rpCountPipeline(t *testing.T, records, keys int) (app, raw, out, stage string, adm *kadm.Client) {
+	t.Helper()
+	app = topicName(t, "app")
+	raw, out = topicName(t, "raw"), topicName(t, "out")
+	rpCreate(t, raw, 3, map[string]string{"retention.ms": "-1"})
+	rpCreate(t, out, 3, nil)
+	rpProduce(t, raw, records, keys)
+	return app, raw, out, rpStage(t, app, raw, out), kadm.NewClient(rpClient(t))
+}
+
+// rpRunToEnd runs the stage until it has caught up with raw, then stops it.
+func rpRunToEnd(t *testing.T, adm *kadm.Client, stage, app, raw, clientID, stateDir string) {
+	t.Helper()
+	p := rpRunStage(t, stage, clientID, stateDir)
+	rpWaitCaughtUp(t, adm, app, raw, 3*time.Minute)
+	p.stop()
+}
+
 // rpStart runs a flecht command against the test cluster, its standard
 // output kept apart (replay's JSON is parsed).
 func rpStart(t testing.TB, args ...string) *proc {
@@ -106,18 +126,28 @@ func rpCommitted(t testing.TB, adm *kadm.Client, group, topic string) map[int32]
 }
 
 func rpEnds(t testing.TB, adm *kadm.Client, topic string) map[int32]int64 {
+	return rpListed(t, topic, adm.ListEndOffsets)
+}
+
+// rpStarts is each partition's log start.
+func rpStarts(t testing.TB, adm *kadm.Client, topic string) map[int32]int64 {
+	return rpListed(t, topic, adm.ListStartOffsets)
+}
+
+// rpListed is the offset list gives for each partition of topic.
+func rpListed(t testing.TB, topic string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) map[int32]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	listed, err := list(ctx, topic)
 	if err == nil {
-		err = ends.Error()
+		err = listed.Error()
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	listed.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
 	return out
 }
 
@@ -260,18 +290,9 @@ func rpTopicExists(t testing.TB, topic string) bool {
 // listed exactly the offsets the group then holds.
 func TestReplayRebuildsCountOutput(t *testing.T) {
 	const records, keys = 20_000, 200
-	app := topicName(t, "app")
-	raw, out := topicName(t, "raw"), topicName(t, "out")
-	rpCreate(t, raw, 3, map[string]string{"retention.ms": "-1"})
-	rpCreate(t, out, 3, nil)
-	rpProduce(t, raw, records, keys)
-	stage := rpStage(t, app, raw, out)
+	app, raw, out, stage, adm := rpCountPipeline(t, records, keys)
 	stateDir := t.TempDir()
-	adm := kadm.NewClient(rpClient(t))
-
-	run1 := rpRunStage(t, stage, "count-a", stateDir)
-	rpWaitCaughtUp(t, adm, app, raw, 3*time.Minute)
-	run1.stop()
+	rpRunToEnd(t, adm, stage, app, raw, "count-a", stateDir)
 	// Right after the stop its static member is still in the group (until
 	// its 10 s session times out): a replay refuses and says what to do.
 	if p, _, code := rpReplay(t, "-f", stage, "--state-dir", stateDir); code != 3 || !strings.Contains(p.Refused, "count-a on 127.0.0.1 (static)") || !strings.Contains(p.Refused, "--wait 30s") {
@@ -371,21 +392,6 @@ func TestReplayRebuildsCountOutput(t *testing.T) {
 	t.Logf("replay rebuilt %d records over %d keys identically, the first run's truncated; steps %+v", records, len(second), done.Steps)
 }
 
-// rpStarts is each partition's log start.
-func rpStarts(t testing.TB, adm *kadm.Client, topic string) map[int32]int64 {
-	t.Helper()
-	starts, err := adm.ListStartOffsets(context.Background(), topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int32]int64{}
-	starts.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
-	return out
-}
-
 // A replay run from another machine (an operator's laptop) cannot remove
 // the stores the stage's own disk kept: the changelog it re-creates has a
 // new topic ID, so the next start distrusts the kept stores, says why and
@@ -393,18 +399,9 @@ func rpStarts(t testing.TB, adm *kadm.Client, topic string) map[int32]int64 {
 // first run wrote it. Tailed instead, the old counts would go on from n+1.
 func TestReplayFromElsewhereRestoresKeptStoresInFull(t *testing.T) {
 	const records, keys = 6_000, 60
-	app := topicName(t, "app")
-	raw, out := topicName(t, "raw"), topicName(t, "out")
-	rpCreate(t, raw, 3, map[string]string{"retention.ms": "-1"})
-	rpCreate(t, out, 3, nil)
-	rpProduce(t, raw, records, keys)
-	stage := rpStage(t, app, raw, out)
+	app, raw, out, stage, adm := rpCountPipeline(t, records, keys)
 	podDisk := t.TempDir()
-	adm := kadm.NewClient(rpClient(t))
-
-	run1 := rpRunStage(t, stage, "count-a", podDisk)
-	rpWaitCaughtUp(t, adm, app, raw, 3*time.Minute)
-	run1.stop()
+	rpRunToEnd(t, adm, stage, app, raw, "count-a", podDisk)
 	first := rpReadOutput(t, out, nil)
 	rpCheckSeq(t, first, records)
 	outEnd := rpEnds(t, adm, out)

@@ -111,7 +111,33 @@ func ReadFrom(ctx context.Context, cl *kgo.Client, topics []string, start StartF
 		return res, nil
 	}
 
+	n, err := readCursors(ctx, cl, adm, work, fn)
+	res.Records = n
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// ReadRange reads one partition read_committed from offset from up to end,
+// as ReadFrom does, for a caller that already knows the partition's bounds
+// and topic ID: nothing is described or listed first. A log start that
+// passes from while it reads is an error, not a skip: what lay between is
+// gone, and a caller resuming from from must know. It returns the records
+// read.
+func ReadRange(ctx context.Context, cl *kgo.Client, tp TopicPartition, topicID [16]byte, from, end int64, fn func(*kgo.Record) error) (int, error) {
+	if from >= end {
+		return 0, nil
+	}
+	c := &partitionCursor{tp: tp, topicID: topicID, next: from, end: end, strict: true}
+	return readCursors(ctx, cl, kadm.NewClient(cl), []*partitionCursor{c}, fn)
+}
+
+// readCursors reads every cursor to its end, round after round while
+// leaders move, calling fn for each record (never concurrently).
+func readCursors(ctx context.Context, cl *kgo.Client, adm *kadm.Client, work []*partitionCursor, fn func(*kgo.Record) error) (int, error) {
 	var mu sync.Mutex // serialises fn
+	n := 0
 	deliver := func(recs []*kgo.Record) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -119,19 +145,19 @@ func ReadFrom(ctx context.Context, cl *kgo.Client, topics []string, start StartF
 			if err := fn(r); err != nil {
 				return err
 			}
-			res.Records++
+			n++
 		}
 		return nil
 	}
 	for len(work) > 0 {
 		byLeader, err := groupByLeader(ctx, adm, work)
 		if err != nil {
-			return nil, err
+			return n, err
 		}
 		if err := readRound(ctx, cl, byLeader, deliver); errors.Is(err, errLeaderMoved) {
 			cl.ForceMetadataRefresh()
 		} else if err != nil {
-			return nil, err
+			return n, err
 		}
 		remaining := work[:0]
 		for _, c := range work {
@@ -141,5 +167,5 @@ func ReadFrom(ctx context.Context, cl *kgo.Client, topics []string, start StartF
 		}
 		work = remaining
 	}
-	return res, nil
+	return n, nil
 }

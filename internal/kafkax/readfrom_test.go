@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -143,5 +144,35 @@ func TestReadFromErrors(t *testing.T) {
 	})
 	if !errors.Is(err, stop) || n != 3 {
 		t.Errorf("callback error not returned at once: %v after %d", err, n)
+	}
+}
+
+// ReadRange reads exactly [from, end) of one partition, with no describe
+// or list of its own; a log start past from is an error naming the
+// offset, where ReadFrom would jump ahead, since a caller resuming from
+// from must not miss what lay between.
+func TestReadRange(t *testing.T) {
+	ctx := ctxT(t)
+	c := newFake(t, 1, "raw")
+	w := mustClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceTimed(t, w, "raw", 1, 20, time.Now())
+	adm := kadm.NewClient(w)
+	details, err := DescribeTopics(ctx, adm, "raw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, id := TopicPartition{"raw", 0}, details["raw"].ID
+	var got []int64
+	n, err := ReadRange(ctx, mustClient(t, c), tp, id, 5, 12, func(r *kgo.Record) error { got = append(got, r.Offset); return nil })
+	if err != nil || n != 7 || got[0] != 5 || got[6] != 11 {
+		t.Fatalf("read %d %v (%v), want offsets 5..11", n, got, err)
+	}
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "raw", Partition: 0, At: 10})
+	if _, err := adm.DeleteRecords(ctx, offs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadRange(ctx, mustClient(t, c), tp, id, 5, 20, func(*kgo.Record) error { return nil }); err == nil || !errors.Is(err, kerr.OffsetOutOfRange) {
+		t.Errorf("reading from below the log start: %v, want OFFSET_OUT_OF_RANGE", err)
 	}
 }

@@ -135,6 +135,8 @@ type partitionCursor struct {
 	topicID [16]byte
 	next    int64
 	end     int64
+	// strict: a log start past next is an error, not a jump ahead.
+	strict bool
 }
 
 var errLeaderMoved = errors.New("partition leadership moved")
@@ -215,7 +217,7 @@ func fetchFromLeader(ctx context.Context, cl *kgo.Client, leader int32, cursors 
 				case errors.Is(err, kerr.OffsetOutOfRange):
 					// Retention removed what we were about to read; go on
 					// from the new log start rather than fail the read.
-					if rp.LogStartOffset > c.next {
+					if rp.LogStartOffset > c.next && !c.strict {
 						c.next = rp.LogStartOffset
 						continue
 					}

@@ -2,7 +2,6 @@ package state
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -34,6 +33,9 @@ type Changelog struct {
 	// DeleteRetention is the topic's delete.retention.ms: how long a
 	// compacted log keeps a tombstone once the cleaner has reached it.
 	DeleteRetention time.Duration
+	// At is when the bounds were asked for: anything past End was written
+	// after it.
+	At time.Time
 }
 
 // defaultDeleteRetention is Kafka's delete.retention.ms default, for a
@@ -50,6 +52,7 @@ func DescribeChangelog(ctx context.Context, adm *kadm.Client, topic string, p in
 		return cl, err
 	}
 	cl.TopicID = details[topic].ID
+	cl.At = time.Now()
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err == nil {
 		err = starts.Error()
@@ -220,38 +223,23 @@ type Result struct {
 // reports.
 const progressEvery = 256
 
-// errLogMoved: the changelog's log start passed the kept checkpoint while
-// the restore started; the next start will not trust the store.
-var errLogMoved = errors.New("the changelog's log start moved past the checkpoint while the restore started")
-
-// Restore reads changelog partition cl read_committed from plan.From to its
-// end offset as it is now and loads it into the store: the latest value
-// per key wins and a tombstone (or an empty state) deletes. Every batch it
-// writes records how far it got, so a restore cut short resumes. progress
-// (when not nil) is called every few hundred records: a long restore is
-// progress, not a stall, to a liveness probe. Call it only after the
-// task's producer has fenced the previous owner, so that no transaction of
-// that owner can still commit below the end.
+// Restore reads changelog partition cl read_committed from plan.From to
+// cl.End, its end as DescribeChangelog found it, and loads it into the
+// store: the latest value per key wins and a tombstone (or an empty state)
+// deletes. Every batch it writes records how far it got, so a restore cut
+// short resumes; a log start that passes the read is an error (what lay
+// between is gone: the next start restores in full). progress (when not
+// nil) is called every few hundred records: a long restore is progress,
+// not a stall, to a liveness probe. Call it only after the task's producer
+// has fenced the previous owner, so that no transaction of that owner can
+// still commit below the end.
 func Restore(ctx context.Context, client *kgo.Client, cl Changelog, s *Store, plan Plan, progress func(Progress)) (Result, error) {
 	started := time.Now()
 	tp := kafkax.TopicPartition{Topic: cl.Topic, Partition: cl.Partition}
-	var end int64 = -1
-	moved := false
-	start := func(got kafkax.TopicPartition, b kafkax.Bounds) int64 {
-		if got != tp {
-			return b.End
-		}
-		end = b.End
-		moved = plan.Tail && plan.From < b.Start
-		return plan.From
-	}
 	l := s.loader(plan.since)
 	defer l.close()
 	n := 0
-	res, err := kafkax.ReadFrom(ctx, client, []string{cl.Topic}, start, nil, func(r *kgo.Record) error {
-		if moved {
-			return errLogMoved // load nothing: the records before b.Start are gone
-		}
+	_, err := kafkax.ReadRange(ctx, client, tp, cl.TopicID, plan.From, cl.End, func(r *kgo.Record) error {
 		n++
 		if n%progressEvery == 0 {
 			if err := ctx.Err(); err != nil {
@@ -259,7 +247,7 @@ func Restore(ctx context.Context, client *kgo.Client, cl Changelog, s *Store, pl
 			}
 			if progress != nil {
 				done := float64(r.Offset + 1 - plan.From)
-				progress(Progress{Records: n, Left: end - r.Offset - 1, Rate: done / time.Since(started).Seconds()})
+				progress(Progress{Records: n, Left: cl.End - r.Offset - 1, Rate: done / time.Since(started).Seconds()})
 			}
 		}
 		var value []byte
@@ -271,10 +259,10 @@ func Restore(ctx context.Context, client *kgo.Client, cl Changelog, s *Store, pl
 	if err != nil {
 		return Result{Records: n}, fmt.Errorf("restoring %s/%d: %w", cl.Topic, cl.Partition, err)
 	}
-	end = res.Bounds[tp].End
-	// Everything below end is in the store now, read after started: a
-	// tombstone after end is written later still.
-	if err := l.flush(Position{Offset: end, Since: started}, true); err != nil {
+	// Everything below the end is in the store now; a tombstone after the
+	// end was written after the end was asked for.
+	end := max(cl.End, plan.From)
+	if err := l.flush(Position{Offset: end, Since: cl.At}, true); err != nil {
 		return Result{Records: n}, err
 	}
 	return Result{Records: n, End: end}, nil

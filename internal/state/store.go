@@ -87,8 +87,11 @@ func Wipe(dir string) error {
 func (s *Store) Dir() string { return s.dir }
 
 // Get returns the stored value of key, if any.
-func (s *Store) Get(key string) ([]byte, bool, error) {
-	v, closer, err := s.db.Get(dataKey(key))
+func (s *Store) Get(key string) ([]byte, bool, error) { return s.read(dataKey(key)) }
+
+// read returns a copy of the value under a store key, if any.
+func (s *Store) read(key []byte) ([]byte, bool, error) {
+	v, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil
 	}
@@ -163,11 +166,11 @@ type Checkpoint struct {
 // has none (new, or written by a version that kept none). A checkpoint
 // that does not decode is an error.
 func (s *Store) Checkpoint() (cp Checkpoint, ok bool, err error) {
-	id, hasID, err := s.meta(identityKey)
+	id, hasID, err := s.read(identityKey)
 	if err != nil || !hasID {
 		return cp, false, err
 	}
-	pos, hasPos, err := s.meta(checkpointKey)
+	pos, hasPos, err := s.read(checkpointKey)
 	if err != nil || !hasPos {
 		return cp, false, err
 	}
@@ -187,18 +190,6 @@ func (s *Store) SetIdentity(id Identity) error {
 		return fmt.Errorf("state: identity: %w", err)
 	}
 	return nil
-}
-
-func (s *Store) meta(key []byte) ([]byte, bool, error) {
-	v, closer, err := s.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("state: reading checkpoint: %w", err)
-	}
-	out := append([]byte(nil), v...)
-	return out, true, closer.Close()
 }
 
 // The encodings are the store's own, versioned by their first byte.
