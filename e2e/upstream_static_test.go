@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +26,10 @@ import (
 //
 // The output holds every input exactly once, byte for byte what either
 // writes, with each key's seq continuing across every move.
+// nowRunning reads the task count from the Python stage's
+// "Initialized tasks [...] (now running N)" line.
+var nowRunning = regexp.MustCompile(`^Initialized tasks \[[^\]]*\] \(now running (\d+)\)`)
+
 func TestUpstreamMixedGroupStaticRestart(t *testing.T) {
 	upstreamRoot(t)
 	const session = 6 * time.Second // flecht's --session-timeout in these tests
@@ -86,6 +92,20 @@ func TestUpstreamMixedGroupStaticRestart(t *testing.T) {
 		}
 		return n
 	}
+	// pySettled says the Python stage has initialised the tasks the group
+	// assigned it: the group shows an assignment as soon as it syncs, the
+	// stage logs "Initialized tasks [...] (now running N)" only after its
+	// restore, and a task change counted before that line would be
+	// blamed on whatever the test does next.
+	pySettled := func() bool {
+		logs := py.logs()
+		last := strings.LastIndex(logs, "Initialized tasks")
+		if last < 0 || last < strings.LastIndex(logs, "Closed tasks") {
+			return false
+		}
+		m := nowRunning.FindStringSubmatch(logs[last:])
+		return m != nil && m[1] == strconv.Itoa(pyHolds())
+	}
 	split := func(f *proc) float64 {
 		var mine float64
 		waitUntil(t, 2*time.Minute, "the partitions split between flecht and Python", func() bool {
@@ -93,7 +113,7 @@ func TestUpstreamMixedGroupStaticRestart(t *testing.T) {
 			py.alive()
 			mine = tasks(f)
 			v, err := f.tryMetric("flechtwerk_transactions_committed_total")
-			return mine > 0 && err == nil && v > 0 && int(mine)+pyHolds() == handoverPartitions
+			return mine > 0 && err == nil && v > 0 && int(mine)+pyHolds() == handoverPartitions && pySettled()
 		})
 		return mine
 	}
