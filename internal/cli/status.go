@@ -246,6 +246,9 @@ func printStatus(h *ui.Human, r *status.Report) {
 	if r.Lag == 0 {
 		lag = h.Good(lag)
 	}
+	if !r.LagCounted {
+		lag += h.Faint(" (at most: partitions marked ≤ are too far behind to count, their transaction markers included)")
+	}
 	pairs := [][2]string{
 		{"stage", r.ApplicationID},
 		{"group", state},
@@ -293,7 +296,11 @@ func printStatus(h *ui.Human, r *status.Report) {
 		if in.Committed != nil {
 			committed = strconv.FormatInt(*in.Committed, 10)
 		}
-		rows = append(rows, []string{in.Topic, strconv.Itoa(int(in.Partition)), committed, strconv.FormatInt(in.End, 10), ui.GroupDigits(in.Lag), dash(in.Member)})
+		lag := ui.GroupDigits(in.Lag)
+		if !in.LagCounted {
+			lag = "≤" + lag
+		}
+		rows = append(rows, []string{in.Topic, strconv.Itoa(int(in.Partition)), committed, strconv.FormatInt(in.End, 10), lag, dash(in.Member)})
 	}
 	h.Table([]string{"topic", "partition", "committed", "end", "lag", "member"}, rows)
 

@@ -185,7 +185,7 @@ func (r *Runner) Run(ctx context.Context, ex Extractor) error {
 		kgo.ConsumerGroup(r.stage.ApplicationID),
 		kafkax.StaticMember(r.clientID),
 		kgo.ConsumeTopics(r.stage.ConfigTopics...),
-		kgo.Balancers(kgo.RangeBalancer()),
+		kafkax.TaskBalancers(),
 		kgo.DisableAutoCommit(),
 		kgo.SessionTimeout(r.session),
 		kgo.OnPartitionsAssigned(r.onAssigned),

@@ -129,42 +129,59 @@ func TestStopCommitsTheOpenTransaction(t *testing.T) {
 	}
 }
 
-// A rebalance while a transaction is open commits it before the revoke
-// completes; the other instance takes the partition from those offsets,
-// with the state they committed.
-func TestRevokeCommitsTheOpenTransaction(t *testing.T) {
+// A rebalance revokes only the tasks that move (the cooperative task
+// assignment): A holds four tasks inside a 30s interval, B joins, and the
+// two tasks that go to B commit their open transactions at once, while
+// the two A keeps go on with theirs open: nothing of them is committed
+// before the interval ends. Under an eager assignment every task would be
+// revoked and commit.
+func TestRevokeCommitsOnlyTheTasksThatMove(t *testing.T) {
 	f := newFixture(t)
-	f.topics(2, "raw", "refined")
-	f.produce("raw", keyed(40, 8, "a")...)
+	f.topics(4, "raw", "refined")
+	f.produce("raw", keyed(80, 16, "a")...)
 	st := stageFile(t, commitStage("30s", 1000))
 	dir := t.TempDir()
+	opened := time.Now() // no transaction of A's opens before this
 	a := f.start(st, filepath.Join(dir, "a"), "a")
-	waitFor(t, 30*time.Second, "A to process 40 records", func() bool { return metrics.Value(a.obs.MessagesIn) == 40 })
-	for p := range int32(2) {
+	waitFor(t, 30*time.Second, "A to process 80 records", func() bool { return metrics.Value(a.obs.MessagesIn) == 80 })
+	inputs := map[int32]int64{}
+	for _, r := range f.read("raw") {
+		inputs[r.Partition]++
+	}
+	for p := range int32(4) {
 		if at := f.committed("count-app", "raw", p); at > 0 {
 			t.Fatalf("partition %d: offset %d committed inside a 30s interval", p, at)
 		}
 	}
 
 	b := f.start(st, filepath.Join(dir, "b"), "b")
-	// Well inside the 30s interval: only the revoke commits this soon.
-	waitFor(t, 20*time.Second, "the revoke to commit A's open transactions", func() bool {
-		return f.committed("count-app", "raw", 0)+f.committed("count-app", "raw", 1) == 40
+	// Well inside the interval: only the revoke commits this soon.
+	waitFor(t, 20*time.Second, "the revoke to commit the open transactions of the tasks that move", func() bool {
+		return f.committed("count-app", "raw", 2) == inputs[2] && f.committed("count-app", "raw", 3) == inputs[3]
 	})
-	waitFor(t, 40*time.Second, "the tasks to be split", func() bool {
-		return metrics.Value(a.obs.TasksAssigned) == 1 && metrics.Value(b.obs.TasksAssigned) == 1
+	waitFor(t, 20*time.Second, "the tasks to be split", func() bool {
+		return metrics.Value(a.obs.TasksAssigned) == 2 && metrics.Value(b.obs.TasksAssigned) == 2
 	})
-	f.produce("raw", keyed(40, 8, "b")...)
-	if err := b.stop(t); err != nil { // commits B's open transaction, A takes over again
+	if took := time.Since(opened); took > 28*time.Second {
+		t.Fatalf("the rebalance ended %s after A started: too close to its 30s interval to tell a revoke's commit from the interval's", took)
+	}
+	for p := range int32(2) {
+		if at := f.committed("count-app", "raw", p); at > 0 {
+			t.Errorf("partition %d stayed with A but committed offset %d on the rebalance: its task was revoked", p, at)
+		}
+	}
+
+	f.produce("raw", keyed(80, 16, "b")...)
+	if err := b.stop(t); err != nil { // commits B's open transactions, A takes over again
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "A to hold both tasks", func() bool { return metrics.Value(a.obs.TasksAssigned) == 2 })
+	waitFor(t, 60*time.Second, "A to hold every task", func() bool { return metrics.Value(a.obs.TasksAssigned) == 4 })
 	if err := a.stop(t); err != nil {
 		t.Fatal(err)
 	}
 	out := f.read("refined")
-	if len(out) != 80 {
-		t.Fatalf("%d outputs, want 80", len(out))
+	if len(out) != 160 {
+		t.Fatalf("%d outputs, want 160", len(out))
 	}
 	for k, n := range checkSeq(t, out) {
 		if n != 10 {

@@ -33,9 +33,11 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 
 // onRevoked ends the revoked tasks before the revoke completes: each
 // commits its open transaction (the membership is still current during the
-// revoke) and stops; then their leases close (eager rebalance: nothing is
-// kept across it). A commit that fails here is aborted (onTaskError says
-// what else it means).
+// revoke) and stops; then their leases close. Under the cooperative
+// assignment (kafkax.TaskBalancers) these are only the tasks that move;
+// under range, which a group with any Flechtwerk replica falls back to,
+// every task. A commit that fails here is aborted (onTaskError says what
+// else it means).
 func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	r.endTasks(revoked, endFinish)
 	r.log.Info("partitions revoked", "partitions", kafkax.FormatPartitions(revoked))

@@ -281,7 +281,7 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 		// its killed incarnation's session to expire.
 		kafkax.StaticMember(r.clientID),
 		kgo.ConsumeTopics(r.stage.InputTopics...),
-		kgo.Balancers(kgo.RangeBalancer()),
+		kafkax.TaskBalancers(),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

@@ -16,8 +16,10 @@ type Report struct {
 	Protocol      string               `json:"protocol,omitempty"`
 	Members       []kafkax.GroupMember `json:"members"`
 	Inputs        []Input              `json:"inputs"`
-	// Lag is the sum of the inputs' lag.
+	// Lag is the sum of the inputs' lag; LagCounted says every input's
+	// was counted.
 	Lag          int64        `json:"lag"`
+	LagCounted   bool         `json:"lag_counted"`
 	Changelog    Changelog    `json:"changelog"`
 	Throughput   *Throughput  `json:"throughput"`
 	Transactions Transactions `json:"transactions"`
@@ -36,8 +38,13 @@ type Input struct {
 	Committed *int64 `json:"committed"`
 	LogStart  int64  `json:"log_start"`
 	End       int64  `json:"end"`
-	// Lag is end - committed (end - log start without a commit).
-	Lag int64 `json:"lag"`
+	// Lag is what the stage has left to read: with LagCounted, the
+	// records a read_committed reader would read past the committed
+	// offset (the log start without one), transaction markers and
+	// aborted records not counted, plus those of transactions still
+	// open; without (a distance too large to count), end - committed.
+	Lag        int64 `json:"lag"`
+	LagCounted bool  `json:"lag_counted"`
 	// Member is the client id of the member the partition is assigned to.
 	Member string `json:"member,omitempty"`
 }
@@ -84,13 +91,10 @@ func Build(app string, prev, cur *Sample) *Report {
 		for _, p := range cur.Partitions[t] {
 			tp := TP{Topic: t, Partition: p}
 			in := Input{Topic: t, Partition: p, LogStart: cur.Starts[tp], End: cur.Ends[tp], Member: owner[tp]}
-			from := in.LogStart
 			if c, ok := cur.Committed[tp]; ok {
-				c := c
 				in.Committed = &c
-				from = max(c, in.LogStart)
 			}
-			in.Lag = max(in.End-from, 0)
+			in.Lag, in.LagCounted = cur.Lag(tp)
 			r.Lag += in.Lag
 			r.Inputs = append(r.Inputs, in)
 		}
@@ -102,6 +106,10 @@ func Build(app string, prev, cur *Sample) *Report {
 		}
 		return a.Partition < b.Partition
 	})
+	r.LagCounted = true
+	for _, in := range r.Inputs {
+		r.LagCounted = r.LagCounted && in.LagCounted
+	}
 	if !cur.Group.Exists() {
 		r.Notes = append(r.Notes, "group "+app+" does not exist: the stage has never committed, or its offsets expired")
 	}
@@ -152,12 +160,8 @@ func throughput(prev, cur *Sample, lag int64) *Throughput {
 	}
 	for t, ps := range prev.Partitions {
 		for _, p := range ps {
-			tp := TP{Topic: t, Partition: p}
-			from := prev.Starts[tp]
-			if c, ok := prev.Committed[tp]; ok {
-				from = max(c, from)
-			}
-			prevLag += max(prev.Ends[tp]-from, 0)
+			l, _ := prev.Lag(TP{Topic: t, Partition: p})
+			prevLag += l
 		}
 	}
 	th := &Throughput{
@@ -197,11 +201,7 @@ func IdleMembers(first, second *Sample) (idle []kafkax.GroupMember, busy int) {
 				if ok2 && (!ok1 || c2 != c1) {
 					moved = true
 				}
-				from := second.Starts[tp]
-				if ok2 {
-					from = c2
-				}
-				if second.Ends[tp] > from {
+				if l, _ := second.Lag(tp); l > 0 {
 					lagging = true
 				}
 			}

@@ -85,9 +85,15 @@ type Sample struct {
 	// Partitions per input topic, sorted.
 	Partitions map[string][]int32
 	// Committed holds the group's commits on the inputs (absent: none).
-	Committed   map[TP]int64
-	Starts      map[TP]int64
-	Ends        map[TP]int64
+	Committed map[TP]int64
+	Starts    map[TP]int64
+	Ends      map[TP]int64
+	// Unread holds, per input partition, what a read_committed reader
+	// would read past the group's position: the committed records
+	// counted (transaction markers and aborted records are not), plus the
+	// records of transactions still open. Absent where the distance was
+	// too large to count: the lag is then the offset distance.
+	Unread      map[TP]int64
 	Changelog   Changelog
 	Transaction Transactions
 	// Instances say what each of Request.MetricsURLs runs (nil without).
@@ -135,7 +141,7 @@ var pendingStates = map[string]bool{"Ongoing": true, "PrepareCommit": true, "Pre
 // Take samples the stage now, scraping Request.MetricsURLs when given.
 func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
 	adm := kadm.NewClient(cl)
-	s := &Sample{Request: req, At: time.Now(), Partitions: map[string][]int32{}, Committed: map[TP]int64{}, Starts: map[TP]int64{}, Ends: map[TP]int64{}}
+	s := &Sample{Request: req, At: time.Now(), Partitions: map[string][]int32{}, Committed: map[TP]int64{}, Starts: map[TP]int64{}, Ends: map[TP]int64{}, Unread: map[TP]int64{}}
 	g, err := kafkax.DescribeGroup(ctx, adm, req.ApplicationID)
 	if err != nil {
 		return nil, err
@@ -180,6 +186,9 @@ func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
 				s.Committed[TP{Topic: r.Topic, Partition: r.Partition}] = r.At
 			}
 		})
+		if s.Unread, err = countUnread(ctx, cl, adm, s, details); err != nil {
+			return nil, err
+		}
 	}
 
 	s.Changelog, err = takeChangelog(ctx, adm, stagefile.ChangelogTopic(req.ApplicationID))
@@ -215,6 +224,74 @@ func groupTopics(g *kafkax.Group, committed kadm.OffsetResponses, changelog stri
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Counting what is unread reads the records between a partition's
+// position and its last stable offset: up to countPerPartition offsets of
+// one partition and countTotal of all, so that a status on a stage far
+// behind stays quick.
+const (
+	countPerPartition = 10_000
+	countTotal        = 200_000
+)
+
+// countUnread counts what a read_committed reader would read past each
+// input partition's position (see Sample.Unread). A drained partition
+// written transactionally keeps its commit marker past the group's
+// committed offset: by offsets it shows lag 1 for ever, counted it shows 0.
+func countUnread(ctx context.Context, cl *kgo.Client, adm *kadm.Client, s *Sample, details kadm.TopicDetails) (map[TP]int64, error) {
+	stable, err := adm.ListCommittedOffsets(ctx, s.Inputs...)
+	if err == nil {
+		err = stable.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing last stable offsets: %w", err)
+	}
+	out := map[TP]int64{}
+	left := int64(countTotal)
+	for _, t := range s.Inputs {
+		for _, p := range s.Partitions[t] {
+			tp := TP{Topic: t, Partition: p}
+			from, end := s.Position(tp), s.Ends[tp]
+			lso, ok := stable.Lookup(t, p)
+			if !ok {
+				continue
+			}
+			upto := min(max(lso.Offset, from), end)
+			dist := upto - from
+			if dist > countPerPartition || dist > left {
+				continue
+			}
+			left -= dist
+			n, err := kafkax.ReadRange(ctx, cl, tp, details[t].ID, from, upto, func(*kgo.Record) error { return nil })
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				continue // retention passed the position meanwhile: the offsets will do
+			}
+			out[tp] = int64(n) + end - upto
+		}
+	}
+	return out, nil
+}
+
+// Position is where the group reads tp from next: its committed offset,
+// or the log start without one (or when retention passed it).
+func (s *Sample) Position(tp TP) int64 {
+	if c, ok := s.Committed[tp]; ok {
+		return max(c, s.Starts[tp])
+	}
+	return s.Starts[tp]
+}
+
+// Lag is what tp has left to read: counted where Unread has it, the
+// offset distance otherwise.
+func (s *Sample) Lag(tp TP) (lag int64, counted bool) {
+	if n, ok := s.Unread[tp]; ok {
+		return n, true
+	}
+	return max(s.Ends[tp]-s.Position(tp), 0), false
 }
 
 func bounds(ctx context.Context, adm *kadm.Client, topics []string, starts, ends map[TP]int64) error {
