@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/doctor"
-	"github.com/flecht-dev/flecht/internal/status"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/status"
 )
 
 // flecht doctor on a real Kafka against a running count stage: clean (exit

@@ -32,6 +32,9 @@ type DoctorOptions struct {
 	StageFile     string
 	MetricsURLs   []string
 	Interval      string
+	// IntervalGiven says --interval was given: without it, a stage with
+	// no group member and no instance answering is sampled once.
+	IntervalGiven bool
 	Keyring       string
 	PasswordFile  string // opens a protected --keyring: --password-file, else FLECHT_KEYRING_PASSWORD_FILE
 	QueueLimit    int64
@@ -76,7 +79,10 @@ diagnoses it:
                     no secrets and is not checked
 
 The checks that read metrics need --metrics-url of every instance (host:port
-means http://host:port/metrics); without it they are skipped. APP, when
+means http://host:port/metrics; without it, the stage file's metrics.listen);
+without either they are skipped. A stage with no group member and no
+instance answering is sampled once (nothing moves between two samples)
+unless --interval is given. APP, when
 given, must be the stage file's application_id: a guard against checking
 another stage than the one meant.
 
@@ -106,10 +112,11 @@ func NewCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: appRunE(opts, &opts.ApplicationID, runF, runDoctor),
 	}
+	cmd.PreRun = func(c *cobra.Command, _ []string) { opts.IntervalGiven = c.Flags().Changed("interval") }
 	fl := cmd.Flags()
 	fl.StringVarP(&opts.StageFile, "file", "f", "", "the stage file of the pipeline stage to check (required)")
 	fl.StringSliceVar(&opts.MetricsURLs, "metrics-url", nil, "an instance's metrics endpoint (repeatable or comma-separated)")
-	fl.StringVar(&opts.Interval, "interval", budget.FormatDuration(doctor.DefaultInterval), "time between the two samples (lag trend, rates)")
+	fl.StringVar(&opts.Interval, "interval", budget.FormatDuration(doctor.DefaultInterval), "time between the two samples (lag trend, rates); a stage with no group member and no instance answering is sampled once unless --interval is given")
 	fl.StringVar(&opts.Keyring, "keyring", "", "a keyring file: every reader must have loaded each of its kids (env "+EnvKeyring+")")
 	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	fl.Int64Var(&opts.QueueLimit, "queue-limit", doctor.DefaultQueueLimit, "the MQTT broker's per-session queue (Mosquitto max_queued_messages)")
@@ -130,7 +137,7 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 	}
 	defer cl.Close()
 	in.Brokers = opts.Brokers()
-	progress := ui.NewProgress(opts.IO, fmt.Sprintf("sampling %s twice, %s apart", in.Stage.ApplicationID, budget.FormatDuration(in.Interval)))
+	progress := ui.NewProgress(opts.IO, fmt.Sprintf("sampling %s (twice, %s apart, while it runs)", in.Stage.ApplicationID, budget.FormatDuration(in.Interval)))
 	rep, err := doctor.Run(ctx, in, opts.Sources(cl))
 	progress.Done()
 	if err != nil {
@@ -182,6 +189,7 @@ func doctorInputs(opts *DoctorOptions) (doctor.Inputs, error) {
 	if in.Interval, err = budget.ParseDuration(opts.Interval); err != nil || in.Interval <= 0 {
 		return in, usage("--interval %q: want a duration above 0 such as 10s", opts.Interval)
 	}
+	in.IntervalGiven = opts.IntervalGiven
 	if in.MinBudget, err = budget.ParseDuration(opts.MinBudget); err != nil || in.MinBudget < 0 {
 		return in, usage("--min-budget %q: want a duration such as 5m", opts.MinBudget)
 	}

@@ -57,6 +57,10 @@ type Inputs struct {
 	MetricsFromStage bool
 	// Interval separates the two samples (lag trend, rates).
 	Interval time.Duration
+	// IntervalGiven says the user asked for Interval: without it, a stage
+	// with no group member and no instance answering (nothing moves
+	// between two samples) is sampled once.
+	IntervalGiven bool
 	// Kids are the kids every reader must hold (the keyring file's);
 	// empty: the readers must agree with each other.
 	Kids []string
@@ -130,6 +134,8 @@ type Observations struct {
 	// A lag of transaction markers and aborted records holds none.
 	Unread    *bool
 	UnreadErr error
+	// OneSample says Second is First: nothing moved to sample twice.
+	OneSample bool
 }
 
 // Sources are where Run gathers from.
@@ -182,6 +188,10 @@ func Run(ctx context.Context, in Inputs, src Sources) (*Report, error) {
 	if obs.Topics, err = src.Topics(ctx, spec); err != nil {
 		return nil, err
 	}
+	if !in.IntervalGiven && len(obs.First.Group.Members) == 0 && !anyScraped(obs.Scrapes) {
+		obs.Second, obs.OneSample = obs.First, true
+		return Diagnose(in, obs), nil
+	}
 	if err := src.Sleep(ctx, in.Interval); err != nil {
 		return nil, err
 	}
@@ -204,6 +214,15 @@ func Run(ctx context.Context, in Inputs, src Sources) (*Report, error) {
 	return Diagnose(in, obs), nil
 }
 
+func anyScraped(scrapes []Scrape) bool {
+	for _, s := range scrapes {
+		if s.Err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Diagnose turns the observations into the report.
 func Diagnose(in Inputs, obs Observations) *Report {
 	if in.Interval <= 0 {
@@ -213,6 +232,10 @@ func Diagnose(in Inputs, obs Observations) *Report {
 		ApplicationID: in.Stage.ApplicationID, Kind: in.Stage.Kind, IntervalS: in.Interval.Seconds(),
 		Checks: []Check{}, Findings: []Finding{}, Notes: []string{},
 	}}
+	if obs.OneSample {
+		d.rep.IntervalS = 0
+		d.rep.Notes = append(d.rep.Notes, fmt.Sprintf("sampled once: group %s has no member and no instance answered, so nothing moves between two samples (--interval samples twice regardless)", in.Stage.ApplicationID))
+	}
 	d.members()
 	d.lag()
 	d.transactions()

@@ -338,6 +338,61 @@ func TestRunGathersTwoSamples(t *testing.T) {
 	}
 }
 
+// A stage with no group member and no instance answering is sampled once:
+// nothing moves between two samples, so the doctor does not wait an
+// interval to say so. A member, an instance that answers, or an explicit
+// --interval makes it sample twice.
+func TestRunSamplesAStoppedStageOnce(t *testing.T) {
+	st := stage(t, countYAML)
+	run := func(members map[string][]int32, scrapeErr error, given bool) ([]string, *Report) {
+		t.Helper()
+		var calls []string
+		src := Sources{
+			Status: func(context.Context, status.Request) (*status.Sample, error) {
+				calls = append(calls, "status")
+				return sample(t0, "Empty", members, [2]int64{1, 1}, [2]int64{4, 4}), nil
+			},
+			Topics: func(context.Context, lint.TopicsSpec) (*lint.TopicsReport, error) { return cleanTopics(), nil },
+			Scrape: func(context.Context, string) (*promscrape.Sample, error) {
+				calls = append(calls, "scrape")
+				if scrapeErr != nil {
+					return nil, scrapeErr
+				}
+				return scrape(t, t0, healthyMetrics), nil
+			},
+			Sleep: func(context.Context, time.Duration) error { calls = append(calls, "sleep"); return nil },
+		}
+		r, err := Run(context.Background(), Inputs{Stage: st, MetricsURLs: []string{"c0:9464"}, Interval: 10 * time.Second, IntervalGiven: given}, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return calls, r
+	}
+	calls, r := run(nil, errors.New("refused"), false)
+	if got := strings.Join(calls, "|"); got != "status|scrape" {
+		t.Errorf("a stopped stage: calls %s, want one status sample and one scrape", got)
+	}
+	if r.IntervalS != 0 || !strings.Contains(strings.Join(r.Notes, "\n"), "sampled once") {
+		t.Errorf("a stopped stage: interval_s %v, notes %q", r.IntervalS, r.Notes)
+	}
+	if f := findings(r, CheckMembers); len(f) == 0 {
+		t.Errorf("a stopped stage with lag: no members finding (%+v)", r.Findings)
+	}
+	for name, c := range map[string]struct {
+		members   map[string][]int32
+		scrapeErr error
+		given     bool
+	}{
+		"a member":             {members: map[string][]int32{"c0": {0, 1}}, scrapeErr: errors.New("refused")},
+		"an instance answers":  {},
+		"--interval was given": {scrapeErr: errors.New("refused"), given: true},
+	} {
+		if calls, _ := run(c.members, c.scrapeErr, c.given); !strings.Contains(strings.Join(calls, "|"), "sleep|status") {
+			t.Errorf("%s: calls %v, want two samples", name, calls)
+		}
+	}
+}
+
 // A stateful stage that has run without its changelog has lost its state;
 // a stateless one has no changelog to lose, and one that never ran creates
 // it at its first start.
