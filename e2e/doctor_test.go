@@ -160,3 +160,57 @@ func TestDoctorOnAnIdleStageOfTransactionalInput(t *testing.T) {
 	}
 	p.stop()
 }
+
+// The runbook of a scale-down gone wrong on the real broker: two static
+// members share the input, one is stopped with SIGTERM and no
+// --leave-group, and input keeps coming. It stays listed as a member,
+// owning its partitions, until its session (6 s here) lapses. The doctor,
+// run at once, names it: committing nothing while the other does, its
+// metrics endpoint not answering, and (watching the group past the
+// session) dropped when its session lapsed — stopped without leaving,
+// not "the stage is stuck".
+func TestDoctorNamesAStoppedStaticMember(t *testing.T) {
+	const partitions = 4
+	app, in, out := runnerTopics(t, partitions)
+	stage := countStage(t, app, in, out, "crash", 500)
+	stream := streamInputs(t, inputProducer(t), in, partitions, 100, 40, 100*time.Millisecond)
+	a := startRun(t, stage, "stopped-a", t.TempDir())
+	b := startRun(t, stage, "stopped-b", t.TempDir())
+	tasks := func(p *proc) float64 {
+		v, err := p.tryMetric("flechtwerk_tasks_assigned")
+		if err != nil {
+			return -1
+		}
+		return v
+	}
+	waitUntil(t, 2*time.Minute, "the tasks split between A and B, both committing", func() bool {
+		a.alive()
+		b.alive()
+		ca, errA := a.tryMetric("flechtwerk_transactions_committed_total")
+		cb, errB := b.tryMetric("flechtwerk_transactions_committed_total")
+		return tasks(a) > 0 && tasks(b) > 0 && tasks(a)+tasks(b) == partitions && errA == nil && errB == nil && ca > 0 && cb > 0
+	})
+	aURL, bURL := a.metricsURL(), b.metricsURL()
+	b.stop()
+	if !hasInstance(groupMembers(t, app), "stopped-b") {
+		t.Fatal("B left the group on SIGTERM without --leave-group")
+	}
+	stdout, stderr, code := runFlecht(t, "", "doctor", app, "-b", brokers, "-f", stage, "--metrics-url", aURL+","+bURL, "--interval", "2s", "-o", "json")
+	var rep doctor.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("doctor: exit %d %v\n%s%s", code, err, stdout, stderr)
+	}
+	var found *doctor.Finding
+	for i, f := range rep.Findings {
+		if f.Check == doctor.CheckLag && f.Subject == "stopped-b" {
+			found = &rep.Findings[i]
+		}
+	}
+	if code != 4 || found == nil || !strings.Contains(found.Message, "when its session lapsed: it had stopped without leaving") ||
+		!strings.Contains(found.Message, "no answer from "+bURL) {
+		t.Fatalf("doctor on a stopped static member: exit %d, findings %+v", code, rep.Findings)
+	}
+	t.Logf("the doctor's finding: %s", found.Message)
+	stream.end(t)
+	a.stop()
+}

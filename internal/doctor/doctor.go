@@ -136,6 +136,12 @@ type Observations struct {
 	UnreadErr error
 	// OneSample says Second is First: nothing moved to sample twice.
 	OneSample bool
+	// Watched is how long the group was watched after Second because a
+	// member sat idle while the others committed, and Gone says when each
+	// such member (by member id) was first seen gone from the group: its
+	// session lapsed, so it had stopped without leaving.
+	Watched time.Duration
+	Gone    map[string]time.Time
 }
 
 // Sources are where Run gathers from.
@@ -204,6 +210,9 @@ func Run(ctx context.Context, in Inputs, src Sources) (*Report, error) {
 		}
 		obs.Scrapes[i].Second, obs.Scrapes[i].Err = src.Scrape(ctx, u)
 	}
+	if err := watchIdle(ctx, src, req, &obs); err != nil {
+		return nil, err
+	}
 	if ranges := standingLag(in.Stage, obs.First, obs.Second); len(ranges) > 0 && src.Unread != nil {
 		unread, err := src.Unread(ctx, ranges)
 		if err == nil {
@@ -212,6 +221,48 @@ func Run(ctx context.Context, in Inputs, src Sources) (*Report, error) {
 		obs.UnreadErr = err
 	}
 	return Diagnose(in, obs), nil
+}
+
+// SessionWatch is how long the doctor watches a member that sat idle while
+// the others committed: past flecht's default group session (10 s), so a
+// member that stopped without leaving is seen dropped, and one that stays
+// is seen heartbeating.
+const (
+	SessionWatch = 12 * time.Second
+	watchStep    = time.Second
+)
+
+// watchIdle watches the members IdleMembers names until each has left the
+// group or SessionWatch has passed: a member whose session lapses had
+// stopped; one that stays heartbeats, so its process runs and its tasks
+// are stuck (or its session is longer than the watch).
+func watchIdle(ctx context.Context, src Sources, req status.Request, obs *Observations) error {
+	idle, busy := status.IdleMembers(obs.First, obs.Second)
+	if len(idle) == 0 || busy == 0 {
+		return nil
+	}
+	obs.Gone = map[string]time.Time{}
+	start := obs.Second.At
+	for obs.Watched < SessionWatch && len(obs.Gone) < len(idle) {
+		if err := src.Sleep(ctx, watchStep); err != nil {
+			return err
+		}
+		now, err := src.Status(ctx, req)
+		if err != nil {
+			return err
+		}
+		present := map[string]bool{}
+		for _, m := range now.Group.Members {
+			present[m.MemberID] = true
+		}
+		for _, m := range idle {
+			if _, seen := obs.Gone[m.MemberID]; !seen && !present[m.MemberID] {
+				obs.Gone[m.MemberID] = now.At
+			}
+		}
+		obs.Watched = max(obs.Watched+watchStep, now.At.Sub(start))
+	}
+	return nil
 }
 
 func anyScraped(scrapes []Scrape) bool {

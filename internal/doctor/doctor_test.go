@@ -681,8 +681,77 @@ func TestDiagnoseLapsingStaticMember(t *testing.T) {
 	}
 	r := Diagnose(Inputs{Stage: st}, Observations{First: first, Second: second, Topics: cleanTopics()})
 	f := findings(r, CheckLag)
-	if len(f) != 1 || f[0].Subject != "c1" || !strings.Contains(f[0].Message, "member c1 (host 10.0.0.1) holds in [1] with lag and committed nothing") ||
+	if len(f) != 1 || f[0].Subject != "c1" || !strings.Contains(f[0].Message, "member c1 (host 10.0.0.1) held in [1] with lag and committed nothing") ||
 		!strings.Contains(f[0].Message, "stopped without leaving the group") || !strings.Contains(f[0].Command, "flecht group leave app --instance c1 --execute") {
 		t.Fatalf("findings %+v", f)
+	}
+}
+
+// Run watches an idle member past flecht's default session: one whose
+// session lapses is named as stopped without leaving, with when it left
+// and which instance did not answer; one that stays is named as
+// heartbeating with stuck tasks. Without an idle member nothing is
+// watched.
+func TestRunWatchesAnIdleMembersSession(t *testing.T) {
+	st := stage(t, countYAML)
+	both := map[string][]int32{"c0": {0}, "c1": {1}}
+	withIDs := func(s *status.Sample) *status.Sample {
+		for i := range s.Group.Members {
+			m := &s.Group.Members[i]
+			m.MemberID, m.InstanceID, m.Host = m.ClientID+"-id", m.ClientID, "10.0.0.1"
+		}
+		return s
+	}
+	run := func(leavesAfter int) (*Report, []string) {
+		t.Helper()
+		now := t0
+		n := 0
+		var calls []string
+		src := Sources{
+			Status: func(context.Context, status.Request) (*status.Sample, error) {
+				n++
+				calls = append(calls, "status")
+				switch {
+				case n == 1:
+					return withIDs(sample(now, "Stable", both, [2]int64{90, 50}, [2]int64{100, 60})), nil
+				case n == 2 || leavesAfter == 0 || n < 2+leavesAfter:
+					return withIDs(sample(now, "Stable", both, [2]int64{180, 50}, [2]int64{185, 75})), nil
+				}
+				return withIDs(sample(now, "PreparingRebalance", map[string][]int32{"c0": {0}}, [2]int64{190, 50}, [2]int64{190, 75})), nil
+			},
+			Topics: func(context.Context, lint.TopicsSpec) (*lint.TopicsReport, error) { return cleanTopics(), nil },
+			Scrape: func(_ context.Context, u string) (*promscrape.Sample, error) {
+				if u == "c1:9464" {
+					return nil, errors.New("connection refused")
+				}
+				return scrape(t, now, healthyMetrics), nil
+			},
+			Sleep: func(_ context.Context, d time.Duration) error { now = now.Add(d); calls = append(calls, "sleep "+d.String()); return nil },
+		}
+		r, err := Run(context.Background(), Inputs{Stage: st, MetricsURLs: []string{"c0:9464", "c1:9464"}, Interval: 10 * time.Second}, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, calls
+	}
+
+	r, calls := run(3)
+	f := findings(r, CheckLag)
+	if len(f) != 1 || f[0].Subject != "c1" || !strings.Contains(f[0].Message, "left the group 3s later when its session lapsed: it had stopped without leaving") ||
+		!strings.Contains(f[0].Message, "no answer from http://c1:9464/metrics") {
+		t.Fatalf("a member whose session lapses: findings %+v", f)
+	}
+	if got := strings.Count(strings.Join(calls, "|"), "status"); got != 5 {
+		t.Errorf("watched with %d status samples, want 2 and 3 until it was gone: %v", got, calls)
+	}
+
+	r, calls = run(0)
+	f = findings(r, CheckLag)
+	if len(f) != 1 || !strings.Contains(f[0].Message, "was still a member 12s later: it heartbeats, so its process runs and its tasks are stuck") ||
+		!strings.Contains(f[0].Command, "flecht group leave app --instance c1 --execute") {
+		t.Fatalf("a member that stays: findings %+v", f)
+	}
+	if got := strings.Count(strings.Join(calls, "|"), "status"); got != 2+int(SessionWatch/watchStep) {
+		t.Errorf("watched with %d status samples, want 2 and %d: %v", got, SessionWatch/watchStep, calls)
 	}
 }

@@ -89,16 +89,11 @@ func (d *diagnosis) lag() {
 	case len(idle) > 0 && busy > 0:
 		// Some members commit, these do not: a static member that stopped
 		// without leaving holds its partitions idle until its session
-		// times out, and looks like any other member meanwhile.
+		// times out, and looks like any other member meanwhile. Run
+		// watched the group to tell the two apart.
+		down := d.unreachable()
 		for _, m := range idle {
-			who := m.ClientID
-			hint := "curl its /readyz; if it is gone, flecht group leave " + shellQuote(d.st.ApplicationID) + " --instance " + shellQuote(m.InstanceID) + " --execute"
-			if m.InstanceID == "" {
-				hint = "curl its /readyz; a dynamic member that is gone leaves once its session times out"
-			}
-			d.finding(CheckLag, who, hint,
-				"member %s (host %s) holds %s with lag and committed nothing in %s while the other members did: it has stopped without leaving the group (its session lapses: a static member stays until it times out, 10 s by default for flecht) or it is stuck",
-				who, m.Host, describeAssigned(m.Assigned), budget.FormatDuration(d.in.Interval))
+			d.idleMember(m, down)
 		}
 	case th != nil && rep.Lag > 0 && th.ConsumedPerSecond == 0 && len(d.obs.Second.Group.Members) > 0:
 		if d.obs.Unread != nil && !*d.obs.Unread {
@@ -116,6 +111,49 @@ func (d *diagnosis) lag() {
 			first.Lag, rep.Lag, budget.FormatDuration(d.in.Interval), tasksOf(d.obs.Second))
 	}
 	d.done(CheckLag, before, detail)
+}
+
+// idleMember finds member m idle while the others committed, and says
+// what the watch after the samples showed: its session lapsed (it had
+// stopped without leaving) or it stayed (it heartbeats: running but
+// stuck, or a session longer than the watch).
+func (d *diagnosis) idleMember(m kafkax.GroupMember, unreachable []string) {
+	who := m.ClientID
+	held := fmt.Sprintf("member %s (host %s) held %s with lag and committed nothing in %s while the other members did",
+		who, m.Host, describeAssigned(m.Assigned), budget.FormatDuration(d.in.Interval))
+	down := ""
+	if len(unreachable) > 0 {
+		down = "; no answer from " + strings.Join(unreachable, ", ")
+	}
+	if at, gone := d.obs.Gone[m.MemberID]; gone {
+		d.finding(CheckLag, who, "find out why the instance with client id "+who+" stopped (a crash, an eviction); for a scale-down, stop it with --leave-group or run: flecht group leave "+shellQuote(d.st.ApplicationID)+" --instance <id> --execute",
+			"%s, and left the group %s later when its session lapsed: it had stopped without leaving, and the others have its partitions now%s",
+			held, budget.FormatDuration(at.Sub(d.obs.Second.At).Round(time.Second)), down)
+		return
+	}
+	hint := "curl its /readyz and /healthz (a stalled task fails /healthz); if it is gone, flecht group leave " + shellQuote(d.st.ApplicationID) + " --instance " + shellQuote(m.InstanceID) + " --execute"
+	if m.InstanceID == "" {
+		hint = "curl its /readyz and /healthz (a stalled task fails /healthz); a dynamic member that is gone leaves once its session times out"
+	}
+	if d.obs.Watched > 0 {
+		d.finding(CheckLag, who, hint,
+			"%s, and was still a member %s later: it heartbeats, so its process runs and its tasks are stuck (or its session is longer than %s, past flecht's default of 10 s)%s",
+			held, budget.FormatDuration(d.obs.Watched.Round(time.Second)), budget.FormatDuration(d.obs.Watched.Round(time.Second)), down)
+		return
+	}
+	d.finding(CheckLag, who, hint,
+		"%s: it has stopped without leaving the group (its session lapses: a static member stays until it times out, 10 s by default for flecht) or it is stuck%s", held, down)
+}
+
+// unreachable are the metrics endpoints that did not answer.
+func (d *diagnosis) unreachable() []string {
+	var out []string
+	for _, s := range d.obs.Scrapes {
+		if s.Err != nil {
+			out = append(out, s.URL)
+		}
+	}
+	return out
 }
 
 // standingLag are the ranges of a transformer's input partitions whose lag
