@@ -726,7 +726,11 @@ func TestRunWatchesAnIdleMembersSession(t *testing.T) {
 				}
 				return scrape(t, now, healthyMetrics), nil
 			},
-			Sleep: func(_ context.Context, d time.Duration) error { now = now.Add(d); calls = append(calls, "sleep "+d.String()); return nil },
+			Sleep: func(_ context.Context, d time.Duration) error {
+				now = now.Add(d)
+				calls = append(calls, "sleep "+d.String())
+				return nil
+			},
 		}
 		r, err := Run(context.Background(), Inputs{Stage: st, MetricsURLs: []string{"c0:9464", "c1:9464"}, Interval: 10 * time.Second}, src)
 		if err != nil {
