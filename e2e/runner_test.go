@@ -123,12 +123,14 @@ func chaosKill(t *testing.T, app, in string, total int, start func() *proc, afte
 // output is exactly once.
 func TestRunnerZombieFenced(t *testing.T) {
 	const (
-		total      = 60_000
+		chunk      = 60_000
 		keys       = 300
 		partitions = 6
 	)
 	app, in, out := runnerTopics(t, partitions)
-	want := produceInputs(t, inputProducer(t), in, partitions, 0, total, keys, 60)
+	prod := inputProducer(t)
+	total := chunk
+	want := produceInputs(t, prod, in, partitions, 0, total, keys, 60)
 	stageFile := countStage(t, app, in, out, "crash", 200)
 	adm := admin(t)
 
@@ -170,7 +172,7 @@ func TestRunnerZombieFenced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		late := attempt >= attempts || c > total*3/4
+		late := attempt >= attempts
 		if len(pending) > 0 || (len(open) > 0 && late) {
 			break
 		}
@@ -178,6 +180,14 @@ func TestRunnerZombieFenced(t *testing.T) {
 			t.Fatalf("could not freeze A while a transaction was open in %d attempts", attempt)
 		}
 		a.signal(syscall.SIGCONT)
+		if c > int64(total)*3/4 {
+			// A is close to the end: more input, so that it keeps
+			// transactions open for the next attempts.
+			for id, v := range produceInputs(t, prod, in, partitions, total, total+chunk, keys, 60) {
+				want[id] = v
+			}
+			total += chunk
+		}
 	}
 	frozenAt, err := committed(testCtx(t, 10*time.Second), adm, app, in)
 	if err != nil {
@@ -237,7 +247,7 @@ func TestRunnerZombieFenced(t *testing.T) {
 	if !a.exited() {
 		live = append(live, a)
 	}
-	waitCommitted(t, adm, app, in, total, 3*time.Minute, live...)
+	waitCommitted(t, adm, app, in, int64(total), 3*time.Minute, live...)
 	for _, p := range live {
 		p.stop()
 	}

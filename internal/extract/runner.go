@@ -317,20 +317,36 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 }
 
 // onRevoked stops the cycle in flight (its open pages abort) before the
-// tokens go, so the next owner finds no transaction of ours still open.
-// The tokens are removed in the same critical section that found no cycle
-// running, so a cycle starting meanwhile can never pick up a closed token.
+// revoked tokens go, so the next owner finds no transaction of ours still
+// open. The tokens are removed in the same critical section that found no
+// cycle running, so a cycle starting meanwhile can never pick up a closed
+// token. Under the cooperative assignment the member keeps its other
+// tokens, and a cycle stopped mid-page leaves their last transaction's
+// outcome unknown (a commit cut short may have landed): they restart,
+// fenced anew and brought up to their changelog, as after a retriable
+// failure. A session's end with nothing revoked (every cooperative
+// rebalance) stops nothing.
 func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if !kafkax.AnyPartition(revoked) {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	stopped := false
 	for r.cycleCancel != nil {
 		cancel, done := r.cycleCancel, r.cycleDone
 		r.mu.Unlock()
 		cancel()
 		<-done
 		r.mu.Lock()
+		stopped = true
 	}
 	r.held.Revoke(revoked)
+	if stopped {
+		for _, t := range r.held.Held() {
+			r.held.Restart(t)
+		}
+	}
 	r.obs.TokensAssigned.Set(float64(r.held.Len()))
 }
 

@@ -321,6 +321,39 @@ func TestRunnerReplicasSplitTokensAndHandOver(t *testing.T) {
 	f.exactlyOnce(configs)
 }
 
+// Rebalances while every token is mid-page: B joins (A keeps two tokens and
+// revokes two, its cycle cut short) and leaves (A gains them back, its
+// session ending with nothing revoked), again and again. A's kept tokens
+// never repeat or skip a page: every item once.
+func TestRunnerExactlyOnceAcrossCooperativeRebalances(t *testing.T) {
+	configs := map[string]int{}
+	per := map[int32]int{}
+	for i := 0; len(configs) < 8; i++ {
+		key := fmt.Sprintf("feed%d", i)
+		if tk := kafkax.Partition([]byte(key), 4); per[tk] < 2 {
+			per[tk]++
+			configs[key] = 4000
+		}
+	}
+	f := newEngineFixture(t, 4, configs)
+	a := f.start("replica-a")
+	f.wait("A holding every token", func() bool { return metrics.Value(a.obs.TokensAssigned) == 4 })
+	for round := range 4 {
+		b := f.start("replica-b")
+		f.wait("the tokens split", func() bool {
+			ta, tb := metrics.Value(a.obs.TokensAssigned), metrics.Value(b.obs.TokensAssigned)
+			return ta == 2 && tb == 2
+		})
+		b.stop(t)
+		f.wait("A holding every token again", func() bool { return metrics.Value(a.obs.TokensAssigned) == 4 })
+		if f.finished(configs) {
+			t.Fatalf("every item written after %d rounds: the rebalances did not land mid-run", round+1)
+		}
+	}
+	f.wait("every item", func() bool { return f.finished(configs) })
+	f.exactlyOnce(configs)
+}
+
 // A suspended config is held in the store but not polled, and is polled
 // again once its record says suspended: false; a tombstoned config is
 // polled no more while the others go on.

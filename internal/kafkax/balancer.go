@@ -218,3 +218,15 @@ func balanceTasks(b *kgo.ConsumerBalancer, plan *kgo.BalancePlan, topics []strin
 		}
 	}
 }
+
+// AnyPartition reports whether parts names a partition: under a
+// cooperative assignment every session's end calls the revoke callback,
+// mostly with nothing revoked.
+func AnyPartition(parts map[string][]int32) bool {
+	for _, ps := range parts {
+		if len(ps) > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -8,6 +8,7 @@
 package lease
 
 import (
+	"slices"
 	"context"
 	"fmt"
 	"log/slog"
@@ -320,6 +321,16 @@ func (s *Set) StartEligible(ctx context.Context, eligible func(n int32) bool, st
 func (s *Set) Get(n int32) (*Lease, bool) {
 	l, ok := s.held[n]
 	return l, ok
+}
+
+// Held returns the numbers of the leases held, in order.
+func (s *Set) Held() []int32 {
+	out := make([]int32, 0, len(s.held))
+	for p := range s.held {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Len is the number of leases held.

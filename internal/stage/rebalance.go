@@ -39,6 +39,9 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 // every task. A commit that fails here is aborted (onTaskError says what
 // else it means).
 func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if !kafkax.AnyPartition(revoked) {
+		return // a cooperative session's end that revoked nothing
+	}
 	r.endTasks(revoked, endFinish)
 	r.log.Info("partitions revoked", "partitions", kafkax.FormatPartitions(revoked))
 }
