@@ -8,10 +8,10 @@
 package lease
 
 import (
-	"slices"
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
