@@ -176,6 +176,11 @@ func TestRevokeCommitsOnlyTheTasksThatMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 60*time.Second, "A to hold every task", func() bool { return metrics.Value(a.obs.TasksAssigned) == 4 })
+	// B's stop committed what it read; A reads the rest of B's partitions
+	// from there, and its stop commits them.
+	waitFor(t, 30*time.Second, "every input read", func() bool {
+		return metrics.Value(a.obs.MessagesIn)+metrics.Value(b.obs.MessagesIn) == 160
+	})
 	if err := a.stop(t); err != nil {
 		t.Fatal(err)
 	}

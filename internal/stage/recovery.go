@@ -113,7 +113,7 @@ func (r *Runner) onTaskError(n int32, err error, committed, revoked bool) {
 	case class == classFatal:
 		r.fail(err)
 		return
-	case class == classOwnership:
+	case class == classOwnership && !(revoked && generationOnly(err)):
 		r.startOwnerCheck(n, err)
 	case revoked:
 		r.log.Warn("a revoked task could not commit its open transaction; it was aborted, and whoever owns the partition next resumes from its last commit",
@@ -122,6 +122,13 @@ func (r *Runner) onTaskError(n int32, err error, committed, revoked bool) {
 	if !revoked {
 		r.restartTask(n, err, committed, class)
 	}
+}
+
+// generationOnly says the coordinator refused a commit for its group
+// generation alone: the producer was not fenced, so a task revoked with
+// it was handed over by a rebalance, not taken from a zombie.
+func generationOnly(err error) bool {
+	return (errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.RebalanceInProgress)) && !kafkax.Fenced(err)
 }
 
 // restartTask closes task n's lease and schedules its start again. r.mu is

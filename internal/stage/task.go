@@ -329,8 +329,7 @@ func (t *task) startCommit() error {
 		t.timer.Stop()
 		t.timer = nil
 	}
-	gen := t.r.generation()
-	go func() { t.result <- commitResult{err: t.r.commit(t, tx, gen)} }()
+	go func() { t.result <- commitResult{err: t.r.commit(t, tx)} }()
 	return nil
 }
 
@@ -480,7 +479,7 @@ func (t *task) abortAll() {
 // offsets added, EndTxn. It runs on its own goroutine and touches nothing
 // of the task but tx and the producer, which the worker leaves alone until
 // the result arrives.
-func (r *Runner) commit(t *task, tx *txn, gen groupGeneration) error {
+func (r *Runner) commit(t *task, tx *txn) error {
 	ctx, cancel := context.WithTimeout(context.Background(), r.txnTimeout)
 	defer cancel()
 	prod := t.lease.Prod
@@ -494,7 +493,7 @@ func (r *Runner) commit(t *task, tx *txn, gen groupGeneration) error {
 	for topic, off := range tx.offsets {
 		offsets[topic] = map[int32]int64{t.n: off}
 	}
-	if err := commitOffsets(ctx, prod, t.lease.TxnID, r.stage.ApplicationID, gen, offsets); err != nil {
+	if err := commitOffsets(ctx, prod, t.lease.TxnID, r.stage.ApplicationID, r.generation, offsets); err != nil {
 		return fmt.Errorf("task %d: %w", t.n, err)
 	}
 	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {

@@ -36,8 +36,21 @@ type groupGeneration struct {
 	Generation int32
 }
 
-// commitOffsets adds the group's offsets to the producer's open transaction.
-func commitOffsets(ctx context.Context, prod *kgo.Client, txnID, group string, gen groupGeneration, offsets map[string]map[int32]int64) error {
+// generationWait bounds how long a commit the coordinator refused for its
+// generation waits for the consumer to learn the new one: a cooperative
+// rebalance bumps the generation while tasks the member keeps go on
+// committing, and the member hears of it in its JoinGroup response, a
+// moment after the coordinator moved on.
+var generationWait = 5 * time.Second
+
+// commitOffsets adds the group's offsets to the producer's open
+// transaction, sent with the membership gen says now. A commit refused
+// for its generation (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS) is sent
+// again once gen says the member is in a newer one: the transaction is
+// still open and whole, and whether this member may still commit for the
+// task is the producer fence's to say (the next owner fences it before it
+// starts), not the generation's.
+func commitOffsets(ctx context.Context, prod *kgo.Client, txnID, group string, gen func() groupGeneration, offsets map[string]map[int32]int64) error {
 	id, epoch, err := prod.ProducerID(ctx)
 	if err != nil {
 		return fmt.Errorf("producer id: %w", err)
@@ -56,7 +69,8 @@ func commitOffsets(ctx context.Context, prod *kgo.Client, txnID, group string, g
 
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = txnID, group, id, epoch
-	req.Generation, req.MemberID = gen.Generation, gen.MemberID
+	used := gen()
+	req.Generation, req.MemberID = used.Generation, used.MemberID
 	for topic, parts := range offsets {
 		t := kmsg.NewTxnOffsetCommitRequestTopic()
 		t.Topic = topic
@@ -67,20 +81,54 @@ func commitOffsets(ctx context.Context, prod *kgo.Client, txnID, group string, g
 		}
 		req.Topics = append(req.Topics, t)
 	}
-	return retryConcurrent(ctx, func() error {
-		resp, err := req.RequestWith(ctx, prod)
-		if err != nil {
-			return fmt.Errorf("TxnOffsetCommit: %w", err)
-		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					return fmt.Errorf("TxnOffsetCommit %s/%d: %w", t.Topic, p.Partition, err)
+	send := func() error {
+		return retryConcurrent(ctx, func() error {
+			resp, err := req.RequestWith(ctx, prod)
+			if err != nil {
+				return fmt.Errorf("TxnOffsetCommit: %w", err)
+			}
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+						return fmt.Errorf("TxnOffsetCommit %s/%d: %w", t.Topic, p.Partition, err)
+					}
 				}
 			}
+			return nil
+		})
+	}
+	err = send()
+	for range 3 {
+		if !errors.Is(err, kerr.IllegalGeneration) && !errors.Is(err, kerr.RebalanceInProgress) {
+			break
 		}
-		return nil
-	})
+		next, ok := newerGeneration(ctx, gen, used)
+		if !ok {
+			break
+		}
+		used = next
+		req.Generation, req.MemberID = used.Generation, used.MemberID
+		err = send()
+	}
+	return err
+}
+
+// newerGeneration waits up to generationWait for gen to differ from used.
+func newerGeneration(ctx context.Context, gen func() groupGeneration, used groupGeneration) (groupGeneration, bool) {
+	deadline := time.Now().Add(generationWait)
+	for {
+		if g := gen(); g != used && g.Generation >= 0 {
+			return g, true
+		}
+		if time.Now().After(deadline) {
+			return used, false
+		}
+		select {
+		case <-ctx.Done():
+			return used, false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // endEmptyTransaction commits a transaction that holds only offsets: franz-go
