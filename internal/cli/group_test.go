@@ -40,14 +40,7 @@ func TestGroupLeaveRemovesAStoppedStaticMember(t *testing.T) {
 		}
 		return g.Members
 	}
-	for deadline := time.Now().Add(30 * time.Second); len(members()) == 0 || len(members()[0].Assigned) == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the member never joined")
-		}
-		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		member.PollRecords(pctx, 1)
-		pcancel()
-	}
+	devenvtest.Joined(t, member)
 	member.Close() // a static member does not leave on close
 	if m := members(); len(m) != 1 || m[0].InstanceID != "count-2" {
 		t.Fatalf("after the stop: %+v", m)

@@ -269,19 +269,26 @@ func TestRunnerResumesFromTheChangelog(t *testing.T) {
 	f.exactlyOnce(configs)
 }
 
-// Two replicas on a config topic of 4 partitions split the 8 configs by
-// token, each config polled by one replica only; when one stops, the other
-// takes its tokens over and finishes its configs, every item once.
-func TestRunnerReplicasSplitTokensAndHandOver(t *testing.T) {
+// twoPerToken names 8 configs, two on each of 4 tokens (token =
+// murmur2(key) % 4), each with items items.
+func twoPerToken(items int) map[string]int {
 	configs := map[string]int{}
 	per := map[int32]int{}
 	for i := 0; len(configs) < 8; i++ {
 		key := fmt.Sprintf("feed%d", i)
 		if tk := kafkax.Partition([]byte(key), 4); per[tk] < 2 {
 			per[tk]++
-			configs[key] = 1500
+			configs[key] = items
 		}
 	}
+	return configs
+}
+
+// Two replicas on a config topic of 4 partitions split the 8 configs by
+// token, each config polled by one replica only; when one stops, the other
+// takes its tokens over and finishes its configs, every item once.
+func TestRunnerReplicasSplitTokensAndHandOver(t *testing.T) {
+	configs := twoPerToken(1500)
 	f := newEngineFixture(t, 4, configs)
 	a, b := f.start("replica-a"), f.start("replica-b")
 	f.wait("the tokens split", func() bool {
@@ -326,15 +333,7 @@ func TestRunnerReplicasSplitTokensAndHandOver(t *testing.T) {
 // session ending with nothing revoked), again and again. A's kept tokens
 // never repeat or skip a page: every item once.
 func TestRunnerExactlyOnceAcrossCooperativeRebalances(t *testing.T) {
-	configs := map[string]int{}
-	per := map[int32]int{}
-	for i := 0; len(configs) < 8; i++ {
-		key := fmt.Sprintf("feed%d", i)
-		if tk := kafkax.Partition([]byte(key), 4); per[tk] < 2 {
-			per[tk]++
-			configs[key] = 4000
-		}
-	}
+	configs := twoPerToken(4000)
 	f := newEngineFixture(t, 4, configs)
 	a := f.start("replica-a")
 	f.wait("A holding every token", func() bool { return metrics.Value(a.obs.TokensAssigned) == 4 })

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -324,14 +325,7 @@ func (s *Set) Get(n int32) (*Lease, bool) {
 }
 
 // Held returns the numbers of the leases held, in order.
-func (s *Set) Held() []int32 {
-	out := make([]int32, 0, len(s.held))
-	for p := range s.held {
-		out = append(out, p)
-	}
-	slices.Sort(out)
-	return out
-}
+func (s *Set) Held() []int32 { return slices.Sorted(maps.Keys(s.held)) }
 
 // Len is the number of leases held.
 func (s *Set) Len() int { return len(s.held) }

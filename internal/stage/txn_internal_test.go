@@ -28,17 +28,7 @@ func TestCommitOffsetsFollowsANewGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 	member := devenvtest.KafkaClient(t, env, kgo.ConsumerGroup("g"), kgo.ConsumeTopics("in"))
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if _, gen := member.GroupMetadata(); gen > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the member never joined")
-		}
-		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		member.PollRecords(pctx, 1)
-		pcancel()
-	}
+	devenvtest.Joined(t, member)
 	current := func() groupGeneration {
 		id, gen := member.GroupMetadata()
 		return groupGeneration{MemberID: id, Generation: gen}

@@ -4,7 +4,9 @@
 package devenvtest
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -39,4 +41,22 @@ func KafkaClient(t testing.TB, env *devenv.Env, opts ...kgo.Opt) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// Joined polls the group member cl until the group has given it a
+// generation (it has joined and synced), failing t after 30 s.
+func Joined(t testing.TB, cl *kgo.Client) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, gen := cl.GroupMetadata(); gen > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("devenv: the group member never joined")
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		cl.PollRecords(ctx, 1)
+		cancel()
+	}
 }
