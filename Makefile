@@ -1,6 +1,7 @@
-# flecht's build and test entry points. `make test` needs Go and promtool
-# (Debian's prometheus package); `make e2e` starts a real Kafka broker
-# (Java + Maven), Mosquitto and Prometheus.
+# flecht's build and test entry points. `make test` needs Go and nothing
+# else (it builds the pinned promtool the alert rules' tests run on);
+# `make e2e` starts a real Kafka broker (Java + Maven), Mosquitto and
+# Prometheus.
 SHELL     := /bin/bash
 # pipefail: the test targets pipe go test through failreport.
 .SHELLFLAGS := -o pipefail -c
@@ -28,12 +29,23 @@ build:
 # each failed test, so the tail of a long log says why it failed.
 FAILREPORT = $(GO) run ./e2e/failreport
 FAILREPORT_BIN = bin/failreport
+
+# PKG=./internal/stage RUN=TestName runs the tests of one package of
+# flecht's module (RUN optional), without the rules' tests.
+PKG ?=
+RUN ?=
+ifeq ($(PKG),)
 test: rules
 	$(GO) build -o $(FAILREPORT_BIN) ./e2e/failreport
 	@set -e; for m in $(GO_MODULES); do \
 	  echo "go test $$m"; \
 	  (cd $$m && $(GO) test -race -count=1 -json ./...) | $(FAILREPORT_BIN) -quiet; \
 	done
+else
+test:
+	$(GO) build -o $(FAILREPORT_BIN) ./e2e/failreport
+	$(GO) test -race -count=1 -json $(if $(RUN),-run '$(RUN)') $(PKG) | $(FAILREPORT_BIN) -quiet
+endif
 
 # The example transform modules, built to WebAssembly in bin/modules: the
 # Go ones with the Go toolchain, tally-as with AssemblyScript (Node.js and
@@ -48,12 +60,16 @@ modules:
 	@echo "module tally-as"; examples/modules/tally-as/build.sh bin/modules/tally-as.wasm
 
 # The Prometheus rules in deploy/prometheus, checked and unit-tested with
-# promtool (Debian's prometheus package ships it; .ci/run installs it).
-PROMTOOL ?= promtool
-rules:
-	@command -v $(PROMTOOL) >/dev/null 2>&1 || { echo "promtool not found: apt-get install prometheus (.ci/run does), or PROMTOOL=/path/to/promtool"; exit 1; }
-	$(PROMTOOL) check rules deploy/prometheus/flecht-rules.yaml
-	cd deploy/prometheus && $(PROMTOOL) test rules flecht-rules.test.yaml
+# promtool at the version tools/promtool pins, built with Go into
+# bin/promtool (the first build takes a few minutes; Go's build cache
+# makes the next ones quick). PROMTOOL=/path/to/promtool uses another.
+PROMTOOL ?= bin/promtool
+PROMTOOL_RUN = $(if $(filter bin/promtool,$(PROMTOOL)),$(CURDIR)/bin/promtool,$(PROMTOOL))
+bin/promtool: tools/promtool/go.mod tools/promtool/go.sum
+	cd tools/promtool && $(GO) build -o ../../bin/promtool github.com/prometheus/prometheus/cmd/promtool
+rules: $(if $(filter bin/promtool,$(PROMTOOL)),bin/promtool)
+	$(PROMTOOL_RUN) check rules deploy/prometheus/flecht-rules.yaml
+	cd deploy/prometheus && $(PROMTOOL_RUN) test rules flecht-rules.test.yaml
 
 # Tests against a real Apache Kafka 4.x broker and a real Mosquitto, and
 # (the TestUpstream* tests) beside the real Python library: flechtwerk and
