@@ -37,7 +37,7 @@ func SplitPath(dotted string) []string {
 // duplicates included. raw must be strictly valid (see DecodeObject).
 func Members(raw []byte) ([]RawMember, error) {
 	if len(raw) == 0 {
-		return nil, nil // an empty value is {} (SPEC §2)
+		return nil, nil // an empty value is {} (docs/contract.md §2)
 	}
 	start, err := rawObjectStart(raw)
 	if err != nil {
@@ -90,7 +90,7 @@ func fieldSpan(raw []byte, path []string) (int, int, error) {
 		return 0, 0, errors.New("empty field path")
 	}
 	if len(raw) == 0 {
-		raw = []byte("{}") // an empty value is {} (SPEC §2)
+		raw = []byte("{}") // an empty value is {} (docs/contract.md §2)
 	}
 	at, err := rawObjectStart(raw)
 	if err != nil {

@@ -159,7 +159,7 @@ func Convert[R AnyRecord](src Reader) R {
 	return as[R](src.record())
 }
 
-// Decode strictly decodes a Kafka record value into R (SPEC §2). A nil value
+// Decode strictly decodes a Kafka record value into R (docs/contract.md §2). A nil value
 // is a tombstone: the record is empty and tombstone is true. Errors are
 // *DecodeError with Part "value".
 func Decode[R AnyRecord](value []byte) (rec R, tombstone bool, err error) {

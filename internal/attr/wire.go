@@ -8,7 +8,7 @@ import (
 )
 
 // DecodeError says which part of a Kafka record would not decode and why.
-// It is the "invalid message" of SPEC §7: the caller routes it to the
+// It is the "invalid message" of docs/contract.md §7: the caller routes it to the
 // crash/skip/dlq policy and never repairs the input.
 type DecodeError struct {
 	Part   string // "key" or "value"

@@ -1,5 +1,5 @@
 // Package budget sizes an MQTT stage's outage budget: how long the bridge
-// may be away before the MQTT broker drops data (SPEC §11),
+// may be away before the MQTT broker drops data (docs/contract.md §11),
 //
 //	budget = min(session_expiry, queue_limit / message_rate)
 //

@@ -21,7 +21,7 @@ import (
 )
 
 // KeysLoadedMetric is the gauge every stage exposes, one series per kid of
-// its installed keyring (SPEC §10).
+// its installed keyring (docs/contract.md §10).
 const KeysLoadedMetric = promscrape.KeysLoadedMetric
 
 // Reader statuses in a keys check.

@@ -60,8 +60,8 @@ func runMany(ctx context.Context, opts *RunOptions) error {
 
 // loadStages loads and checks every stage file before any stage starts.
 // Application ids must differ: each names a group, a changelog, producers
-// and a state directory. And one process holds one MQTT connection (SPEC
-// §5), with --client-id as its client id: two mqtt stages would share that
+// and a state directory. And one process holds one MQTT connection
+// (docs/contract.md §5), with --client-id as its client id: two mqtt stages would share that
 // id, and the broker would hand the session back and forth between them.
 func loadStages(f *Factory, paths []string) ([]*stagefile.Stage, error) {
 	var stages []*stagefile.Stage

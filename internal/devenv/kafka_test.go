@@ -16,7 +16,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 )
 
-// flecht's pages may not outlive a 10-minute transaction (SPEC section 4).
+// flecht's pages may not outlive a 10-minute transaction (docs/contract.md §4).
 const txnTimeout = 10 * time.Minute
 
 func createTopic(t *testing.T, adm *kadm.Client, topic string, partitions int32, configs map[string]*string) {

@@ -13,7 +13,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/stagefile"
 )
 
-// The metrics the checks read (SPEC §10; mqtt_ack_seconds is flecht's).
+// The metrics the checks read (docs/contract.md §10; mqtt_ack_seconds is flecht's).
 const (
 	mStateMax      = "flechtwerk_state_record_max_bytes"
 	mOutMax        = "flechtwerk_message_out_max_bytes"

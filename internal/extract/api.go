@@ -1,4 +1,4 @@
-// Package extract runs extractors (SPEC §4): stages whose only Kafka input
+// Package extract runs extractors (docs/contract.md §4): stages whose only Kafka input
 // is their config topics and which poll an outside source per config. Each
 // page of output commits with its cursor in one transaction of the token's
 // fenced producer, so a crash or a handover re-reads at most the page in

@@ -37,7 +37,7 @@ type Options struct {
 	Health *health.Registry
 }
 
-// TransactionTimeout bounds one page (SPEC §4: a page may not outlive it).
+// TransactionTimeout bounds one page (docs/contract.md §4: a page may not outlive it).
 const TransactionTimeout = 10 * time.Minute
 
 // Runner runs one extractor stage.

@@ -107,7 +107,7 @@ func (c *Cluster) tlsPeer() tlsclient.Peer {
 }
 
 // Opts returns the client options for this cluster. Consumers read
-// read_committed and producers compress with zstd, as SPEC §1 requires of
+// read_committed and producers compress with zstd, as docs/contract.md §1 requires of
 // every flecht client.
 func (c *Cluster) Opts() []kgo.Opt {
 	dial := c.DialTimeout

@@ -4,7 +4,7 @@
 // Kafka: a transactional producer <application_id>-<n>, initialised first so
 // that the previous owner is fenced and its open transaction aborted, and,
 // for a stateful stage, a local store restored from changelog partition n
-// before any work resumes (SPEC §3, §4).
+// before any work resumes (docs/contract.md §3, §4).
 package lease
 
 import (

@@ -7,7 +7,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// specCatalog is SPEC §10: the upstream catalog's names, each with its extra
+// specCatalog is docs/contract.md §10: the upstream catalog's names, each with its extra
 // labels, so that existing dashboards keep working.
 var specCatalog = map[string][]string{
 	"messages_in_total":            {"topic"},
@@ -40,7 +40,7 @@ var specCatalog = map[string][]string{
 	"secret_decrypts_total":        {"scope", "kid"},
 }
 
-// SPEC §10's families are in the catalog, as upstream's, with the labels
+// docs/contract.md §10's families are in the catalog, as upstream's, with the labels
 // the spec gives them.
 func TestCatalogCoversSpec(t *testing.T) {
 	for name, labels := range specCatalog {

@@ -182,7 +182,7 @@ func NewBridge(o Options) (*Bridge, error) {
 	}, nil
 }
 
-// TransactionalID is the bridge's producer identity (SPEC §1).
+// TransactionalID is the bridge's producer identity (docs/contract.md §1).
 func (b *Bridge) TransactionalID() string { return b.app + "-" + b.clientID }
 
 // Run relays until ctx ends (then it commits and ACKs the batch in hand,

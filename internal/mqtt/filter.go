@@ -1,4 +1,4 @@
-// Package mqtt is the MQTT→Kafka bridge (SPEC §5): one persistent MQTT 5
+// Package mqtt is the MQTT→Kafka bridge (docs/contract.md §5): one persistent MQTT 5
 // session per process, shared subscriptions reconciled against the active
 // config records, and every message acknowledged to the MQTT broker only
 // after the Kafka transaction that carries it has committed.

@@ -192,7 +192,7 @@ func value(m *dto.Metric) float64 {
 }
 
 // KeysLoadedMetric is the gauge every stage exposes, one series per kid of
-// its installed keyring (SPEC §10).
+// its installed keyring (docs/contract.md §10).
 const KeysLoadedMetric = "flechtwerk_keyring_keys_loaded"
 
 // KidsLoaded are the kids with a non-zero keyring_keys_loaded series;

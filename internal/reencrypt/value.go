@@ -83,7 +83,7 @@ func lookup(raw []byte, path []string) (val []byte, found bool, problem string) 
 	cur := raw
 	for depth, seg := range path {
 		if len(cur) == 0 {
-			cur = []byte("{}") // an empty value is {} (SPEC §2)
+			cur = []byte("{}") // an empty value is {} (docs/contract.md §2)
 		}
 		if cur[0] != '{' {
 			return nil, false, ""

@@ -158,7 +158,7 @@ func compactSegments(tok, scheme, envelope string, n int) ([]string, error) {
 	return segs, nil
 }
 
-// acceptHeader is the keyless acceptance rule (SPEC §9, §9a): the members
+// acceptHeader is the keyless acceptance rule (docs/contract.md §9): the members
 // alg, enc, kid, flenc_scope, epk (and typ, cty, tolerated); zip, crit,
 // apu, apv and any other member rejected; then alg names the profile the
 // rest must match exactly: dir + A256GCM without epk, or ECDH-ES+A256KW +

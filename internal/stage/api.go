@@ -2,7 +2,7 @@
 // runner in this package, which owns everything exactly-once needs: tasks
 // per input partition with fenced transactional producers, state restored
 // from the changelog, and per task one transaction per commit interval
-// carrying outputs, state and input offsets (SPEC §3).
+// carrying outputs, state and input offsets (docs/contract.md §3).
 package stage
 
 import (
@@ -65,7 +65,7 @@ type Emit interface {
 	State(s attr.State)
 }
 
-// Configs looks up config records by wire key (SPEC §6). Lookups are
+// Configs looks up config records by wire key (docs/contract.md §6). Lookups are
 // eventually consistent and outside any task transaction.
 type Configs interface {
 	Get(key string) (attr.Config, bool)
@@ -97,7 +97,7 @@ type RawTransformer interface {
 }
 
 // InvalidRecordError rejects one input record as invalid. The runner
-// routes it through the invalid_messages policy (SPEC §7) exactly like a
+// routes it through the invalid_messages policy (docs/contract.md §7) exactly like a
 // record that does not decode: crash stops the stage, skip and dlq drop
 // what the call emitted and go on inside the same transaction. Reason
 // needs no location: the runner adds topic, partition and offset.

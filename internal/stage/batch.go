@@ -151,7 +151,7 @@ type decoded struct {
 }
 
 // decode turns a record into what the transformer sees and its state key,
-// or names why it cannot (an invalid message, SPEC §7).
+// or names why it cannot (an invalid message, docs/contract.md §7).
 func (r *Runner) decode(rec *kgo.Record) (decoded, string) {
 	key, err := attr.DecodeKey(rec.Key)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/metrics"
 )
 
-// ConfigStore is the per-process table of config records (SPEC §6): every
+// ConfigStore is the per-process table of config records (docs/contract.md §6): every
 // partition of every config topic, read without a group, bootstrapped to
 // the end offsets captured at startup, then drained each cycle. The latest
 // value per wire key wins; a null, empty or {} value removes it

@@ -12,7 +12,7 @@ import (
 )
 
 // invalid applies the stage's invalid_messages policy to a record that
-// cannot be processed (SPEC §7). skip and dlq return nil and the batch goes
+// cannot be processed (docs/contract.md §7). skip and dlq return nil and the batch goes
 // on (the offset commits with it; a dead letter joins the same
 // transaction); crash returns the error that stops the stage. The outcome
 // label is upstream's: crash counts as raised, skip as skipped, and dlq as

@@ -176,7 +176,7 @@ func NewRunner(o Options) *Runner {
 	}
 }
 
-// taskCompression is zstd (SPEC §1) at its fastest level for the task
+// taskCompression is zstd (docs/contract.md §1) at its fastest level for the task
 // producers: a task writes every input again, so encoding is per-record
 // CPU, and the fastest level also keeps each encoder's tables small.
 func taskCompression() kgo.Opt {

@@ -542,7 +542,7 @@ func header(r *kgo.Record, key string) string {
 	return ""
 }
 
-// A tombstone is a valid record (SPEC §2) even when the state key reads
+// A tombstone is a valid record (docs/contract.md §2) even when the state key reads
 // the value it lacks: the transformer gets it with an empty state and no
 // state key, so under the default crash policy it neither crash-loops the
 // stage nor touches anyone's state.

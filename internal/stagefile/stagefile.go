@@ -30,7 +30,7 @@ const (
 	KindMQTT        = "mqtt"
 )
 
-// Invalid-message policies (SPEC §7).
+// Invalid-message policies (docs/contract.md §7).
 const (
 	InvalidCrash = "crash"
 	InvalidSkip  = "skip"
@@ -522,18 +522,18 @@ func (s *Stage) SessionExpiry() time.Duration {
 	return time.Duration(s.MQTT.SessionExpiry)
 }
 
-// ChangelogTopic is the stage's changelog topic name (SPEC §1).
+// ChangelogTopic is the stage's changelog topic name (docs/contract.md §1).
 func (s *Stage) ChangelogTopic() string { return ChangelogTopic(s.ApplicationID) }
 
-// ChangelogTopic names the changelog of an application (SPEC §1).
+// ChangelogTopic names the changelog of an application (docs/contract.md §1).
 func ChangelogTopic(applicationID string) string { return applicationID + "-changelog" }
 
-// TransactionalID names the producer of task or token n (SPEC §1).
+// TransactionalID names the producer of task or token n (docs/contract.md §1).
 func TransactionalID(applicationID string, n int32) string {
 	return fmt.Sprintf("%s-%d", applicationID, n)
 }
 
-// DLQTopic names the dead-letter topic of a source topic (SPEC §1).
+// DLQTopic names the dead-letter topic of a source topic (docs/contract.md §1).
 func DLQTopic(topic string) string { return topic + ".dlq" }
 
 // SecretMode is how a secret field is stored, after the upstream codec

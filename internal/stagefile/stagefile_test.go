@@ -26,7 +26,7 @@ func TestExampleParses(t *testing.T) {
 		t.Fatalf("options: %+v %v", opts, err)
 	}
 	if s.ChangelogTopic() != "sensors-count-changelog" || TransactionalID(s.ApplicationID, 3) != "sensors-count-3" || DLQTopic("raw") != "raw.dlq" {
-		t.Error("names differ from SPEC §1")
+		t.Error("names differ from docs/contract.md §1")
 	}
 }
 

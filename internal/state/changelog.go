@@ -18,7 +18,7 @@ import (
 // ChangelogRecord is the record that persists one state change of the task
 // for partition p: key = state key, value = the state object's JSON, nil for
 // a delete (a tombstone). It goes to partition p explicitly, never by key
-// hash: a task's state lives in its own changelog partition (SPEC §3).
+// hash: a task's state lives in its own changelog partition (docs/contract.md §3).
 func ChangelogRecord(topic string, p int32, key string, value []byte) *kgo.Record {
 	return &kgo.Record{Topic: topic, Partition: p, Key: []byte(key), Value: value}
 }

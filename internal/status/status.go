@@ -36,7 +36,7 @@ type Request struct {
 	// known).
 	Kind string
 	// ClientIDs name MQTT bridge instances: their transactional IDs are
-	// APP-<client_id> (SPEC §1).
+	// APP-<client_id> (docs/contract.md §1).
 	ClientIDs []string
 	// MetricsURLs are the instances' metrics endpoints: each sample
 	// scrapes them once to tell which module each runs.
@@ -48,7 +48,7 @@ type Request struct {
 }
 
 // OwnsTransactionalID reports whether a transactional ID is the stage's
-// (SPEC §1): APP-<n> of a task or an extractor token, APP-<client_id> of a
+// (docs/contract.md §1): APP-<n> of a task or an extractor token, APP-<client_id> of a
 // bridge instance named in ClientIDs, and, for an MQTT bridge whose client
 // ids were not given, any APP-<suffix>. A bare prefix match would claim the
 // IDs of another application whose id begins with APP- (a5-count-1 is task

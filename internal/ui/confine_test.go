@@ -10,8 +10,8 @@ import (
 	"testing"
 )
 
-// DESIGN.md confines the terminal styling libraries to internal/ui and
-// cobra to internal/cli, so a change of either touches one package.
+// The terminal styling libraries stay in internal/ui and cobra in
+// internal/cli, so that a change of either touches one package.
 func TestLibrariesStayInTheirPackage(t *testing.T) {
 	confined := map[string]string{
 		"github.com/charmbracelet/": "internal/ui",
