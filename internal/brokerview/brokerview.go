@@ -200,10 +200,6 @@ func transactionalIDs(o Options, owned map[string][]int32) []string {
 
 type txn struct{ open, timeout time.Duration }
 
-// pendingStates are a transaction's states between its begin and its
-// markers.
-var pendingStates = map[string]bool{"Ongoing": true, "PrepareCommit": true, "PrepareAbort": true, "PrepareEpochFence": true}
-
 // transactions describes ids; an ID the coordinator does not know (never
 // used yet) is left out.
 func transactions(ctx context.Context, adm *kadm.Client, ids []string, now time.Time) (map[string]txn, error) {
@@ -225,7 +221,7 @@ func transactions(ctx context.Context, adm *kadm.Client, ids []string, now time.
 			continue
 		}
 		t := txn{timeout: time.Duration(d.TimeoutMillis) * time.Millisecond}
-		if pendingStates[d.State] && d.StartTimestamp > 0 {
+		if kafkax.TransactionPending(d.State) && d.StartTimestamp > 0 {
 			t.open = max(now.Sub(time.UnixMilli(d.StartTimestamp)), 0)
 		}
 		out[id] = t

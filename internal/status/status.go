@@ -135,9 +135,6 @@ type PendingTransaction struct {
 	Partitions []string `json:"partitions"`
 }
 
-// Pending transaction states: everything between begin and the markers.
-var pendingStates = map[string]bool{"Ongoing": true, "PrepareCommit": true, "PrepareAbort": true, "PrepareEpochFence": true}
-
 // Take samples the stage now, scraping Request.MetricsURLs when given.
 func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
 	adm := kadm.NewClient(cl)
@@ -369,7 +366,7 @@ func takeTransactions(ctx context.Context, adm *kadm.Client, req Request) Transa
 	tx.Supported = true
 	var ids []string
 	for id, l := range listed {
-		if req.OwnsTransactionalID(id) && pendingStates[l.State] {
+		if req.OwnsTransactionalID(id) && kafkax.TransactionPending(l.State) {
 			ids = append(ids, id)
 		}
 	}
@@ -384,7 +381,7 @@ func takeTransactions(ctx context.Context, adm *kadm.Client, req Request) Transa
 	for _, id := range ids {
 		pt := PendingTransaction{TransactionalID: id, State: listed[id].State, ProducerID: listed[id].ProducerID, Partitions: []string{}}
 		if d, ok := described[id]; ok && d.Err == nil {
-			if !pendingStates[d.State] {
+			if !kafkax.TransactionPending(d.State) {
 				continue // ended between the two requests
 			}
 			pt.State, pt.ProducerID, pt.ProducerEpoch, pt.TimeoutMillis = d.State, d.ProducerID, d.ProducerEpoch, d.TimeoutMillis
