@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lint"
 	"github.com/flecht-dev/flecht/internal/promscrape"
 	"github.com/flecht-dev/flecht/internal/stagefile"
@@ -153,6 +154,17 @@ type Sources struct {
 	// Unread reports whether any of the ranges [from, to) of the input
 	// partitions holds a record a read_committed reader would read.
 	Unread func(ctx context.Context, ranges map[status.TP][2]int64) (bool, error)
+	// Group describes the stage's group: who is a member now.
+	Group func(ctx context.Context, app string) (*kafkax.Group, error)
+	// Now is the clock the watch of an idle member reads (nil: time.Now).
+	Now func() time.Time
+}
+
+func (s Sources) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 // Request is the status request for a stage: a transformer's inputs, an
@@ -247,20 +259,21 @@ func watchIdle(ctx context.Context, src Sources, req status.Request, obs *Observ
 		if err := src.Sleep(ctx, watchStep); err != nil {
 			return err
 		}
-		now, err := src.Status(ctx, req)
+		g, err := src.Group(ctx, req.ApplicationID)
 		if err != nil {
 			return err
 		}
+		at := src.now()
 		present := map[string]bool{}
-		for _, m := range now.Group.Members {
+		for _, m := range g.Members {
 			present[m.MemberID] = true
 		}
 		for _, m := range idle {
 			if _, seen := obs.Gone[m.MemberID]; !seen && !present[m.MemberID] {
-				obs.Gone[m.MemberID] = now.At
+				obs.Gone[m.MemberID] = at
 			}
 		}
-		obs.Watched = max(obs.Watched+watchStep, now.At.Sub(start))
+		obs.Watched = max(obs.Watched+watchStep, at.Sub(start))
 	}
 	return nil
 }

@@ -711,14 +711,22 @@ func TestRunWatchesAnIdleMembersSession(t *testing.T) {
 			Status: func(context.Context, status.Request) (*status.Sample, error) {
 				n++
 				calls = append(calls, "status")
-				switch {
-				case n == 1:
+				if n == 1 {
 					return withIDs(sample(now, "Stable", both, [2]int64{90, 50}, [2]int64{100, 60})), nil
-				case n == 2 || leavesAfter == 0 || n < 2+leavesAfter:
-					return withIDs(sample(now, "Stable", both, [2]int64{180, 50}, [2]int64{185, 75})), nil
 				}
-				return withIDs(sample(now, "PreparingRebalance", map[string][]int32{"c0": {0}}, [2]int64{190, 50}, [2]int64{190, 75})), nil
+				return withIDs(sample(now, "Stable", both, [2]int64{180, 50}, [2]int64{185, 75})), nil
 			},
+			// The watch after the samples: the idle member is gone from
+			// the leavesAfter-th look on (never with 0).
+			Group: func(context.Context, string) (*kafkax.Group, error) {
+				n++
+				calls = append(calls, "group")
+				if leavesAfter == 0 || n < 2+leavesAfter {
+					return &withIDs(sample(now, "Stable", both, [2]int64{}, [2]int64{})).Group, nil
+				}
+				return &withIDs(sample(now, "PreparingRebalance", map[string][]int32{"c0": {0}}, [2]int64{}, [2]int64{})).Group, nil
+			},
+			Now:    func() time.Time { return now },
 			Topics: func(context.Context, lint.TopicsSpec) (*lint.TopicsReport, error) { return cleanTopics(), nil },
 			Scrape: func(_ context.Context, u string) (*promscrape.Sample, error) {
 				if u == "c1:9464" {
@@ -745,8 +753,11 @@ func TestRunWatchesAnIdleMembersSession(t *testing.T) {
 		!strings.Contains(f[0].Message, "no answer from http://c1:9464/metrics") {
 		t.Fatalf("a member whose session lapses: findings %+v", f)
 	}
-	if got := strings.Count(strings.Join(calls, "|"), "status"); got != 5 {
-		t.Errorf("watched with %d status samples, want 2 and 3 until it was gone: %v", got, calls)
+	if got := strings.Count(strings.Join(calls, "|"), "status"); got != 2 {
+		t.Errorf("%d status samples, want 2: %v", got, calls)
+	}
+	if got := strings.Count(strings.Join(calls, "|"), "group"); got != 3 {
+		t.Errorf("watched the group %d times, want 3 until it was gone: %v", got, calls)
 	}
 
 	r, calls = run(0)
@@ -755,7 +766,7 @@ func TestRunWatchesAnIdleMembersSession(t *testing.T) {
 		!strings.Contains(f[0].Command, "flecht group leave app --instance c1 --execute") {
 		t.Fatalf("a member that stays: findings %+v", f)
 	}
-	if got := strings.Count(strings.Join(calls, "|"), "status"); got != 2+int(SessionWatch/watchStep) {
-		t.Errorf("watched with %d status samples, want 2 and %d: %v", got, SessionWatch/watchStep, calls)
+	if got := strings.Count(strings.Join(calls, "|"), "group"); got != int(SessionWatch/watchStep) {
+		t.Errorf("watched the group %d times, want %d: %v", got, SessionWatch/watchStep, calls)
 	}
 }

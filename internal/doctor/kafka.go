@@ -162,6 +162,8 @@ func (d *diagnosis) unreachable() []string {
 // stage commits the offset after the last record it read, so a partition
 // written by a transactional producer keeps such a range at rest: the
 // commit or abort markers after its last record, and aborted records.
+// Partitions whose lag status counted are left out: their lag is records
+// only, and a range of markers alone counts 0.
 func standingLag(st *stagefile.Stage, first, second *status.Sample) map[status.TP][2]int64 {
 	if st.Kind != stagefile.KindTransformer || first == nil || second == nil {
 		return nil
@@ -174,6 +176,9 @@ func standingLag(st *stagefile.Stage, first, second *status.Sample) map[status.T
 	}
 	out := map[status.TP][2]int64{}
 	for tp, end := range second.Ends {
+		if _, counted := second.Unread[tp]; counted {
+			continue // status read it already: its lag holds records only
+		}
 		f := from(second, tp)
 		if _, seen := first.Ends[tp]; seen && end > f && from(first, tp) == f {
 			out[tp] = [2]int64{f, end}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
@@ -31,6 +32,9 @@ func ClusterSources(cl *kgo.Client, hc *http.Client) Sources {
 		Scrape: func(ctx context.Context, u string) (*promscrape.Sample, error) { return promscrape.Scrape(ctx, hc, u) },
 		Unread: func(ctx context.Context, ranges map[status.TP][2]int64) (bool, error) {
 			return unread(ctx, cl, ranges)
+		},
+		Group: func(ctx context.Context, app string) (*kafkax.Group, error) {
+			return kafkax.DescribeGroup(ctx, kadm.NewClient(cl), app)
 		},
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			select {

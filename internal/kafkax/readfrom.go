@@ -126,11 +126,30 @@ func ReadFrom(ctx context.Context, cl *kgo.Client, topics []string, start StartF
 // gone, and a caller resuming from from must know. It returns the records
 // read.
 func ReadRange(ctx context.Context, cl *kgo.Client, tp TopicPartition, topicID [16]byte, from, end int64, fn func(*kgo.Record) error) (int, error) {
-	if from >= end {
+	return ReadRanges(ctx, cl, []Range{{TP: tp, TopicID: topicID, From: from, End: end}}, fn)
+}
+
+// Range is a stretch [From, End) of one partition whose topic ID is known.
+type Range struct {
+	TP      TopicPartition
+	TopicID [16]byte
+	From    int64
+	End     int64
+}
+
+// ReadRanges is ReadRange over several partitions in one read: their
+// leaders are read concurrently, fn is never called concurrently.
+func ReadRanges(ctx context.Context, cl *kgo.Client, ranges []Range, fn func(*kgo.Record) error) (int, error) {
+	var work []*partitionCursor
+	for _, r := range ranges {
+		if r.From < r.End {
+			work = append(work, &partitionCursor{tp: r.TP, topicID: r.TopicID, next: r.From, end: r.End, strict: true})
+		}
+	}
+	if len(work) == 0 {
 		return 0, nil
 	}
-	c := &partitionCursor{tp: tp, topicID: topicID, next: from, end: end, strict: true}
-	return readCursors(ctx, cl, kadm.NewClient(cl), []*partitionCursor{c}, fn)
+	return readCursors(ctx, cl, kadm.NewClient(cl), work, fn)
 }
 
 // readCursors reads every cursor to its end, round after round while

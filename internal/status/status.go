@@ -244,7 +244,8 @@ func countUnread(ctx context.Context, cl *kgo.Client, adm *kadm.Client, s *Sampl
 	if err != nil {
 		return nil, fmt.Errorf("listing last stable offsets: %w", err)
 	}
-	out := map[TP]int64{}
+	var ranges []kafkax.Range
+	after := map[TP]int64{} // records of open transactions, past the stable offset
 	left := int64(countTotal)
 	for _, t := range s.Inputs {
 		for _, p := range s.Partitions[t] {
@@ -260,15 +261,23 @@ func countUnread(ctx context.Context, cl *kgo.Client, adm *kadm.Client, s *Sampl
 				continue
 			}
 			left -= dist
-			n, err := kafkax.ReadRange(ctx, cl, tp, details[t].ID, from, upto, func(*kgo.Record) error { return nil })
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				continue // retention passed the position meanwhile: the offsets will do
-			}
-			out[tp] = int64(n) + end - upto
+			ranges = append(ranges, kafkax.Range{TP: tp, TopicID: details[t].ID, From: from, End: upto})
+			after[tp] = end - upto
 		}
+	}
+	counted := map[TP]int64{}
+	if _, err := kafkax.ReadRanges(ctx, cl, ranges, func(r *kgo.Record) error {
+		counted[TP{Topic: r.Topic, Partition: r.Partition}]++
+		return nil
+	}); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return map[TP]int64{}, nil // retention passed a position meanwhile: the offsets will do
+	}
+	out := make(map[TP]int64, len(after))
+	for tp, open := range after {
+		out[tp] = counted[tp] + open
 	}
 	return out, nil
 }
