@@ -52,7 +52,10 @@ type StatusOptions struct {
 
 const statusLong = `One view of a stage: its consumer group (state, members and the
 partitions assigned to each), per input partition the committed offset, the
-end offset and the lag, its changelog topic (partitions, the offsets it
+end offset and the lag (the records a read_committed reader has yet to
+read: transaction markers and aborted records are not lag; a partition
+over 10,000 offsets behind shows the offset distance, marked ≤), its
+changelog topic (partitions, the offsets it
 spans, bytes on disk), the throughput between two samples --interval apart,
 and the open transactions of its transactional IDs where the broker lists
 them: APP-<n> of its tasks or extractor tokens, and APP-<client_id> of the
