@@ -30,7 +30,7 @@ build:
 FAILREPORT = $(GO) run ./e2e/failreport
 FAILREPORT_BIN = bin/failreport
 
-# PKG=./internal/stage RUN=TestName runs the tests of one package of
+# PKG=./internal/transformer RUN=TestName runs the tests of one package of
 # flecht's module (RUN optional), without the rules' tests.
 PKG ?=
 RUN ?=

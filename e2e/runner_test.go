@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
-	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/transformer"
 )
 
 // The transformer runner's exactly-once proofs (issue 4) on the real
@@ -518,13 +518,13 @@ func TestRunnerInvalidMessages(t *testing.T) {
 			if string(d.Value) != string(bad) || string(d.Key) != "k" {
 				t.Errorf("dead letter key %q value %q, want the original bytes", d.Key, d.Value)
 			}
-			if h[stage.HeaderDLQTopic] != in || h[stage.HeaderDLQPartition] != "0" || h[stage.HeaderDLQOffset] != "5" || h[stage.HeaderDLQError] == "" {
+			if h[transformer.HeaderDLQTopic] != in || h[transformer.HeaderDLQPartition] != "0" || h[transformer.HeaderDLQOffset] != "5" || h[transformer.HeaderDLQError] == "" {
 				t.Errorf("dead letter headers %v", h)
 			}
-			if ts, err := time.Parse(time.RFC3339Nano, h[stage.HeaderDLQTime]); err != nil || time.Since(ts) > 10*time.Minute {
-				t.Errorf("dead letter time %q: %v", h[stage.HeaderDLQTime], err)
+			if ts, err := time.Parse(time.RFC3339Nano, h[transformer.HeaderDLQTime]); err != nil || time.Since(ts) > 10*time.Minute {
+				t.Errorf("dead letter time %q: %v", h[transformer.HeaderDLQTime], err)
 			}
-			t.Logf("dlq: %s error=%q", in+".dlq", h[stage.HeaderDLQError])
+			t.Logf("dlq: %s error=%q", in+".dlq", h[transformer.HeaderDLQError])
 		})
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // Bindings name the constraint that sets the budget.
@@ -160,7 +162,7 @@ func Compute(in Inputs) *Result {
 				r.QueueLimitSource = "max_queued_bytes / message size"
 			}
 		} else {
-			r.Warnings = append(r.Warnings, fmt.Sprintf("the broker also limits the queue to %s (max_queued_bytes); give --message-size to count it in messages", FormatBytes(in.QueueBytes)))
+			r.Warnings = append(r.Warnings, fmt.Sprintf("the broker also limits the queue to %s (max_queued_bytes); give --message-size to count it in messages", textfmt.FormatBytes(in.QueueBytes)))
 		}
 	}
 	if queue > 0 {
@@ -184,17 +186,17 @@ func Compute(in Inputs) *Result {
 	case r.Binding == BindingQueue:
 		r.Advice = queueAdvice(in, bytesBind, fill)
 	case in.Rate <= 0:
-		r.Advice = fmt.Sprintf("at no traffic the queue never fills: the budget is the session expiry, %s", FormatDuration(expiry))
+		r.Advice = fmt.Sprintf("at no traffic the queue never fills: the budget is the session expiry, %s", textfmt.FormatDuration(expiry))
 	case queue == 0:
-		r.Advice = fmt.Sprintf("the broker's queue is unlimited (bounded only by its memory): the budget is the session expiry, %s", FormatDuration(expiry))
+		r.Advice = fmt.Sprintf("the broker's queue is unlimited (bounded only by its memory): the budget is the session expiry, %s", textfmt.FormatDuration(expiry))
 	case r.Replicas > 1:
 		// A longer expiry would lengthen this budget but hold a dead
 		// replica's share longer: the replica advice says which to pick.
 		r.Advice = fmt.Sprintf("the session expires after %s, before the queue fills (%s): the budget is the session expiry",
-			FormatDuration(expiry), FormatDuration(fill))
+			textfmt.FormatDuration(expiry), textfmt.FormatDuration(fill))
 	default:
 		r.Advice = fmt.Sprintf("the session expires after %s, before the queue fills (%s): a session_expiry up to %s would lengthen the budget",
-			FormatDuration(expiry), FormatDuration(fill), FormatDuration(fill))
+			textfmt.FormatDuration(expiry), textfmt.FormatDuration(fill), textfmt.FormatDuration(fill))
 	}
 	if r.Replicas > 1 {
 		r.ReplicaAdvice = replicaAdvice(r.Replicas, expiry, queue, in.Rate)
@@ -215,18 +217,18 @@ func Compute(in Inputs) *Result {
 // expiry at least as long.
 func belowMinimum(in Inputs, r *Result, queue int64, bytesBind bool) string {
 	target := in.MinBudget
-	msg := fmt.Sprintf("the outage budget is %s, below the %s asked for (--min-budget)", FormatDuration(r.Budget()), FormatDuration(target))
+	msg := fmt.Sprintf("the outage budget is %s, below the %s asked for (--min-budget)", textfmt.FormatDuration(r.Budget()), textfmt.FormatDuration(target))
 	var raise []string
 	if in.SessionExpiry < target {
-		raise = append(raise, "the session expiry (mqtt.session_expiry) to "+FormatDuration(target))
+		raise = append(raise, "the session expiry (mqtt.session_expiry) to "+textfmt.FormatDuration(target))
 	}
 	if queue > 0 && in.Rate > 0 {
 		need := math.Ceil(in.Rate * target.Seconds())
 		if float64(in.QueueLimit) < need && in.QueueLimit > 0 {
-			raise = append(raise, "the broker's queue (max_queued_messages) to "+FormatCount(int64(need)))
+			raise = append(raise, "the broker's queue (max_queued_messages) to "+textfmt.GroupDigits(int64(need)))
 		}
 		if bytesBind && float64(in.QueueBytes) < need*float64(in.MessageSize) {
-			raise = append(raise, "max_queued_bytes to "+FormatCount(int64(need*float64(in.MessageSize))))
+			raise = append(raise, "max_queued_bytes to "+textfmt.GroupDigits(int64(need*float64(in.MessageSize))))
 		}
 	}
 	if len(raise) > 0 {
@@ -245,22 +247,22 @@ func queueAdvice(in Inputs, bytesBind bool, fill time.Duration) string {
 	expiry := in.SessionExpiry
 	need := math.Ceil(in.Rate * expiry.Seconds())
 	needBytes := need * float64(in.MessageSize)
-	head := fmt.Sprintf("the queue fills in %s", FormatDuration(fill))
-	accept := fmt.Sprintf("accept a %s budget", FormatDuration(fill))
+	head := fmt.Sprintf("the queue fills in %s", textfmt.FormatDuration(fill))
+	accept := fmt.Sprintf("accept a %s budget", textfmt.FormatDuration(fill))
 	if need >= maxCount || (bytesBind && needBytes >= maxCount) {
-		what := FormatNumber(need) + " messages"
+		what := textfmt.FormatNumber(need) + " messages"
 		if bytesBind {
-			what += fmt.Sprintf(" (%s bytes)", FormatNumber(needBytes))
+			what += fmt.Sprintf(" (%s bytes)", textfmt.FormatNumber(needBytes))
 		}
 		return fmt.Sprintf("%s; lasting the whole session expiry (%s) would take %s, more than any broker can hold: %s",
-			head, FormatDuration(expiry), what, accept)
+			head, textfmt.FormatDuration(expiry), what, accept)
 	}
 	var raise []string
 	if in.QueueLimit > 0 && float64(in.QueueLimit) < need {
-		raise = append(raise, "the broker's queue to "+FormatCount(int64(need)))
+		raise = append(raise, "the broker's queue to "+textfmt.GroupDigits(int64(need)))
 	}
 	if bytesBind && float64(in.QueueBytes) < needBytes {
-		raise = append(raise, "max_queued_bytes to "+FormatCount(int64(needBytes)))
+		raise = append(raise, "max_queued_bytes to "+textfmt.GroupDigits(int64(needBytes)))
 	}
 	if len(raise) == 0 {
 		return head + "; " + accept
@@ -289,18 +291,18 @@ func MessagesInBytes(limit, size int64) int64 {
 func replicaAdvice(replicas int, expiry time.Duration, queue int64, rate float64) string {
 	share := rate / float64(replicas)
 	head := fmt.Sprintf("with %d replicas the trade inverts: a replica that stays down keeps receiving its share (about %s) into its own session until the session expires; then the broker drops that backlog with the session and the survivors take the share over",
-		replicas, FormatRate(share))
+		replicas, textfmt.FormatRate(share))
 	if queue == 0 || share <= 0 {
-		return head + fmt.Sprintf(", so a dead replica's share is held for the session_expiry of %s and lost if it does not return: keep session_expiry as short as a restart needs", FormatDuration(expiry))
+		return head + fmt.Sprintf(", so a dead replica's share is held for the session_expiry of %s and lost if it does not return: keep session_expiry as short as a restart needs", textfmt.FormatDuration(expiry))
 	}
 	shareFill := fromSeconds(float64(queue) / share)
 	if expiry > shareFill {
 		return head + fmt.Sprintf(": at that share its session fills in %s, and the session_expiry of %s keeps it beyond that, overflowing messages the survivors could have taken; lower session_expiry to %s or less",
-			FormatDuration(shareFill), FormatDuration(expiry), FormatDuration(shareFill))
+			textfmt.FormatDuration(shareFill), textfmt.FormatDuration(expiry), textfmt.FormatDuration(shareFill))
 	}
 	lost := math.Ceil(share * expiry.Seconds())
 	return head + fmt.Sprintf(": the session_expiry of %s ends a dead replica's session before its queue overflows (it fills in %s at that share), so a replica back within %s loses nothing and one down for good loses at most %s",
-		FormatDuration(expiry), FormatDuration(shareFill), FormatDuration(expiry), Messages(int64(lost)))
+		textfmt.FormatDuration(expiry), textfmt.FormatDuration(shareFill), textfmt.FormatDuration(expiry), Messages(int64(lost)))
 }
 
 // MaxInflight is the largest in-flight window MQTT allows (Receive
@@ -353,14 +355,14 @@ func overCapacity(in Inputs, r *Result, queue int64, capacity float64) string {
 	excess := peak - capacity
 	var b strings.Builder
 	fmt.Fprintf(&b, "the rate %s exceeds the online capacity of %s (%d in flight / %s per ack): while the bridge is connected the queue grows by %s",
-		FormatRate(peak), FormatRate(capacity), in.Inflight, FormatDuration(in.AckLatency), FormatRate(excess))
+		textfmt.FormatRate(peak), textfmt.FormatRate(capacity), in.Inflight, textfmt.FormatDuration(in.AckLatency), textfmt.FormatRate(excess))
 	if queue > 0 {
-		fmt.Fprintf(&b, " and overflows, losing data without any outage, if that lasts more than %s", FormatDuration(fromSeconds(float64(queue)/excess)))
+		fmt.Fprintf(&b, " and overflows, losing data without any outage, if that lasts more than %s", textfmt.FormatDuration(fromSeconds(float64(queue)/excess)))
 	} else {
 		b.WriteString(", bounded only by the broker's memory")
 	}
 	if in.MeanRate > capacity {
-		fmt.Fprintf(&b, "; even the mean rate %s is above it, so the bridge never catches up", FormatRate(in.MeanRate))
+		fmt.Fprintf(&b, "; even the mean rate %s is above it, so the bridge never catches up", textfmt.FormatRate(in.MeanRate))
 	}
 	if in.Backlog != nil {
 		if most, at, ok := in.Backlog(capacity); ok {
@@ -375,7 +377,7 @@ func overCapacity(in Inputs, r *Result, queue int64, capacity float64) string {
 // measuredBacklog compares the backlog the measured arrivals build at the
 // online capacity with the queue.
 func measuredBacklog(most float64, at time.Time, queue int64, capacity float64) string {
-	s := fmt.Sprintf("replaying the measured arrivals at %s, the backlog peaks at %s", FormatRate(capacity), Messages(int64(math.Ceil(most))))
+	s := fmt.Sprintf("replaying the measured arrivals at %s, the backlog peaks at %s", textfmt.FormatRate(capacity), Messages(int64(math.Ceil(most))))
 	if most > 0 {
 		s += " around " + at.UTC().Format(time.RFC3339)
 	}
@@ -383,9 +385,9 @@ func measuredBacklog(most float64, at time.Time, queue int64, capacity float64) 
 	case queue == 0:
 		return s
 	case most > float64(queue):
-		return s + fmt.Sprintf(", more than the queue of %s: at that capacity data was lost while connected", FormatCount(queue))
+		return s + fmt.Sprintf(", more than the queue of %s: at that capacity data was lost while connected", textfmt.GroupDigits(queue))
 	default:
-		return s + fmt.Sprintf(", within the queue of %s: the measured bursts fit", FormatCount(queue))
+		return s + fmt.Sprintf(", within the queue of %s: the measured bursts fit", textfmt.GroupDigits(queue))
 	}
 }
 
@@ -395,11 +397,11 @@ func windowAdvice(peak float64, inflight int, latency time.Duration) string {
 	need := math.Ceil(peak * latency.Seconds())
 	if need <= MaxInflight {
 		return fmt.Sprintf("raise the in-flight window (the stage's receive_maximum, or max_inflight_messages when it sets none) to %s or cut the ack latency below %s",
-			FormatNumber(need), FormatDuration(fromSeconds(float64(inflight)/peak)))
+			textfmt.FormatNumber(need), textfmt.FormatDuration(fromSeconds(float64(inflight)/peak)))
 	}
-	s := fmt.Sprintf("the in-flight window would need %s, above MQTT's %s", FormatNumber(need), FormatCount(MaxInflight))
+	s := fmt.Sprintf("the in-flight window would need %s, above MQTT's %s", textfmt.FormatNumber(need), textfmt.GroupDigits(MaxInflight))
 	if cut := fromSeconds(MaxInflight / peak); cut >= time.Millisecond {
-		return s + fmt.Sprintf(": cut the ack latency below %s at a window of %s", FormatDuration(cut), FormatCount(MaxInflight))
+		return s + fmt.Sprintf(": cut the ack latency below %s at a window of %s", textfmt.FormatDuration(cut), textfmt.GroupDigits(MaxInflight))
 	}
 	return s + ", and no ack latency is short enough: the rate is beyond one bridge"
 }
@@ -409,7 +411,7 @@ func Messages(n int64) string {
 	if n == 1 {
 		return "1 message"
 	}
-	return FormatCount(n) + " messages"
+	return textfmt.GroupDigits(n) + " messages"
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // Measurement is a message rate measured from a topic's record timestamps.
@@ -93,12 +94,12 @@ type WindowError struct {
 func (e *WindowError) Error() string {
 	wn, sn := cmp.Or(e.WindowName, "window"), cmp.Or(e.SpanName, "span")
 	return fmt.Sprintf("%s %s is finer than %s %s can resolve in %s buckets: give %s %s or more, or %s %s or less",
-		wn, FormatDuration(e.Window), sn, FormatDuration(e.Span), FormatCount(maxBuckets),
-		wn, FormatDuration(e.MinWindow()), sn, FormatDuration(e.MaxSpan()))
+		wn, textfmt.FormatDuration(e.Window), sn, textfmt.FormatDuration(e.Span), textfmt.GroupDigits(maxBuckets),
+		wn, textfmt.FormatDuration(e.MinWindow()), sn, textfmt.FormatDuration(e.MaxSpan()))
 }
 
 // MinWindow is the shortest window the span allows, rounded up to what
-// FormatDuration prints exactly (ms below a second, else seconds).
+// textfmt.FormatDuration prints exactly (ms below a second, else seconds).
 func (e *WindowError) MinWindow() time.Duration {
 	unit := time.Millisecond
 	if e.Resolution > time.Second {
@@ -131,7 +132,7 @@ func NewRateCounter(from, to time.Time, window time.Duration) (*RateCounter, err
 	}
 	span := to.Sub(from)
 	if span < window {
-		return nil, fmt.Errorf("the span measured (%s) is shorter than the window (%s)", FormatDuration(span), FormatDuration(window))
+		return nil, fmt.Errorf("the span measured (%s) is shorter than the window (%s)", textfmt.FormatDuration(span), textfmt.FormatDuration(window))
 	}
 	if err := CheckWindow(span, window); err != nil {
 		return nil, err
@@ -210,7 +211,7 @@ func Measure(ctx context.Context, cl *kgo.Client, topic string, since, window ti
 	from := MeasureFrom(now, since)
 	counter, err := NewRateCounter(from, now, window)
 	if err != nil {
-		return nil, fmt.Errorf("--since %s --window %s: %v", FormatDuration(since), FormatDuration(window), err)
+		return nil, fmt.Errorf("--since %s --window %s: %v", textfmt.FormatDuration(since), textfmt.FormatDuration(window), err)
 	}
 	starts, err := kafkax.OffsetsAfter(ctx, kadm.NewClient(cl), from.UnixMilli(), topic)
 	if err != nil {

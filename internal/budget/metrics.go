@@ -10,6 +10,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // AckMetric is the histogram a flecht MQTT bridge exposes for the time from
@@ -62,7 +64,7 @@ func ScrapeAckLatency(ctx context.Context, client *http.Client, url string, inte
 		a.MeanS = a.SumS / a.Count
 		return a, nil
 	default:
-		a.Note = fmt.Sprintf("the bridge acknowledged nothing in the %s between the scrapes: the mean is over its lifetime, which may not be its latency now", FormatDuration(interval))
+		a.Note = fmt.Sprintf("the bridge acknowledged nothing in the %s between the scrapes: the mean is over its lifetime, which may not be its latency now", textfmt.FormatDuration(interval))
 	}
 	if after.Count <= 0 {
 		return nil, noAcks()

@@ -17,6 +17,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/flecht-dev/flecht/internal/profile"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/tlsclient"
 )
 
@@ -156,11 +157,11 @@ func Analyze(published int, received []int) *ProbeResult {
 		}
 		switch r.Keeps {
 		case KeepsOldest:
-			r.Summary = fmt.Sprintf("the broker kept the oldest %s of %s and dropped the newest: an outage loses its tail", FormatCount(int64(r.Received)), FormatCount(int64(published)))
+			r.Summary = fmt.Sprintf("the broker kept the oldest %s of %s and dropped the newest: an outage loses its tail", textfmt.GroupDigits(int64(r.Received)), textfmt.GroupDigits(int64(published)))
 		case KeepsNewest:
-			r.Summary = fmt.Sprintf("the broker kept the newest %s of %s and dropped the oldest: an outage loses its start", FormatCount(int64(r.Received)), FormatCount(int64(published)))
+			r.Summary = fmt.Sprintf("the broker kept the newest %s of %s and dropped the oldest: an outage loses its start", textfmt.GroupDigits(int64(r.Received)), textfmt.GroupDigits(int64(published)))
 		default:
-			r.Summary = fmt.Sprintf("the broker kept %s of %s with gaps (%s lost): neither end", FormatCount(int64(r.Received)), FormatCount(int64(published)), FormatRanges(r.Lost))
+			r.Summary = fmt.Sprintf("the broker kept %s of %s with gaps (%s lost): neither end", textfmt.GroupDigits(int64(r.Received)), textfmt.GroupDigits(int64(published)), FormatRanges(r.Lost))
 		}
 	}
 	return r
@@ -339,7 +340,7 @@ func Probe(ctx context.Context, o ProbeOptions) (*ProbeResult, error) {
 		return nil, ctx.Err()
 	}
 
-	step(fmt.Sprintf("publishing %s messages to the offline session", FormatCount(int64(o.Count))))
+	step(fmt.Sprintf("publishing %s messages to the offline session", textfmt.GroupDigits(int64(o.Count))))
 	if err := publishNumbered(ctx, connect, clientID+"-pub", topic, o.Count, o.QoS, o.PayloadSize); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 func TestParseRate(t *testing.T) {
@@ -59,34 +61,6 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
-func TestFormat(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		1000 * time.Second: "16m40s", 24 * time.Hour: "24h", 100000 * time.Second: "27h46m40s",
-		864000 * time.Second: "10d", 50 * time.Hour: "2d2h", 0: "0s", 125 * time.Millisecond: "125ms",
-		time.Hour + 5*time.Second: "1h5s", 1499 * time.Millisecond: "1s",
-	} {
-		if got := FormatDuration(d); got != want {
-			t.Errorf("FormatDuration(%v) = %q, want %q", d, got, want)
-		}
-	}
-	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 864000: "864,000", 1234567890: "1,234,567,890", -4500: "-4,500"} {
-		if got := FormatCount(n); got != want {
-			t.Errorf("FormatCount(%d) = %q, want %q", n, got, want)
-		}
-	}
-	for v, want := range map[float64]string{10: "10/s", 2000: "2,000/s", 12.345: "12.35/s", 1.0 / 6: "0.167/s", 160: "160/s", 199.7: "200/s",
-		1e26: "1e+26/s", 1e15: "1e+15/s", 99_999_999_999_999: "99,999,999,999,999/s"} {
-		if got := FormatRate(v); got != want {
-			t.Errorf("FormatRate(%v) = %q, want %q", v, got, want)
-		}
-	}
-	for n, want := range map[int64]string{512: "512 B", 1536: "1.5 KiB", 64 << 20: "64 MiB"} {
-		if got := FormatBytes(n); got != want {
-			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 // Every duration ParseDuration accepts prints back as one it reads to the
 // same value (to the second).
 func FuzzParseDuration(f *testing.F) {
@@ -104,9 +78,9 @@ func FuzzParseDuration(f *testing.F) {
 		if d < time.Second {
 			return
 		}
-		back, err := ParseDuration(FormatDuration(d))
+		back, err := ParseDuration(textfmt.FormatDuration(d))
 		if err != nil || back != d.Round(time.Second) {
-			t.Fatalf("%q → %v → %q → %v, %v", s, d, FormatDuration(d), back, err)
+			t.Fatalf("%q → %v → %q → %v, %v", s, d, textfmt.FormatDuration(d), back, err)
 		}
 	})
 }

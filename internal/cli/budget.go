@@ -15,6 +15,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -295,7 +296,7 @@ func checkSessionExpiry(flag string, d time.Duration) error {
 		return usagef("--session-expiry %s: MQTT counts the session expiry in whole seconds; give 1s or more", flag)
 	case d%time.Second != 0:
 		return usagef("--session-expiry %s: MQTT counts the session expiry in whole seconds; give %s or %s", flag,
-			budget.FormatDuration(d.Truncate(time.Second)), budget.FormatDuration(d.Truncate(time.Second)+time.Second))
+			textfmt.FormatDuration(d.Truncate(time.Second)), textfmt.FormatDuration(d.Truncate(time.Second)+time.Second))
 	case d > maxSessionExpiry:
 		return usagef("--session-expiry %s is above MQTT's maximum of 4294967295s (about 136 years, which means never)", flag)
 	}
@@ -362,7 +363,7 @@ func (b *budgetInputs) mosquittoConf(path string) error {
 	in.InflightUnlimited = conf.MaxInflightMessages == 0
 	if exp := conf.PersistentClientExpirationS; exp > 0 && exp < in.SessionExpiry.Seconds() {
 		b.warnings = append(b.warnings, fmt.Sprintf("mosquitto.conf sets persistent_client_expiration %s, shorter than the session expiry %s: Mosquitto may remove the session sooner",
-			budget.FormatDuration(time.Duration(exp)*time.Second), budget.FormatDuration(in.SessionExpiry)))
+			textfmt.FormatDuration(time.Duration(exp)*time.Second), textfmt.FormatDuration(in.SessionExpiry)))
 	}
 	return nil
 }
@@ -404,7 +405,7 @@ func (b *budgetInputs) window(_ context.Context, opts *BudgetOptions) error {
 	now := opts.Now()
 	span := now.Sub(budget.MeasureFrom(now, since))
 	if window > span {
-		return usagef("--window %s is longer than --since %s", orDefault(opts.Window, defaultWindow), budget.FormatDuration(span))
+		return usagef("--window %s is longer than --since %s", orDefault(opts.Window, defaultWindow), textfmt.FormatDuration(span))
 	}
 	var we *budget.WindowError
 	if err := budget.CheckWindow(span, window); errors.As(err, &we) {
@@ -438,7 +439,7 @@ func (b *budgetInputs) rate(ctx context.Context, opts *BudgetOptions) error {
 	b.rep.Measurement = m
 	in.Rate, in.RateSource, in.MeanRate, in.Backlog = m.PeakPerS, "measured-peak", m.MeanPerS, m.Backlog
 	if m.Records == 0 {
-		b.warnings = append(b.warnings, fmt.Sprintf("%s has no records stamped in the last %s: the measured rate is 0", opts.Measure, budget.FormatDuration(b.since)))
+		b.warnings = append(b.warnings, fmt.Sprintf("%s has no records stamped in the last %s: the measured rate is 0", opts.Measure, textfmt.FormatDuration(b.since)))
 	}
 	if m.OutOfRange > 0 {
 		b.warnings = append(b.warnings, fmt.Sprintf("%s: %d records read were stamped outside the measured span (producer clocks?) and not counted", opts.Measure, m.OutOfRange))
@@ -447,7 +448,7 @@ func (b *budgetInputs) rate(ctx context.Context, opts *BudgetOptions) error {
 	// the window can fall across two of them.
 	if steps := m.WindowS / m.ResolutionS; m.ResolutionS > 0 && steps < 10 {
 		b.warnings = append(b.warnings, fmt.Sprintf("over --since %s the peak window slides in steps of %s, %.0f per window: a burst as long as the window may read up to %.0f%% low; a shorter --since gives finer steps",
-			budget.FormatDuration(b.since), budget.FormatDuration(time.Duration(m.ResolutionS*float64(time.Second))), steps, 100/steps))
+			textfmt.FormatDuration(b.since), textfmt.FormatDuration(time.Duration(m.ResolutionS*float64(time.Second))), steps, 100/steps))
 	}
 	return nil
 }
@@ -471,7 +472,7 @@ func (b *budgetInputs) ackLatency(ctx context.Context, opts *BudgetOptions) erro
 			return usagef("--metrics-interval %q: want a duration such as 10s", opts.MetricsInterval)
 		}
 		if opts.IO.IsStderrTTY() {
-			fmt.Fprintf(opts.IO.ErrOut, "\rscraping %s twice, %s apart…\x1b[K", ui.Escape(opts.MetricsURL), budget.FormatDuration(interval))
+			fmt.Fprintf(opts.IO.ErrOut, "\rscraping %s twice, %s apart…\x1b[K", textfmt.Escape(opts.MetricsURL), textfmt.FormatDuration(interval))
 			defer fmt.Fprint(opts.IO.ErrOut, "\r\x1b[K")
 		}
 		a, err := opts.ScrapeAckLatency(ctx, opts.MetricsURL, interval)
@@ -502,7 +503,7 @@ func printBudget(h *ui.Human, rep *BudgetReport) error {
 	if r.Binding == budget.BindingQueue {
 		binding = "the queue binds"
 	}
-	h.Printf("%s %s (%s)\n\n", h.Bold("Outage budget:"), h.Bold(budget.FormatDuration(r.Budget())), binding)
+	h.Printf("%s %s (%s)\n\n", h.Bold("Outage budget:"), h.Bold(textfmt.FormatDuration(r.Budget())), binding)
 
 	queue := "unlimited"
 	if r.QueueLimit != nil {
@@ -510,18 +511,18 @@ func printBudget(h *ui.Human, rep *BudgetReport) error {
 	}
 	fill := "never"
 	if r.QueueFillS != nil {
-		fill = budget.FormatDuration(time.Duration(*r.QueueFillS * float64(time.Second)))
+		fill = textfmt.FormatDuration(time.Duration(*r.QueueFillS * float64(time.Second)))
 	}
-	rate := budget.FormatRate(r.RatePerS)
+	rate := textfmt.FormatRate(r.RatePerS)
 	if r.MeanRatePerS != nil {
-		rate += ", mean " + budget.FormatRate(*r.MeanRatePerS)
+		rate += ", mean " + textfmt.FormatRate(*r.MeanRatePerS)
 	}
 	pairs := [][2]string{
-		{"session expiry", fmt.Sprintf("%s (%s)", budget.FormatDuration(time.Duration(r.SessionExpiryS*float64(time.Second))), r.SessionExpirySource)},
+		{"session expiry", fmt.Sprintf("%s (%s)", textfmt.FormatDuration(time.Duration(r.SessionExpiryS*float64(time.Second))), r.SessionExpirySource)},
 		{"queue limit", fmt.Sprintf("%s (%s)", queue, r.QueueLimitSource)},
 	}
 	if r.QueueBytesLimit > 0 {
-		pairs = append(pairs, [2]string{"queue bytes", budget.FormatBytes(r.QueueBytesLimit) + " (max_queued_bytes)"})
+		pairs = append(pairs, [2]string{"queue bytes", textfmt.FormatBytes(r.QueueBytesLimit) + " (max_queued_bytes)"})
 	}
 	pairs = append(pairs, [2]string{"message rate", fmt.Sprintf("%s (%s)", rate, r.RateSource)}, [2]string{"queue fills in", fill})
 	if m := rep.Measurement; m != nil {
@@ -530,19 +531,19 @@ func printBudget(h *ui.Human, rep *BudgetReport) error {
 			peakAt = ", peak window from " + m.PeakWindowStart.Format(time.RFC3339)
 		}
 		pairs = append(pairs, [2]string{"measured", fmt.Sprintf("%s over %s: %s records in %s windows%s",
-			m.Topic, budget.FormatDuration(time.Duration(m.SinceS*float64(time.Second))), budget.FormatCount(m.Records),
-			budget.FormatDuration(time.Duration(m.WindowS*float64(time.Second))), peakAt)})
+			m.Topic, textfmt.FormatDuration(time.Duration(m.SinceS*float64(time.Second))), textfmt.GroupDigits(m.Records),
+			textfmt.FormatDuration(time.Duration(m.WindowS*float64(time.Second))), peakAt)})
 	}
 	if r.InflightWindow != nil {
 		pairs = append(pairs, [2]string{"in-flight window", fmt.Sprintf("%d (%s)", *r.InflightWindow, r.InflightSource)})
 	}
 	if r.AckLatencyS != nil {
-		pairs = append(pairs, [2]string{"ack latency", fmt.Sprintf("%s (%s)", budget.FormatDuration(time.Duration(*r.AckLatencyS*float64(time.Second))), r.AckLatencySource)})
+		pairs = append(pairs, [2]string{"ack latency", fmt.Sprintf("%s (%s)", textfmt.FormatDuration(time.Duration(*r.AckLatencyS*float64(time.Second))), r.AckLatencySource)})
 	}
 	if r.OnlineCapacityPerS != nil {
-		c := budget.FormatRate(*r.OnlineCapacityPerS)
+		c := textfmt.FormatRate(*r.OnlineCapacityPerS)
 		if r.DrainS != nil {
-			c += fmt.Sprintf("; a full queue drains in %s", budget.FormatDuration(time.Duration(*r.DrainS*float64(time.Second))))
+			c += fmt.Sprintf("; a full queue drains in %s", textfmt.FormatDuration(time.Duration(*r.DrainS*float64(time.Second))))
 		}
 		pairs = append(pairs, [2]string{"online capacity", c})
 	}
@@ -569,7 +570,7 @@ func payloadDesc(size int) string {
 	if size == 0 {
 		return ""
 	}
-	return ", " + budget.FormatBytes(int64(size)) + " each"
+	return ", " + textfmt.FormatBytes(int64(size)) + " each"
 }
 
 // BudgetProbeOptions are the inputs of `flecht budget probe`.
@@ -662,7 +663,7 @@ func runBudgetProbe(ctx context.Context, opts *BudgetProbeOptions) error {
 	if opts.PayloadSize != "" {
 		n, err := budget.ParseSize(opts.PayloadSize)
 		if err != nil || n < 1 || n > budget.MaxProbePayload {
-			return usage("--payload-size %q: want a size from 1B to %s, such as 1KiB", opts.PayloadSize, budget.FormatBytes(budget.MaxProbePayload))
+			return usage("--payload-size %q: want a size from 1B to %s, such as 1KiB", opts.PayloadSize, textfmt.FormatBytes(budget.MaxProbePayload))
 		}
 		po.PayloadSize = int(n)
 	}
@@ -698,7 +699,7 @@ func runBudgetProbe(ctx context.Context, opts *BudgetProbeOptions) error {
 		}
 	}
 	if opts.IO.IsStderrTTY() {
-		po.Step = func(s string) { fmt.Fprintf(opts.IO.ErrOut, "\r%s…\x1b[K", ui.Escape(s)) }
+		po.Step = func(s string) { fmt.Fprintf(opts.IO.ErrOut, "\r%s…\x1b[K", textfmt.Escape(s)) }
 	}
 	res, err := opts.Probe(ctx, po)
 	if po.Step != nil {
@@ -722,13 +723,13 @@ func runBudgetProbe(ctx context.Context, opts *BudgetProbeOptions) error {
 		pairs := [][2]string{
 			{"broker", res.Broker},
 			{"published", fmt.Sprintf("%s (QoS %d%s) to %s while offline", budget.Messages(int64(res.Published)), res.QoS, payloadDesc(res.PayloadSize), res.Topic)},
-			{"received", fmt.Sprintf("%s (%d duplicates)", budget.FormatCount(int64(res.Received)), res.Duplicates)},
+			{"received", fmt.Sprintf("%s (%d duplicates)", textfmt.GroupDigits(int64(res.Received)), res.Duplicates)},
 			{"queue limit", limit},
 			{"keeps", res.Keeps},
-			{"lost", fmt.Sprintf("%s (%s)", budget.FormatRanges(res.Lost), budget.FormatCount(int64(res.LostCount)))},
+			{"lost", fmt.Sprintf("%s (%s)", budget.FormatRanges(res.Lost), textfmt.GroupDigits(int64(res.LostCount)))},
 		}
 		if res.SessionExpiryGrantedS != nil {
-			pairs = append(pairs, [2]string{"expiry granted", budget.FormatDuration(time.Duration(*res.SessionExpiryGrantedS) * time.Second)})
+			pairs = append(pairs, [2]string{"expiry granted", textfmt.FormatDuration(time.Duration(*res.SessionExpiryGrantedS) * time.Second)})
 		}
 		pairs = append(pairs, [2]string{"probe session", removed})
 		h.KV(pairs...)

@@ -15,10 +15,11 @@ import (
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/promscrape"
 	"github.com/flecht-dev/flecht/internal/secret"
-	"github.com/flecht-dev/flecht/internal/stage"
-	"github.com/flecht-dev/flecht/internal/stage/builtin"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
+	"github.com/flecht-dev/flecht/internal/textfmt"
+	"github.com/flecht-dev/flecht/internal/transformer"
+	"github.com/flecht-dev/flecht/internal/transformer/builtin"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -116,11 +117,11 @@ func NewCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVarP(&opts.StageFile, "file", "f", "", "the stage file of the pipeline stage to check (required)")
 	fl.StringSliceVar(&opts.MetricsURLs, "metrics-url", nil, "an instance's metrics endpoint (repeatable or comma-separated)")
-	fl.StringVar(&opts.Interval, "interval", budget.FormatDuration(doctor.DefaultInterval), "time between the two samples (lag trend, rates); a stage with no group member and no instance answering is sampled once unless --interval is given")
+	fl.StringVar(&opts.Interval, "interval", textfmt.FormatDuration(doctor.DefaultInterval), "time between the two samples (lag trend, rates); a stage with no group member and no instance answering is sampled once unless --interval is given")
 	fl.StringVar(&opts.Keyring, "keyring", "", "a keyring file: every reader must have loaded each of its kids (env "+EnvKeyring+")")
 	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	fl.Int64Var(&opts.QueueLimit, "queue-limit", doctor.DefaultQueueLimit, "the MQTT broker's per-session queue (Mosquitto max_queued_messages)")
-	fl.StringVar(&opts.MinBudget, "min-budget", budget.FormatDuration(doctor.DefaultMinBudget), "the least MQTT outage budget that is no finding")
+	fl.StringVar(&opts.MinBudget, "min-budget", textfmt.FormatDuration(doctor.DefaultMinBudget), "the least MQTT outage budget that is no finding")
 	fl.StringVar(&opts.MinRetention, "min-retention", "", "the least retention.ms of a raw topic (e.g. 365d); default: only infinite (-1)")
 	_ = cmd.RegisterFlagCompletionFunc("file", cobra.FixedCompletions([]string{"yaml", "yml"}, cobra.ShellCompDirectiveFilterFileExt))
 	return cmd
@@ -137,7 +138,7 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 	}
 	defer cl.Close()
 	in.Brokers = opts.Brokers()
-	progress := ui.NewProgress(opts.IO, fmt.Sprintf("sampling %s (twice, %s apart, while it runs)", in.Stage.ApplicationID, budget.FormatDuration(in.Interval)))
+	progress := ui.NewProgress(opts.IO, fmt.Sprintf("sampling %s (twice, %s apart, while it runs)", in.Stage.ApplicationID, textfmt.FormatDuration(in.Interval)))
 	rep, err := doctor.Run(ctx, in, opts.Sources(cl))
 	progress.Done()
 	if err != nil {
@@ -173,7 +174,7 @@ func doctorInputs(opts *DoctorOptions) (doctor.Inputs, error) {
 			if err != nil {
 				return in, exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
 			}
-			if s, ok := tf.(stage.Stateless); ok && s.Stateless() {
+			if s, ok := tf.(transformer.Stateless); ok && s.Stateless() {
 				in.Stateless = true
 			}
 		}

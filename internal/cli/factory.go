@@ -20,6 +20,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -103,7 +104,7 @@ func (f *Factory) resolveProfile(name string, src profile.Source) (*profile.Reso
 	}
 	f.warnOnce.Do(func() {
 		for _, w := range r.Warnings {
-			fmt.Fprintf(f.IO.ErrOut, "warning: %s\n", ui.Text(w))
+			fmt.Fprintf(f.IO.ErrOut, "warning: %s\n", textfmt.Text(w))
 		}
 	})
 	return r, nil

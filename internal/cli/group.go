@@ -13,6 +13,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -137,7 +138,7 @@ func runGroupLeave(ctx context.Context, opts *GroupLeaveOptions) error {
 			if rep.Executed {
 				verb = h.Good("removed")
 			}
-			h.Printf("%s %s (client id %s, host %s), holding %s\n", verb, ui.Escape(m.InstanceID), ui.Escape(m.ClientID), ui.Escape(m.Host), held)
+			h.Printf("%s %s (client id %s, host %s), holding %s\n", verb, textfmt.Escape(m.InstanceID), textfmt.Escape(m.ClientID), textfmt.Escape(m.Host), held)
 		}
 		if rep.Executed {
 			h.Printf("group %s rebalances now (state %s); 'flecht status %s' shows who holds what\n", app, rep.GroupAfter, app)

@@ -16,6 +16,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -104,7 +105,7 @@ func readPassword(fd int, errOut io.Writer) ([]byte, error) {
 // others.
 func warnExposed(errOut io.Writer, passwordFile string) {
 	if w := (profile.Password{File: passwordFile}).Warning(); w != "" {
-		fmt.Fprintf(errOut, "warning: %s\n", ui.Text(w))
+		fmt.Fprintf(errOut, "warning: %s\n", textfmt.Text(w))
 	}
 }
 

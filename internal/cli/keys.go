@@ -15,6 +15,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -426,7 +427,7 @@ func newKeyringReport(path string, kr *secret.Keyring) KeyringReport {
 		if e.Primary && len(e.Scopes) > 0 {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf(
 				"the primary %q is bound to %s: it cannot seal unscoped values, nor a scope outside its binding that has no sealing key of its own",
-				e.Kid, quoteList(e.Scopes)))
+				e.Kid, textfmt.QuoteList(e.Scopes)))
 		}
 	}
 	return rep
@@ -694,7 +695,7 @@ func loadKeyringForKeys(opts *KeysOptions) (*secret.Keyring, error) {
 func loadKeyringFile(errOut io.Writer, path string, opts ...secret.FileOption) (*secret.Keyring, error) {
 	kr, warnings, err := secret.Load(path, opts...)
 	for _, w := range warnings {
-		fmt.Fprintf(errOut, "warning: %s\n", ui.Text(w))
+		fmt.Fprintf(errOut, "warning: %s\n", textfmt.Text(w))
 	}
 	return kr, err
 }
@@ -718,7 +719,7 @@ func keysKidError(err error, kids []string) error {
 	}
 	b.WriteString(se.Detail)
 	if se.Kind == secret.KindUnknownKid && kids != nil {
-		fmt.Fprintf(&b, " (the keyring holds %s)", quoteList(kids))
+		fmt.Fprintf(&b, " (the keyring holds %s)", textfmt.QuoteList(kids))
 	}
 	line := errors.New(b.String())
 	switch se.Kind {
@@ -754,7 +755,7 @@ func secretLine(e *secret.Error, kids []string) string {
 	switch e.Kind {
 	case secret.KindUnknownKid:
 		if kids != nil {
-			fmt.Fprintf(&b, "token kid %q is not in the keyring (it holds %s)", kid, quoteList(kids))
+			fmt.Fprintf(&b, "token kid %q is not in the keyring (it holds %s)", kid, textfmt.QuoteList(kids))
 		} else {
 			fmt.Fprintf(&b, "key %q is not in the keyring", kid)
 		}
@@ -784,12 +785,4 @@ func secretLine(e *secret.Error, kids []string) string {
 		}
 	}
 	return strings.ReplaceAll(b.String(), "\n", " ")
-}
-
-func quoteList(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = fmt.Sprintf("%q", s)
-	}
-	return strings.Join(q, ", ")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/promscrape"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -405,7 +406,7 @@ func writePlaces(b *strings.Builder, entries []reencrypt.ScanEntry) {
 		if e.Status == secret.StatusEncrypted {
 			where = ", inside a token"
 		}
-		fmt.Fprintf(b, "\n      %s/%d@%d key %s field %s (scope %q%s)", ui.Escape(e.Topic), e.Partition, e.Offset, key, ui.Escape(e.Field), e.FieldScope, where)
+		fmt.Fprintf(b, "\n      %s/%d@%d key %s field %s (scope %q%s)", textfmt.Escape(e.Topic), e.Partition, e.Offset, key, textfmt.Escape(e.Field), e.FieldScope, where)
 	}
 }
 

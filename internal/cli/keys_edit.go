@@ -12,6 +12,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // The verbs that create keys or move roles: init, add, promote, signing,
@@ -54,7 +55,7 @@ func checkNewKey(typ secret.KeyType, scopes []string, roles keyRoles) error {
 	}
 	for _, s := range roles.PrimaryFor {
 		if len(scopes) > 0 && !slices.Contains(scopes, s) {
-			return fmt.Errorf("--primary-for %q: the key would be bound to %s and could not seal scope %q; add --scope %s", s, quoteList(scopes), s, shellQuote(s))
+			return fmt.Errorf("--primary-for %q: the key would be bound to %s and could not seal scope %q; add --scope %s", s, textfmt.QuoteList(scopes), s, shellQuote(s))
 		}
 	}
 	for _, s := range roles.SigningFor {
@@ -86,7 +87,7 @@ func applyRoles(kr *secret.Keyring, kid string, roles keyRoles, fresh bool) (*se
 	}
 	for _, s := range roles.PrimaryFor {
 		if len(e.Scopes) > 0 && !slices.Contains(e.Scopes, s) {
-			return nil, exitcode.UsageError(fmt.Errorf("key %q is bound to %s and cannot seal scope %q: %s", kid, quoteList(e.Scopes), s, rebind(s)))
+			return nil, exitcode.UsageError(fmt.Errorf("key %q is bound to %s and cannot seal scope %q: %s", kid, textfmt.QuoteList(e.Scopes), s, rebind(s)))
 		}
 	}
 	for _, s := range roles.SigningFor {
@@ -96,7 +97,7 @@ func applyRoles(kr *secret.Keyring, kid string, roles keyRoles, fresh bool) (*se
 		case !e.Private:
 			return nil, exitcode.UsageError(fmt.Errorf("the keyring holds only the public half of ed25519 key %q: it verifies, it cannot sign", kid))
 		case !slices.Contains(e.Scopes, s):
-			return nil, exitcode.UsageError(fmt.Errorf("key %q is bound to %s and cannot sign scope %q: %s", kid, quoteList(e.Scopes), s, rebind(s)))
+			return nil, exitcode.UsageError(fmt.Errorf("key %q is bound to %s and cannot sign scope %q: %s", kid, textfmt.QuoteList(e.Scopes), s, rebind(s)))
 		}
 	}
 	next := kr
@@ -445,7 +446,7 @@ func roleRefusal(kr *secret.Keyring, kid, keyring string) error {
 		}
 		s := shellQuote(c[0])
 		if len(c) > 1 {
-			s += fmt.Sprintf("\n      (or another of %s)", quoteList(c[1:]))
+			s += fmt.Sprintf("\n      (or another of %s)", textfmt.QuoteList(c[1:]))
 		}
 		return s
 	}

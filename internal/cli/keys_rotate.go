@@ -15,6 +15,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -194,7 +195,7 @@ func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
 		if scope != "" {
 			if !slices.Contains(e.Scopes, scope) {
 				return exitcode.UsageError(fmt.Errorf("key %q is an ed25519 key bound to %s, not to scope %q: a signer signs only the scopes of its binding",
-					newKid, quoteList(e.Scopes), scope))
+					newKid, textfmt.QuoteList(e.Scopes), scope))
 			}
 			plan.Scopes = []string{scope}
 		}
@@ -322,7 +323,7 @@ func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
 			s5.Status, s5.Detail = stepDone, "no other signer of the rotated scopes is left that no role names"
 		}
 	} else {
-		s5.Status, s5.Detail = stepPending, "the keyring still holds "+quoteList(plan.OldKids)
+		s5.Status, s5.Detail = stepPending, "the keyring still holds "+textfmt.QuoteList(plan.OldKids)
 		guard := "--topics T --field NAME[:scope]"
 		if plan.Scan != nil {
 			topics, fields, _ := opts.Targets.resolve()
@@ -435,7 +436,7 @@ func scopeList(scopes []string) string {
 	if len(scopes) == 1 {
 		return fmt.Sprintf("scope %q", scopes[0])
 	}
-	return "scopes " + quoteList(scopes)
+	return "scopes " + textfmt.QuoteList(scopes)
 }
 
 // signersNow names the keys that sign the rotated scopes now.
@@ -450,7 +451,7 @@ func signersNow(plan *RotatePlan) string {
 		return "no key"
 	}
 	slices.Sort(kids)
-	return quoteList(kids)
+	return textfmt.QuoteList(kids)
 }
 
 // retiredSigners are the keys a signer's rotation to newKid retires: the

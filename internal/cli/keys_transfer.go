@@ -15,6 +15,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -104,7 +105,7 @@ func runKeysExport(opts *KeysOptions) error {
 	}
 	rep := KeyExportReport{Keyring: opts.Keyring, Action: keysExported, Kid: opts.Kid, Type: e.Type, Scopes: e.Scopes, File: opts.Out}
 	return opts.Printer().Print(rep, func(h *ui.Human) error {
-		h.Printf("wrote the public half of %s key %q (bound to %s) to %s\n", rep.Type, rep.Kid, quoteList(rep.Scopes), rep.File)
+		h.Printf("wrote the public half of %s key %q (bound to %s) to %s\n", rep.Type, rep.Kid, textfmt.QuoteList(rep.Scopes), rep.File)
 		return nil
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/lint"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/statekey"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -233,8 +234,8 @@ func printLint(h *ui.Human, r *lint.Report) error {
 		h.Printf("\n")
 		rows := make([][]string, len(r.Topics))
 		for i, t := range r.Topics {
-			rows[i] = []string{t.Topic, strconv.Itoa(t.Partitions), ui.GroupDigits(t.Sampled), ui.GroupDigits(t.Keyless),
-				ui.GroupDigits(t.RenderErrors), ui.GroupDigits(t.Murmur2Mismatches)}
+			rows[i] = []string{t.Topic, strconv.Itoa(t.Partitions), textfmt.GroupDigits(t.Sampled), textfmt.GroupDigits(t.Keyless),
+				textfmt.GroupDigits(t.RenderErrors), textfmt.GroupDigits(t.Murmur2Mismatches)}
 		}
 		h.Table([]string{"topic", "partitions", "sampled", "keyless", "no state key", "not murmur2-placed"}, rows)
 	}

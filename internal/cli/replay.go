@@ -18,9 +18,11 @@ import (
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/replay"
 	"github.com/flecht-dev/flecht/internal/stage"
-	"github.com/flecht-dev/flecht/internal/stage/builtin"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
+	"github.com/flecht-dev/flecht/internal/textfmt"
+	"github.com/flecht-dev/flecht/internal/transformer"
+	"github.com/flecht-dev/flecht/internal/transformer/builtin"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -355,7 +357,7 @@ func runReplay(ctx context.Context, opts *ReplayOptions) error {
 		return refuse(why, exitcode.RefusedError)
 	}
 	if plan.Refused != "" && wait > 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "waiting up to %s for group %s to empty (%s)\n", budget.FormatDuration(wait), req.ApplicationID, ui.Escape(replay.DescribeMembers(plan.Members)))
+		fmt.Fprintf(opts.IO.ErrOut, "waiting up to %s for group %s to empty (%s)\n", textfmt.FormatDuration(wait), req.ApplicationID, textfmt.Escape(replay.DescribeMembers(plan.Members)))
 		start := time.Now()
 		poll := opts.WaitPoll
 		if poll <= 0 {
@@ -373,7 +375,7 @@ func runReplay(ctx context.Context, opts *ReplayOptions) error {
 			if plan, err = observe(); err != nil {
 				return err
 			}
-			plan.Notes = append(plan.Notes, fmt.Sprintf("waited %s for the group to empty", budget.FormatDuration(time.Since(start))))
+			plan.Notes = append(plan.Notes, fmt.Sprintf("waited %s for the group to empty", textfmt.FormatDuration(time.Since(start))))
 		}
 	}
 	if plan.Refused != "" {
@@ -446,7 +448,7 @@ func printReplay(opts *ReplayOptions, plan *replay.Plan) error {
 			[2]string{"delete", deletes},
 			[2]string{"outputs", describeOutputs(h, plan)},
 			[2]string{"local state", states},
-			[2]string{"to read", ui.GroupDigits(plan.Records) + " offsets (at most as many records)"},
+			[2]string{"to read", textfmt.GroupDigits(plan.Records) + " offsets (at most as many records)"},
 		)
 		h.KV(pairs...)
 		if len(plan.Offsets) > 0 {
@@ -462,7 +464,7 @@ func printReplay(opts *ReplayOptions, plan *replay.Plan) error {
 					topic += " (intermediate)"
 				}
 				rows[i] = []string{topic, strconv.Itoa(int(o.Partition)), cur, strconv.FormatInt(o.Target, 10),
-					ui.GroupDigits(o.Records), strconv.FormatInt(o.LogStart, 10), strconv.FormatInt(o.LogEnd, 10)}
+					textfmt.GroupDigits(o.Records), strconv.FormatInt(o.LogStart, 10), strconv.FormatInt(o.LogEnd, 10)}
 			}
 			h.Table([]string{"topic", "partition", "current", "target", "to read (offsets)", "log start", "log end"}, rows)
 		}
@@ -547,11 +549,11 @@ func describeOutputs(h *ui.Human, plan *replay.Plan) string {
 		case o.Action == replay.ActionNone:
 			parts[i] = name + ": empty"
 		case o.Action == replay.ActionKeep:
-			parts[i] = fmt.Sprintf("%s: %s records kept, the rebuild appends", name, ui.GroupDigits(o.Records))
+			parts[i] = fmt.Sprintf("%s: %s records kept, the rebuild appends", name, textfmt.GroupDigits(o.Records))
 		case o.Action == replay.ActionTruncate:
-			parts[i] = fmt.Sprintf("%s: %s records deleted before the rebuild", name, ui.GroupDigits(o.Records))
+			parts[i] = fmt.Sprintf("%s: %s records deleted before the rebuild", name, textfmt.GroupDigits(o.Records))
 		default:
-			parts[i] = fmt.Sprintf("%s: %s records %s", name, ui.GroupDigits(o.Records), h.Warn("(choose: --truncate-outputs or --keep-outputs)"))
+			parts[i] = fmt.Sprintf("%s: %s records %s", name, textfmt.GroupDigits(o.Records), h.Warn("(choose: --truncate-outputs or --keep-outputs)"))
 		}
 	}
 	return strings.Join(parts, "; ")
@@ -570,10 +572,10 @@ func stageOutputs(st *stagefile.Stage) ([]replay.OutputTopic, error) {
 		if err != nil {
 			return nil, err
 		}
-		if d, ok := tf.(stage.OutputDeclarer); ok {
+		if d, ok := tf.(transformer.OutputDeclarer); ok {
 			names = d.OutputTopics()
 		}
-		if d, ok := tf.(stage.DLQUser); ok && d.UsesDLQ() {
+		if d, ok := tf.(transformer.DLQUser); ok && d.UsesDLQ() {
 			usesDLQ = true
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/profile"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -100,14 +101,14 @@ func Main(ctx context.Context, f *Factory, args []string) (code int) {
 	out := f.IO.CheckOut()
 	defer func() {
 		if p := recover(); p != nil {
-			fmt.Fprintf(f.IO.ErrOut, "error: internal error: %s\n%s", ui.Text(fmt.Sprint(p)), debug.Stack())
+			fmt.Fprintf(f.IO.ErrOut, "error: internal error: %s\n%s", textfmt.Text(fmt.Sprint(p)), debug.Stack())
 			code = exitcode.Failure
 		}
 	}()
 	code, err := execute(ctx, f, args)
 	// A write error the command returned is reported already.
 	if werr := out.Err(); werr != nil && !errors.Is(err, werr) {
-		fmt.Fprintf(f.IO.ErrOut, "error: writing standard output: %s\n", ui.Text(werr.Error()))
+		fmt.Fprintf(f.IO.ErrOut, "error: writing standard output: %s\n", textfmt.Text(werr.Error()))
 		if code == exitcode.OK {
 			code = exitcode.Failure
 		}
@@ -141,9 +142,9 @@ func execute(ctx context.Context, f *Factory, args []string) (int, error) {
 	if !exitcode.IsSilent(err) {
 		// Messages quote names from files, tokens and brokers: shown
 		// escaped, never as raw controls.
-		fmt.Fprintf(f.IO.ErrOut, "error: %s\n", ui.Text(err.Error()))
+		fmt.Fprintf(f.IO.ErrOut, "error: %s\n", textfmt.Text(err.Error()))
 		if exitcode.Code(err) == exitcode.Usage && cmd != nil {
-			fmt.Fprintf(f.IO.ErrOut, "Run '%s --help' for usage.\n", ui.Text(cmd.CommandPath()))
+			fmt.Fprintf(f.IO.ErrOut, "Run '%s --help' for usage.\n", textfmt.Text(cmd.CommandPath()))
 		}
 	}
 	return exitcode.Code(err), err

@@ -18,8 +18,9 @@ import (
 	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/lint"
 	"github.com/flecht-dev/flecht/internal/stage"
-	"github.com/flecht-dev/flecht/internal/stage/builtin"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/transformer"
+	"github.com/flecht-dev/flecht/internal/transformer/builtin"
 )
 
 const runLong = `Run a stage described by a stage file (see examples/ for commented ones).
@@ -308,11 +309,11 @@ func runTransformer(ctx context.Context, opts *RunOptions, st *stagefile.Stage) 
 		return err
 	}
 	probes := health.New()
-	runner := stage.NewRunner(stage.Options{
+	runner := transformer.NewRunner(transformer.Options{
 		Stage: st, Cluster: cluster, ClientID: opts.ClientID, StateDir: opts.StateDir,
 		Metrics: obs, Log: log, SessionTimeout: opts.SessionTimeout, Health: probes, LeaveGroup: opts.LeaveGroup,
 	})
-	var tf stage.Transformer
+	var tf transformer.Transformer
 	if st.Transform.Module != nil {
 		mt, closeModule, err := moduleTransformer(ctx, f, st, log, obs, configsOrNil(st, runner))
 		if err != nil {
@@ -347,7 +348,7 @@ func runLogger(f *Factory) *slog.Logger {
 	return f.runLog
 }
 
-func configsOrNil(st *stagefile.Stage, r *stage.Runner) stage.Configs {
+func configsOrNil(st *stagefile.Stage, r *transformer.Runner) stage.Configs {
 	if len(st.ConfigTopics) == 0 {
 		return nil
 	}

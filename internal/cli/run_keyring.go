@@ -2,9 +2,10 @@ package cli
 
 import (
 	"errors"
-	"github.com/flecht-dev/flecht/internal/exitcode"
 	"io/fs"
 	"log/slog"
+
+	"github.com/flecht-dev/flecht/internal/exitcode"
 
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/secret"

@@ -14,7 +14,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/module"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
-	"github.com/flecht-dev/flecht/internal/ui"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/sdk/wire"
 )
 
@@ -145,7 +145,7 @@ func moduleCacheDir(getenv func(string) string) string {
 func stuckModuleExits(f *Factory, log *slog.Logger) func(error) {
 	return func(err error) {
 		log.Error("a module call cannot be stopped: exiting", "error", err)
-		fmt.Fprintf(f.IO.ErrOut, "error: %s\n", ui.Text(err.Error()))
+		fmt.Fprintf(f.IO.ErrOut, "error: %s\n", textfmt.Text(err.Error()))
 		os.Exit(exitcode.Failure)
 	}
 }

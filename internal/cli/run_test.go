@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
-	"github.com/flecht-dev/flecht/internal/stage/builtin"
+	"github.com/flecht-dev/flecht/internal/transformer/builtin"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 

@@ -16,6 +16,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -386,7 +387,7 @@ func printSecretValue(opts *SecretsOptions, res any, value json.RawMessage, note
 	note(opts.IO.ErrOut)
 	if opts.IO.IsStdoutTTY() {
 		// A value shown on a terminal cannot drive it (a pipe gets it raw).
-		out = []byte(ui.Text(string(out)))
+		out = []byte(textfmt.Text(string(out)))
 	}
 	_, err := fmt.Fprintf(opts.IO.Out, "%s\n", out)
 	return err

@@ -16,6 +16,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -278,9 +279,9 @@ func printReencrypt(h *ui.Human, res *reencrypt.Result, topics []string, fields 
 	t := res.Totals
 	if executed {
 		h.Printf("swept %s to each scope's sealing kid (%s): %s of %s records rewritten\n", strings.Join(res.Topics, ", "), targetsLine(res.Targets),
-			ui.GroupDigits(int64(t.Written)), ui.GroupDigits(int64(t.Records)))
+			textfmt.GroupDigits(int64(t.Written)), textfmt.GroupDigits(int64(t.Records)))
 	} else {
-		h.Printf("plan: rewrite %s of %s records in %s to each scope's sealing kid (%s)\n", ui.GroupDigits(int64(t.Rewrite)), ui.GroupDigits(int64(t.Records)),
+		h.Printf("plan: rewrite %s of %s records in %s to each scope's sealing kid (%s)\n", textfmt.GroupDigits(int64(t.Rewrite)), textfmt.GroupDigits(int64(t.Records)),
 			strings.Join(res.Topics, ", "), targetsLine(res.Targets))
 	}
 	for _, st := range res.Targets {
@@ -296,7 +297,7 @@ func printReencrypt(h *ui.Human, res *reencrypt.Result, topics []string, fields 
 	if executed {
 		headers = append(headers, "written", "rereads", "foreign")
 	}
-	n := func(v int) string { return ui.GroupDigits(int64(v)) }
+	n := func(v int) string { return textfmt.GroupDigits(int64(v)) }
 	var rows [][]string
 	for _, p := range res.Partitions {
 		row := []string{p.Topic, strconv.Itoa(int(p.Partition)), n(p.Records), n(p.Rewrite), n(p.NonPrimary), n(p.ScopeUpgrade), n(p.Plaintext), n(p.Blocked)}

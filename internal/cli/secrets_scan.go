@@ -14,6 +14,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -81,7 +82,7 @@ func targetFlags(topics []string, fields []reencrypt.Field) string {
 
 // shellQuote quotes s as one shell word for a suggested command; a control
 // character is written escaped ($'\x1b…'), never raw.
-var shellQuote = ui.ShellQuote
+var shellQuote = textfmt.ShellQuote
 
 // loadOptionalKeyring loads the keyring when a path is given (flag or
 // environment); "" gives nil.
@@ -316,7 +317,7 @@ func printScan(h *ui.Human, rep *reencrypt.ScanReport) error {
 		if rep.Primary != "" && k.Kid == rep.Primary {
 			kid += " (primary)"
 		}
-		kidRows[i] = []string{kid, string(k.Status), ui.GroupDigits(int64(k.Count))}
+		kidRows[i] = []string{kid, string(k.Status), textfmt.GroupDigits(int64(k.Count))}
 	}
 	h.Table([]string{"kid", "status", "values"}, kidRows)
 	if len(rep.Summary.BySigner) > 0 {
@@ -326,7 +327,7 @@ func printScan(h *ui.Human, rep *reencrypt.ScanReport) error {
 			if verify == "" {
 				verify = "-"
 			}
-			signerRows[i] = []string{k.Kid, verify, ui.GroupDigits(int64(k.Count))}
+			signerRows[i] = []string{k.Kid, verify, textfmt.GroupDigits(int64(k.Count))}
 		}
 		h.Printf("\n")
 		h.Table([]string{"signer", "verify", "signatures"}, signerRows)
@@ -336,7 +337,7 @@ func printScan(h *ui.Human, rep *reencrypt.ScanReport) error {
 		h.Table([]string{"scope", "sealing kid", "signing kid"}, targetRows(rep.Targets))
 	}
 	s := rep.Summary
-	h.Printf("\n%s values in %s records of %s\n", ui.GroupDigits(int64(s.Values)), ui.GroupDigits(int64(s.Records)), strings.Join(rep.Topics, ", "))
+	h.Printf("\n%s values in %s records of %s\n", textfmt.GroupDigits(int64(s.Values)), textfmt.GroupDigits(int64(s.Records)), strings.Join(rep.Topics, ", "))
 	if s.Stale > 0 || s.OldSigner > 0 {
 		h.Printf("%s\n", h.Warn(fmt.Sprintf("%d tokens not under their scope's sealing kid, %d signatures by an old signer ('flecht secrets reencrypt' moves them)", s.Stale, s.OldSigner)))
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
 	"github.com/flecht-dev/flecht/internal/suggest"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -201,7 +202,7 @@ func runStatus(ctx context.Context, opts *StatusOptions) error {
 			var buf bytes.Buffer
 			h := ui.NewHuman(&buf, opts.IO.ColorEnabled())
 			printStatus(h, rep)
-			h.Printf("\n%s\n", h.Faint(fmt.Sprintf("every %s, Ctrl-C to stop", budget.FormatDuration(interval))))
+			h.Printf("\n%s\n", h.Faint(fmt.Sprintf("every %s, Ctrl-C to stop", textfmt.FormatDuration(interval))))
 			if inPlace {
 				// Home the cursor and clear the screen, then draw.
 				fmt.Fprint(opts.IO.Out, "\x1b[H\x1b[2J")
@@ -245,7 +246,7 @@ func printStatus(h *ui.Human, r *status.Report) {
 	if r.Protocol != "" {
 		state += h.Faint(" (" + r.Protocol + " protocol)")
 	}
-	lag := ui.GroupDigits(r.Lag)
+	lag := textfmt.GroupDigits(r.Lag)
 	if r.Lag == 0 {
 		lag = h.Good(lag)
 	}
@@ -258,10 +259,10 @@ func printStatus(h *ui.Human, r *status.Report) {
 		{"lag", lag},
 	}
 	if th := r.Throughput; th != nil {
-		s := fmt.Sprintf("consumed %s, produced %s over %s", budget.FormatRate(th.ConsumedPerSecond), budget.FormatRate(th.ProducedPerSecond),
-			budget.FormatDuration(time.Duration(th.IntervalSeconds*float64(time.Second))))
+		s := fmt.Sprintf("consumed %s, produced %s over %s", textfmt.FormatRate(th.ConsumedPerSecond), textfmt.FormatRate(th.ProducedPerSecond),
+			textfmt.FormatDuration(time.Duration(th.IntervalSeconds*float64(time.Second))))
 		if th.ETASeconds != nil {
-			s += fmt.Sprintf("; lag 0 in about %s", budget.FormatDuration(time.Duration(*th.ETASeconds*float64(time.Second))))
+			s += fmt.Sprintf("; lag 0 in about %s", textfmt.FormatDuration(time.Duration(*th.ETASeconds*float64(time.Second))))
 		}
 		pairs = append(pairs, [2]string{"throughput", s})
 	}
@@ -272,9 +273,9 @@ func printStatus(h *ui.Human, r *status.Report) {
 	default:
 		bytes := "size unknown"
 		if cl.Bytes != nil {
-			bytes = budget.FormatBytes(*cl.Bytes)
+			bytes = textfmt.FormatBytes(*cl.Bytes)
 		}
-		pairs = append(pairs, [2]string{"changelog", fmt.Sprintf("%s: %d partitions, %s offsets (at most as many records), %s", cl.Topic, cl.Partitions, ui.GroupDigits(cl.Records), bytes)})
+		pairs = append(pairs, [2]string{"changelog", fmt.Sprintf("%s: %d partitions, %s offsets (at most as many records), %s", cl.Topic, cl.Partitions, textfmt.GroupDigits(cl.Records), bytes)})
 	}
 	h.KV(pairs...)
 
@@ -299,7 +300,7 @@ func printStatus(h *ui.Human, r *status.Report) {
 		if in.Committed != nil {
 			committed = strconv.FormatInt(*in.Committed, 10)
 		}
-		lag := ui.GroupDigits(in.Lag)
+		lag := textfmt.GroupDigits(in.Lag)
 		if !in.LagCounted {
 			lag = "≤" + lag
 		}
@@ -319,7 +320,7 @@ func printStatus(h *ui.Human, r *status.Report) {
 		for _, p := range tx.Pending {
 			age := "-"
 			if !p.StartedAt.IsZero() {
-				age = budget.FormatDuration(r.SampledAt.Sub(p.StartedAt))
+				age = textfmt.FormatDuration(r.SampledAt.Sub(p.StartedAt))
 			}
 			rows = append(rows, []string{p.TransactionalID, p.State, strconv.FormatInt(p.ProducerID, 10), strconv.Itoa(int(p.ProducerEpoch)), age, strings.Join(p.Partitions, ", ")})
 		}
@@ -356,11 +357,11 @@ func printInstances(h *ui.Human, m *status.Modules) {
 			if r.ETASeconds > 0 {
 				eta = fmt.Sprintf(", about %s", (time.Duration(r.ETASeconds * float64(time.Second))).Round(100*time.Millisecond))
 			}
-			h.Printf("%s %s restores partition %d from the changelog: %s records left%s\n", h.Warn("restoring:"), in.URL, r.Partition, ui.GroupDigits(r.Left), eta)
+			h.Printf("%s %s restores partition %d from the changelog: %s records left%s\n", h.Warn("restoring:"), in.URL, r.Partition, textfmt.GroupDigits(r.Left), eta)
 		}
 	}
 	for _, w := range m.Warnings {
-		h.Printf("%s %s\n", h.Warn("warning:"), ui.Printable(w.Message))
+		h.Printf("%s %s\n", h.Warn("warning:"), textfmt.Printable(w.Message))
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/module"
 	"github.com/flecht-dev/flecht/internal/scaffold"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 	"github.com/flecht-dev/flecht/sdk/abi"
 )
@@ -204,8 +205,8 @@ func runTransformNew(opts *TransformNewOptions) error {
 			sdkFiles++
 			continue
 		}
-		fmt.Fprintf(opts.IO.Out, "wrote %s\n", ui.Escape(filepath.Join(opts.Dir, f)))
+		fmt.Fprintf(opts.IO.Out, "wrote %s\n", textfmt.Escape(filepath.Join(opts.Dir, f)))
 	}
-	fmt.Fprintf(opts.IO.Out, "wrote %s (the SDK, %d files)\n\nNext:\n  cd %s && make test\n", ui.Escape(filepath.Join(opts.Dir, scaffold.SDKDir)), sdkFiles, shellQuote(opts.Dir))
+	fmt.Fprintf(opts.IO.Out, "wrote %s (the SDK, %d files)\n\nNext:\n  cd %s && make test\n", textfmt.Escape(filepath.Join(opts.Dir, scaffold.SDKDir)), sdkFiles, shellQuote(opts.Dir))
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/module"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/statekey"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 	"github.com/flecht-dev/flecht/sdk/wire"
 )
@@ -205,11 +206,11 @@ func runTransformTest(ctx context.Context, opts *TransformTestOptions) error {
 	}
 	if expected != nil {
 		if diff := diffCases(cases, expected); diff != "" {
-			fmt.Fprintf(opts.IO.ErrOut, "the results differ from %s:\n%s", ui.Escape(opts.Expect), ui.Text(diff))
+			fmt.Fprintf(opts.IO.ErrOut, "the results differ from %s:\n%s", textfmt.Escape(opts.Expect), textfmt.Text(diff))
 			return &exitcode.Silent{Code: exitcode.Findings}
 		}
 		if opts.Format() == ui.FormatTable {
-			fmt.Fprintf(opts.IO.Out, "\nall %d records as %s expects\n", len(cases), ui.Escape(opts.Expect))
+			fmt.Fprintf(opts.IO.Out, "\nall %d records as %s expects\n", len(cases), textfmt.Escape(opts.Expect))
 		}
 	}
 	return nil
@@ -559,18 +560,18 @@ func printTransformCases(opts *TransformTestOptions, cases []transformCase) erro
 		}
 		verdict := h.Good(c.Verdict)
 		if c.Verdict != verdictOK {
-			verdict = h.Warn(c.Verdict + ": " + ui.Printable(c.Reason))
+			verdict = h.Warn(c.Verdict + ": " + textfmt.Printable(c.Reason))
 		}
-		h.Printf("%s key %s  %s\n", h.Bold(where), ui.Printable(key), verdict)
+		h.Printf("%s key %s  %s\n", h.Bold(where), textfmt.Printable(key), verdict)
 		for _, o := range c.Outputs {
 			okey := "null"
 			if o.Key != nil {
 				okey = strconv.Quote(*o.Key)
 			}
-			h.Printf("  → %s key %s %s\n", o.Topic, ui.Printable(okey), ui.Printable(string(o.Value)))
+			h.Printf("  → %s key %s %s\n", o.Topic, textfmt.Printable(okey), textfmt.Printable(string(o.Value)))
 		}
 		if s := c.State; s != nil && s.Changed {
-			h.Printf("  state %s: %s → %s\n", ui.Printable(strconv.Quote(*c.StateKey)), ui.Printable(string(s.Before)), ui.Printable(string(s.After)))
+			h.Printf("  state %s: %s → %s\n", textfmt.Printable(strconv.Quote(*c.StateKey)), textfmt.Printable(string(s.Before)), textfmt.Printable(string(s.After)))
 		}
 	}
 	return nil

@@ -27,9 +27,9 @@ import (
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/mqtt"
-	"github.com/flecht-dev/flecht/internal/stage"
-	"github.com/flecht-dev/flecht/internal/stage/builtin"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/transformer"
+	"github.com/flecht-dev/flecht/internal/transformer/builtin"
 )
 
 // The demo's topics, identities and MQTT filter.
@@ -210,7 +210,7 @@ func (d *Demo) Run(ctx context.Context, env *devenv.Env) error {
 	if err != nil {
 		return fmt.Errorf("demo bridge stage: %w", err)
 	}
-	runner := stage.NewRunner(stage.Options{
+	runner := transformer.NewRunner(transformer.Options{
 		Stage: dedupeSt, Cluster: cluster, ClientID: dedupeID, StateDir: stateDir,
 		Metrics: dedupeObs, Log: log.With("stage", DedupeApp),
 	})

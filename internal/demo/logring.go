@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flecht-dev/flecht/internal/ui"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // logEntry is one log record kept for the live view.
@@ -103,7 +103,7 @@ func writeAttr(b *strings.Builder, group string, a slog.Attr) {
 		return
 	}
 	v := a.Value.String()
-	if strings.ContainsAny(v, " \t\"=") || v == "" || !ui.IsPrintable(v) {
+	if strings.ContainsAny(v, " \t\"=") || v == "" || !textfmt.IsPrintable(v) {
 		v = fmt.Sprintf("%q", v)
 	}
 	fmt.Fprintf(b, " %s%s=%s", group, a.Key, v)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -176,17 +177,17 @@ func (v *view) stats(s Sample) string {
 		fmt.Fprintf(&b, "%s %-18s %s  %s %10s\n",
 			v.st.Bold(fmt.Sprintf("%-10s", row.name)), row.topic,
 			v.st.Good(fmt.Sprintf("%10s", formatRate(row.rate))),
-			v.st.Good(sparkline(row.hist, scale, historyLen)), ui.GroupDigits(row.total))
+			v.st.Good(sparkline(row.hist, scale, historyLen)), textfmt.GroupDigits(row.total))
 	}
 	b.WriteString("\n")
 	kv := func(k, val string) { fmt.Fprintf(&b, "%s %s\n", v.st.Bold(fmt.Sprintf("%-13s", k)), val) }
-	kv("deduplicated", fmt.Sprintf("%s %s", ui.GroupDigits(s.Deduplicated),
-		v.st.Faint("of "+plural(s.DuplicatesPublished, "reading")+" the sensors re-sent")))
+	kv("deduplicated", fmt.Sprintf("%s %s", textfmt.GroupDigits(s.Deduplicated),
+		v.st.Faint("of "+textfmt.Plural(s.DuplicatesPublished, "reading")+" the sensors re-sent")))
 	dropped := formatDropped(s.Dropped)
 	if len(s.Dropped) > 0 {
 		dropped = v.st.Warn(dropped)
 	}
-	kv("dropped", dropped+" "+v.st.Faint("("+plural(s.PoisonPublished, "non-JSON payload")+" sent)"))
+	kv("dropped", dropped+" "+v.st.Faint("("+textfmt.Plural(s.PoisonPublished, "non-JSON payload")+" sent)"))
 	lag := formatLag(s.Lag)
 	if s.Lag != nil && *s.Lag <= lagWarn {
 		lag = v.st.Good(lag)
@@ -194,7 +195,7 @@ func (v *view) stats(s Sample) string {
 		lag = v.st.Warn(lag)
 	}
 	kv("lag", lag+" "+v.st.Faint("(group "+DedupeApp+", in offsets incl. commit markers)"))
-	kv("transactions", fmt.Sprintf("%s bridge · %s dedupe", ui.GroupDigits(s.Transactions.Bridge), ui.GroupDigits(s.Transactions.Dedupe)))
+	kv("transactions", fmt.Sprintf("%s bridge · %s dedupe", textfmt.GroupDigits(s.Transactions.Bridge), textfmt.GroupDigits(s.Transactions.Dedupe)))
 	return v.st.Box(strings.TrimSuffix(b.String(), "\n"), viewWidth)
 }
 
@@ -231,11 +232,11 @@ func summaryLine(s Sample) string {
 	}
 	fmt.Fprintf(&b, "%s up %s  published %s (%s)  relayed %s (%s)  refined %s (%s)  deduplicated %s  dropped %s  lag %s  transactions %s+%s",
 		s.Time.Format("15:04:05"), formatUptime(s.UptimeSeconds),
-		ui.GroupDigits(s.Published), formatRate(s.PublishedPerSecond),
-		ui.GroupDigits(s.Relayed), formatRate(s.RelayedPerSecond),
-		ui.GroupDigits(s.Refined), formatRate(s.RefinedPerSecond),
-		ui.GroupDigits(s.Deduplicated), formatDroppedCompact(s.Dropped), formatLag(s.Lag),
-		ui.GroupDigits(s.Transactions.Bridge), ui.GroupDigits(s.Transactions.Dedupe))
+		textfmt.GroupDigits(s.Published), formatRate(s.PublishedPerSecond),
+		textfmt.GroupDigits(s.Relayed), formatRate(s.RelayedPerSecond),
+		textfmt.GroupDigits(s.Refined), formatRate(s.RefinedPerSecond),
+		textfmt.GroupDigits(s.Deduplicated), formatDroppedCompact(s.Dropped), formatLag(s.Lag),
+		textfmt.GroupDigits(s.Transactions.Bridge), textfmt.GroupDigits(s.Transactions.Dedupe))
 	return b.String()
 }
 
@@ -251,7 +252,7 @@ func formatRate(r float64) string {
 		r = 0
 	}
 	if r >= 10000 {
-		return ui.GroupDigits(int64(math.Round(r))) + "/s"
+		return textfmt.GroupDigits(int64(math.Round(r))) + "/s"
 	}
 	return strconv.FormatFloat(r, 'f', 1, 64) + "/s"
 }
@@ -276,7 +277,7 @@ func formatDropped(m map[string]int64) string {
 	}
 	parts := make([]string, 0, len(m))
 	for _, k := range sortedKeys(m) {
-		parts = append(parts, k+" "+ui.GroupDigits(m[k]))
+		parts = append(parts, k+" "+textfmt.GroupDigits(m[k]))
 	}
 	return strings.Join(parts, " · ")
 }
@@ -297,20 +298,12 @@ func formatDroppedCompact(m map[string]int64) string {
 // seconds of readings.
 const lagWarn = 100
 
-// plural is "1 reading" or "2 readings".
-func plural(n int64, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return ui.GroupDigits(n) + " " + noun + "s"
-}
-
 // formatLag is the lag, or "-" when it could not be read.
 func formatLag(lag *int64) string {
 	if lag == nil {
 		return "-"
 	}
-	return ui.GroupDigits(*lag)
+	return textfmt.GroupDigits(*lag)
 }
 
 var sparkBlocks = []rune(" ▁▂▃▄▅▆▇█")

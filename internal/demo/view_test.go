@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -71,7 +72,7 @@ func TestFormatDroppedAndLag(t *testing.T) {
 	if got := formatLag(int64p(12345)); got != "12,345" {
 		t.Errorf("formatLag = %q", got)
 	}
-	if plural(1, "reading") != "1 reading" || plural(0, "reading") != "0 readings" || plural(2000, "payload") != "2,000 payloads" {
+	if textfmt.Plural(1, "reading") != "1 reading" || textfmt.Plural(0, "reading") != "0 readings" || textfmt.Plural(2000, "payload") != "2,000 payloads" {
 		t.Error("plural")
 	}
 }

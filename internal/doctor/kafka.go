@@ -7,12 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lint"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
-	"github.com/flecht-dev/flecht/internal/ui"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // members compares the group's members with the stage's tasks (tokens for
@@ -80,8 +79,8 @@ func (d *diagnosis) lag() {
 	cmd := "flecht status " + d.stageFlags() + " --watch"
 	detail := fmt.Sprintf("lag %d (was %d)", rep.Lag, first.Lag)
 	if th != nil {
-		detail += fmt.Sprintf(", consumed %s, produced %s over %s", budget.FormatRate(th.ConsumedPerSecond), budget.FormatRate(th.ProducedPerSecond),
-			budget.FormatDuration(time.Duration(th.IntervalSeconds*float64(time.Second))))
+		detail += fmt.Sprintf(", consumed %s, produced %s over %s", textfmt.FormatRate(th.ConsumedPerSecond), textfmt.FormatRate(th.ProducedPerSecond),
+			textfmt.FormatDuration(time.Duration(th.IntervalSeconds*float64(time.Second))))
 	}
 	batch := max(d.st.MaxPollRecords, 1)
 	idle, busy := status.IdleMembers(d.obs.First, d.obs.Second)
@@ -104,11 +103,11 @@ func (d *diagnosis) lag() {
 			d.note("reading what the standing lag holds: %v", d.obs.UnreadErr)
 		}
 		d.finding(CheckLag, d.st.ApplicationID, cmd,
-			"lag %d and no offset committed in %s: the stage is stuck (a batch or a transaction that does not end), cannot keep up at all, or its members stopped without leaving the group (their sessions lapse: flecht group leave removes a static member that is gone)", rep.Lag, budget.FormatDuration(d.in.Interval))
+			"lag %d and no offset committed in %s: the stage is stuck (a batch or a transaction that does not end), cannot keep up at all, or its members stopped without leaving the group (their sessions lapse: flecht group leave removes a static member that is gone)", rep.Lag, textfmt.FormatDuration(d.in.Interval))
 	case rep.Lag > first.Lag && rep.Lag > int64(batch):
 		d.finding(CheckLag, d.st.ApplicationID, cmd,
 			"lag grew from %d to %d in %s: the stage is slower than its input (more instances, up to the %d input partitions, or a faster transform)",
-			first.Lag, rep.Lag, budget.FormatDuration(d.in.Interval), tasksOf(d.obs.Second))
+			first.Lag, rep.Lag, textfmt.FormatDuration(d.in.Interval), tasksOf(d.obs.Second))
 	}
 	d.done(CheckLag, before, detail)
 }
@@ -120,7 +119,7 @@ func (d *diagnosis) lag() {
 func (d *diagnosis) idleMember(m kafkax.GroupMember, unreachable []string) {
 	who := m.ClientID
 	held := fmt.Sprintf("member %s (host %s) held %s with lag and committed nothing in %s while the other members did",
-		who, m.Host, describeAssigned(m.Assigned), budget.FormatDuration(d.in.Interval))
+		who, m.Host, describeAssigned(m.Assigned), textfmt.FormatDuration(d.in.Interval))
 	down := ""
 	if len(unreachable) > 0 {
 		down = "; no answer from " + strings.Join(unreachable, ", ")
@@ -128,7 +127,7 @@ func (d *diagnosis) idleMember(m kafkax.GroupMember, unreachable []string) {
 	if at, gone := d.obs.Gone[m.MemberID]; gone {
 		d.finding(CheckLag, who, "find out why the instance with client id "+who+" stopped (a crash, an eviction); for a scale-down, stop it with --leave-group or run: flecht group leave "+shellQuote(d.st.ApplicationID)+" --instance <id> --execute",
 			"%s, and left the group %s later when its session lapsed: it had stopped without leaving, and the others have its partitions now%s",
-			held, budget.FormatDuration(at.Sub(d.obs.Second.At).Round(time.Second)), down)
+			held, textfmt.FormatDuration(at.Sub(d.obs.Second.At).Round(time.Second)), down)
 		return
 	}
 	hint := "curl its /readyz and /healthz (a stalled task fails /healthz); if it is gone, flecht group leave " + shellQuote(d.st.ApplicationID) + " --instance " + shellQuote(m.InstanceID) + " --execute"
@@ -138,7 +137,7 @@ func (d *diagnosis) idleMember(m kafkax.GroupMember, unreachable []string) {
 	if d.obs.Watched > 0 {
 		d.finding(CheckLag, who, hint,
 			"%s, and was still a member %s later: it heartbeats, so its process runs and its tasks are stuck (or its session is longer than %s, past flecht's default of 10 s)%s",
-			held, budget.FormatDuration(d.obs.Watched.Round(time.Second)), budget.FormatDuration(d.obs.Watched.Round(time.Second)), down)
+			held, textfmt.FormatDuration(d.obs.Watched.Round(time.Second)), textfmt.FormatDuration(d.obs.Watched.Round(time.Second)), down)
 		return
 	}
 	d.finding(CheckLag, who, hint,
@@ -233,16 +232,16 @@ func (d *diagnosis) transactions() {
 			d.finding(CheckTransactions, p.TransactionalID,
 				"restart the instance that owns "+p.TransactionalID+" (its producer fences the ID and aborts the transaction), or: kafka-transactions.sh --bootstrap-server "+d.brokers()+" find-hanging --broker-id <id>",
 				"%s has had a transaction open for %s, past its %s timeout: it hangs, and every read_committed reader of %s stops at it",
-				p.TransactionalID, budget.FormatDuration(age), budget.FormatDuration(timeout), parts)
+				p.TransactionalID, textfmt.FormatDuration(age), textfmt.FormatDuration(timeout), parts)
 		case age > timeout/2:
 			d.finding(CheckTransactions, p.TransactionalID, "flecht status "+d.stageFlags()+" --watch",
 				"%s has had a transaction open for %s of its %s timeout: it is likely to be aborted (a batch or page that does not finish)",
-				p.TransactionalID, budget.FormatDuration(age), budget.FormatDuration(timeout))
+				p.TransactionalID, textfmt.FormatDuration(age), textfmt.FormatDuration(timeout))
 		}
 	}
 	detail := fmt.Sprintf("%d open", len(tx.Pending))
 	if oldest > 0 {
-		detail += ", the oldest for " + budget.FormatDuration(oldest)
+		detail += ", the oldest for " + textfmt.FormatDuration(oldest)
 	}
 	if tx.Error != "" {
 		d.note("describing the open transactions: %s", tx.Error)
@@ -306,7 +305,7 @@ func (d *diagnosis) topicFix(p lint.TopicProblem, t *lint.TopicsReport) string {
 
 // shellQuote quotes s as one shell word for a suggested command; a control
 // character is written escaped ($'\x1b…'), never raw.
-var shellQuote = ui.ShellQuote
+var shellQuote = textfmt.ShellQuote
 
 // describeAssigned names a member's partitions: "raw [0,2]".
 func describeAssigned(as []kafkax.TopicPartitions) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/promscrape"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // The metrics the checks read (docs/contract.md §10; mqtt_ack_seconds is flecht's).
@@ -91,7 +92,7 @@ func (d *diagnosis) recordSizes(live []Scrape) {
 			if se.Value > limit {
 				d.finding(CheckRecordSize, s.URL, "bound the state per key, or refine the state key (flecht lint state-key "+d.stageFlags()+"); then check again",
 					"%s wrote a state record of %s, %.0f%% of the %s record ceiling: one record more and the stage crashes on every restart",
-					s.URL, budget.FormatBytes(int64(se.Value)), 100*se.Value/RecordCeiling, budget.FormatBytes(RecordCeiling))
+					s.URL, textfmt.FormatBytes(int64(se.Value)), 100*se.Value/RecordCeiling, textfmt.FormatBytes(RecordCeiling))
 			}
 		}
 		for _, m := range []struct{ name, what string }{{mOutMax, "wrote"}, {mInMax, "read"}} {
@@ -103,12 +104,12 @@ func (d *diagnosis) recordSizes(live []Scrape) {
 				topic := se.Labels["topic"]
 				d.finding(CheckRecordSize, s.URL,
 					"shrink the records, or raise the topic's limit: kafka-configs.sh --bootstrap-server "+d.brokers()+" --alter --entity-type topics --entity-name "+shellQuote(topic)+" --add-config max.message.bytes=<bytes>",
-					"%s %s a record of %s to/from %s, %.0f%% of the %s record ceiling", s.URL, m.what, budget.FormatBytes(int64(se.Value)), topic,
-					100*se.Value/RecordCeiling, budget.FormatBytes(RecordCeiling))
+					"%s %s a record of %s to/from %s, %.0f%% of the %s record ceiling", s.URL, m.what, textfmt.FormatBytes(int64(se.Value)), topic,
+					100*se.Value/RecordCeiling, textfmt.FormatBytes(RecordCeiling))
 			}
 		}
 	}
-	d.done(CheckRecordSize, before, fmt.Sprintf("largest record %s of %s", budget.FormatBytes(int64(largest)), budget.FormatBytes(RecordCeiling)))
+	d.done(CheckRecordSize, before, fmt.Sprintf("largest record %s of %s", textfmt.FormatBytes(int64(largest)), textfmt.FormatBytes(RecordCeiling)))
 }
 
 // invalid reports records an instance skipped or dead-lettered.
@@ -129,7 +130,7 @@ func (d *diagnosis) invalid(live []Scrape) {
 			was, _ := s.First.Sum(mInvalid, se.Labels)
 			recent := ""
 			if se.Value > was {
-				recent = fmt.Sprintf(", %.0f of them in the last %s", se.Value-was, budget.FormatDuration(d.in.Interval))
+				recent = fmt.Sprintf(", %.0f of them in the last %s", se.Value-was, textfmt.FormatDuration(d.in.Interval))
 			}
 			switch outcome {
 			case metrics.OutcomeDeadLettered:
@@ -202,7 +203,7 @@ func (d *diagnosis) budget(live []Scrape) {
 	in := budget.Inputs{
 		SessionExpiry: d.st.SessionExpiry(), SessionExpirySource: "stage file",
 		QueueLimit: queue, QueueLimitSource: queueSource,
-		Rate: rate, RateSource: fmt.Sprintf("measured over %s", budget.FormatDuration(d.in.Interval)),
+		Rate: rate, RateSource: fmt.Sprintf("measured over %s", textfmt.FormatDuration(d.in.Interval)),
 		Replicas: len(live),
 	}
 	if w := d.st.MQTT.ReceiveMax(); w > 0 {
@@ -223,15 +224,15 @@ func (d *diagnosis) budget(live []Scrape) {
 	}
 	if r.Budget() < least {
 		d.finding(CheckBudget, d.st.ApplicationID, cmd,
-			"the outage budget is %s (%s binds: %s), under %s: a bridge away that long loses messages silently", budget.FormatDuration(r.Budget()), r.Binding, r.Advice, budget.FormatDuration(least))
+			"the outage budget is %s (%s binds: %s), under %s: a bridge away that long loses messages silently", textfmt.FormatDuration(r.Budget()), r.Binding, r.Advice, textfmt.FormatDuration(least))
 	}
 	if r.OnlineCapacityPerS != nil && rate > *r.OnlineCapacityPerS {
 		d.finding(CheckBudget, d.st.ApplicationID, cmd,
 			"messages arrive at %s but the bridge acknowledges at most about %s (window %d / receive→ack %s): the broker's queue fills while it is connected",
-			budget.FormatRate(rate), budget.FormatRate(*r.OnlineCapacityPerS), in.Inflight, in.AckLatency.Round(time.Millisecond))
+			textfmt.FormatRate(rate), textfmt.FormatRate(*r.OnlineCapacityPerS), in.Inflight, in.AckLatency.Round(time.Millisecond))
 	}
-	d.done(CheckBudget, before, fmt.Sprintf("%s at %s (queue %d, %s; session expiry %s)", budget.FormatDuration(r.Budget()), budget.FormatRate(rate), queue, queueSource,
-		budget.FormatDuration(d.st.SessionExpiry())))
+	d.done(CheckBudget, before, fmt.Sprintf("%s at %s (queue %d, %s; session expiry %s)", textfmt.FormatDuration(r.Budget()), textfmt.FormatRate(rate), queue, queueSource,
+		textfmt.FormatDuration(d.st.SessionExpiry())))
 }
 
 // LoadsKeyring reports whether a stage of kind loads a keyring (the

@@ -26,6 +26,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/state"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // Lease is one owned partition number: its fenced producer and its store.
@@ -346,18 +347,11 @@ func (s *Set) report() {
 	if s.spec.Ready == nil || !s.joined {
 		return
 	}
-	started := plural(len(s.held), s.spec.What)
+	started := textfmt.Plural(int64(len(s.held)), s.spec.What)
 	if len(s.pending) > 0 {
 		s.spec.Ready.Set(false, fmt.Sprintf("joined group %s; %s started, %s %v waiting to be fenced and restored",
 			s.spec.ApplicationID, started, s.spec.What, s.Pending()))
 		return
 	}
 	s.spec.Ready.Set(true, fmt.Sprintf("joined group %s; every assigned %s started (%s)", s.spec.ApplicationID, s.spec.What, started))
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return strconv.Itoa(n) + " " + what + "s"
 }

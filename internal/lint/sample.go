@@ -12,6 +12,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/statekey"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // Record is one sampled Kafka record. A nil Key is a record without a key;
@@ -365,7 +366,7 @@ func (c *Checker) Report() *Report {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: %d records have no state key (the stage treats them as invalid messages)", t, ts.RenderErrors))
 		}
 		if ts.KeysWithSeparator > 0 && c.static.Verdict == Unknown {
-			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: %d sampled keys contain %s, so different keys can render one state key", t, ts.KeysWithSeparator, quoteList(c.static.Separators)))
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: %d sampled keys contain %s, so different keys can render one state key", t, ts.KeysWithSeparator, textfmt.QuoteChoices(c.static.Separators)))
 		}
 		if ts.InvalidKeys > 0 {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: %d keys are not UTF-8 (invalid messages to a stage)", t, ts.InvalidKeys))
@@ -382,7 +383,7 @@ func (c *Checker) Report() *Report {
 			sampled += ts.Sampled - ts.Keyless - ts.InvalidKeys
 		}
 		if with == 0 && sampled > 0 && c.o.Alphabet == nil {
-			r.Warnings = append(r.Warnings, fmt.Sprintf("no sampled key contains %s; if no key ever will, say so with --key-pattern and the verdict becomes a proof", quoteList(c.static.Separators)))
+			r.Warnings = append(r.Warnings, fmt.Sprintf("no sampled key contains %s; if no key ever will, say so with --key-pattern and the verdict becomes a proof", textfmt.QuoteChoices(c.static.Separators)))
 		}
 	}
 

@@ -11,11 +11,11 @@ package lint
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/flecht-dev/flecht/internal/statekey"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // Verdict is the static judgement of a state-key template.
@@ -104,7 +104,7 @@ func StaticCheck(t *statekey.Template, alpha *KeyAlphabet) Static {
 	case len(seps) == 0:
 		s.Reason = "{key} touches a value placeholder with no separator between them, so where the key ends is not recoverable"
 	case alpha == nil:
-		s.Reason = fmt.Sprintf("the key is recoverable only if keys never contain %s; declare the key alphabet with --key-pattern to prove it", quoteList(seps))
+		s.Reason = fmt.Sprintf("the key is recoverable only if keys never contain %s; declare the key alphabet with --key-pattern to prove it", textfmt.QuoteChoices(seps))
 	default:
 		var inKeys []string
 		for _, sep := range seps {
@@ -113,9 +113,9 @@ func StaticCheck(t *statekey.Template, alpha *KeyAlphabet) Static {
 			}
 		}
 		if len(inKeys) > 0 {
-			s.Reason = fmt.Sprintf("keys matching --key-pattern may contain %s, so where the key ends is not recoverable", quoteList(inKeys))
+			s.Reason = fmt.Sprintf("keys matching --key-pattern may contain %s, so where the key ends is not recoverable", textfmt.QuoteChoices(inKeys))
 		} else {
-			s.Reason = fmt.Sprintf("value placeholders on both sides of {key} may contain %s, so where the key starts and ends is not recoverable; put {key} first or last", quoteList(seps))
+			s.Reason = fmt.Sprintf("value placeholders on both sides of {key} may contain %s, so where the key starts and ends is not recoverable; put {key} first or last", textfmt.QuoteChoices(seps))
 		}
 	}
 	s.Collision = findCollision(t, alpha)
@@ -472,17 +472,6 @@ func dedupeRunes(rs []rune) []rune {
 		}
 	}
 	return out
-}
-
-func quoteList(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = strconv.Quote(s)
-	}
-	if len(q) == 1 {
-		return q[0]
-	}
-	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }
 
 // count is the number of words of length 0..l over n runes.

@@ -15,11 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/attr"
-	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/mqtt"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // The topic checks behind `flecht lint topics` and `flecht doctor`: a
@@ -230,7 +230,7 @@ func (s TopicsSpec) topics() []string {
 func CheckTopics(spec TopicsSpec, facts map[string]TopicFacts) *TopicsReport {
 	rep := &TopicsReport{MinRetention: defaultMinRetentionDescribe, Topics: []Topic{}, Problems: []TopicProblem{}, Notes: []string{}}
 	if spec.MinRetention > 0 {
-		rep.MinRetention = budget.FormatDuration(spec.MinRetention)
+		rep.MinRetention = textfmt.FormatDuration(spec.MinRetention)
 	}
 	bad := map[string]bool{}
 	problem := func(kind, topic, format string, args ...any) {
@@ -291,7 +291,7 @@ func CheckTopics(spec TopicsSpec, facts map[string]TopicFacts) *TopicsReport {
 			if short {
 				want := "-1 (infinite)"
 				if spec.MinRetention > 0 {
-					want = fmt.Sprintf("at least %s (%d ms)", budget.FormatDuration(spec.MinRetention), spec.MinRetention.Milliseconds())
+					want = fmt.Sprintf("at least %s (%d ms)", textfmt.FormatDuration(spec.MinRetention), spec.MinRetention.Milliseconds())
 				}
 				problem(ProblemRawRetention, t, "%s has retention.ms=%s%s: a replay reaches back only that far; set retention.ms to %s", t, ms, DescribeRetention(ms), want)
 			}
@@ -358,7 +358,7 @@ func DescribeRetention(ms string) string {
 	if err != nil || v < 0 {
 		return ""
 	}
-	return " (" + budget.FormatDuration(time.Duration(v)*time.Millisecond) + ")"
+	return " (" + textfmt.FormatDuration(time.Duration(v)*time.Millisecond) + ")"
 }
 
 func hasPolicyItem(policy, want string) bool {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/module"
 	"github.com/flecht-dev/flecht/internal/module/moduletest"
-	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/transformer"
 )
 
 // BenchmarkCountModuleBatch: one call of the count example module over a
@@ -37,7 +37,7 @@ func BenchmarkCountModuleBatch(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("FLECHT_BENCH_BATCH")); err == nil {
 		size = v
 	}
-	calls := make([]stage.Call, size)
+	calls := make([]transformer.Call, size)
 	recs := make([]*kgo.Record, size)
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: "in", Key: fmt.Appendf(nil, "key-%d", i), Timestamp: time.UnixMilli(1),
@@ -46,7 +46,7 @@ func BenchmarkCountModuleBatch(b *testing.B) {
 	b.ResetTimer()
 	for n := 0; n < b.N; n += len(calls) {
 		for i := range calls {
-			calls[i] = stage.Call{Rec: recs[i], StateKey: string(recs[i].Key), State: []byte(`{"seq":41}`)}
+			calls[i] = transformer.Call{Rec: recs[i], StateKey: string(recs[i].Key), State: []byte(`{"seq":41}`)}
 		}
 		if err := task.TransformBatch(context.Background(), calls); err != nil {
 			b.Fatal(err)

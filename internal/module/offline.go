@@ -8,6 +8,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/statekey"
+	"github.com/flecht-dev/flecht/internal/transformer"
 )
 
 // Offline runs a module over records without Kafka, the way the runner
@@ -16,11 +17,11 @@ import (
 // of a transform (`flecht transform test`).
 type Offline struct {
 	task *Task
-	keys stage.KeyRule
+	keys transformer.KeyRule
 	rule *statekey.Template
 	// stateless: the stage keeps no state (transform.stateless).
 	stateless bool
-	calls     []stage.Call
+	calls     []transformer.Call
 	// State is each state key's state (canonical JSON), as the records
 	// left it; set it before Run to start from a given state.
 	State map[string][]byte
@@ -54,7 +55,7 @@ func NewOffline(ctx context.Context, m *Module, template *statekey.Template) (*O
 	if err != nil {
 		return nil, err
 	}
-	return &Offline{task: k.(*Task), keys: stage.NewKeyRule(template), rule: template, stateless: m.spec.Stateless, State: map[string][]byte{}}, nil
+	return &Offline{task: k.(*Task), keys: transformer.NewKeyRule(template), rule: template, stateless: m.spec.Stateless, State: map[string][]byte{}}, nil
 }
 
 // Close ends the instance.
@@ -115,7 +116,7 @@ func (o *Offline) Run(ctx context.Context, recs []*kgo.Record) ([]OfflineResult,
 				return results, err
 			}
 		}
-		c := stage.Call{Rec: rec, StateKey: sk, NoStateKey: keyless}
+		c := transformer.Call{Rec: rec, StateKey: sk, NoStateKey: keyless}
 		if !keyless {
 			c.State = o.State[sk]
 			res.StateBefore = c.State
@@ -139,7 +140,7 @@ func (o *Offline) stateKey(rec *kgo.Record) (string, bool, string) {
 	if err != nil {
 		return "", false, err.Error()
 	}
-	in := &stage.Incoming{Key: key, Tombstone: rec.Value == nil, Topic: rec.Topic, Partition: rec.Partition,
+	in := &transformer.Incoming{Key: key, Tombstone: rec.Value == nil, Topic: rec.Topic, Partition: rec.Partition,
 		Offset: rec.Offset, Timestamp: rec.Timestamp}
 	if o.rule.UsesValue() && rec.Value != nil {
 		ev, _, err := attr.Decode[attr.Event](rec.Value)

@@ -13,12 +13,13 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/stage"
+	"github.com/flecht-dev/flecht/internal/transformer"
 	"github.com/flecht-dev/flecht/sdk/abi"
 	"github.com/flecht-dev/flecht/sdk/wire"
 )
 
 // Transformer runs a module as a stage's transformer, an instance per
-// task (stage.BatchTransformer). It checks everything a module answers
+// task (transformer.BatchTransformer). It checks everything a module answers
 // before the runner sees it: outputs only to the declared topics, JSON
 // objects as values and state, no record over 1 MiB.
 type Transformer struct {
@@ -44,12 +45,12 @@ func (t *Transformer) OutputTopics() []string { return t.outputs }
 func (t *Transformer) Stateless() bool { return t.stateless }
 
 // Transform is never called: the runner calls a BatchTransformer's tasks.
-func (t *Transformer) Transform(context.Context, *stage.Incoming, attr.State, stage.Emit) error {
+func (t *Transformer) Transform(context.Context, *transformer.Incoming, attr.State, transformer.Emit) error {
 	return errors.New("a module transforms batches: the runner calls NewBatchTask")
 }
 
 // NewBatchTask instantiates the module for partition's task.
-func (t *Transformer) NewBatchTask(ctx context.Context, partition int32) (stage.BatchTask, error) {
+func (t *Transformer) NewBatchTask(ctx context.Context, partition int32) (transformer.BatchTask, error) {
 	inst, err := t.m.NewInstance(ctx, partition)
 	if err != nil {
 		return nil, err
@@ -72,7 +73,7 @@ func (k *Task) Close(ctx context.Context) { k.inst.Close(ctx) }
 
 // TransformBatch runs one call of the module over calls and fills in
 // their results.
-func (k *Task) TransformBatch(ctx context.Context, calls []stage.Call) error {
+func (k *Task) TransformBatch(ctx context.Context, calls []transformer.Call) error {
 	k.batch.Reset()
 	for i := range calls {
 		k.encode(&calls[i])
@@ -102,7 +103,7 @@ func (k *Task) TransformBatch(ctx context.Context, calls []stage.Call) error {
 
 // encode fills k.rec with c's record. The bytes alias c's record and
 // strings, which the batch only copies.
-func (k *Task) encode(c *stage.Call) {
+func (k *Task) encode(c *transformer.Call) {
 	rec := c.Rec
 	r := &k.rec
 	*r = abi.Record{Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp.UnixMilli(),
@@ -126,7 +127,7 @@ func (k *Task) encode(c *stage.Call) {
 }
 
 // take checks one result and fills in c.
-func (k *Task) take(c *stage.Call, res *abi.Result, i int) error {
+func (k *Task) take(c *transformer.Call, res *abi.Result, i int) error {
 	where := func() string { return k.batch.Where(i) } // for errors only
 	switch res.Kind {
 	case abi.ResultRejected:

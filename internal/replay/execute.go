@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // ExecOptions tune Execute.
@@ -65,7 +66,7 @@ func Execute(ctx context.Context, cl *kgo.Client, plan *Plan, opts ExecOptions) 
 		if err := FenceAll(ctx, cl, plan.Fence, opts.Concurrency); err != nil {
 			return err
 		}
-		done(fmt.Sprintf("initialised %d transactional %s (any open transaction aborted, its producer fenced)", len(plan.Fence), plural(len(plan.Fence), "ID", "IDs")))
+		done(fmt.Sprintf("initialised %d transactional %s (any open transaction aborted, its producer fenced)", len(plan.Fence), textfmt.PluralForm(len(plan.Fence), "ID", "IDs")))
 	}
 
 	// 2. Delete exactly the listed topics, and wait until they are gone.
@@ -95,7 +96,7 @@ func Execute(ctx context.Context, cl *kgo.Client, plan *Plan, opts ExecOptions) 
 				in++
 			}
 		}
-		detail := fmt.Sprintf("committed %d input %s for group %s", in, plural(in, "offset", "offsets"), plan.ApplicationID)
+		detail := fmt.Sprintf("committed %d input %s for group %s", in, textfmt.PluralForm(in, "offset", "offsets"), plan.ApplicationID)
 		if mid > 0 {
 			detail += fmt.Sprintf(", %d intermediate at their end", mid)
 		}
@@ -109,7 +110,7 @@ func Execute(ctx context.Context, cl *kgo.Client, plan *Plan, opts ExecOptions) 
 		if err := truncateOutputs(ctx, adm, plan.Outputs); err != nil {
 			return err
 		}
-		done(fmt.Sprintf("deleted the records of %d output %s up to their end", n, plural(n, "topic", "topics")))
+		done(fmt.Sprintf("deleted the records of %d output %s up to their end", n, textfmt.PluralForm(n, "topic", "topics")))
 	}
 
 	// 5. Local stores.
@@ -123,7 +124,7 @@ func Execute(ctx context.Context, cl *kgo.Client, plan *Plan, opts ExecOptions) 
 		if opts.StateDir != "" {
 			_ = os.Remove(opts.StateDir) // only when empty
 		}
-		done(fmt.Sprintf("removed %d local %s", len(plan.StateDirs), plural(len(plan.StateDirs), "store", "stores")))
+		done(fmt.Sprintf("removed %d local %s", len(plan.StateDirs), textfmt.PluralForm(len(plan.StateDirs), "store", "stores")))
 	}
 	plan.Executed = true
 	// What the replay left (an empty group holding the new offsets), so
@@ -253,7 +254,7 @@ func deleteTopics(ctx context.Context, cl *kgo.Client, topics []string) (string,
 	}
 	detail := ""
 	if len(deleted) > 0 {
-		detail = fmt.Sprintf("deleted %v and waited until no broker lists %s", deleted, plural(len(deleted), "it", "them"))
+		detail = fmt.Sprintf("deleted %v and waited until no broker lists %s", deleted, textfmt.PluralForm(len(deleted), "it", "them"))
 	}
 	if len(gone) > 0 {
 		if detail != "" {

@@ -18,6 +18,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // TargetError says the target does not fit the topics (a --from-file that
@@ -228,7 +229,7 @@ func (o *Observed) resolveTarget(ctx context.Context, adm *kadm.Client) error {
 		case len(missing) > 0:
 			return &TargetError{Msg: fmt.Sprintf("%s lacks %s: list every input partition", t.FilePath, strings.Join(missing, ", "))}
 		case len(extra) > 0:
-			return &TargetError{Msg: fmt.Sprintf("%s lists %s, which %s not an input partition of the stage", t.FilePath, strings.Join(extra, ", "), plural(len(extra), "is", "are"))}
+			return &TargetError{Msg: fmt.Sprintf("%s lists %s, which %s not an input partition of the stage", t.FilePath, strings.Join(extra, ", "), textfmt.PluralForm(len(extra), "is", "are"))}
 		}
 	default:
 		return &TargetError{Msg: fmt.Sprintf("unknown target %q", t.Kind)}
@@ -314,7 +315,7 @@ type LiveMembersError struct {
 }
 
 func (e *LiveMembersError) Error() string {
-	msg := fmt.Sprintf("group %q has %d live %s: %s", e.Group, len(e.Members), plural(len(e.Members), "member", "members"), DescribeMembers(e.Members))
+	msg := fmt.Sprintf("group %q has %d live %s: %s", e.Group, len(e.Members), textfmt.PluralForm(len(e.Members), "member", "members"), DescribeMembers(e.Members))
 	if e.Waited > 0 {
 		return msg + fmt.Sprintf(" (still there after waiting %s)", e.Waited)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // Stage kinds a replay understands.
@@ -255,7 +256,7 @@ func BuildPlan(o *Observed) *Plan {
 	// 1. Live members: refuse, naming them.
 	if len(p.Members) > 0 {
 		p.Refused = fmt.Sprintf("group %q has %d live %s (%s): %s",
-			app, len(p.Members), plural(len(p.Members), "member", "members"), DescribeMembers(p.Members), stopHint(p.Members))
+			app, len(p.Members), textfmt.PluralForm(len(p.Members), "member", "members"), DescribeMembers(p.Members), stopHint(p.Members))
 	}
 	if !o.Group.Exists() {
 		note("group %q does not exist: no member, no committed offset", app)
@@ -428,7 +429,7 @@ func topicWarnings(topic string, t Topic, h history, beyond []int32, target Targ
 		}
 		warn(Warning{Kind: WarnTargetBeyondEnd, Topic: topic, Partitions: beyond, Message: fmt.Sprintf(
 			"%s: %s on %s %s: set to the end instead (nothing to read there)",
-			topic, what, plural(len(beyond), "partition", "partitions"), joinInts(beyond))})
+			topic, what, textfmt.PluralForm(len(beyond), "partition", "partitions"), joinInts(beyond))})
 	}
 }
 
@@ -436,11 +437,11 @@ func topicWarnings(topic string, t Topic, h history, beyond []int32, target Targ
 // start is past an offset target, or as an upper bound for a time target,
 // whose deleted records may all have been older than the time.
 func historyWarning(topic string, h history, target Target) Warning {
-	where := fmt.Sprintf("%s %s", plural(len(h.partitions), "partition", "partitions"), joinInts(h.partitions))
+	where := fmt.Sprintf("%s %s", textfmt.PluralForm(len(h.partitions), "partition", "partitions"), joinInts(h.partitions))
 	w := Warning{Kind: WarnHistoryDeleted, Topic: topic, Partitions: h.partitions, Missing: h.missing, MissingUpperBound: h.upperBound}
 	if h.upperBound {
 		w.Message = fmt.Sprintf("%s: up to %s offsets of history may be gone (the oldest record still held on %s is newer than the target time, and the deleted records before it may have been in range): the replay may be partial",
-			topic, groupDigits(h.missing), where)
+			topic, textfmt.GroupDigits(h.missing), where)
 		return w
 	}
 	what := "the target"
@@ -448,7 +449,7 @@ func historyWarning(topic string, h history, target Target) Warning {
 		what = "offset 0"
 	}
 	w.Message = fmt.Sprintf("%s: %s offsets of history are gone (the log start is past %s on %s): the replay will be partial",
-		topic, groupDigits(h.missing), what, where)
+		topic, textfmt.GroupDigits(h.missing), what, where)
 	return w
 }
 
@@ -499,37 +500,12 @@ func describeMillis(ms string) string {
 	return " (" + d.String() + ")"
 }
 
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
 func joinInts(ps []int32) string {
 	parts := make([]string, len(ps))
 	for i, p := range ps {
 		parts[i] = strconv.Itoa(int(p))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// groupDigits writes n with thousands separators: 1,234,567.
-func groupDigits(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 // HasCommits reports whether the group holds a committed offset on any

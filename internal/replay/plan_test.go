@@ -9,6 +9,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/status"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // observed builds a stage with one input topic "raw" of the given
@@ -395,7 +396,7 @@ func TestDescribeMembers(t *testing.T) {
 
 func TestGroupDigits(t *testing.T) {
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -20000: "-20,000"} {
-		if got := groupDigits(n); got != want {
+		if got := textfmt.GroupDigits(n); got != want {
 			t.Errorf("%d: %q", n, got)
 		}
 	}

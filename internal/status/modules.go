@@ -16,7 +16,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/module"
 	"github.com/flecht-dev/flecht/internal/promscrape"
 	"github.com/flecht-dev/flecht/internal/stagefile"
-	"github.com/flecht-dev/flecht/internal/ui"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // What an instance runs, stable for scripts.
@@ -215,7 +215,7 @@ func restoringOf(s *promscrape.Sample) []Restoring {
 func (in Instance) Describe() string {
 	switch in.Runs {
 	case RunsModule:
-		return fmt.Sprintf("%s (sha256 %s, ABI %s)", ui.Printable(in.Module), Short(in.SHA256), ui.Printable(in.ABI))
+		return fmt.Sprintf("%s (sha256 %s, ABI %s)", textfmt.Printable(in.Module), Short(in.SHA256), textfmt.Printable(in.ABI))
 	case RunsBuiltin:
 		return "a builtin"
 	}

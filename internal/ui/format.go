@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // Format is an output format chosen with -o.
@@ -52,7 +51,7 @@ func encodeJSON(w io.Writer, v any, indent string) error {
 	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	_, err := w.Write(escapeJSON(buf.Bytes()))
+	_, err := w.Write(textfmt.EscapeJSON(buf.Bytes()))
 	return err
 }
 
@@ -68,7 +67,7 @@ func writeYAML(w io.Writer, v any) error {
 	var node yaml.Node
 	// YAML refuses DEL and the C1 controls raw in its input, and surrogate
 	// escapes (a JSON RawMessage may hold them): they become \u and \U.
-	if err := yaml.Unmarshal(escapeYAML(joinSurrogates(buf.Bytes())), &node); err != nil {
+	if err := yaml.Unmarshal(textfmt.EscapeYAML(textfmt.JoinSurrogates(buf.Bytes())), &node); err != nil {
 		return fmt.Errorf("converting output to YAML: %w", err)
 	}
 	blockStyle(&node)
@@ -81,7 +80,7 @@ func writeYAML(w io.Writer, v any) error {
 	if err := ye.Close(); err != nil {
 		return err
 	}
-	_, err := w.Write(escapeYAML(out.Bytes()))
+	_, err := w.Write(textfmt.EscapeYAML(out.Bytes()))
 	return err
 }
 
@@ -105,57 +104,10 @@ func blockStyle(n *yaml.Node) {
 			}
 		}
 	}
-	if n.Kind == yaml.ScalarNode && !IsPrintable(n.Value) {
+	if n.Kind == yaml.ScalarNode && !textfmt.IsPrintable(n.Value) {
 		n.Style = yaml.DoubleQuotedStyle // the one style that escapes (escapeYAML)
 	}
 	for _, c := range n.Content {
 		blockStyle(c)
 	}
-}
-
-// joinSurrogates rewrites the \uD8xx\uDCxx pairs inside the strings of JSON
-// text b as one \U escape, and a lone surrogate as \ufffd (what a JSON
-// decoder reads it as): YAML, which otherwise reads JSON strings as they
-// are, has no surrogates.
-func joinSurrogates(b []byte) []byte {
-	if !bytes.Contains(b, []byte(`\u`)) {
-		return b
-	}
-	hex4 := func(i int) (rune, bool) {
-		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
-			return 0, false
-		}
-		v, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 32)
-		return rune(v), err == nil
-	}
-	out := make([]byte, 0, len(b))
-	in := false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		switch {
-		case !in:
-			in = c == '"'
-		case c == '"':
-			in = false
-		case c == '\\':
-			r, ok := hex4(i)
-			if !ok || !utf16.IsSurrogate(r) {
-				out = append(out, c, b[i+1])
-				i++
-				continue
-			}
-			if r2, ok := hex4(i + 6); ok && r < 0xdc00 {
-				if j := utf16.DecodeRune(r, r2); j != utf8.RuneError {
-					out = appendHex(out, `\U`, j, 8)
-					i += 11
-					continue
-				}
-			}
-			out = append(out, `\ufffd`...)
-			i += 5
-			continue
-		}
-		out = append(out, c)
-	}
-	return out
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/lipgloss/table"
 	"github.com/muesli/termenv"
+
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // Printer renders one result in the format the user chose.
@@ -81,7 +83,7 @@ func (h *Human) Writer() io.Writer { return h.w }
 // it: what the style methods rendered keeps its escape codes, every other
 // control (one that came with data) is shown escaped.
 func (h *Human) Printf(format string, args ...any) {
-	io.WriteString(h.w, h.keepStyles(fmt.Sprintf(format, args...), Text))
+	io.WriteString(h.w, h.keepStyles(fmt.Sprintf(format, args...), textfmt.Text))
 }
 
 // Bold renders s in bold (plain without colour).
@@ -108,7 +110,7 @@ func (h *Human) Bad(s string) string {
 // style renders s, made printable first, and remembers the result when it
 // carries escape codes (see cell).
 func (h *Human) style(st lipgloss.Style, s string) string {
-	out := st.Render(Printable(s))
+	out := st.Render(textfmt.Printable(s))
 	if strings.IndexByte(out, '\x1b') >= 0 {
 		h.styled[out] = true
 	}
@@ -118,7 +120,7 @@ func (h *Human) style(st lipgloss.Style, s string) string {
 // cell makes a table cell safe to print: text that is exactly what a style
 // method rendered keeps its escape codes; every other part goes through
 // Printable. This is the one place where every table's cells are escaped.
-func (h *Human) cell(s string) string { return h.keepStyles(s, Printable) }
+func (h *Human) cell(s string) string { return h.keepStyles(s, textfmt.Printable) }
 
 // keepStyles applies safe to every part of s that is not exactly what a
 // style method rendered.
@@ -171,7 +173,7 @@ func (h *Human) Table(headers []string, rows [][]string) {
 	}
 	upper := make([]string, len(headers))
 	for i, s := range headers {
-		upper[i] = Printable(strings.ToUpper(s))
+		upper[i] = textfmt.Printable(strings.ToUpper(s))
 	}
 	safe := make([][]string, len(rows))
 	for i, row := range rows {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 type sample struct {
@@ -93,7 +95,7 @@ func TestTableEscapesNonPrintableCells(t *testing.T) {
 			t.Errorf("KV value not escaped: %q", out.String())
 		}
 	}
-	if Printable("prod-2026 Zürich") != "prod-2026 Zürich" || Printable("a\tb") != `"a\tb"` || Printable("\xff") != `"\xff"` {
+	if textfmt.Printable("prod-2026 Zürich") != "prod-2026 Zürich" || textfmt.Printable("a\tb") != `"a\tb"` || textfmt.Printable("\xff") != `"\xff"` {
 		t.Error("Printable")
 	}
 	// Data that copies a style's escape codes is escaped all the same.

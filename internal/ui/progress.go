@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // Progress is a one-line progress indicator on standard error. It draws
@@ -112,30 +114,12 @@ func (p *Progress) line(now time.Time) string {
 		frac := min(float64(p.done)/float64(p.total), 1)
 		full := int(frac * progressBarWidth)
 		fmt.Fprintf(&b, " [%s%s] %3.0f%% %s/%s", strings.Repeat("#", full), strings.Repeat("-", progressBarWidth-full),
-			frac*100, GroupDigits(p.done), GroupDigits(p.total))
+			frac*100, textfmt.GroupDigits(p.done), textfmt.GroupDigits(p.total))
 	} else {
-		fmt.Fprintf(&b, " %s", GroupDigits(p.done))
+		fmt.Fprintf(&b, " %s", textfmt.GroupDigits(p.done))
 	}
 	if el := now.Sub(p.start); el >= time.Second {
-		fmt.Fprintf(&b, " %s/s", GroupDigits(int64(float64(p.done)/el.Seconds())))
-	}
-	return b.String()
-}
-
-// GroupDigits writes n with thousands separators: 864000 → "864,000".
-func GroupDigits(n int64) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
+		fmt.Fprintf(&b, " %s/s", textfmt.GroupDigits(int64(float64(p.done)/el.Seconds())))
 	}
 	return b.String()
 }

@@ -89,11 +89,3 @@ func TestProgressWithoutTotalCounts(t *testing.T) {
 		t.Errorf("counter: %q", got())
 	}
 }
-
-func TestGroupDigits(t *testing.T) {
-	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 864000: "864,000", -1234567: "-1,234,567"} {
-		if got := GroupDigits(n); got != want {
-			t.Errorf("GroupDigits(%d) = %q, want %q", n, got, want)
-		}
-	}
-}

@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui/uitest"
 )
 
@@ -33,10 +32,10 @@ func TestEveryFormEscapesControls(t *testing.T) {
 				t.Errorf("%s of %q: raw control at %d: %q", form, s, i, out)
 			}
 		}
-		check("Printable", Printable(s), "")
-		check("Escape", Escape(s), "")
-		check("Text", Text(s), "\n\t")
-		check("ShellQuote", ShellQuote(s), "")
+		check("Printable", textfmt.Printable(s), "")
+		check("Escape", textfmt.Escape(s), "")
+		check("Text", textfmt.Text(s), "\n\t")
+		check("ShellQuote", textfmt.ShellQuote(s), "")
 
 		for _, color := range []bool{false, true} {
 			var buf bytes.Buffer
@@ -114,69 +113,27 @@ func TestPrintfKeepsOnlyItsOwnStyles(t *testing.T) {
 	}
 }
 
-func TestEscapeForms(t *testing.T) {
-	for in, want := range map[string][4]string{ // Escape, Text, Printable, ShellQuote
-		"api":        {"api", "api", "api", "api"},
-		"a b":        {"a b", "a b", "a b", "'a b'"},
-		"it's":       {"it's", "it's", "it's", `'it'\''s'`},
-		"a\nb":       {`a\nb`, "a\nb", `"a\nb"`, `$'a\x0ab'`},
-		"\x1b[2J":    {`\x1b[2J`, `\x1b[2J`, `"\x1b[2J"`, `$'\x1b[2J'`},
-		"\x9b2J":     {`\x9b2J`, `\x9b2J`, `"\x9b2J"`, `$'\x9b2J'`},
-		"\u009b2J":   {`\u009b2J`, `\u009b2J`, `"\u009b2J"`, `$'\xc2\x9b2J'`},
-		"x\u202ey":   {`x\u202ey`, `x\u202ey`, `"x\u202ey"`, `$'x\xe2\x80\xaey'`},
-		"\\'\x07":    {`\'\a`, `\'\a`, `"\\'\a"`, `$'\\\'\x07'`},
-		"":           {"", "", "", "''"},
-		"tab\there":  {`tab\there`, "tab\there", `"tab\there"`, `$'tab\x09here'`},
-		"\rover":     {`\rover`, `\rover`, `"\rover"`, `$'\x0dover'`},
-		"\x7fdel":    {`\x7fdel`, `\x7fdel`, `"\x7fdel"`, `$'\x7fdel'`},
-		"ok-name_1.": {"ok-name_1.", "ok-name_1.", "ok-name_1.", "ok-name_1."},
-	} {
-		got := [4]string{Escape(in), Text(in), Printable(in), ShellQuote(in)}
-		if got != want {
-			t.Errorf("%q:\n got %q\nwant %q", in, got, want)
-		}
-	}
-}
-
-// A shell reads every quoted word back as exactly the string: the
-// suggested commands are copy-pasteable.
-func TestShellQuoteReadsBack(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
-	for _, s := range append(uitest.Hostile(t), "a'b\\c", "-n", "~", "*") {
-		if strings.IndexByte(s, 0) >= 0 {
-			continue // no shell word holds NUL
-		}
-		out, err := exec.Command(bash, "-c", "printf %s "+ShellQuote(s)).Output()
-		if err != nil || string(out) != s {
-			t.Errorf("%q quoted as %s reads back as %q (%v)", s, ShellQuote(s), out, err)
-		}
-	}
-}
-
 func FuzzSanitiser(f *testing.F) {
 	for _, s := range uitest.Hostile(f) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		for form, out := range map[string]string{"Escape": Escape(s), "Printable": Printable(s), "ShellQuote": ShellQuote(s)} {
+		for form, out := range map[string]string{"Escape": textfmt.Escape(s), "Printable": textfmt.Printable(s), "ShellQuote": textfmt.ShellQuote(s)} {
 			if i := uitest.RawControl(out, ""); i >= 0 {
 				t.Fatalf("%s(%q) = %q: raw control at %d", form, s, out, i)
 			}
 		}
-		if i := uitest.RawControl(Text(s), "\n\t"); i >= 0 {
-			t.Fatalf("Text(%q): raw control at %d", s, i)
+		if i := uitest.RawControl(textfmt.Text(s), "\n\t"); i >= 0 {
+			t.Fatalf("textfmt.Text(%q): raw control at %d", s, i)
 		}
-		if IsPrintable(s) && (Escape(s) != s || Printable(s) != s) {
+		if textfmt.IsPrintable(s) && (textfmt.Escape(s) != s || textfmt.Printable(s) != s) {
 			t.Fatalf("printable %q changed", s)
 		}
 		enc, _ := json.Marshal(s)
-		esc := escapeJSON(enc)
+		esc := textfmt.EscapeJSON(enc)
 		var a, b string
 		if json.Unmarshal(enc, &a) != nil || json.Unmarshal(esc, &b) != nil || a != b || uitest.RawControl(string(esc), "") >= 0 {
-			t.Fatalf("escapeJSON(%q) = %q", enc, esc)
+			t.Fatalf("textfmt.EscapeJSON(%q) = %q", enc, esc)
 		}
 		var buf bytes.Buffer
 		if err := writeYAML(&buf, map[string]string{"v": s}); err != nil {
@@ -187,21 +144,6 @@ func FuzzSanitiser(f *testing.F) {
 			t.Fatalf("yaml of %q: %q", s, buf.String())
 		}
 	})
-}
-
-func TestJoinSurrogates(t *testing.T) {
-	for in, want := range map[string]string{
-		`{"a":"\ud83d\ude00"}`:   `{"a":"\U0001f600"}`,
-		`{"a":"\ud800x"}`:        `{"a":"\ufffdx"}`,
-		`{"a":"\\ud83d"}`:        `{"a":"\\ud83d"}`,
-		`{"\udc00":1}`:           `{"\ufffd":1}`,
-		`{"a":"\u00e9\ud800"}`:   `{"a":"\u00e9\ufffd"}`,
-		`["\ud83d\ud83d\ude00"]`: `["\ufffd\U0001f600"]`,
-	} {
-		if got := string(joinSurrogates([]byte(in))); got != want {
-			t.Errorf("%s: got %s want %s", in, got, want)
-		}
-	}
 }
 
 type shortWriter struct{}
@@ -239,8 +181,5 @@ func TestCheckedWriter(t *testing.T) {
 	}
 	if _, err := (closedFile{}).Write([]byte("x")); !errors.Is(err, syscall.EBADF) {
 		t.Errorf("closed: %v", err)
-	}
-	if !utf8.ValidString(hex2(0x9b)) || hex2(0x9b) != "9b" {
-		t.Error(hex2(0x9b))
 	}
 }

@@ -1,0 +1,524 @@
+package transformer
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/health"
+	"github.com/flecht-dev/flecht/internal/lease"
+	"github.com/flecht-dev/flecht/internal/state"
+)
+
+// A task is the worker of one input partition number. It owns the task's
+// lease (fenced producer, store) and runs its transactions one after the
+// other on its own goroutine:
+//
+//   - the open transaction collects the records of several polls, for up
+//     to the stage's commit_interval or max_transaction_records;
+//   - then it is sealed and committed (flush, offsets, EndTxn) on a second
+//     goroutine, while the worker goes on decoding and transforming the
+//     next records into a new open transaction. Their outputs wait in
+//     memory until the commit is done, since a producer holds one
+//     transaction at a time; the state they saw is the sealed
+//     transaction's, which is the store's once the commit succeeds.
+//
+// The store is written only after a commit succeeded, so it always holds
+// exactly the committed state: a task that aborts (see abort) resumes from
+// the group's committed offsets and its own store, with nothing to undo.
+type task struct {
+	r     *Runner
+	lease *lease.Lease
+	n     int32
+
+	in   chan taskMsg  // records and requests, in the order they were sent
+	done chan struct{} // closed when the worker has stopped
+	err  error         // why it stopped, read after done
+	// stopping is closed when the worker fails, before it aborts what it
+	// holds: from then on the poll loop hands it nothing.
+	stopping chan struct{}
+	// hasCommitted: a transaction of this worker committed (read after
+	// done).
+	hasCommitted bool
+	// recovered, when set, is the restart this worker ends: its first
+	// commit says the task is back.
+	recovered *restart
+
+	open   *txn              // collecting records; never nil while running
+	sealed *txn              // committing on its own goroutine, or nil
+	result chan commitResult // the sealed transaction's outcome
+	timer  *time.Timer       // fires when open is due
+
+	cache *stateCache // committed state of recently used keys
+	em    emitter     // reused by every Transform call
+
+	// A BatchTransformer's instance, and the records queued for its next
+	// call (batchcall.go).
+	bt        BatchTask
+	calls     []Call
+	callKeys  map[string]struct{}
+	callBytes int
+
+	beat *health.Worker // busy in a step, or waiting for work
+}
+
+// taskMsg is one message to a task: records of one poll, or a request to
+// end (finish or abort) with the answer sent on reply.
+type taskMsg struct {
+	recs  []*kgo.Record
+	batch *batchTracker
+	end   endMode
+	reply chan error
+}
+
+type endMode int
+
+const (
+	endNone   endMode = iota
+	endFinish         // commit what is open, then stop (revoke, SIGTERM)
+	endAbort          // abort what is open, then stop (lost partitions, a failure)
+)
+
+// txn is one transaction of a task: what it carries and how far it got.
+type txn struct {
+	// started: BeginTransaction was called and outputs go straight to the
+	// producer; until then they wait in pending.
+	started bool
+	pending []*kgo.Record
+	records int // input records
+	opened  time.Time
+	states  map[string]*stateEntry
+	offsets map[string]int64 // next offset per input topic (partition = task)
+	batches []*batchTracker  // the polls it holds records of
+	// produced counts outputs given to the producer; firstErr is the first
+	// produce failure (set from franz-go's callbacks).
+	produced int
+	firstErr atomic.Pointer[error]
+	// writes is what the store applies once the transaction committed,
+	// with the position it brings the store to: the offset after the
+	// transaction's last changelog record (set from the produce
+	// callbacks), and the time it was sealed, before which nothing after
+	// that offset was written.
+	writes       []state.Write
+	changelogEnd atomic.Int64
+	sealedAt     time.Time
+}
+
+func newTxn() *txn {
+	return &txn{states: map[string]*stateEntry{}, offsets: map[string]int64{}}
+}
+
+type commitResult struct {
+	err error
+}
+
+// taskQueue is how many polls' records may wait for a task: enough to
+// keep it busy while the poll loop fetches, little enough that a task that
+// falls behind holds the fetching back instead of filling memory.
+const taskQueue = 2
+
+// newTask starts the worker of a started lease; recovered is the restart
+// it ends, if it is one.
+func (r *Runner) newTask(l *lease.Lease, recovered *restart) *task {
+	t := &task{
+		r: r, lease: l, n: l.N,
+		in:        make(chan taskMsg, taskQueue),
+		done:      make(chan struct{}),
+		stopping:  make(chan struct{}),
+		recovered: recovered,
+		open:      newTxn(),
+		result:    make(chan commitResult, 1),
+		cache:     newStateCache(),
+		beat:      r.taskBeat.Add(l.N),
+	}
+	go t.run()
+	return t
+}
+
+// send hands the task records; false if the task has failed or stopped.
+func (t *task) send(m taskMsg) bool {
+	select {
+	case t.in <- m:
+		return true
+	case <-t.stopping:
+		return false
+	case <-t.done:
+		return false
+	}
+}
+
+// end asks the task to finish or abort and waits until it has; a task
+// that failed meanwhile returns its failure.
+func (t *task) end(mode endMode) error {
+	reply := make(chan error, 1)
+	select {
+	case t.in <- taskMsg{end: mode, reply: reply}:
+	case <-t.done:
+		return t.err
+	}
+	select {
+	case err := <-reply:
+		<-t.done
+		return err
+	case <-t.done:
+		return t.err
+	}
+}
+
+// run is the worker loop. A failure ends it: the open transaction is
+// aborted, and the runner hears of it through r.fail.
+func (t *task) run() {
+	defer close(t.done)
+	defer t.beat.Done()
+	if bf := t.r.batchTF; bf != nil {
+		bt, err := bf.NewBatchTask(context.Background(), t.n)
+		if err != nil {
+			t.fail(fmt.Errorf("task %d: %w", t.n, err))
+			return
+		}
+		t.bt, t.callKeys = bt, map[string]struct{}{}
+		defer bt.Close(context.Background())
+	}
+	defer func() {
+		if t.timer != nil {
+			t.timer.Stop()
+		}
+	}()
+	for {
+		var timerC <-chan time.Time
+		if t.timer != nil {
+			timerC = t.timer.C
+		}
+		in := t.in
+		if t.sealed != nil && t.atCap() {
+			in = nil // full: take nothing until the commit in flight is done
+		} else {
+			t.beat.Waiting() // for work: no stall, however long it takes
+		}
+		var err error
+		select {
+		case m := <-in:
+			t.beat.Busy()
+			if m.end != endNone {
+				err = t.stop(m.end)
+				m.reply <- err
+				t.err = err
+				return
+			}
+			err = t.process(m)
+		case res := <-t.result:
+			t.beat.Busy()
+			err = t.committed(res)
+		case <-timerC:
+			t.beat.Busy()
+			t.timer = nil
+			err = t.commitIfDue()
+		}
+		if err != nil {
+			t.fail(err)
+			return
+		}
+	}
+}
+
+// fail aborts what the task holds and reports err to the runner, which
+// decides whether the task restarts or the stage ends (recovery.go).
+func (t *task) fail(err error) {
+	close(t.stopping)
+	t.abortAll()
+	t.err = err
+	t.r.taskFailed(t, err)
+}
+
+// process runs one poll's records of this task into the open transaction,
+// sealing it on the way whenever it reaches the record cap.
+func (t *task) process(m taskMsg) error {
+	ctx := context.Background()
+	for i, rec := range m.recs {
+		if t.atCap() {
+			if err := t.flushCalls(ctx); err != nil {
+				return err
+			}
+			if err := t.seal(); err != nil {
+				return err
+			}
+		}
+		tx := t.open
+		if tx.records == 0 {
+			tx.opened = time.Now()
+			t.armTimer()
+		}
+		if len(tx.batches) == 0 || tx.batches[len(tx.batches)-1] != m.batch {
+			tx.batches = append(tx.batches, m.batch)
+			if i > 0 {
+				m.batch.add() // a poll split over two transactions
+			}
+		}
+		tx.records++
+		tx.offsets[rec.Topic] = rec.Offset + 1
+		process := t.r.processRecord
+		if t.bt != nil {
+			process = t.r.queueRecord
+		}
+		if err := process(ctx, t, rec); err != nil {
+			return err
+		}
+	}
+	if err := t.flushCalls(ctx); err != nil {
+		return err
+	}
+	return t.commitIfDue()
+}
+
+func (t *task) atCap() bool { return t.open.records >= t.r.stage.MaxTransactionRecords }
+
+func (t *task) armTimer() {
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	t.timer = time.NewTimer(t.r.commitInterval)
+}
+
+// due reports whether the open transaction should commit now.
+func (t *task) due() bool {
+	tx := t.open
+	return tx.records > 0 && (t.atCap() || time.Since(tx.opened) >= t.r.commitInterval)
+}
+
+// commitIfDue starts the commit of the open transaction when it is due and
+// no other commit is in flight; otherwise the end of that commit checks
+// again.
+func (t *task) commitIfDue() error {
+	if t.sealed != nil || !t.due() {
+		return nil
+	}
+	return t.startCommit()
+}
+
+// seal makes room when the open transaction is full: it waits for the
+// commit in flight, if any, then starts the open transaction's.
+func (t *task) seal() error {
+	if t.sealed != nil {
+		if err := t.committed(<-t.result); err != nil {
+			return err
+		}
+		if t.sealed != nil { // committed started the full one already
+			return nil
+		}
+	}
+	return t.startCommit()
+}
+
+// startCommit seals the open transaction, commits it on its own
+// goroutine and opens the next one.
+func (t *task) startCommit() error {
+	tx := t.open
+	if err := t.begin(tx); err != nil {
+		return err
+	}
+	writes, err := t.r.stateWrites(t, tx)
+	if err != nil {
+		return err
+	}
+	tx.writes, tx.sealedAt = writes, time.Now()
+	t.sealed, t.open = tx, newTxn()
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+	go func() { t.result <- commitResult{err: t.r.commit(t, tx)} }()
+	return nil
+}
+
+// committed takes the outcome of the sealed transaction (see settle), and
+// the open transaction may start producing.
+func (t *task) committed(res commitResult) error {
+	if err := t.settle(res); err != nil {
+		return err
+	}
+	if t.open.records == 0 {
+		return nil
+	}
+	if err := t.begin(t.open); err != nil {
+		return err
+	}
+	return t.commitIfDue()
+}
+
+// settle takes the outcome of the sealed transaction: once it committed,
+// the store learns its state, so the store is always the committed state.
+func (t *task) settle(res commitResult) error {
+	tx := t.sealed
+	t.sealed = nil
+	if res.err != nil {
+		return res.err
+	}
+	t.r.obs.TxnCommitted.Inc()
+	if !t.hasCommitted && t.recovered != nil {
+		rs := t.recovered
+		t.r.log.Info("task commits again: Kafka is back", "partition", t.n, "failed_attempts", rs.attempts,
+			"since_first_failure", time.Since(rs.since).Round(time.Millisecond))
+	}
+	t.hasCommitted = true
+	if t.lease.Store != nil && len(tx.writes) > 0 {
+		at := state.Position{Offset: tx.changelogEnd.Load(), Since: tx.sealedAt}
+		if err := t.lease.Store.Apply(tx.writes, at); err != nil {
+			return err
+		}
+	}
+	t.cache.apply(tx)
+	for _, b := range tx.batches {
+		b.committed()
+	}
+	return nil
+}
+
+// begin starts tx on the producer, if it is not started yet, and hands it
+// the outputs that waited for the previous commit.
+func (t *task) begin(tx *txn) error {
+	if tx.started {
+		return nil
+	}
+	if err := t.lease.Prod.BeginTransaction(); err != nil {
+		return fmt.Errorf("task %d: begin transaction: %w", t.n, err)
+	}
+	tx.started = true
+	for _, rec := range tx.pending {
+		t.produceNow(tx, rec)
+	}
+	tx.pending = nil
+	return nil
+}
+
+// produce adds an output to the open transaction.
+func (t *task) produce(rec *kgo.Record) {
+	tx := t.open
+	if !tx.started && t.sealed == nil {
+		if err := t.begin(tx); err != nil {
+			tx.firstErr.CompareAndSwap(nil, &err)
+			return
+		}
+	}
+	if !tx.started {
+		tx.pending = append(tx.pending, rec)
+		return
+	}
+	t.produceNow(tx, rec)
+}
+
+func (t *task) produceNow(tx *txn, rec *kgo.Record) {
+	tx.produced++
+	changelog := t.r.changelog
+	t.lease.Prod.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
+		if err != nil {
+			tx.firstErr.CompareAndSwap(nil, &err)
+			return
+		}
+		if r.Topic == changelog {
+			for end := r.Offset + 1; ; {
+				cur := tx.changelogEnd.Load()
+				if end <= cur || tx.changelogEnd.CompareAndSwap(cur, end) {
+					break
+				}
+			}
+		}
+	})
+}
+
+// stop ends the worker: finish commits the open transaction (after the
+// one in flight), abort throws it away.
+func (t *task) stop(mode endMode) error {
+	if mode == endAbort {
+		t.abortAll()
+		return nil
+	}
+	if t.sealed != nil {
+		if err := t.committed(<-t.result); err != nil {
+			t.abortAll()
+			return err
+		}
+	}
+	if t.sealed == nil && t.open.records > 0 {
+		if err := t.startCommit(); err != nil {
+			t.abortAll()
+			return err
+		}
+	}
+	if t.sealed != nil {
+		if err := t.committed(<-t.result); err != nil {
+			t.abortAll()
+			return err
+		}
+	}
+	return nil
+}
+
+// abortAll lets the commit in flight end (if it commits, the store takes
+// its state as usual) and aborts the open transaction if it reached the
+// producer. Best effort: the next owner's fence aborts anything left open.
+func (t *task) abortAll() {
+	if t.sealed != nil {
+		if err := t.settle(<-t.result); err != nil {
+			t.r.log.Debug("commit in flight failed while aborting", "partition", t.n, "error", err)
+		}
+	}
+	if t.open.started {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := t.lease.Prod.EndTransaction(ctx, kgo.TryAbort); err != nil {
+			t.r.log.Debug("abort", "partition", t.n, "error", err)
+		}
+	}
+	t.open = newTxn()
+}
+
+// commit ends a sealed transaction: every output acknowledged, the input
+// offsets added, EndTxn. It runs on its own goroutine and touches nothing
+// of the task but tx and the producer, which the worker leaves alone until
+// the result arrives.
+func (r *Runner) commit(t *task, tx *txn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), r.txnTimeout)
+	defer cancel()
+	prod := t.lease.Prod
+	if err := prod.Flush(ctx); err != nil {
+		return fmt.Errorf("task %d: flush: %w", t.n, err)
+	}
+	if p := tx.firstErr.Load(); p != nil {
+		return fmt.Errorf("task %d: produce: %w", t.n, *p)
+	}
+	offsets := map[string]map[int32]int64{}
+	for topic, off := range tx.offsets {
+		offsets[topic] = map[int32]int64{t.n: off}
+	}
+	if err := commitOffsets(ctx, prod, t.lease.TxnID, r.stage.ApplicationID, r.generation, offsets); err != nil {
+		return fmt.Errorf("task %d: %w", t.n, err)
+	}
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return fmt.Errorf("task %d: commit: %w", t.n, err)
+	}
+	if tx.produced == 0 {
+		if err := endEmptyTransaction(ctx, prod, t.lease.TxnID); err != nil {
+			return fmt.Errorf("task %d: commit offsets: %w", t.n, err)
+		}
+	}
+	return nil
+}
+
+// batchTracker observes batch_processing_seconds for one poll: from the
+// poll until every transaction holding its records has committed.
+type batchTracker struct {
+	start   time.Time
+	pending atomic.Int32 // transactions (and the dispatch) still open
+	r       *Runner
+}
+
+func (b *batchTracker) add() { b.pending.Add(1) }
+
+func (b *batchTracker) committed() {
+	if b.pending.Add(-1) == 0 {
+		b.r.obs.BatchProcessing.Observe(time.Since(b.start).Seconds())
+	}
+}
