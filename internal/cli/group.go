@@ -84,7 +84,7 @@ with the group's members named.`,
 
 func runGroupLeave(ctx context.Context, opts *GroupLeaveOptions) error {
 	app := strings.TrimSpace(opts.ApplicationID)
-	ids := dedupeStrings(opts.Instances)
+	ids := textfmt.Dedupe(opts.Instances)
 	if len(ids) == 0 {
 		return exitcode.UsageError(errors.New("give the members to remove: --instance ID[,ID...] (a stage's --client-id)"))
 	}

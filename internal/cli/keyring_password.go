@@ -144,9 +144,9 @@ func newKeyringPassword(passwordFile string, prompt promptFunc) ([]byte, error) 
 		var se *secret.Error
 		switch {
 		case errors.As(err, &se) && missingFile(passwordFile):
-			return nil, exitcode.UsageError(errors.New(secretLine(se, nil))) // a missing file, as everywhere
+			return nil, exitcode.UsageError(errors.New(secret.ErrorLine(se, nil))) // a missing file, as everywhere
 		case errors.As(err, &se):
-			return nil, errors.New(secretLine(se, nil))
+			return nil, errors.New(secret.ErrorLine(se, nil))
 		}
 		if err != nil {
 			return nil, err

@@ -6,8 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"maps"
-	"slices"
 	"strings"
 	"sync"
 
@@ -127,7 +125,7 @@ type KeysOptions struct {
 	Type   string
 	Scopes []string
 	// init, add, import: roles for the new key.
-	Roles keyRoles
+	Roles secret.Roles
 	// init, import: write a new file password-protected.
 	Protect bool
 
@@ -148,94 +146,6 @@ type KeysOptions struct {
 	// that it is asked before the lock is taken, never while it is held.
 	password []byte
 }
-
-// keyRoles are the roles a new key takes: --primary, --primary-for S,
-// --signing-for S.
-type keyRoles struct {
-	Primary    bool
-	PrimaryFor []string
-	SigningFor []string
-}
-
-// KeyringReport is what every keys verb that reads or edits the keyring
-// prints: the keyring as it is after the verb and what the verb changed.
-// Key bytes never appear.
-type KeyringReport struct {
-	Keyring   string `json:"keyring"`
-	Protected bool   `json:"protected"` // the file is password-protected
-	// Action is what the verb did: created, added, imported, promoted,
-	// assigned (signing), cleared, removed, protected, unprotected, copied
-	// (unprotect --out), unchanged; empty for list.
-	Action  string          `json:"action,omitempty"`
-	Kid     string          `json:"kid,omitempty"`   // the key the action was about
-	Scope   string          `json:"scope,omitempty"` // the scope whose role changed (promote, signing)
-	File    string          `json:"file,omitempty"`  // the plain copy unprotect --out wrote
-	Changes []KeyringChange `json:"changes,omitempty"`
-	Primary string          `json:"primary"`
-	// PrimaryFor and SigningFor are the per-scope roles: flenc_primaries
-	// and flenc_signing, scope → kid.
-	PrimaryFor map[string]string `json:"primary_for"`
-	SigningFor map[string]string `json:"signing_for"`
-	Keys       []KeyRow          `json:"keys"`
-	Warnings   []string          `json:"warnings,omitempty"`
-}
-
-// KeyRow describes one key: never its bytes.
-type KeyRow struct {
-	Kid     string         `json:"kid"`
-	Type    secret.KeyType `json:"type"`    // oct, x25519, ed25519
-	Private bool           `json:"private"` // holds its private half (always for oct)
-	Scopes  []string       `json:"scopes"`  // its binding (flenc_scopes); empty when unbound
-	// Roles are "primary", "primary-for:S" and "signing-for:S", as
-	// flechtctl's keyring show writes them; Primary, PrimaryFor and
-	// SigningFor say the same as fields.
-	Roles      []string `json:"roles"`
-	Primary    bool     `json:"primary"`
-	PrimaryFor []string `json:"primary_for"`
-	SigningFor []string `json:"signing_for"`
-	// Mismatch: the private half does not belong to the public half; the
-	// keyring loads, but sealing, opening or signing with the key fails.
-	Mismatch bool `json:"mismatch"`
-}
-
-// KeyringChange is one difference between the keyring before and after a
-// verb.
-type KeyringChange struct {
-	// Change is key_added, key_removed, primary, primary_for, signing_for,
-	// protected or unprotected.
-	Change string         `json:"change"`
-	Kid    string         `json:"kid,omitempty"`   // the key added or removed, or the role's new holder ("" when cleared)
-	Type   secret.KeyType `json:"type,omitempty"`  // key_added: its kind
-	Scope  string         `json:"scope,omitempty"` // primary_for, signing_for: the scope
-	From   string         `json:"from,omitempty"`  // a role's previous holder ("" when there was none)
-}
-
-// Actions reported by the keys verbs.
-const (
-	keysCreated     = "created"
-	keysAdded       = "added"
-	keysImported    = "imported"
-	keysPromoted    = "promoted"
-	keysAssigned    = "assigned"
-	keysCleared     = "cleared"
-	keysRemoved     = "removed"
-	keysProtected   = "protected"
-	keysUnprotected = "unprotected"
-	keysCopied      = "copied"
-	keysExported    = "exported"
-	keysUnchanged   = "unchanged"
-)
-
-// Changes listed in a KeyringChange.
-const (
-	changeKeyAdded    = "key_added"
-	changeKeyRemoved  = "key_removed"
-	changePrimary     = "primary"
-	changePrimaryFor  = "primary_for"
-	changeSigningFor  = "signing_for"
-	changeProtected   = "protected"
-	changeUnprotected = "unprotected"
-)
 
 // NewCmdKeys builds `flecht keys` and its subcommands.
 func NewCmdKeys(f *Factory) *cobra.Command {
@@ -360,7 +270,7 @@ func runKeysList(opts *KeysOptions) error {
 	if err != nil {
 		return err
 	}
-	return printKeyring(opts, newKeyringReport(opts.Keyring, kr))
+	return printKeyring(opts, secret.NewKeyringReport(opts.Keyring, kr))
 }
 
 // changeKeyring is one read-modify-write of the keyring, under its lock so
@@ -394,11 +304,11 @@ func changeKeyring(opts *KeysOptions, action string, change func(*secret.Keyring
 		}
 		return err
 	}
-	rep := newKeyringReport(opts.Keyring, next)
-	rep.Changes = keyringChanges(kr, next)
+	rep := secret.NewKeyringReport(opts.Keyring, next)
+	rep.Changes = secret.KeyringChanges(kr, next)
 	rep.Action, rep.Kid, rep.Scope = action, opts.Kid, opts.Scope
 	if len(rep.Changes) == 0 {
-		rep.Action = keysUnchanged
+		rep.Action = secret.ActionUnchanged
 		release()
 		return printKeyring(opts, rep)
 	}
@@ -409,147 +319,17 @@ func changeKeyring(opts *KeysOptions, action string, change func(*secret.Keyring
 	return printKeyring(opts, rep)
 }
 
-// newKeyringReport describes kr, the keyring at path.
-func newKeyringReport(path string, kr *secret.Keyring) KeyringReport {
-	rep := KeyringReport{Keyring: path, Protected: kr.Protected(), Primary: kr.Primary(),
-		PrimaryFor: kr.PrimaryFor(), SigningFor: kr.SigningFor(), Keys: []KeyRow{}}
-	for _, e := range kr.Entries() {
-		roles := e.Roles()
-		if roles == nil {
-			roles = []string{}
-		}
-		rep.Keys = append(rep.Keys, KeyRow{Kid: e.Kid, Type: e.Type, Private: e.Private, Scopes: e.Scopes, Roles: roles,
-			Primary: e.Primary, PrimaryFor: e.PrimaryFor, SigningFor: e.SigningFor, Mismatch: e.Mismatch})
-		if e.Mismatch {
-			rep.Warnings = append(rep.Warnings, fmt.Sprintf(
-				"key %q: its private half does not match its public half; sealing, opening or signing with it fails", e.Kid))
-		}
-		if e.Primary && len(e.Scopes) > 0 {
-			rep.Warnings = append(rep.Warnings, fmt.Sprintf(
-				"the primary %q is bound to %s: it cannot seal unscoped values, nor a scope outside its binding that has no sealing key of its own",
-				e.Kid, textfmt.QuoteList(e.Scopes)))
-		}
-	}
-	return rep
-}
-
-// keyringChanges lists what differs between before (nil: no keyring yet)
-// and after: keys added and removed, the primary, each scope's sealing and
-// signing key, the file's protection.
-func keyringChanges(before, after *secret.Keyring) []KeyringChange {
-	var out []KeyringChange
-	var beforePrimary string
-	beforeFor, beforeSigning := map[string]string{}, map[string]string{}
-	if before != nil {
-		beforePrimary, beforeFor, beforeSigning = before.Primary(), before.PrimaryFor(), before.SigningFor()
-	}
-	for _, e := range after.Entries() {
-		if !before.Has(e.Kid) {
-			out = append(out, KeyringChange{Change: changeKeyAdded, Kid: e.Kid, Type: e.Type})
-		}
-	}
-	if after.Primary() != beforePrimary {
-		out = append(out, KeyringChange{Change: changePrimary, Kid: after.Primary(), From: beforePrimary})
-	}
-	roleChanges := func(change string, old, cur map[string]string) {
-		scopes := slices.Sorted(maps.Keys(cur))
-		for s := range old {
-			if _, ok := cur[s]; !ok {
-				scopes = append(scopes, s)
-			}
-		}
-		slices.Sort(scopes)
-		for _, s := range scopes {
-			if old[s] != cur[s] {
-				out = append(out, KeyringChange{Change: change, Scope: s, Kid: cur[s], From: old[s]})
-			}
-		}
-	}
-	roleChanges(changePrimaryFor, beforeFor, after.PrimaryFor())
-	roleChanges(changeSigningFor, beforeSigning, after.SigningFor())
-	if before != nil {
-		for _, kid := range before.Kids() {
-			if !after.Has(kid) {
-				out = append(out, KeyringChange{Change: changeKeyRemoved, Kid: kid})
-			}
-		}
-	}
-	switch {
-	case after.Protected() && (before == nil || !before.Protected()):
-		out = append(out, KeyringChange{Change: changeProtected})
-	case !after.Protected() && before != nil && before.Protected():
-		out = append(out, KeyringChange{Change: changeUnprotected})
-	}
-	return out
-}
-
-// describeChange is one change as a line for people.
-func describeChange(c KeyringChange, rows []KeyRow) string {
-	holder := func(kid, none string) string {
-		if kid == "" {
-			return none
-		}
-		return fmt.Sprintf("%q", kid)
-	}
-	switch c.Change {
-	case changeKeyAdded:
-		desc := string(c.Type)
-		for _, k := range rows {
-			if k.Kid == c.Kid {
-				desc = describeKey(k)
-			}
-		}
-		return fmt.Sprintf("+ key %q: %s", c.Kid, desc)
-	case changeKeyRemoved:
-		return fmt.Sprintf("- key %q", c.Kid)
-	case changePrimary:
-		return fmt.Sprintf("primary: %s → %q", holder(c.From, "(none)"), c.Kid)
-	case changePrimaryFor:
-		return fmt.Sprintf("sealing key of scope %q: %s → %s", c.Scope, holder(c.From, "(the primary)"), holder(c.Kid, "(the primary)"))
-	case changeSigningFor:
-		return fmt.Sprintf("signing key of scope %q: %s → %s", c.Scope, holder(c.From, "(none)"), holder(c.Kid, "(none)"))
-	case changeProtected:
-		return "the file is now password-protected"
-	case changeUnprotected:
-		return "the file is now a plain JWK Set: its key bytes are unencrypted on disk"
-	}
-	return c.Change
-}
-
-// describeKey says what a key is and can do, for one line.
-func describeKey(e KeyRow) string {
-	var what string
-	switch {
-	case e.Type == secret.TypeOct:
-		what = "oct (AES-256), seals and opens"
-	case e.Type == secret.TypeX25519 && e.Private:
-		what = "x25519 recipient with its private half, seals and opens"
-	case e.Type == secret.TypeX25519:
-		what = "x25519 recipient, public half only: seals, cannot open"
-	case e.Private:
-		what = "ed25519 signer with its private half, signs and verifies"
-	default:
-		what = "ed25519 signer, public half only: verifies, cannot sign"
-	}
-	if len(e.Scopes) > 0 {
-		what += ", bound to " + strings.Join(e.Scopes, ", ")
-	} else {
-		what += ", unbound"
-	}
-	return what
-}
-
 // printKeyring prints a report: what the verb did and changed, then the
 // keyring as a table.
-func printKeyring(opts *KeysOptions, rep KeyringReport) error {
+func printKeyring(opts *KeysOptions, rep secret.KeyringReport) error {
 	return opts.Printer().Print(rep, func(h *ui.Human) error {
-		if line := actionLine(rep); line != "" {
+		if line := secret.ActionLine(rep); line != "" {
 			h.Printf("%s\n", line)
 		}
 		for _, c := range rep.Changes {
-			h.Printf("  %s\n", describeChange(c, rep.Keys))
+			h.Printf("  %s\n", secret.DescribeChange(c, rep.Keys))
 		}
-		if hint := nextHint(rep); hint != "" {
+		if hint := secret.NextHint(rep); hint != "" {
 			h.Printf("%s\n", h.Faint(hint))
 		}
 		file := "plain JWK Set"
@@ -581,56 +361,6 @@ func printKeyring(opts *KeysOptions, rep KeyringReport) error {
 		}
 		return nil
 	})
-}
-
-// actionLine is the first line of a verb's human output.
-func actionLine(rep KeyringReport) string {
-	switch rep.Action {
-	case keysCreated:
-		return fmt.Sprintf("created %s (mode 0600) with key %q as primary", rep.Keyring, rep.Kid)
-	case keysAdded:
-		return fmt.Sprintf("added key %q to %s", rep.Kid, rep.Keyring)
-	case keysImported:
-		return fmt.Sprintf("imported key %q into %s", rep.Kid, rep.Keyring)
-	case keysPromoted:
-		if rep.Scope != "" {
-			return fmt.Sprintf("key %q now seals scope %q in %s", rep.Kid, rep.Scope, rep.Keyring)
-		}
-		return fmt.Sprintf("key %q is now primary in %s; tokens sealed with the other keys still open", rep.Kid, rep.Keyring)
-	case keysAssigned:
-		return fmt.Sprintf("key %q now signs scope %q in %s", rep.Kid, rep.Scope, rep.Keyring)
-	case keysCleared:
-		return fmt.Sprintf("cleared the role of scope %q in %s", rep.Scope, rep.Keyring)
-	case keysRemoved:
-		return fmt.Sprintf("removed key %q from %s", rep.Kid, rep.Keyring)
-	case keysProtected:
-		return fmt.Sprintf("password-protected %s in place", rep.Keyring)
-	case keysUnprotected:
-		return fmt.Sprintf("wrote %s plain in place", rep.Keyring)
-	case keysCopied:
-		return fmt.Sprintf("wrote a plain copy of %s to %s (mode 0600); the keyring itself is unchanged", rep.Keyring, rep.File)
-	case keysUnchanged:
-		return fmt.Sprintf("%s already is as asked; nothing changed", rep.Keyring)
-	}
-	return ""
-}
-
-// nextHint says what usually follows a change.
-func nextHint(rep KeyringReport) string {
-	switch rep.Action {
-	case keysAdded, keysImported:
-		if len(rep.Changes) == 1 {
-			return "next: roll the file out to every reader ('flecht keys check --kid " + shellQuote(rep.Kid) + "'), then give the key a role ('flecht keys promote' or 'flecht keys signing')"
-		}
-		return "note: writers that load this file use the new roles at once: roll it out to every reader first"
-	case keysPromoted:
-		return "next: roll the file out to the writers, re-encrypt stored tokens ('flecht secrets reencrypt'), verify by a scan, then remove the old key"
-	case keysAssigned:
-		return "next: roll the file out; values signed by the previous key keep verifying while their key stays in readers' keyrings"
-	case keysUnprotected:
-		return "the file now holds its key bytes unencrypted: mind where it is copied"
-	}
-	return ""
 }
 
 // askPasswordFirst asks for the password of a protected keyring on the
@@ -685,7 +415,7 @@ func loadKeyringForKeys(opts *KeysOptions) (*secret.Keyring, error) {
 	}
 	var se *secret.Error
 	if errors.As(err, &se) {
-		return nil, errors.New(secretLine(se, nil))
+		return nil, errors.New(secret.ErrorLine(se, nil))
 	}
 	return kr, err
 }
@@ -740,49 +470,4 @@ func errNoKeyringFile(path string) error {
 func errKeyringExists(path string) error {
 	return exitcode.RefusedError(fmt.Errorf(
 		"refusing to overwrite %s: the file exists (keys init only creates new keyrings; use 'flecht keys add' to add a key to it)", path))
-}
-
-// secretLine renders a secret error as one line that starts with its kind,
-// for "error: <kind>: …". kids, when known, are the keyring's key ids, named
-// when a token's kid is missing. The line carries what *secret.Error
-// carries: kids, scopes and a safe detail, never key bytes or plaintext.
-func secretLine(e *secret.Error, kids []string) string {
-	// The kid and token scope come from the token's header: clipped.
-	kid, tokenScope := secret.Clip(e.Kid), secret.Clip(e.TokenScope)
-	var b strings.Builder
-	b.WriteString(string(e.Kind))
-	b.WriteString(": ")
-	switch e.Kind {
-	case secret.KindUnknownKid:
-		if kids != nil {
-			fmt.Fprintf(&b, "token kid %q is not in the keyring (it holds %s)", kid, textfmt.QuoteList(kids))
-		} else {
-			fmt.Fprintf(&b, "key %q is not in the keyring", kid)
-		}
-		if e.Detail != "" && strings.Contains(e.Detail, "Ed25519") {
-			b.WriteString(": " + e.Detail)
-		}
-	case secret.KindTagMismatch:
-		fmt.Fprintf(&b, "token kid %q is in the keyring, but authentication failed: this keyring's key %q has other bytes than the one that sealed the token, or the token was altered", kid, kid)
-	case secret.KindScopeViolation:
-		if e.Scope == "" {
-			fmt.Fprintf(&b, "token kid %q is bound to scope %q and cannot be read unscoped (a scope is never dropped; pass --scope %s to read it in its scope)", kid, tokenScope, shellQuote(tokenScope))
-		} else if strings.Contains(e.Detail, "exactly") {
-			fmt.Fprintf(&b, "the value signed by kid %q belongs to scope %q, not to scope %q (a signed value's scope must match exactly)", kid, tokenScope, e.Scope)
-		} else {
-			fmt.Fprintf(&b, "token kid %q belongs to scope %q, not to scope %q", kid, tokenScope, e.Scope)
-		}
-	case secret.KindPlaintext:
-		b.WriteString("the value is not a flenc: token; in a strict field that is a pasted secret (treat it as compromised). --read-plaintext reads legacy plaintext during a migration")
-	default:
-		if e.Kid != "" {
-			fmt.Fprintf(&b, "kid %q: ", kid)
-		}
-		if e.Detail != "" {
-			b.WriteString(e.Detail)
-		} else {
-			b.WriteString(e.Error())
-		}
-	}
-	return strings.ReplaceAll(b.String(), "\n", " ")
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/metrics"
+	"github.com/flecht-dev/flecht/internal/rotation"
 )
 
 // reader serves a stage's real metrics with the given kids loaded.
@@ -39,7 +40,7 @@ func TestKeysCheckGatesOnEveryReader(t *testing.T) {
 	if r.code != exitcode.Findings {
 		t.Fatalf("exit %d, want 4\n%s%s", r.code, r.out, r.err)
 	}
-	var rep KeysCheckReport
+	var rep rotation.ReadersReport
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
 		t.Fatal(err)
 	}

@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/secret"
-	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // The verbs that create keys or move roles: init, add, promote, signing,
@@ -28,96 +25,6 @@ func addNewKeyFlags(cmd *cobra.Command, opts *KeysOptions, withType bool, types 
 	cmd.Flags().BoolVar(&opts.Roles.Primary, "primary", false, "make the key the primary: the sealing key of every scope without its own (oct or x25519)")
 	cmd.Flags().StringArrayVar(&opts.Roles.PrimaryFor, "primary-for", nil, "make the key the sealing key of scope S (repeatable; oct or x25519, bound to S if bound)")
 	cmd.Flags().StringArrayVar(&opts.Roles.SigningFor, "signing-for", nil, "make the key the signing key of scope S (repeatable; ed25519 bound to S)")
-}
-
-// parseKeyType reads --type.
-func parseKeyType(s string) (secret.KeyType, error) {
-	t := secret.KeyType(strings.ToLower(s))
-	if !slices.Contains(secret.KeyTypes, t) {
-		return "", fmt.Errorf("unknown --type %q: use oct, x25519 or ed25519", s)
-	}
-	return t, nil
-}
-
-// checkNewKey applies the rules a new key's flags must meet before the
-// keyring is touched: an OKP key is bound, an ed25519 key signs and never
-// seals, only an ed25519 key signs, and a role's scope lies inside the
-// binding. Each message says what to give instead.
-func checkNewKey(typ secret.KeyType, scopes []string, roles keyRoles) error {
-	if typ != secret.TypeOct && len(scopes) == 0 {
-		return fmt.Errorf("an %s key must be bound to the scopes it serves: give --scope S (repeatable)", typ)
-	}
-	if typ == secret.TypeEd25519 && (roles.Primary || len(roles.PrimaryFor) > 0) {
-		return errors.New("an ed25519 key signs and cannot seal, so it cannot be --primary or --primary-for; give it --signing-for S, and make an oct or x25519 key the sealing key")
-	}
-	if typ != secret.TypeEd25519 && len(roles.SigningFor) > 0 {
-		return fmt.Errorf("only an ed25519 key signs: --signing-for needs --type ed25519, not %s", typ)
-	}
-	for _, s := range roles.PrimaryFor {
-		if len(scopes) > 0 && !slices.Contains(scopes, s) {
-			return fmt.Errorf("--primary-for %q: the key would be bound to %s and could not seal scope %q; add --scope %s", s, textfmt.QuoteList(scopes), s, shellQuote(s))
-		}
-	}
-	for _, s := range roles.SigningFor {
-		if !slices.Contains(scopes, s) {
-			return fmt.Errorf("--signing-for %q: a signing key must be bound to its scope; add --scope %s", s, shellQuote(s))
-		}
-	}
-	return nil
-}
-
-// applyRoles gives the key kid the roles asked, checking first that its
-// kind, halves and binding can take them: a usage error naming what to do
-// (fresh: the key was just made by this verb, so its flags can change).
-// The keyring's own validation runs on each step.
-func applyRoles(kr *secret.Keyring, kid string, roles keyRoles, fresh bool) (*secret.Keyring, error) {
-	e, ok := kr.Entry(kid)
-	if !ok {
-		return nil, &secret.Error{Kind: secret.KindUnknownKid, Kid: kid, Detail: "the keyring does not hold this key"}
-	}
-	rebind := func(s string) string {
-		if fresh {
-			return "add --scope " + shellQuote(s)
-		}
-		return fmt.Sprintf("a key's binding never changes: add a key bound to it ('flecht keys add --kid NEW --type %s --scope %s') and use that", e.Type, shellQuote(s))
-	}
-	if (roles.Primary || len(roles.PrimaryFor) > 0) && e.Type == secret.TypeEd25519 {
-		return nil, exitcode.UsageError(fmt.Errorf("key %q is an ed25519 signing key and cannot seal, so it cannot be the primary or a scope's sealing key; make it a signing key with 'flecht keys signing --kid %s --scope S'",
-			kid, shellQuote(kid)))
-	}
-	for _, s := range roles.PrimaryFor {
-		if len(e.Scopes) > 0 && !slices.Contains(e.Scopes, s) {
-			return nil, exitcode.UsageError(fmt.Errorf("key %q is bound to %s and cannot seal scope %q: %s", kid, textfmt.QuoteList(e.Scopes), s, rebind(s)))
-		}
-	}
-	for _, s := range roles.SigningFor {
-		switch {
-		case e.Type != secret.TypeEd25519:
-			return nil, exitcode.UsageError(fmt.Errorf("key %q is an %s key; only an ed25519 key signs", kid, e.Type))
-		case !e.Private:
-			return nil, exitcode.UsageError(fmt.Errorf("the keyring holds only the public half of ed25519 key %q: it verifies, it cannot sign", kid))
-		case !slices.Contains(e.Scopes, s):
-			return nil, exitcode.UsageError(fmt.Errorf("key %q is bound to %s and cannot sign scope %q: %s", kid, textfmt.QuoteList(e.Scopes), s, rebind(s)))
-		}
-	}
-	next := kr
-	var err error
-	if roles.Primary && next.Primary() != kid {
-		if next, err = next.Promote(kid); err != nil {
-			return nil, err
-		}
-	}
-	for _, s := range roles.PrimaryFor {
-		if next, err = next.SetPrimaryFor(s, kid); err != nil {
-			return nil, err
-		}
-	}
-	for _, s := range roles.SigningFor {
-		if next, err = next.SetSigningFor(s, kid); err != nil {
-			return nil, err
-		}
-	}
-	return next, nil
 }
 
 func newCmdKeysInit(f *Factory, runF func(*KeysOptions) error) *cobra.Command {
@@ -151,7 +58,7 @@ an existing keyring, use 'flecht keys add'. The file is written with mode
 		if err := requireKid(opts, nil); err != nil {
 			return err
 		}
-		typ, err := parseKeyType(opts.Type)
+		typ, err := secret.ParseKeyType(opts.Type)
 		if err != nil {
 			return err
 		}
@@ -159,10 +66,10 @@ an existing keyring, use 'flecht keys add'. The file is written with mode
 			return errors.New("an ed25519 key signs and cannot seal, so it cannot be the primary a new keyring needs: init with --type oct or x25519, then add the signing key with 'flecht keys add --type ed25519 --kid K --scope S --signing-for S'")
 		}
 		if len(opts.Roles.SigningFor) > 0 {
-			// checkNewKey would ask for --type ed25519, which init refuses.
+			// secret.CheckNewKey would ask for --type ed25519, which init refuses.
 			return errors.New("init's key is the primary, a sealing key, so it cannot sign: drop --signing-for, then add the signing key with 'flecht keys add --type ed25519 --kid K --scope S --signing-for S'")
 		}
-		return checkNewKey(typ, opts.Scopes, opts.Roles)
+		return secret.CheckNewKey(typ, opts.Scopes, opts.Roles)
 	}, runF, runKeysInit)
 	addNewKeyFlags(cmd, opts, true, "oct or x25519 (an ed25519 key cannot be primary)")
 	cmd.Flags().Lookup("primary").Usage = "accepted for symmetry with add: init's key is always the primary"
@@ -177,7 +84,7 @@ func runKeysInit(opts *KeysOptions) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	typ, err := parseKeyType(opts.Type)
+	typ, err := secret.ParseKeyType(opts.Type)
 	if err != nil {
 		return exitcode.UsageError(err)
 	}
@@ -185,7 +92,7 @@ func runKeysInit(opts *KeysOptions) error {
 	if err != nil {
 		return keysKidError(err, nil)
 	}
-	if kr, err = applyRoles(kr, opts.Kid, keyRoles{PrimaryFor: opts.Roles.PrimaryFor}, true); err != nil {
+	if kr, err = secret.ApplyRoles(kr, opts.Kid, secret.Roles{PrimaryFor: opts.Roles.PrimaryFor}, true); err != nil {
 		return keysKidError(err, nil)
 	}
 	return createKeyring(opts, kr)
@@ -208,8 +115,8 @@ func createKeyring(opts *KeysOptions, kr *secret.Keyring) error {
 		}
 		return err
 	}
-	rep := newKeyringReport(opts.Keyring, kr)
-	rep.Action, rep.Kid, rep.Changes = keysCreated, opts.Kid, keyringChanges(nil, kr)
+	rep := secret.NewKeyringReport(opts.Keyring, kr)
+	rep.Action, rep.Kid, rep.Changes = secret.ActionCreated, opts.Kid, secret.KeyringChanges(nil, kr)
 	return printKeyring(opts, rep)
 }
 
@@ -241,27 +148,27 @@ before the file is read.`,
 		if err := requireKid(opts, nil); err != nil {
 			return err
 		}
-		typ, err := parseKeyType(opts.Type)
+		typ, err := secret.ParseKeyType(opts.Type)
 		if err != nil {
 			return err
 		}
-		return checkNewKey(typ, opts.Scopes, opts.Roles)
+		return secret.CheckNewKey(typ, opts.Scopes, opts.Roles)
 	}, runF, runKeysAdd)
 	addNewKeyFlags(cmd, opts, true, "oct, x25519 or ed25519")
 	return cmd
 }
 
 func runKeysAdd(opts *KeysOptions) error {
-	typ, err := parseKeyType(opts.Type)
+	typ, err := secret.ParseKeyType(opts.Type)
 	if err != nil {
 		return exitcode.UsageError(err)
 	}
-	return changeKeyring(opts, keysAdded, func(kr *secret.Keyring) (*secret.Keyring, error) {
+	return changeKeyring(opts, secret.ActionAdded, func(kr *secret.Keyring) (*secret.Keyring, error) {
 		next, err := kr.Generate(opts.Kid, typ, opts.Scopes)
 		if err != nil {
 			return nil, err
 		}
-		return applyRoles(next, opts.Kid, opts.Roles, true)
+		return secret.ApplyRoles(next, opts.Kid, opts.Roles, true)
 	})
 }
 
@@ -292,7 +199,7 @@ func checkRoleVerb(verb string, scopeRequired bool) func(*KeysOptions, []string)
 // leaves the keyring unchanged.
 func clearScopeRole(opts *KeysOptions, held func(*secret.Keyring) map[string]string,
 	clear func(*secret.Keyring, string) (*secret.Keyring, error)) error {
-	return changeKeyring(opts, keysCleared, func(kr *secret.Keyring) (*secret.Keyring, error) {
+	return changeKeyring(opts, secret.ActionCleared, func(kr *secret.Keyring) (*secret.Keyring, error) {
 		if _, ok := held(kr)[opts.Scope]; !ok {
 			return kr, nil
 		}
@@ -329,17 +236,17 @@ func runKeysPromote(opts *KeysOptions) error {
 	if opts.Clear {
 		return clearScopeRole(opts, (*secret.Keyring).PrimaryFor, (*secret.Keyring).ClearPrimaryFor)
 	}
-	return changeKeyring(opts, keysPromoted, func(kr *secret.Keyring) (*secret.Keyring, error) {
+	return changeKeyring(opts, secret.ActionPromoted, func(kr *secret.Keyring) (*secret.Keyring, error) {
 		if !kr.Has(opts.Kid) {
 			return nil, &secret.Error{Kind: secret.KindUnknownKid, Kid: opts.Kid, Detail: "cannot promote a key the keyring does not hold"}
 		}
 		if opts.Scope == "" {
-			return applyRoles(kr, opts.Kid, keyRoles{Primary: true}, false)
+			return secret.ApplyRoles(kr, opts.Kid, secret.Roles{Primary: true}, false)
 		}
 		if kr.PrimaryFor()[opts.Scope] == opts.Kid {
 			return kr, nil
 		}
-		return applyRoles(kr, opts.Kid, keyRoles{PrimaryFor: []string{opts.Scope}}, false)
+		return secret.ApplyRoles(kr, opts.Kid, secret.Roles{PrimaryFor: []string{opts.Scope}}, false)
 	})
 }
 
@@ -370,14 +277,14 @@ func runKeysSigning(opts *KeysOptions) error {
 	if opts.Clear {
 		return clearScopeRole(opts, (*secret.Keyring).SigningFor, (*secret.Keyring).ClearSigningFor)
 	}
-	return changeKeyring(opts, keysAssigned, func(kr *secret.Keyring) (*secret.Keyring, error) {
+	return changeKeyring(opts, secret.ActionAssigned, func(kr *secret.Keyring) (*secret.Keyring, error) {
 		if !kr.Has(opts.Kid) {
 			return nil, &secret.Error{Kind: secret.KindUnknownKid, Kid: opts.Kid, Detail: "cannot make a key the keyring does not hold a signing key"}
 		}
 		if kr.SigningFor()[opts.Scope] == opts.Kid {
 			return kr, nil
 		}
-		return applyRoles(kr, opts.Kid, keyRoles{SigningFor: []string{opts.Scope}}, false)
+		return secret.ApplyRoles(kr, opts.Kid, secret.Roles{SigningFor: []string{opts.Scope}}, false)
 	})
 }
 
@@ -403,89 +310,13 @@ Flechtwerk 0.17 stages refuse to load.)`,
 }
 
 func runKeysRemove(opts *KeysOptions) error {
-	return changeKeyring(opts, keysRemoved, func(kr *secret.Keyring) (*secret.Keyring, error) {
+	return changeKeyring(opts, secret.ActionRemoved, func(kr *secret.Keyring) (*secret.Keyring, error) {
 		if !kr.Has(opts.Kid) {
 			return nil, &secret.Error{Kind: secret.KindUnknownKid, Kid: opts.Kid, Detail: "no such key"}
 		}
-		if err := roleRefusal(kr, opts.Kid, opts.Keyring); err != nil {
+		if err := secret.RoleRefusal(kr, opts.Kid, opts.Keyring); err != nil {
 			return nil, err
 		}
 		return kr.Remove(opts.Kid)
 	})
-}
-
-// roleRefusal refuses (exit 3) the removal of a key that a role names,
-// listing each role with the exact command that moves it: nil when none
-// does.
-func roleRefusal(kr *secret.Keyring, kid, keyring string) error {
-	e, ok := kr.Entry(kid)
-	if !ok || (!e.Primary && len(e.PrimaryFor) == 0 && len(e.SigningFor) == 0) {
-		return nil
-	}
-	cmd := func(verb, rest string) string {
-		return "      flecht keys " + verb + " --keyring " + shellQuote(keyring) + " " + rest
-	}
-	entries := kr.Entries()
-	// candidates are the other keys that could take a role.
-	candidates := func(ok func(secret.Entry) bool) []string {
-		var out []string
-		for _, o := range entries {
-			if o.Kid != kid && ok(o) {
-				out = append(out, o.Kid)
-			}
-		}
-		return out
-	}
-	sealing := func(o secret.Entry) bool { return o.Type != secret.TypeEd25519 }
-	covers := func(o secret.Entry, s string) bool { return len(o.Scopes) == 0 || slices.Contains(o.Scopes, s) }
-	// pick names the first candidate; the others go on a line of their
-	// own, so the command line copies as it is.
-	pick := func(c []string) string {
-		if len(c) == 0 {
-			return "NEW"
-		}
-		s := shellQuote(c[0])
-		if len(c) > 1 {
-			s += fmt.Sprintf("\n      (or another of %s)", textfmt.QuoteList(c[1:]))
-		}
-		return s
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "keyring_conflict: key %q: refusing to remove it while a role names it (Flechtwerk 0.17 stages would refuse the file); move each role first:", kid)
-	if e.Primary {
-		// An unbound key, since a bound primary seals no unscoped value.
-		c := candidates(func(o secret.Entry) bool { return sealing(o) && len(o.Scopes) == 0 })
-		b.WriteString("\n  - the primary:\n")
-		if len(c) == 0 {
-			b.WriteString(cmd("add", "--kid NEW") + "\n")
-		}
-		b.WriteString(cmd("promote", "--kid "+pick(c)))
-	}
-	primary, _ := kr.Entry(kr.Primary())
-	for _, s := range e.PrimaryFor {
-		// Keys bound to the scope first: the natural successor of its
-		// sealing key; then unbound ones.
-		c := append(candidates(func(o secret.Entry) bool { return sealing(o) && len(o.Scopes) > 0 && covers(o, s) }),
-			candidates(func(o secret.Entry) bool { return sealing(o) && len(o.Scopes) == 0 })...)
-		fmt.Fprintf(&b, "\n  - the sealing key of scope %q (flenc_primaries):\n", s)
-		if len(c) == 0 {
-			b.WriteString(cmd("add", "--kid NEW --scope "+shellQuote(s)) + "\n")
-		}
-		b.WriteString(cmd("promote", "--scope "+shellQuote(s)+" --kid "+pick(c)))
-		if primary.Kid != kid && covers(primary, s) {
-			fmt.Fprintf(&b, "\n    or seal scope %q under the primary %q again:\n%s", s, primary.Kid, cmd("promote", "--scope "+shellQuote(s)+" --clear"))
-		}
-	}
-	for _, s := range e.SigningFor {
-		c := candidates(func(o secret.Entry) bool {
-			return o.Type == secret.TypeEd25519 && o.Private && slices.Contains(o.Scopes, s)
-		})
-		fmt.Fprintf(&b, "\n  - the signing key of scope %q (flenc_signing):\n", s)
-		if len(c) == 0 {
-			b.WriteString(cmd("add", "--kid NEW --type ed25519 --scope "+shellQuote(s)) + "\n")
-		}
-		b.WriteString(cmd("signing", "--scope "+shellQuote(s)+" --kid "+pick(c)))
-		fmt.Fprintf(&b, "\n    or stop signing scope %q:\n%s", s, cmd("signing", "--scope "+shellQuote(s)+" --clear"))
-	}
-	return exitcode.RefusedError(errors.New(b.String()))
 }

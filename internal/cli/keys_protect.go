@@ -45,7 +45,7 @@ func runKeysProtect(opts *KeysOptions) error {
 		}
 		warnExposed(opts.IO.ErrOut, opts.PasswordFile)
 	}
-	return changeKeyring(opts, keysProtected, func(kr *secret.Keyring) (*secret.Keyring, error) {
+	return changeKeyring(opts, secret.ActionProtected, func(kr *secret.Keyring) (*secret.Keyring, error) {
 		if kr.Protected() {
 			return kr, nil
 		}
@@ -103,7 +103,7 @@ A keyring that is already plain is left as it is.`,
 
 func runKeysUnprotect(opts *KeysOptions) error {
 	if opts.Out == "" {
-		return changeKeyring(opts, keysUnprotected, func(kr *secret.Keyring) (*secret.Keyring, error) {
+		return changeKeyring(opts, secret.ActionUnprotected, func(kr *secret.Keyring) (*secret.Keyring, error) {
 			if !kr.Protected() {
 				return kr, nil
 			}
@@ -121,7 +121,7 @@ func runKeysUnprotect(opts *KeysOptions) error {
 	if err := writeOutFile(opts.Out, doc, 0o600, opts.Force, opts.Keyring); err != nil {
 		return err
 	}
-	rep := newKeyringReport(opts.Keyring, kr)
-	rep.Action, rep.File = keysCopied, opts.Out
+	rep := secret.NewKeyringReport(opts.Keyring, kr)
+	rep.Action, rep.File = secret.ActionCopied, opts.Out
 	return printKeyring(opts, rep)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flecht-dev/flecht/internal/rotation"
 	"github.com/flecht-dev/flecht/internal/secret"
 )
 
@@ -15,7 +16,7 @@ func TestKeysRotatePlanFollowsTheRotation(t *testing.T) {
 	fx := newSecretsFixture(t) // keyring: old (primary), new
 	fx.put(t, 0, "a", `{"api_key":"`+fx.token(t, `"x"`, "")+`"}`)
 	ready, lagging := reader(t, "old", "new"), reader(t, "old")
-	plan := func(urls ...string) RotatePlan {
+	plan := func(urls ...string) rotation.Plan {
 		t.Helper()
 		args := []string{"keys", "rotate-plan", "--kid", "new", "--topics", "cfg", "--field", "api_key", "-o", "json"}
 		for _, u := range urls {
@@ -25,13 +26,13 @@ func TestKeysRotatePlanFollowsTheRotation(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("exit %d %s", r.code, r.err)
 		}
-		var p RotatePlan
+		var p rotation.Plan
 		if err := json.Unmarshal([]byte(r.out), &p); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	statuses := func(p RotatePlan) string {
+	statuses := func(p rotation.Plan) string {
 		var s []string
 		for _, st := range p.Steps {
 			s = append(s, st.Status)
@@ -96,14 +97,14 @@ func TestKeysRotatePlanSigner(t *testing.T) {
 	mustRun(t, fx.env, "", "keys", "add", "--kid", "sig2", "--type", "ed25519", "--scope", "api", "--scope", "db")
 	target := []string{"--topics", "cfg", "--field", "endpoint:api:signed", "--field", "api_key:api", "--field", "hook:db:signed"}
 	readers := reader(t, "old", "new", "sig1", "sigdb", "sig2")
-	plan := func(scope ...string) (RotatePlan, string) {
+	plan := func(scope ...string) (rotation.Plan, string) {
 		t.Helper()
 		args := append([]string{"keys", "rotate-plan", "--kid", "sig2", "--metrics-url", readers, "-o", "json"}, target...)
 		if len(scope) > 0 {
 			args = append(args, "--scope", scope[0])
 		}
 		r := run(t, fx.env, "", args...)
-		var p RotatePlan
+		var p rotation.Plan
 		if err := json.Unmarshal([]byte(r.out), &p); err != nil || r.code != 0 {
 			t.Fatalf("exit %d %v\n%s", r.code, err, r.err)
 		}

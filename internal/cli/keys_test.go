@@ -34,9 +34,9 @@ func mustRun(t *testing.T, env map[string]string, stdin string, args ...string) 
 	return r
 }
 
-func decodeReport(t *testing.T, r result) KeyringReport {
+func decodeReport(t *testing.T, r result) secret.KeyringReport {
 	t.Helper()
-	var rep KeyringReport
+	var rep secret.KeyringReport
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
 		t.Fatalf("output is not a keyring report: %v\n%s", err, r.out)
 	}
@@ -72,10 +72,10 @@ func TestKeysInitCreatesPrivateKeyring(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keyring.json")
 	r := mustRun(t, nil, "", "keys", "init", "--keyring", path, "--kid", "prod-2026-01", "-o", "json")
 	rep := decodeReport(t, r)
-	want := KeyringReport{Keyring: path, Action: "created", Kid: "prod-2026-01", Primary: "prod-2026-01",
-		Changes:    []KeyringChange{{Change: "key_added", Kid: "prod-2026-01", Type: "oct"}, {Change: "primary", Kid: "prod-2026-01"}},
+	want := secret.KeyringReport{Keyring: path, Action: "created", Kid: "prod-2026-01", Primary: "prod-2026-01",
+		Changes:    []secret.KeyringChange{{Change: "key_added", Kid: "prod-2026-01", Type: "oct"}, {Change: "primary", Kid: "prod-2026-01"}},
 		PrimaryFor: map[string]string{}, SigningFor: map[string]string{},
-		Keys: []KeyRow{{Kid: "prod-2026-01", Type: "oct", Private: true, Scopes: []string{}, Roles: []string{"primary"},
+		Keys: []secret.KeyRow{{Kid: "prod-2026-01", Type: "oct", Private: true, Scopes: []string{}, Roles: []string{"primary"},
 			Primary: true, PrimaryFor: []string{}, SigningFor: []string{}}}}
 	if fmt.Sprint(rep) != fmt.Sprint(want) {
 		t.Errorf("report %+v, want %+v", rep, want)
@@ -145,7 +145,7 @@ func TestKeysRotationLifecycle(t *testing.T) {
 	// add: a new key that is not primary.
 	rep := decodeReport(t, mustRun(t, env, "", "keys", "add", "--kid", "k2", "-o", "json"))
 	if rep.Action != "added" || rep.Kid != "k2" || rep.Primary != "k1" || len(rep.Keys) != 2 || rep.Keys[1].Kid != "k2" || rep.Keys[1].Primary ||
-		fmt.Sprint(rep.Changes) != fmt.Sprint([]KeyringChange{{Change: "key_added", Kid: "k2", Type: "oct"}}) {
+		fmt.Sprint(rep.Changes) != fmt.Sprint([]secret.KeyringChange{{Change: "key_added", Kid: "k2", Type: "oct"}}) {
 		t.Errorf("add: %+v", rep)
 	}
 	before, _ := os.ReadFile(path)

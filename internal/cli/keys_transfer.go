@@ -103,7 +103,7 @@ func runKeysExport(opts *KeysOptions) error {
 	if err := writeOutFile(opts.Out, jwk, 0o644, opts.Force, opts.Keyring); err != nil {
 		return err
 	}
-	rep := KeyExportReport{Keyring: opts.Keyring, Action: keysExported, Kid: opts.Kid, Type: e.Type, Scopes: e.Scopes, File: opts.Out}
+	rep := KeyExportReport{Keyring: opts.Keyring, Action: secret.ActionExported, Kid: opts.Kid, Type: e.Type, Scopes: e.Scopes, File: opts.Out}
 	return opts.Printer().Print(rep, func(h *ui.Human) error {
 		h.Printf("wrote the public half of %s key %q (bound to %s) to %s\n", rep.Type, rep.Kid, textfmt.QuoteList(rep.Scopes), rep.File)
 		return nil
@@ -166,13 +166,13 @@ func runKeysImport(opts *KeysOptions) error {
 				opts.Kid = kid
 			}
 		}
-		return applyRoles(next, opts.Kid, opts.Roles, !info.hadScopes)
+		return secret.ApplyRoles(next, opts.Kid, opts.Roles, !info.hadScopes)
 	}
 	if exists {
 		if opts.Protect {
 			return exitcode.UsageError(errors.New("--protect applies only when import creates the keyring; protect an existing one with 'flecht keys protect'"))
 		}
-		return changeKeyring(opts, keysImported, importAndRole)
+		return changeKeyring(opts, secret.ActionImported, importAndRole)
 	}
 	if !opts.Roles.Primary {
 		return exitcode.UsageError(fmt.Errorf("keyring %s does not exist: import creates it only with --primary, making the imported key (an oct or x25519 key) its primary; or create it with 'flecht keys init' first", opts.Keyring))

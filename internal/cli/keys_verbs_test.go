@@ -19,7 +19,7 @@ import (
 )
 
 // row finds the row of kid in a report.
-func row(t *testing.T, rep KeyringReport, kid string) KeyRow {
+func row(t *testing.T, rep secret.KeyringReport, kid string) secret.KeyRow {
 	t.Helper()
 	for _, k := range rep.Keys {
 		if k.Kid == kid {
@@ -27,20 +27,20 @@ func row(t *testing.T, rep KeyringReport, kid string) KeyRow {
 		}
 	}
 	t.Fatalf("no key %q in %+v", kid, rep.Keys)
-	return KeyRow{}
+	return secret.KeyRow{}
 }
 
 // changes renders a report's changes compactly: "key_added:r(x25519)",
 // "primary_for:api=r<-", "signing_for:api=<-s".
-func changes(rep KeyringReport) string {
+func changes(rep secret.KeyringReport) string {
 	var out []string
 	for _, c := range rep.Changes {
 		switch c.Change {
-		case changeKeyAdded:
+		case secret.ChangeKeyAdded:
 			out = append(out, fmt.Sprintf("%s:%s(%s)", c.Change, c.Kid, c.Type))
-		case changeKeyRemoved:
+		case secret.ChangeKeyRemoved:
 			out = append(out, c.Change+":"+c.Kid)
-		case changeProtected, changeUnprotected:
+		case secret.ChangeProtected, secret.ChangeUnprotected:
 			out = append(out, c.Change)
 		default:
 			out = append(out, fmt.Sprintf("%s:%s=%s<-%s", c.Change, c.Scope, c.Kid, c.From))
@@ -112,7 +112,7 @@ func TestKeysInitOfEachKind(t *testing.T) {
 func TestKeysAddOfEachKindWithRoles(t *testing.T) {
 	path := newKeyring(t, "a")
 	env := keysEnv(path)
-	add := func(args ...string) KeyringReport {
+	add := func(args ...string) secret.KeyringReport {
 		t.Helper()
 		return decodeReport(t, mustRun(t, env, "", append([]string{"keys", "add", "-o", "json"}, args...)...))
 	}

@@ -169,7 +169,7 @@ func runLintStateKey(ctx context.Context, opts *LintStateKeyOptions) error {
 		}
 	}
 
-	o := lint.Options{Template: tmpl, Alphabet: alpha, Topics: dedupeStrings(topics), MaxExamples: opts.MaxExamples}
+	o := lint.Options{Template: tmpl, Alphabet: alpha, Topics: textfmt.Dedupe(topics), MaxExamples: opts.MaxExamples}
 	var rep *lint.Report
 	if len(o.Topics) == 0 || exempt != "" {
 		rep = lint.NewChecker(o).Report()
@@ -192,19 +192,6 @@ func runLintStateKey(ctx context.Context, opts *LintStateKeyOptions) error {
 	}
 
 	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { return printLint(h, rep) }, rep.Findings > 0)
-}
-
-func dedupeStrings(ss []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range ss {
-		s = strings.TrimSpace(s)
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func printLint(h *ui.Human, r *lint.Report) error {

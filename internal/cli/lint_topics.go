@@ -14,6 +14,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/lint"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -127,13 +128,13 @@ func lintTopicsSpec(opts *LintTopicsOptions) (spec lint.TopicsSpec, app string, 
 		spec.Changelog = stagefile.ChangelogTopic(app)
 	}
 	if len(opts.Raw) > 0 {
-		spec.Raw, spec.RawFromConfigs = dedupeStrings(opts.Raw), false
+		spec.Raw, spec.RawFromConfigs = textfmt.Dedupe(opts.Raw), false
 	}
 	if len(opts.ConfigTopics) > 0 {
-		spec.Config = dedupeStrings(opts.ConfigTopics)
+		spec.Config = textfmt.Dedupe(opts.ConfigTopics)
 	}
 	if len(opts.Input) > 0 {
-		spec.Input = dedupeStrings(opts.Input)
+		spec.Input = textfmt.Dedupe(opts.Input)
 	}
 	// The changelog has one partition per task: per input partition of a
 	// transformer, per config partition of an extractor.

@@ -162,8 +162,8 @@ func replayRequest(opts *ReplayOptions) (replay.Request, time.Duration, error) {
 	req := replay.Request{
 		ApplicationID:      strings.TrimSpace(opts.ApplicationID),
 		Kind:               replay.KindTransformer,
-		InputTopics:        dedupeStrings(opts.InputTopics),
-		IntermediateTopics: dedupeStrings(opts.IntermediateTopics),
+		InputTopics:        textfmt.Dedupe(opts.InputTopics),
+		IntermediateTopics: textfmt.Dedupe(opts.IntermediateTopics),
 	}
 	if opts.StageFile != "" {
 		st, err := stagefile.Load(opts.StageFile)
@@ -200,7 +200,7 @@ func replayRequest(opts *ReplayOptions) (replay.Request, time.Duration, error) {
 			return req, 0, err
 		}
 		req.OutputTopics, req.OutputsKnown = nil, true
-		for _, t := range dedupeStrings(opts.OutputTopics) {
+		for _, t := range textfmt.Dedupe(opts.OutputTopics) {
 			req.OutputTopics = append(req.OutputTopics, replay.OutputTopic{Topic: t, Role: replay.RoleOutput})
 		}
 	}
@@ -580,7 +580,7 @@ func stageOutputs(st *stagefile.Stage) ([]replay.OutputTopic, error) {
 		}
 	}
 	var out []replay.OutputTopic
-	for _, t := range dedupeStrings(names) {
+	for _, t := range textfmt.Dedupe(names) {
 		out = append(out, replay.OutputTopic{Topic: t, Role: replay.RoleOutput})
 	}
 	if usesDLQ {

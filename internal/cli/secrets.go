@@ -453,7 +453,7 @@ func secretFailure(opts *SecretsOptions, err error, kr *secret.Keyring) error {
 		kids = kr.Kids()
 	}
 	info := SecretErrorInfo{Kind: se.Kind, Kid: se.Kid, Scope: se.Scope, TokenScope: se.TokenScope,
-		Message: strings.TrimPrefix(secretLine(se, kids), string(se.Kind)+": ")}
+		Message: strings.TrimPrefix(secret.ErrorLine(se, kids), string(se.Kind)+": ")}
 	return printFailure(opts, info, exitcode.KindFindings)
 }
 

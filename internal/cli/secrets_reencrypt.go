@@ -402,7 +402,7 @@ func rolelessKids(kr *secret.Keyring) []string {
 // removeHint is the next step after a clean sweep: the command that
 // removes the retired keys, one by one, guarded by a scan.
 func removeHint(retired, topics []string, fields []reencrypt.Field, keyring string) string {
-	tail := " " + targetFlags(topics, fields) + " --keyring " + shellQuote(keyring)
+	tail := " " + reencrypt.TargetFlags(topics, fields) + " --keyring " + shellQuote(keyring)
 	if len(retired) == 0 {
 		return "next: no key is left without a role; remove a retired one, guarded by a scan, with flecht keys remove --kid KID" + tail
 	}

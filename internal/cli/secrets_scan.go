@@ -60,7 +60,7 @@ func (s *secretTargets) resolve() ([]string, []reencrypt.Field, error) {
 			return nil, nil, exitcode.UsageError(errors.New("--topics has an empty topic name"))
 		}
 	}
-	topics = dedupeStrings(topics)
+	topics = textfmt.Dedupe(topics)
 	if len(topics) == 0 {
 		return nil, nil, exitcode.UsageError(errors.New("give the config topics: --topics T1,T2 or -f stage.yaml with config_topics"))
 	}
@@ -69,15 +69,6 @@ func (s *secretTargets) resolve() ([]string, []reencrypt.Field, error) {
 		return nil, nil, exitcode.UsageError(err)
 	}
 	return topics, fields, nil
-}
-
-// targetFlags renders topics and fields as flags for a command to suggest.
-func targetFlags(topics []string, fields []reencrypt.Field) string {
-	parts := []string{"--topics", shellQuote(strings.Join(topics, ","))}
-	for _, f := range fields {
-		parts = append(parts, "--field", shellQuote(f.Spec()))
-	}
-	return strings.Join(parts, " ")
 }
 
 // shellQuote quotes s as one shell word for a suggested command; a control
@@ -96,7 +87,7 @@ func loadOptionalKeyring(io *ui.IOStreams, path, passwordFile string) (*secret.K
 	}
 	var se *secret.Error
 	if errors.As(err, &se) {
-		return nil, errors.New(secretLine(se, nil))
+		return nil, errors.New(secret.ErrorLine(se, nil))
 	}
 	return kr, err
 }

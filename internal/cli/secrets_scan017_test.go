@@ -8,6 +8,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
+	"github.com/flecht-dev/flecht/internal/rotation"
 	"github.com/flecht-dev/flecht/internal/secret"
 )
 
@@ -215,9 +216,9 @@ func TestRotatePlan017(t *testing.T) {
 	before := fx.use017(t)
 	fx.put(t, 0, "a", `{"api_key":`+jsonQ(sealFor(t, before, `"k"`, "pay"))+`,"endpoint":`+jsonQ(signFor(t, before, `"e"`, "pay"))+
 		`,"webhook":`+jsonQ(sealFor(t, before, jsonQ(signFor(t, before, `"w"`, "pay")), "pay"))+`,"legacy":`+jsonQ(sealFor(t, fx.kr, `"l"`, ""))+`}`)
-	plan := func(kid string) RotatePlan {
+	plan := func(kid string) rotation.Plan {
 		r := run(t, fx.env, "", append([]string{"keys", "rotate-plan", "--kid", kid, "--topics", "cfg", "--field", "legacy", "-o", "json"}, fields017...)...)
-		var p RotatePlan
+		var p rotation.Plan
 		if err := json.Unmarshal([]byte(r.out), &p); err != nil {
 			t.Fatalf("exit %d %v\n%s%s", r.code, err, r.out, r.err)
 		}

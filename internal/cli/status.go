@@ -119,7 +119,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 func runStatus(ctx context.Context, opts *StatusOptions) error {
 	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
-	req := status.Request{ApplicationID: strings.TrimSpace(opts.ApplicationID), InputTopics: dedupeStrings(opts.InputTopics), ClientIDs: dedupeStrings(opts.ClientIDs)}
+	req := status.Request{ApplicationID: strings.TrimSpace(opts.ApplicationID), InputTopics: textfmt.Dedupe(opts.InputTopics), ClientIDs: textfmt.Dedupe(opts.ClientIDs)}
 	if opts.StageFile != "" {
 		st, err := stagefile.Load(opts.StageFile)
 		if err != nil {

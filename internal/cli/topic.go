@@ -19,6 +19,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/replay"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/topicio"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -147,7 +148,7 @@ func topicsToCreate(args []string, stageFile string, partitions int, compact boo
 		if err := checkNames("", args); err != nil {
 			return nil, err
 		}
-		for _, t := range dedupeStrings(args) {
+		for _, t := range textfmt.Dedupe(args) {
 			add(t, "", partitions, cfg)
 		}
 		return out, nil

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // Mode is how a field stores its value: the upstream codec that reads it.
@@ -42,6 +43,16 @@ func (f Field) Name() string {
 // Spec is the field in the --field syntax: NAME[:scope[:mode]].
 func (f Field) Spec() string {
 	return stagefile.SecretField{Path: f.Path, List: f.List, Scope: f.Scope, Mode: f.Mode}.Spec()
+}
+
+// TargetFlags repeats topics and fields as the --topics and --field flags
+// of a suggested scan or sweep command, each shell-quoted.
+func TargetFlags(topics []string, fields []Field) string {
+	parts := []string{"--topics", textfmt.ShellQuote(strings.Join(topics, ","))}
+	for _, f := range fields {
+		parts = append(parts, "--field", textfmt.ShellQuote(f.Spec()))
+	}
+	return strings.Join(parts, " ")
 }
 
 // mode is the field's mode, ModeEncrypted when unset.

@@ -131,3 +131,18 @@ func QuoteChoices(ss []string) string {
 	}
 	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }
+
+// Dedupe trims each string and drops the repeats, keeping the first of
+// each in its place: the values of a repeatable flag.
+func Dedupe(ss []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range ss {
+		s = strings.TrimSpace(s)
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
