@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
@@ -91,7 +91,7 @@ func completionClient(f *Factory) (*kgo.Client, error) {
 // askCluster runs ask against the cluster within completionTimeout and
 // keeps the candidates that start with toComplete; any failure completes
 // nothing.
-func askCluster(cmd *cobra.Command, f *Factory, toComplete string, ask func(context.Context, *kadm.Client) ([]string, error)) ([]string, cobra.ShellCompDirective) {
+func askCluster(cmd *cobra.Command, f *Factory, toComplete string, ask func(context.Context, *kgo.Client) ([]string, error)) ([]string, cobra.ShellCompDirective) {
 	parent := cmd.Context()
 	if parent == nil {
 		parent = context.Background()
@@ -103,7 +103,7 @@ func askCluster(cmd *cobra.Command, f *Factory, toComplete string, ask func(cont
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	defer cl.Close()
-	all, err := ask(ctx, kadm.NewClient(cl))
+	all, err := ask(ctx, cl)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -125,13 +125,7 @@ func completeApplicationIDs(f *Factory) cobra.CompletionFunc {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		return askCluster(cmd, f, toComplete, func(ctx context.Context, adm *kadm.Client) ([]string, error) {
-			groups, err := adm.ListGroups(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return groups.Groups(), nil
-		})
+		return askCluster(cmd, f, toComplete, kafkax.GroupNames)
 	}
 }
 
@@ -147,18 +141,9 @@ func completeTopics(f *Factory) cobra.CompletionFunc {
 		for _, t := range strings.Split(done, ",") {
 			already[t] = true
 		}
-		names, dir := askCluster(cmd, f, last, func(ctx context.Context, adm *kadm.Client) ([]string, error) {
-			topics, err := adm.ListTopics(ctx)
-			if err != nil {
-				return nil, err
-			}
-			var out []string
-			for _, t := range topics.Names() {
-				if !strings.HasPrefix(t, "__") && !already[t] {
-					out = append(out, t)
-				}
-			}
-			return out, nil
+		names, dir := askCluster(cmd, f, last, func(ctx context.Context, cl *kgo.Client) ([]string, error) {
+			topics, err := kafkax.TopicNames(ctx, cl)
+			return slices.DeleteFunc(topics, func(t string) bool { return already[t] }), err
 		})
 		for i := range names {
 			names[i] = done + names[i]

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/doctor"
@@ -170,7 +169,7 @@ func doctorInputs(opts *DoctorOptions) (doctor.Inputs, error) {
 			in.Stateless = m.Stateless
 			in.Module = status.ReadModuleFile(m)
 		} else {
-			tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: noConfigs{}})
+			tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: builtin.NoConfigs{}})
 			if err != nil {
 				return in, exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
 			}
@@ -212,17 +211,11 @@ func doctorInputs(opts *DoctorOptions) (doctor.Inputs, error) {
 		}
 		in.Kids = kr.Kids()
 	}
-	if err := checkNames(st.ApplicationID, nil); err != nil {
+	if err := stagefile.CheckNames(st.ApplicationID, nil); err != nil {
 		return in, err
 	}
 	return in, nil
 }
-
-// noConfigs stands in for the config store of a builtin built only to ask
-// whether it keeps state.
-type noConfigs struct{}
-
-func (noConfigs) Get(string) (attr.Config, bool) { return attr.Config{}, false }
 
 func printDoctor(h *ui.Human, r *doctor.Report) {
 	h.KV([2]string{"stage", r.ApplicationID + h.Faint(" ("+r.Kind+")")})

@@ -3,16 +3,14 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -46,17 +44,6 @@ type GroupLeaveOptions struct {
 	Kafka         func(ctx context.Context) (*kgo.Client, error)
 }
 
-// GroupLeaveReport is what `flecht group leave` prints.
-type GroupLeaveReport struct {
-	ApplicationID string `json:"application_id"`
-	// Members are the members the instance IDs name, as found.
-	Members  []kafkax.GroupMember `json:"members"`
-	Executed bool                 `json:"executed"`
-	// Removed maps each instance ID removed to its member ID.
-	Removed    map[string]string `json:"removed"`
-	GroupAfter string            `json:"group_state_after,omitempty"`
-}
-
 func newCmdGroupLeave(f *Factory, runF func(*GroupLeaveOptions) error) *cobra.Command {
 	opts := &GroupLeaveOptions{IO: f.IO, Printer: f.Printer, Kafka: f.KafkaClient}
 	cmd := &cobra.Command{
@@ -88,7 +75,7 @@ func runGroupLeave(ctx context.Context, opts *GroupLeaveOptions) error {
 	if len(ids) == 0 {
 		return exitcode.UsageError(errors.New("give the members to remove: --instance ID[,ID...] (a stage's --client-id)"))
 	}
-	if err := checkNames(app); err != nil {
+	if err := stagefile.CheckNames(app); err != nil {
 		return err
 	}
 	cl, err := opts.Kafka(ctx)
@@ -96,33 +83,9 @@ func runGroupLeave(ctx context.Context, opts *GroupLeaveOptions) error {
 		return err
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	g, err := kafkax.DescribeGroup(ctx, adm, app)
+	rep, err := kafkax.LeaveMembers(ctx, cl, app, ids, opts.Execute)
 	if err != nil {
 		return err
-	}
-	rep := &GroupLeaveReport{ApplicationID: app, Members: []kafkax.GroupMember{}, Removed: map[string]string{}}
-	var unknown []string
-	for _, id := range ids {
-		i := slices.IndexFunc(g.Members, func(m kafkax.GroupMember) bool { return m.InstanceID == id })
-		if i < 0 {
-			unknown = append(unknown, id)
-			continue
-		}
-		rep.Members = append(rep.Members, g.Members[i])
-	}
-	if len(unknown) > 0 {
-		return exitcode.RefusedError(fmt.Errorf("group %s has no static member %s (members: %s); nothing changed",
-			app, strings.Join(unknown, ", "), describeMembersOrNone(g.Members)))
-	}
-	if opts.Execute {
-		if rep.Removed, err = kafkax.LeaveStatic(ctx, adm, app, ids); err != nil {
-			return err
-		}
-		rep.Executed = true
-		if after, err := kafkax.DescribeGroup(ctx, adm, app); err == nil {
-			rep.GroupAfter = after.State
-		}
 	}
 	return opts.Printer().Print(rep, func(h *ui.Human) error {
 		for _, m := range rep.Members {

@@ -56,7 +56,7 @@ func TestGroupLeaveRemovesAStoppedStaticMember(t *testing.T) {
 		t.Fatalf("unknown instance: exit %d %s", r.code, r.err)
 	}
 	r = run(t, e, "", "group", "leave", "app", "--instance", "count-2", "--execute", "-o", "json")
-	var rep GroupLeaveReport
+	var rep kafkax.LeaveReport
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || r.code != 0 || !rep.Executed || rep.Removed["count-2"] == "" {
 		t.Fatalf("execute: exit %d %v %+v\n%s", r.code, err, rep, r.err)
 	}

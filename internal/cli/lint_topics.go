@@ -153,7 +153,7 @@ func lintTopicsSpec(opts *LintTopicsOptions) (spec lint.TopicsSpec, app string, 
 	if len(spec.Raw)+len(spec.Config)+len(spec.Input)+len(spec.DLQ) == 0 && spec.Changelog == "" {
 		return spec, app, usage("give -f stage.yaml, or topics with --raw, --config-topics and --input")
 	}
-	if err := checkNames(app, spec.Raw, spec.Config, spec.Input); err != nil {
+	if err := stagefile.CheckNames(app, spec.Raw, spec.Config, spec.Input); err != nil {
 		return spec, app, err
 	}
 	if opts.MinRetention != "" {

@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
@@ -56,7 +55,7 @@ func NewCmdPartition(f *Factory, runF func(*PartitionOptions) error) *cobra.Comm
 			return 0, err
 		}
 		defer cl.Close()
-		return kafkax.CommonPartitionCount(ctx, kadm.NewClient(cl), topic)
+		return kafkax.PartitionCountOf(ctx, cl, topic)
 	}
 	cmd := &cobra.Command{
 		Use:   "partition (--partitions N | --topic T) KEY... | -",

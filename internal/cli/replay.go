@@ -9,20 +9,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/flecht-dev/flecht/internal/boundedread"
-	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/replay"
-	"github.com/flecht-dev/flecht/internal/stage"
-	"github.com/flecht-dev/flecht/internal/stagefile"
-	"github.com/flecht-dev/flecht/internal/status"
 	"github.com/flecht-dev/flecht/internal/textfmt"
-	"github.com/flecht-dev/flecht/internal/transformer"
-	"github.com/flecht-dev/flecht/internal/transformer/builtin"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -156,156 +148,14 @@ func NewCmdReplay(f *Factory, runF func(*ReplayOptions) error) *cobra.Command {
 	return cmd
 }
 
-// replayRequest turns the flags (and the stage file) into a request.
-func replayRequest(opts *ReplayOptions) (replay.Request, time.Duration, error) {
-	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
-	req := replay.Request{
-		ApplicationID:      strings.TrimSpace(opts.ApplicationID),
-		Kind:               replay.KindTransformer,
-		InputTopics:        textfmt.Dedupe(opts.InputTopics),
-		IntermediateTopics: textfmt.Dedupe(opts.IntermediateTopics),
-	}
-	if opts.StageFile != "" {
-		st, err := stagefile.Load(opts.StageFile)
-		if err != nil {
-			return req, 0, exitcode.UsageError(err)
-		}
-		if req.ApplicationID != "" && req.ApplicationID != st.ApplicationID {
-			return req, 0, usage("the application id %s differs from %s's application_id %q", boundedread.Quote(req.ApplicationID), opts.StageFile, st.ApplicationID)
-		}
-		req.ApplicationID = st.ApplicationID
-		switch st.Kind {
-		case stagefile.KindTransformer:
-			if len(opts.InputTopics) == 0 {
-				req.InputTopics = st.InputTopics
-			}
-			req.Module = status.StageModule(st)
-			outs, err := stageOutputs(st)
-			if err != nil {
-				return req, 0, exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
-			}
-			req.OutputTopics, req.OutputsKnown = outs, true
-		case stagefile.KindExtractor:
-			req.Kind = replay.KindExtractor
-			req.ConfigTopics = st.ConfigTopics
-		default:
-			return req, 0, usage("%s is an %s stage: it keeps no state and reads no Kafka input, so there is nothing to replay", opts.StageFile, st.Kind)
-		}
-	}
-	if req.ApplicationID == "" {
-		return req, 0, usage("give the application id (flecht replay APP) or -f stage.yaml")
-	}
-	if len(opts.OutputTopics) > 0 {
-		if err := checkNames("", opts.OutputTopics); err != nil {
-			return req, 0, err
-		}
-		req.OutputTopics, req.OutputsKnown = nil, true
-		for _, t := range textfmt.Dedupe(opts.OutputTopics) {
-			req.OutputTopics = append(req.OutputTopics, replay.OutputTopic{Topic: t, Role: replay.RoleOutput})
-		}
-	}
-	switch {
-	case opts.KeepOutputs && opts.TruncateOutputs:
-		return req, 0, usage("give one of --keep-outputs and --truncate-outputs")
-	case opts.KeepOutputs:
-		req.OutputPolicy = replay.OutputsKeep
-	case opts.TruncateOutputs:
-		if !req.OutputsKnown {
-			return req, 0, usage("--truncate-outputs needs the output topics: -f stage.yaml or --output-topics T,...")
-		}
-		req.OutputPolicy = replay.OutputsTruncate
-	}
-	if err := checkNames(req.ApplicationID); err != nil {
-		return req, 0, err
-	}
-	if req.Kind == replay.KindTransformer && len(req.InputTopics) == 0 {
-		return req, 0, usage("give the input topics: --input-topics T,... or -f stage.yaml")
-	}
-	if err := checkNames("", req.InputTopics, req.IntermediateTopics); err != nil {
-		return req, 0, err
-	}
-	intermediate := map[string]bool{}
-	for _, t := range req.IntermediateTopics {
-		intermediate[t] = true
-	}
-	var inputs []string
-	for _, t := range req.InputTopics {
-		switch {
-		case !intermediate[t]:
-			inputs = append(inputs, t)
-		case len(opts.InputTopics) > 0:
-			return req, 0, usage("%s is both an input and an intermediate topic", t)
-		}
-		// A stage file's input that --intermediate-topics names is
-		// read by the stage but moved to its end, not replayed.
-	}
-	req.InputTopics = inputs
-	if req.Kind == replay.KindTransformer && len(req.InputTopics) == 0 {
-		return req, 0, usage("every input topic is an intermediate topic: nothing to replay from")
-	}
-
-	// Exactly one target.
-	set := 0
-	for _, on := range []bool{opts.ToEarliest, opts.ToDatetime != "", opts.ByDuration != "", opts.ToOffset != "", opts.FromFile != ""} {
-		if on {
-			set++
-		}
-	}
-	if set > 1 {
-		return req, 0, usage("give one target: --to-earliest, --to-datetime, --by-duration, --to-offset or --from-file")
-	}
-	now := time.Now
-	if opts.Now != nil {
-		now = opts.Now
-	}
-	switch {
-	case opts.ToDatetime != "":
-		ts, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(opts.ToDatetime))
-		if err != nil {
-			return req, 0, usage("--to-datetime %q: want an RFC 3339 time such as 2026-01-02T15:04:05Z", opts.ToDatetime)
-		}
-		req.Target = replay.Target{Kind: replay.TargetDatetime, Time: ts}
-	case opts.ByDuration != "":
-		d, err := budget.ParseDuration(opts.ByDuration)
-		if err != nil || d <= 0 {
-			return req, 0, usage("--by-duration %q: want a duration such as 36h or 7d", opts.ByDuration)
-		}
-		req.Target = replay.Target{Kind: replay.TargetDuration, Duration: d, Time: now().Add(-d)}
-	case opts.ToOffset != "":
-		n, err := strconv.ParseInt(strings.TrimSpace(opts.ToOffset), 10, 64)
-		if err != nil || n < 0 {
-			return req, 0, usage("--to-offset %q: want an offset, 0 or more", opts.ToOffset)
-		}
-		req.Target = replay.Target{Kind: replay.TargetOffset, Offset: n}
-	case opts.FromFile != "":
-		offs, err := replay.ReadOffsetsFile(opts.FromFile)
-		if err != nil {
-			return req, 0, exitcode.UsageError(fmt.Errorf("--from-file: %w", err))
-		}
-		req.Target = replay.Target{Kind: replay.TargetFile, File: offs, FilePath: opts.FromFile}
-	default:
-		req.Target = replay.Target{Kind: replay.TargetEarliest}
-	}
-
-	var wait time.Duration
-	if opts.Wait != "" {
-		d, err := budget.ParseDuration(opts.Wait)
-		if err != nil {
-			return req, 0, usage("--wait %q: want a duration such as 90s or 5m", opts.Wait)
-		}
-		wait = d
-	}
-	req.StateDir = opts.StateDir
-	if req.StateDir == "" {
-		if req.StateDir = stage.DefaultStateDir(req.ApplicationID); req.StateDir == "" {
-			return req, 0, exitcode.UsageError(stagefile.CheckApplicationID(req.ApplicationID))
-		}
-	}
-	return req, wait, nil
-}
-
 func runReplay(ctx context.Context, opts *ReplayOptions) error {
-	req, wait, err := replayRequest(opts)
+	req, wait, err := replay.NewRequest(replay.Flags{
+		ApplicationID: opts.ApplicationID, StageFile: opts.StageFile,
+		InputTopics: opts.InputTopics, IntermediateTopics: opts.IntermediateTopics, OutputTopics: opts.OutputTopics,
+		KeepOutputs: opts.KeepOutputs, TruncateOutputs: opts.TruncateOutputs, StateDir: opts.StateDir,
+		ToEarliest: opts.ToEarliest, ToDatetime: opts.ToDatetime, ByDuration: opts.ByDuration, ToOffset: opts.ToOffset,
+		FromFile: opts.FromFile, Wait: opts.Wait, Now: opts.Now,
+	})
 	if err != nil {
 		return err
 	}
@@ -331,7 +181,7 @@ func runReplay(ctx context.Context, opts *ReplayOptions) error {
 		return err
 	}
 	if !opts.NewApp && plan.GroupState == kafkax.GroupStateDead && len(plan.DeleteTopics) == 0 && !plan.HasCommits() {
-		return unknownApp(ctx, cl, req.ApplicationID)
+		return kafkax.UnknownApp(ctx, cl, req.ApplicationID)
 	}
 	// refuse shows the plan refused for why (and whatever else refuses
 	// it) and returns the refusal as kind's error.
@@ -357,13 +207,13 @@ func runReplay(ctx context.Context, opts *ReplayOptions) error {
 		return refuse(why, exitcode.RefusedError)
 	}
 	if plan.Refused != "" && wait > 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "waiting up to %s for group %s to empty (%s)\n", textfmt.FormatDuration(wait), req.ApplicationID, textfmt.Escape(replay.DescribeMembers(plan.Members)))
+		fmt.Fprintf(opts.IO.ErrOut, "waiting up to %s for group %s to empty (%s)\n", textfmt.FormatDuration(wait), req.ApplicationID, textfmt.Escape(kafkax.DescribeMembers(plan.Members)))
 		start := time.Now()
 		poll := opts.WaitPoll
 		if poll <= 0 {
 			poll = time.Second
 		}
-		_, werr := replay.WaitForEmptyGroup(ctx, kadm.NewClient(cl), req.ApplicationID, wait, poll)
+		_, werr := replay.WaitForEmptyGroup(ctx, cl, req.ApplicationID, wait, poll)
 		var live *replay.LiveMembersError
 		switch {
 		case errors.As(werr, &live):
@@ -413,9 +263,9 @@ func printReplay(opts *ReplayOptions, plan *replay.Plan) error {
 		} else if plan.Refused != "" {
 			mode = h.Bad("refused")
 		}
-		group := fmt.Sprintf("%s; members: %s", plan.GroupState, describeMembersOrNone(plan.Members))
+		group := fmt.Sprintf("%s; members: %s", plan.GroupState, kafkax.MembersOrNone(plan.Members))
 		if plan.Executed {
-			group = fmt.Sprintf("%s before executing (members: %s)", plan.GroupState, describeMembersOrNone(plan.Members))
+			group = fmt.Sprintf("%s before executing (members: %s)", plan.GroupState, kafkax.MembersOrNone(plan.Members))
 			if plan.GroupStateAfter != "" {
 				group += ", " + plan.GroupStateAfter + " after"
 			}
@@ -507,13 +357,6 @@ func printReplay(opts *ReplayOptions, plan *replay.Plan) error {
 	})
 }
 
-func describeMembersOrNone(ms []kafkax.GroupMember) string {
-	if len(ms) == 0 {
-		return "none"
-	}
-	return replay.DescribeMembers(ms)
-}
-
 func describeFence(ids []string) string {
 	switch len(ids) {
 	case 0:
@@ -557,36 +400,4 @@ func describeOutputs(h *ui.Human, plan *replay.Plan) string {
 		}
 	}
 	return strings.Join(parts, "; ")
-}
-
-// stageOutputs are the topics a transformer's stage file writes: its
-// transform's outputs and, with invalid_messages: dlq, the dead-letter
-// topics of its inputs.
-func stageOutputs(st *stagefile.Stage) ([]replay.OutputTopic, error) {
-	var names []string
-	usesDLQ := st.InvalidMessages == stagefile.InvalidDLQ
-	if m := st.Transform.Module; m != nil {
-		names = m.OutputTopics
-	} else {
-		tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: noConfigs{}})
-		if err != nil {
-			return nil, err
-		}
-		if d, ok := tf.(transformer.OutputDeclarer); ok {
-			names = d.OutputTopics()
-		}
-		if d, ok := tf.(transformer.DLQUser); ok && d.UsesDLQ() {
-			usesDLQ = true
-		}
-	}
-	var out []replay.OutputTopic
-	for _, t := range textfmt.Dedupe(names) {
-		out = append(out, replay.OutputTopic{Topic: t, Role: replay.RoleOutput})
-	}
-	if usesDLQ {
-		for _, t := range st.InputTopics {
-			out = append(out, replay.OutputTopic{Topic: stagefile.DLQTopic(t), Role: replay.RoleDeadLetter})
-		}
-	}
-	return out, nil
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/boundedread"
@@ -20,7 +19,6 @@ import (
 	"github.com/flecht-dev/flecht/internal/promscrape"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
-	"github.com/flecht-dev/flecht/internal/suggest"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -141,7 +139,7 @@ func runStatus(ctx context.Context, opts *StatusOptions) error {
 	if req.ApplicationID == "" {
 		return usage("give the application id (flecht status APP) or -f stage.yaml")
 	}
-	if err := checkNames(req.ApplicationID, req.InputTopics); err != nil {
+	if err := stagefile.CheckNames(req.ApplicationID, req.InputTopics); err != nil {
 		return err
 	}
 	interval, err := budget.ParseDuration(opts.Interval)
@@ -165,7 +163,7 @@ func runStatus(ctx context.Context, opts *StatusOptions) error {
 		return err
 	}
 	if !opts.NewApp && !prev.Group.Exists() && len(prev.Committed) == 0 && !prev.Changelog.Exists {
-		return unknownApp(ctx, cl, req.ApplicationID)
+		return kafkax.UnknownApp(ctx, cl, req.ApplicationID)
 	}
 	if !opts.Watch && !opts.IntervalGiven && len(prev.Group.Members) == 0 {
 		interval = 0 // no member consumes: a second sample would show nothing moving
@@ -371,14 +369,4 @@ func joinPartitions(ps []int32) string {
 		parts[i] = strconv.Itoa(int(p))
 	}
 	return "[" + strings.Join(parts, ",") + "]"
-}
-
-// unknownApp refuses an application id nothing in the cluster belongs to
-// (exit 3), naming the known ids nearest to it: most often it is a typo.
-func unknownApp(ctx context.Context, cl *kgo.Client, id string) error {
-	e := &kafkax.UnknownApplicationError{ID: id}
-	if known, err := kafkax.KnownApplications(ctx, kadm.NewClient(cl)); err == nil {
-		e.Nearest = suggest.Nearest(id, known)
-	}
-	return exitcode.RefusedError(e)
 }

@@ -1,25 +1,19 @@
 package cli
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
-	"github.com/flecht-dev/flecht/internal/replay"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/stagefile"
-	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/topicio"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -39,20 +33,6 @@ holds the keyring).`,
 	}
 	cmd.AddCommand(newCmdTopicCreate(f), newCmdTopicProduce(f), newCmdTopicConsume(f))
 	return cmd
-}
-
-// TopicCreateResult is what `flecht topic create` prints.
-type TopicCreateResult struct {
-	Topics []TopicCreated `json:"topics"`
-}
-
-// TopicCreated is one topic: created now, or there already.
-type TopicCreated struct {
-	Topic      string            `json:"topic"`
-	Role       string            `json:"role,omitempty"` // input, output, config with -f
-	Partitions int               `json:"partitions"`
-	Created    bool              `json:"created"`
-	Configs    map[string]string `json:"configs,omitempty"`
 }
 
 func newCmdTopicCreate(f *Factory) *cobra.Command {
@@ -77,7 +57,7 @@ stage's own, which it creates when it starts.`,
   flecht topic create sensors.config --compact
   flecht topic create -f examples/count.yaml --partitions 3`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			want, err := topicsToCreate(args, stageFile, partitions, compact, configs)
+			want, err := topicio.ToCreate(args, stageFile, partitions, compact, configs)
 			if err != nil {
 				return err
 			}
@@ -86,7 +66,7 @@ stage's own, which it creates when it starts.`,
 				return err
 			}
 			defer cl.Close()
-			res, err := createTopics(cmd.Context(), kadm.NewClient(cl), want)
+			res, err := topicio.Create(cmd.Context(), cl, want)
 			if err != nil {
 				return err
 			}
@@ -112,100 +92,10 @@ stage's own, which it creates when it starts.`,
 	return cmd
 }
 
-// topicsToCreate is what the arguments ask for, checked.
-func topicsToCreate(args []string, stageFile string, partitions int, compact bool, configs []string) ([]TopicCreated, error) {
-	usage := func(format string, a ...any) error { return exitcode.UsageError(fmt.Errorf(format, a...)) }
-	if partitions < 1 || partitions > 1<<20 {
-		return nil, usage("--partitions %d: want 1 or more", partitions)
-	}
-	cfg := map[string]string{}
-	for _, c := range configs {
-		k, v, ok := strings.Cut(c, "=")
-		if !ok || k == "" {
-			return nil, usage("--config %q: want key=value", c)
-		}
-		cfg[k] = v
-	}
-	if compact {
-		cfg["cleanup.policy"] = "compact"
-	}
-	switch {
-	case stageFile != "" && len(args) > 0:
-		return nil, usage("give topics or -f stage.yaml, not both")
-	case stageFile == "" && len(args) == 0:
-		return nil, usage("give the topics to create, or -f stage.yaml")
-	}
-	var out []TopicCreated
-	add := func(t, role string, n int, c map[string]string) {
-		for _, have := range out {
-			if have.Topic == t {
-				return
-			}
-		}
-		out = append(out, TopicCreated{Topic: t, Role: role, Partitions: n, Configs: c})
-	}
-	if stageFile == "" {
-		if err := checkNames("", args); err != nil {
-			return nil, err
-		}
-		for _, t := range textfmt.Dedupe(args) {
-			add(t, "", partitions, cfg)
-		}
-		return out, nil
-	}
-	st, err := stagefile.Load(stageFile)
-	if err != nil {
-		return nil, exitcode.UsageError(err)
-	}
-	for _, t := range st.InputTopics {
-		add(t, "input", partitions, cfg)
-	}
-	for _, t := range st.ConfigTopics {
-		add(t, "config", partitions, map[string]string{"cleanup.policy": "compact"})
-	}
-	if st.Kind == stagefile.KindTransformer {
-		outs, err := stageOutputs(st)
-		if err != nil {
-			return nil, exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
-		}
-		for _, o := range outs {
-			if o.Role == replay.RoleOutput {
-				add(o.Topic, "output", partitions, cfg)
-			}
-		}
-	}
-	return out, nil
-}
-
-func createTopics(ctx context.Context, adm *kadm.Client, want []TopicCreated) (*TopicCreateResult, error) {
-	names := make([]string, len(want))
-	for i, t := range want {
-		names[i] = t.Topic
-	}
-	listed, err := adm.ListTopics(ctx, names...)
-	if err != nil {
-		return nil, fmt.Errorf("listing topics: %w", err)
-	}
-	res := &TopicCreateResult{Topics: []TopicCreated{}}
-	for _, t := range want {
-		if d, ok := listed[t.Topic]; ok && d.Err == nil {
-			t.Partitions, t.Configs = len(d.Partitions), nil
-			res.Topics = append(res.Topics, t)
-			continue
-		}
-		if err := kafkax.CreateTopic(ctx, adm, t.Topic, int32(t.Partitions), t.Configs); err != nil {
-			return res, fmt.Errorf("creating %s: %w", t.Topic, err)
-		}
-		t.Created = true
-		res.Topics = append(res.Topics, t)
-	}
-	return res, nil
-}
-
 // topicSession checks the topic's name, parses the secret fields (loading
 // the keyring they need) and connects: what produce and consume share.
 func topicSession(ctx context.Context, f *Factory, topic string, specs []string, flag, keyring, passwordFile string) ([]topicio.Field, *secret.Keyring, *kgo.Client, error) {
-	if err := checkNames("", []string{topic}); err != nil {
+	if err := stagefile.CheckNames("", []string{topic}); err != nil {
 		return nil, nil, nil, err
 	}
 	fields, kr, err := secretFields(specs, flag, keyringPath(keyring, f.Getenv), passwordFilePath(passwordFile, f.Getenv), f.IO)
@@ -274,7 +164,7 @@ written.`,
 				return err
 			}
 			defer cl.Close()
-			n, err := produceLines(cmd.Context(), cl, topic, f.IO, fields, kr)
+			n, err := topicio.Produce(cmd.Context(), cl, topic, f.IO.In, fields, kr)
 			if err != nil {
 				return err
 			}
@@ -288,51 +178,6 @@ written.`,
 	addKeyringFlag(cmd, &keyring)
 	addPasswordFileFlag(cmd, &passwordFile)
 	return cmd
-}
-
-func produceLines(ctx context.Context, cl *kgo.Client, topic string, io *ui.IOStreams, fields []topicio.Field, kr *secret.Keyring) (int, error) {
-	if _, err := kafkax.DescribeTopics(ctx, kadm.NewClient(cl), topic); err != nil {
-		return 0, err
-	}
-	sc := bufio.NewScanner(io.In)
-	sc.Buffer(make([]byte, 64<<10), 8<<20)
-	var batch []*kgo.Record
-	written, line := 0, 0
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
-			return fmt.Errorf("writing to %s: %w (%d records written before)", topic, err, written)
-		}
-		written += len(batch)
-		batch = batch[:0]
-		return nil
-	}
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" {
-			continue
-		}
-		rec, err := topicio.Record(topic, []byte(text), fields, kr)
-		if err != nil {
-			if ferr := flush(); ferr != nil {
-				return written, ferr
-			}
-			return written, exitcode.UsageError(fmt.Errorf("line %d: %w (%d records written before it)", line, err, written))
-		}
-		batch = append(batch, rec)
-		if len(batch) == 500 {
-			if err := flush(); err != nil {
-				return written, err
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return written, fmt.Errorf("reading standard input: %w", err)
-	}
-	return written, flush()
 }
 
 func newCmdTopicConsume(f *Factory) *cobra.Command {
@@ -377,15 +222,13 @@ the error kind in errors. --max stops after N records.`,
 				if err != nil || d <= 0 {
 					return exitcode.UsageError(fmt.Errorf("--since %q: want a duration such as 10m", since))
 				}
-				after, err := kafkax.OffsetsAfter(cmd.Context(), kadm.NewClient(cl), time.Now().Add(-d).UnixMilli(), topic)
-				if err != nil {
+				if start, err = topicio.Since(cmd.Context(), cl, topic, time.Now().Add(-d)); err != nil {
 					return err
 				}
-				start = kafkax.FromOffsets(after)
 			case cmd.Flags().Changed("offset"):
 				start = func(_ kafkax.TopicPartition, _ kafkax.Bounds) int64 { return offset }
 			}
-			return consumeLines(cmd.Context(), cl, topic, start, maxRecords, fields, kr, f.IO)
+			return topicio.Consume(cmd.Context(), cl, topic, start, maxRecords, fields, kr, f.IO.Out)
 		},
 	}
 	cmd.Flags().StringSliceVar(&decrypt, "decrypt", nil, "open this top-level field of each value: NAME or NAME:scope (repeatable)")
@@ -395,27 +238,4 @@ the error kind in errors. --max stops after N records.`,
 	addKeyringFlag(cmd, &keyring)
 	addPasswordFileFlag(cmd, &passwordFile)
 	return cmd
-}
-
-// errEnough ends a read that printed --max records.
-var errEnough = errors.New("enough records")
-
-func consumeLines(ctx context.Context, cl *kgo.Client, topic string, start kafkax.StartFunc, maxRecords int, fields []topicio.Field, kr *secret.Keyring, io *ui.IOStreams) error {
-	enc := json.NewEncoder(io.Out)
-	enc.SetEscapeHTML(false)
-	n := 0
-	_, err := kafkax.ReadFrom(ctx, cl, []string{topic}, start, nil, func(r *kgo.Record) error {
-		if err := enc.Encode(topicio.Line(r, fields, kr)); err != nil {
-			return err
-		}
-		n++
-		if maxRecords > 0 && n >= maxRecords {
-			return errEnough
-		}
-		return nil
-	})
-	if errors.Is(err, errEnough) {
-		err = nil
-	}
-	return err
 }

@@ -30,7 +30,7 @@ func TestTopicVerbs(t *testing.T) {
 	stage := writeAt(t, dir, "enrich.yaml", "application_id: enrich\nkind: transformer\ninput_topics: [raw]\nconfig_topics: [cfg]\ntransform: {builtin: enrich, output_topic: refined, lookup: device, fields: [site]}\n")
 
 	r := run(t, e, "", "topic", "create", "-f", stage, "--partitions", "3", "-o", "json")
-	var created TopicCreateResult
+	var created topicio.CreateResult
 	if err := json.Unmarshal([]byte(r.out), &created); err != nil || r.code != 0 || len(created.Topics) != 3 {
 		t.Fatalf("create -f: exit %d %v %s %s", r.code, err, r.out, r.err)
 	}

@@ -221,14 +221,14 @@ func TestLiveMemberRefuses(t *testing.T) {
 		t.Errorf("the changelog must stay: %v", err)
 	}
 
-	if _, err := replay.WaitForEmptyGroup(ctx, adm, "app", 300*time.Millisecond, 50*time.Millisecond); !errors.As(err, &live) || live.Waited == 0 {
+	if _, err := replay.WaitForEmptyGroup(ctx, cl, "app", 300*time.Millisecond, 50*time.Millisecond); !errors.As(err, &live) || live.Waited == 0 {
 		t.Fatalf("wait with the member there: %v", err)
 	}
 	go func() {
 		time.Sleep(300 * time.Millisecond)
 		member.Close() // leaves the group
 	}()
-	g, err = replay.WaitForEmptyGroup(ctx, adm, "app", 20*time.Second, 50*time.Millisecond)
+	g, err = replay.WaitForEmptyGroup(ctx, cl, "app", 20*time.Second, 50*time.Millisecond)
 	if err != nil || len(g.Members) != 0 {
 		t.Fatalf("wait for the member to leave: %v %+v", err, g)
 	}

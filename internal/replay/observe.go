@@ -285,7 +285,8 @@ func StateStores(dir string) (stores []string, exists bool, err error) {
 // WaitForEmptyGroup polls the group until it has no members, for at most
 // timeout. It returns the group as last seen and, on timeout, an error
 // naming who is still there.
-func WaitForEmptyGroup(ctx context.Context, adm *kadm.Client, group string, timeout, every time.Duration) (*kafkax.Group, error) {
+func WaitForEmptyGroup(ctx context.Context, cl *kgo.Client, group string, timeout, every time.Duration) (*kafkax.Group, error) {
+	adm := kadm.NewClient(cl)
 	deadline := time.Now().Add(timeout)
 	for {
 		g, err := kafkax.DescribeGroup(ctx, adm, group)
@@ -315,7 +316,7 @@ type LiveMembersError struct {
 }
 
 func (e *LiveMembersError) Error() string {
-	msg := fmt.Sprintf("group %q has %d live %s: %s", e.Group, len(e.Members), textfmt.PluralForm(len(e.Members), "member", "members"), DescribeMembers(e.Members))
+	msg := fmt.Sprintf("group %q has %d live %s: %s", e.Group, len(e.Members), textfmt.PluralForm(len(e.Members), "member", "members"), kafkax.DescribeMembers(e.Members))
 	if e.Waited > 0 {
 		return msg + fmt.Sprintf(" (still there after waiting %s)", e.Waited)
 	}

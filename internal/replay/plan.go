@@ -256,7 +256,7 @@ func BuildPlan(o *Observed) *Plan {
 	// 1. Live members: refuse, naming them.
 	if len(p.Members) > 0 {
 		p.Refused = fmt.Sprintf("group %q has %d live %s (%s): %s",
-			app, len(p.Members), textfmt.PluralForm(len(p.Members), "member", "members"), DescribeMembers(p.Members), stopHint(p.Members))
+			app, len(p.Members), textfmt.PluralForm(len(p.Members), "member", "members"), kafkax.DescribeMembers(p.Members), stopHint(p.Members))
 	}
 	if !o.Group.Exists() {
 		note("group %q does not exist: no member, no committed offset", app)
@@ -451,19 +451,6 @@ func historyWarning(topic string, h history, target Target) Warning {
 	w.Message = fmt.Sprintf("%s: %s offsets of history are gone (the log start is past %s on %s): the replay will be partial",
 		topic, textfmt.GroupDigits(h.missing), what, where)
 	return w
-}
-
-// DescribeMembers names members as "client-id on host", for refusals; a
-// static member is marked so.
-func DescribeMembers(ms []kafkax.GroupMember) string {
-	parts := make([]string, len(ms))
-	for i, m := range ms {
-		parts[i] = fmt.Sprintf("%s on %s", m.ClientID, m.Host)
-		if m.InstanceID != "" {
-			parts[i] += " (static)"
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 // stopHint says what to do about live members. flecht's transformers and

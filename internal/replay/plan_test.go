@@ -388,7 +388,7 @@ func TestPlanExtractor(t *testing.T) {
 }
 
 func TestDescribeMembers(t *testing.T) {
-	got := DescribeMembers([]kafkax.GroupMember{{ClientID: "a", Host: "127.0.0.1"}, {ClientID: "b", Host: "10.0.0.8"}})
+	got := kafkax.DescribeMembers([]kafkax.GroupMember{{ClientID: "a", Host: "127.0.0.1"}, {ClientID: "b", Host: "10.0.0.8"}})
 	if got != "a on 127.0.0.1, b on 10.0.0.8" {
 		t.Errorf("%q", got)
 	}

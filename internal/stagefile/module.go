@@ -2,13 +2,14 @@ package stagefile
 
 import (
 	"fmt"
-	"github.com/flecht-dev/flecht/internal/boundedread"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flecht-dev/flecht/internal/boundedread"
 
 	"go.yaml.in/yaml/v3"
 )

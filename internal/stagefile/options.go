@@ -2,11 +2,12 @@ package stagefile
 
 import (
 	"fmt"
-	"github.com/flecht-dev/flecht/internal/boundedread"
-	"github.com/flecht-dev/flecht/internal/suggest"
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/flecht-dev/flecht/internal/boundedread"
+	"github.com/flecht-dev/flecht/internal/suggest"
 
 	"go.yaml.in/yaml/v3"
 )

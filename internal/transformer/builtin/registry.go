@@ -114,3 +114,10 @@ func path(builtin, field, dotted string) ([]string, error) {
 func derived(in *transformer.Incoming, topic, key string, value attr.Event) stage.Message {
 	return stage.Message{Topic: topic, Key: key, Value: value, Timestamp: in.Timestamp, Headers: in.Headers}
 }
+
+// NoConfigs is an empty config store, for a builtin built only to ask
+// what it writes or whether it keeps state, never to run.
+type NoConfigs struct{}
+
+// Get finds nothing.
+func (NoConfigs) Get(string) (attr.Config, bool) { return attr.Config{}, false }

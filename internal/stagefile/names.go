@@ -1,19 +1,18 @@
-package cli
+package stagefile
 
 import (
 	"errors"
 	"fmt"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
-	"github.com/flecht-dev/flecht/internal/stagefile"
 )
 
-// checkNames refuses an application id (when given) or a topic name that
+// CheckNames refuses an application id (when given) or a topic name that
 // the broker would refuse, as a usage error before anything connects: the
 // operator reads the naming rule, not a broker's error code.
-func checkNames(app string, topicLists ...[]string) error {
+func CheckNames(app string, topicLists ...[]string) error {
 	if app != "" {
-		if err := stagefile.CheckApplicationID(app); err != nil {
+		if err := CheckApplicationID(app); err != nil {
 			return exitcode.UsageError(err)
 		}
 	}
@@ -22,7 +21,7 @@ func checkNames(app string, topicLists ...[]string) error {
 			if t == "" {
 				return exitcode.UsageError(errors.New("a topic list has an empty topic name"))
 			}
-			if err := stagefile.CheckTopicName(t); err != nil {
+			if err := CheckTopicName(t); err != nil {
 				return exitcode.UsageError(fmt.Errorf("topic %w", err))
 			}
 		}
