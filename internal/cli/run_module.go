@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
@@ -15,26 +14,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/textfmt"
-	"github.com/flecht-dev/flecht/sdk/wire"
 )
-
-// moduleSpec is the module a transformer's stage file names.
-func moduleSpec(st *stagefile.Stage) (module.Spec, error) {
-	m := st.Transform.Module
-	cfg := wire.Object{}
-	for k, v := range m.Config {
-		cfg[k] = v
-	}
-	config, err := wire.Marshal(cfg)
-	if err != nil {
-		return module.Spec{}, fmt.Errorf("transform.config: %w", err)
-	}
-	return module.Spec{
-		Path: m.Path, Name: filepath.Base(m.File), SHA256: m.SHA256, Config: config,
-		OutputTopics: m.OutputTopics, MemoryLimit: int64(m.MemoryLimit), TimeLimit: time.Duration(m.TimeLimit),
-		ApplicationID: st.ApplicationID, Stateless: m.Stateless,
-	}, nil
-}
 
 // loadedModule is a stage's module, loaded before the stage runs: what it
 // uses of the stage (the config store, the module metrics) is filled in
@@ -49,12 +29,12 @@ type loadedModule struct {
 // wrong with it or with the stage file is a usage error (exit 2), found
 // before anything connects.
 func loadModule(ctx context.Context, f *Factory, st *stagefile.Stage, log *slog.Logger) (*loadedModule, error) {
-	spec, err := moduleSpec(st)
+	spec, err := module.SpecFromStage(st)
 	if err != nil {
 		return nil, exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
 	}
 	lm := &loadedModule{}
-	opts := module.Options{CacheDir: moduleCacheDir(f.Getenv), Log: log, OnStuck: stuckModuleExits(f, log),
+	opts := module.Options{CacheDir: module.CacheDirFrom(f.Getenv), Log: log, OnStuck: stuckModuleExits(f, log),
 		Configs: func(key string) ([]byte, bool) {
 			if lm.configs == nil {
 				return nil, false
@@ -120,21 +100,6 @@ func moduleTransformer(ctx context.Context, f *Factory, st *stagefile.Stage, log
 	log.Info("module loaded", "module", m.Name(), "sha256", m.SHA256(), "abi", m.ABI(), "path", spec.Path,
 		"memory_limit", stagefile.ByteSize(spec.MemoryLimit).String(), "time_limit", spec.TimeLimit)
 	return module.NewTransformer(m), func() { m.Close(context.Background()) }, nil
-}
-
-// moduleCacheDir is where compiled modules are kept across restarts:
-// FLECHT_CACHE_DIR, else ${XDG_CACHE_HOME:-~/.cache}/flecht/wasm.
-func moduleCacheDir(getenv func(string) string) string {
-	if d := getenv("FLECHT_CACHE_DIR"); d != "" {
-		return d
-	}
-	if d := getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "flecht", "wasm")
-	}
-	if h := getenv("HOME"); h != "" {
-		return filepath.Join(h, ".cache", "flecht", "wasm")
-	}
-	return module.DefaultCacheDir()
 }
 
 // stuckModuleExits is what a stage does with a module call that ran over

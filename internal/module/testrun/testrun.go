@@ -1,0 +1,434 @@
+// Package testrun runs a transform module over sample records without
+// Kafka, as flecht run would run it: JSON-lines records in, one case per
+// record out (its verdict, outputs and state before and after), compared
+// with an expectation file of the same form.
+package testrun
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/boundedread"
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/module"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/statekey"
+	"github.com/flecht-dev/flecht/sdk/wire"
+)
+
+// Flags name the module to test, as `flecht transform test` was given
+// them: a stage file, or the module and what a stage file would say of it.
+type Flags struct {
+	StageFile    string
+	Module       string
+	Config       string // a JSON object, or @FILE
+	OutputTopics []string
+	StateKey     string
+}
+
+// Case is one record's result, the line -o json prints and
+// --expect holds.
+type Case struct {
+	Topic     string   `json:"topic"`
+	Partition int32    `json:"partition"`
+	Offset    int64    `json:"offset"`
+	Key       *string  `json:"key"`
+	StateKey  *string  `json:"state_key,omitempty"`
+	Verdict   string   `json:"verdict"`
+	Reason    string   `json:"reason,omitempty"`
+	Outputs   []Output `json:"outputs"`
+	State     *State   `json:"state,omitempty"`
+}
+
+type Output struct {
+	Topic     string             `json:"topic"`
+	Key       *string            `json:"key"`
+	Value     json.RawMessage    `json:"value"`
+	Timestamp int64              `json:"timestamp"`
+	Headers   map[string]*string `json:"headers,omitempty"`
+	Partition *int32             `json:"partition,omitempty"`
+}
+
+type State struct {
+	Before  json.RawMessage `json:"before"`
+	After   json.RawMessage `json:"after"`
+	Changed bool            `json:"changed"`
+}
+
+// Verdicts of a record.
+const (
+	VerdictOK       = "ok"
+	VerdictRejected = "rejected"
+	VerdictInvalid  = "invalid"
+)
+
+// SpecFrom is the module to test and the state-key template, from
+// the stage file or the flags.
+func SpecFrom(opts Flags) (module.Spec, *statekey.Template, error) {
+	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
+	switch {
+	case opts.StageFile != "" && (opts.Module != "" || opts.Config != "" || len(opts.OutputTopics) > 0 || opts.StateKey != ""):
+		return module.Spec{}, nil, usage("-f takes the module, its config, output_topics and state_key from the stage file: leave out -m, --config, --output-topics and --state-key")
+	case opts.StageFile != "":
+		st, err := stagefile.Load(opts.StageFile)
+		if err != nil {
+			return module.Spec{}, nil, exitcode.UsageError(err)
+		}
+		if st.Kind != stagefile.KindTransformer || st.Transform.Module == nil {
+			return module.Spec{}, nil, usage("%s runs no module (it needs kind: transformer and transform: {module: ...})", opts.StageFile)
+		}
+		spec, err := module.SpecFromStage(st)
+		if err != nil {
+			return module.Spec{}, nil, exitcode.UsageError(err)
+		}
+		return spec, st.Template, nil
+	case opts.Module == "":
+		return module.Spec{}, nil, usage("give the module with -m MODULE.wasm, or a stage file that names one with -f")
+	}
+	config := []byte("{}")
+	if c := opts.Config; c != "" {
+		if name, ok := strings.CutPrefix(c, "@"); ok {
+			b, err := testConfigFile.ReadFile(name)
+			if err != nil {
+				return module.Spec{}, nil, usage("--config: %v", err)
+			}
+			c = string(b)
+		}
+		obj, err := wire.DecodeObject([]byte(c))
+		if err != nil {
+			return module.Spec{}, nil, usage("--config: want a JSON object: %v", err)
+		}
+		if config, err = wire.Marshal(obj); err != nil {
+			return module.Spec{}, nil, usage("--config: %v", err)
+		}
+	}
+	topics := opts.OutputTopics
+	if len(topics) == 0 {
+		topics = []string{"output"}
+	}
+	for _, t := range topics {
+		if err := stagefile.CheckTopicName(t); err != nil {
+			return module.Spec{}, nil, usage("--output-topics: %v", err)
+		}
+	}
+	tk := opts.StateKey
+	if tk == "" {
+		tk = statekey.Default
+	}
+	template, err := statekey.Parse(tk)
+	if err != nil {
+		return module.Spec{}, nil, usage("--state-key: %v", err)
+	}
+	return module.Spec{Path: opts.Module, Config: config, OutputTopics: topics, ApplicationID: "transform-test"}, template, nil
+}
+
+// inputRecord is one line of --input.
+type inputRecord struct {
+	Topic       *string            `json:"topic"`
+	Partition   *int32             `json:"partition"`
+	Offset      *int64             `json:"offset"`
+	Timestamp   json.RawMessage    `json:"timestamp"`
+	Key         json.RawMessage    `json:"key"`
+	Value       json.RawMessage    `json:"value"`
+	ValueText   *string            `json:"value_text"`
+	ValueBase64 *string            `json:"value_base64"`
+	Headers     map[string]*string `json:"headers"`
+}
+
+// ReadRecords reads --input: JSON lines, blank lines and lines
+// starting with # skipped.
+func ReadRecords(path string, stdin io.Reader) ([]*kgo.Record, error) {
+	var lines [][]byte
+	var err error
+	if path == "-" {
+		lines, err = splitLines(io.LimitReader(stdin, MaxInput+1))
+	} else {
+		lines, err = ReadJSONLines(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	next := map[string]int64{} // topic/partition → next offset
+	var recs []*kgo.Record
+	for i, line := range lines {
+		rec, err := parseRecord(line, next)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", i+1, err)
+		}
+		recs = append(recs, rec)
+	}
+	if len(recs) == 0 {
+		return nil, errors.New("no records")
+	}
+	return recs, nil
+}
+
+func parseRecord(line []byte, next map[string]int64) (*kgo.Record, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	var tr inputRecord
+	if err := dec.Decode(&tr); err != nil {
+		return nil, fmt.Errorf("not a record (want {\"key\": ..., \"value\": ...}): %w", err)
+	}
+	rec := &kgo.Record{Topic: "input", Timestamp: time.UnixMilli(0)}
+	if tr.Topic != nil {
+		if err := stagefile.CheckTopicName(*tr.Topic); err != nil {
+			return nil, err
+		}
+		rec.Topic = *tr.Topic
+	}
+	if tr.Partition != nil {
+		if *tr.Partition < 0 {
+			return nil, fmt.Errorf("partition %d: want 0 or more", *tr.Partition)
+		}
+		rec.Partition = *tr.Partition
+	}
+	tp := rec.Topic + "/" + strconv.Itoa(int(rec.Partition))
+	rec.Offset = next[tp]
+	if tr.Offset != nil {
+		if *tr.Offset < 0 {
+			return nil, fmt.Errorf("offset %d: want 0 or more", *tr.Offset)
+		}
+		rec.Offset = *tr.Offset
+	}
+	next[tp] = rec.Offset + 1
+	if len(tr.Timestamp) > 0 && string(tr.Timestamp) != "null" {
+		ts, err := parseTimestamp(tr.Timestamp)
+		if err != nil {
+			return nil, err
+		}
+		rec.Timestamp = ts
+	}
+	switch k := tr.Key; {
+	case len(k) == 0:
+		rec.Key = []byte{}
+	case string(k) == "null":
+	default:
+		var s string
+		if err := json.Unmarshal(k, &s); err != nil {
+			return nil, errors.New("key: want a string or null")
+		}
+		rec.Key = []byte(s)
+	}
+	given := 0
+	for _, g := range []bool{len(tr.Value) > 0, tr.ValueText != nil, tr.ValueBase64 != nil} {
+		if g {
+			given++
+		}
+	}
+	switch {
+	case given > 1:
+		return nil, errors.New("give one of value, value_text and value_base64")
+	case tr.ValueText != nil:
+		rec.Value = []byte(*tr.ValueText)
+	case tr.ValueBase64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*tr.ValueBase64)
+		if err != nil {
+			return nil, fmt.Errorf("value_base64: %w", err)
+		}
+		rec.Value = b
+	case len(tr.Value) == 0 || string(tr.Value) == "null":
+		// a tombstone
+	default:
+		rec.Value = bytes.Clone(tr.Value)
+	}
+	for name, v := range tr.Headers {
+		h := kgo.RecordHeader{Key: name}
+		if v != nil {
+			h.Value = []byte(*v)
+		}
+		rec.Headers = append(rec.Headers, h)
+	}
+	sortHeaders(rec.Headers)
+	return rec, nil
+}
+
+func sortHeaders(hs []kgo.RecordHeader) {
+	for i := 1; i < len(hs); i++ {
+		for j := i; j > 0 && hs[j].Key < hs[j-1].Key; j-- {
+			hs[j], hs[j-1] = hs[j-1], hs[j]
+		}
+	}
+}
+
+func parseTimestamp(raw json.RawMessage) (time.Time, error) {
+	var ms int64
+	if err := json.Unmarshal(raw, &ms); err == nil {
+		return time.UnixMilli(ms), nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("timestamp %s: want milliseconds since the epoch or an RFC 3339 time", raw)
+}
+
+// ReadKeyedObjects reads a JSON object of JSON objects (--state,
+// --configs) into canonical bytes per key; a null drops the key.
+func ReadKeyedObjects(path, flag string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	if path == "" {
+		return out, nil
+	}
+	b, err := testDataFile.ReadFile(path)
+	if err != nil {
+		return nil, exitcode.UsageError(fmt.Errorf("%s: %w", flag, err))
+	}
+	obj, err := wire.DecodeObject(b)
+	if err != nil {
+		return nil, exitcode.UsageError(fmt.Errorf("%s: want one JSON object of objects, {\"key\": {...}}: %w", flag, err))
+	}
+	for k, v := range obj {
+		if v == nil {
+			continue
+		}
+		if _, ok := v.(map[string]any); !ok {
+			return nil, exitcode.UsageError(fmt.Errorf("%s: the entry of %q is not an object", flag, k))
+		}
+		if out[k], err = wire.Marshal(v); err != nil {
+			return nil, exitcode.UsageError(fmt.Errorf("%s: %q: %w", flag, k, err))
+		}
+	}
+	return out, nil
+}
+
+// MaxInput bounds what is read of one test file.
+const MaxInput = 64 << 20
+
+// Files transform test reads: JSON that a test writes by hand or a
+// pipeline dumps, each bounded so a wrong path (/dev/zero) is an error.
+var (
+	testConfigFile = boundedread.Kind{Name: "module config file", Limit: 4 << 20}
+	testDataFile   = boundedread.Kind{Name: "test file", Limit: MaxInput}
+)
+
+func ReadJSONLines(path string) ([][]byte, error) {
+	b, err := testDataFile.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return splitLines(bytes.NewReader(b))
+}
+
+// splitLines reads JSON lines, leaving out blank lines and # comments.
+func splitLines(r io.Reader) ([][]byte, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var lines [][]byte
+	total := 0
+	for sc.Scan() {
+		total += len(sc.Bytes()) + 1
+		if total > MaxInput {
+			return nil, fmt.Errorf("larger than %d MiB", MaxInput>>20)
+		}
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		lines = append(lines, bytes.Clone(line))
+	}
+	return lines, sc.Err()
+}
+
+// NewCase is the printed form of one record's result.
+func NewCase(rec *kgo.Record, res module.OfflineResult) Case {
+	c := Case{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Verdict: VerdictOK, Outputs: []Output{}}
+	if rec.Key != nil {
+		k := string(rec.Key)
+		c.Key = &k
+	}
+	switch {
+	case res.Invalid != "":
+		c.Verdict, c.Reason = VerdictInvalid, res.Invalid
+		return c
+	case res.Rejected != "":
+		c.Verdict, c.Reason = VerdictRejected, res.Rejected
+	}
+	if !res.NoStateKey {
+		sk := res.StateKey
+		c.StateKey = &sk
+		c.State = &State{Before: rawOrNull(res.StateBefore), After: rawOrNull(res.StateAfter), Changed: res.StateChanged}
+	}
+	for _, m := range res.Messages {
+		o := Output{Topic: m.Topic, Value: rawOrNull(m.RawValue), Timestamp: m.Timestamp.UnixMilli()}
+		if m.Tombstone {
+			o.Value = json.RawMessage("null")
+		}
+		if !m.NullKey {
+			k := string(m.RawKey)
+			o.Key = &k
+		}
+		if len(m.Headers) > 0 {
+			o.Headers = map[string]*string{}
+			for _, h := range m.Headers {
+				var v *string // a null header value stays null
+				if h.Value != nil {
+					s := string(h.Value)
+					v = &s
+				}
+				o.Headers[h.Key] = v
+			}
+		}
+		if m.Explicit {
+			p := m.Partition
+			o.Partition = &p
+		}
+		c.Outputs = append(c.Outputs, o)
+	}
+	return c
+}
+
+func rawOrNull(b []byte) json.RawMessage {
+	if b == nil {
+		return json.RawMessage("null")
+	}
+	return json.RawMessage(b)
+}
+
+// Diff compares the results with the expected JSON lines, as JSON
+// values (so spacing and member order do not count), and describes every
+// difference.
+func Diff(cases []Case, expected [][]byte) string {
+	var b strings.Builder
+	n := max(len(cases), len(expected))
+	for i := 0; i < n; i++ {
+		switch {
+		case i >= len(cases):
+			fmt.Fprintf(&b, "record %d: expected, but there is no such input record\n  expected %s\n", i+1, expected[i])
+			continue
+		case i >= len(expected):
+			got, _ := json.Marshal(cases[i])
+			fmt.Fprintf(&b, "record %d: not in the expected file\n  got      %s\n", i+1, got)
+			continue
+		}
+		got, _ := json.Marshal(cases[i])
+		if !sameJSON(got, expected[i]) {
+			fmt.Fprintf(&b, "record %d (%s/%d@%d):\n  expected %s\n  got      %s\n", i+1, cases[i].Topic, cases[i].Partition, cases[i].Offset, expected[i], got)
+		}
+	}
+	return b.String()
+}
+
+func sameJSON(a, b []byte) bool {
+	var x, y any
+	da, db := json.NewDecoder(bytes.NewReader(a)), json.NewDecoder(bytes.NewReader(b))
+	da.UseNumber()
+	db.UseNumber()
+	if da.Decode(&x) != nil || db.Decode(&y) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(x, y)
+}
