@@ -19,7 +19,6 @@ import (
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
-	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -44,10 +43,6 @@ type Factory struct {
 	// runLog is the logger of the stages `run` starts (runLogger).
 	runLog     *slog.Logger
 	runLogOnce sync.Once
-	// modules are the modules `run` checked before any stage started, for
-	// their stages to run (run_module.go).
-	modules   map[*stagefile.Stage]*loadedModule
-	modulesMu sync.Mutex
 }
 
 // NewFactory returns a factory over the process's real streams and

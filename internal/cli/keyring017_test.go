@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/launch"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -118,7 +119,7 @@ func TestCommandsOpenProtectedKeyrings(t *testing.T) {
 	io, _, _, _ := ui.Test()
 	opts := &RunOptions{Factory: &Factory{IO: io, Getenv: func(k string) string { return env[k] }}}
 	obs := metrics.New(nil)
-	if _, err := loadRunKeyring(opts, obs, slog.New(slog.DiscardHandler)); err != nil {
+	if _, err := launch.New(launchOptions(opts)).LoadKeyring(obs, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	for _, kid := range []string{"a", "r", "s", "added"} {

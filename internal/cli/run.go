@@ -7,19 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
-	"github.com/flecht-dev/flecht/internal/extract"
-	"github.com/flecht-dev/flecht/internal/health"
-	"github.com/flecht-dev/flecht/internal/lint"
-	"github.com/flecht-dev/flecht/internal/stage"
-	"github.com/flecht-dev/flecht/internal/stagefile"
-	"github.com/flecht-dev/flecht/internal/transformer"
+	"github.com/flecht-dev/flecht/internal/launch"
 	"github.com/flecht-dev/flecht/internal/transformer/builtin"
 )
 
@@ -234,14 +228,29 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		}
 		return err
 	}
+	l := launch.New(launchOptions(opts))
 	if len(opts.Files) > 1 {
-		return stopped(runMany(ctx, opts), opts.Files...)
+		return stopped(l.RunMany(ctx, opts.Files), opts.Files...)
 	}
-	st, err := loadRunnable(opts.Factory, opts.Files[0])
+	st, err := l.Load(opts.Files[0])
 	if err != nil {
 		return err
 	}
-	return stopped(runStage(ctx, opts, st), st.ApplicationID)
+	return stopped(l.Run(ctx, st, opts.StateDir), st.ApplicationID)
+}
+
+// launchOptions are the flags and the factory's connections, for the
+// stages this process runs.
+func launchOptions(opts *RunOptions) launch.Options {
+	f := opts.Factory
+	return launch.Options{
+		ClientID: opts.ClientID, StateDir: opts.StateDir, MetricsListen: opts.MetricsListen,
+		SessionTimeout: opts.SessionTimeout, LeaveGroup: opts.LeaveGroup,
+		MQTTURL: opts.MQTTURL, MQTTCAFile: opts.MQTTCAFile, MQTTCertFile: opts.MQTTCertFile, MQTTKeyFile: opts.MQTTKeyFile,
+		Keyring: opts.Keyring, KeyringPassword: keyringPassword(passwordFilePath(opts.PasswordFile, f.Getenv), f.IO),
+		Getenv: f.Getenv, Log: runLogger(f), Cluster: f.Cluster, Resolve: f.Resolve,
+		OnStuck: func(log *slog.Logger, err error) { stuckModuleExits(f, log)(err) },
+	}
 }
 
 // startCPUProfile starts a CPU profile into path; stop ends and writes it.
@@ -260,78 +269,6 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}, nil
 }
 
-// loadRunnable loads a stage file and refuses, as a usage error, what
-// cannot run, before anything connects; its warnings go to the stage's log.
-func loadRunnable(f *Factory, path string) (*stagefile.Stage, error) {
-	st, err := stagefile.Load(path)
-	if err != nil {
-		return nil, exitcode.UsageError(err)
-	}
-	switch st.Kind {
-	case stagefile.KindTransformer:
-		log := runLogger(f).With("stage", st.ApplicationID)
-		if err := checkStateKey(st, log); err != nil {
-			return nil, exitcode.UsageError(err)
-		}
-		if st.Transform.Module != nil {
-			// Checked before any stage of the process connects, and kept
-			// for the stage's run.
-			if err := checkModule(f, st, log); err != nil {
-				return nil, err
-			}
-		}
-	case stagefile.KindExtractor:
-		if err := extract.CheckStage(st); err != nil {
-			return nil, exitcode.UsageError(err)
-		}
-	}
-	return st, nil
-}
-
-// runStage runs one loaded stage of any kind.
-func runStage(ctx context.Context, opts *RunOptions, st *stagefile.Stage) error {
-	if st.Kind != stagefile.KindTransformer {
-		return runSource(ctx, opts, st)
-	}
-	return runTransformer(ctx, opts, st)
-}
-
-func runTransformer(ctx context.Context, opts *RunOptions, st *stagefile.Stage) error {
-	f := opts.Factory
-	log := runLogger(f).With("stage", st.ApplicationID)
-	cluster, err := f.Cluster()
-	if err != nil {
-		return err
-	}
-
-	obs, listen := stageObserver(st, opts.MetricsListen)
-	if _, err := loadRunKeyring(opts, obs, log); err != nil {
-		return err
-	}
-	probes := health.New()
-	runner := transformer.NewRunner(transformer.Options{
-		Stage: st, Cluster: cluster, ClientID: opts.ClientID, StateDir: opts.StateDir,
-		Metrics: obs, Log: log, SessionTimeout: opts.SessionTimeout, Health: probes, LeaveGroup: opts.LeaveGroup,
-	})
-	var tf transformer.Transformer
-	if st.Transform.Module != nil {
-		mt, closeModule, err := moduleTransformer(ctx, f, st, log, obs, configsOrNil(st, runner))
-		if err != nil {
-			return err
-		}
-		defer closeModule()
-		tf = mt
-	} else if tf, err = builtin.NewTransformer(st.Transform, builtin.Env{Configs: configsOrNil(st, runner)}); err != nil {
-		return exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
-	}
-	stop, err := serveStage(ctx, st, listen, obs, probes, cluster, opts.ClientID, log)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	return runner.Run(ctx, tf)
-}
-
 // runLogger is the stages' logger: a long-running stage reports its
 // lifecycle (tasks started and revoked, the metrics address) at info level
 // on standard error; -v adds debug logs, franz-go's included. It is made
@@ -346,54 +283,4 @@ func runLogger(f *Factory) *slog.Logger {
 		f.runLog = slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
 	return f.runLog
-}
-
-func configsOrNil(st *stagefile.Stage, r *transformer.Runner) stage.Configs {
-	if len(st.ConfigTopics) == 0 {
-		return nil
-	}
-	return r.Configs()
-}
-
-// checkStateKey applies the static state-key check (the one behind
-// `flecht lint state-key`): a template that coarsens the message key is
-// refused; one it cannot prove refining runs, with a warning that says
-// what the runner guards and how to prove the rest.
-func checkStateKey(st *stagefile.Stage, log *slog.Logger) error {
-	v := lint.StaticCheck(st.Template, nil)
-	switch v.Verdict {
-	case lint.Coarsens:
-		return fmt.Errorf("state_key %q coarsens the message key: %s%s; each task would keep a partial shard of one entry (the silent split). Refine the key instead, e.g. \"{key}/%s\", or repartition first (builtin rekey)",
-			st.StateKey, v.Reason, collisionText(v.Collision), strings.TrimPrefix(st.StateKey, "{key}"))
-	case lint.Unknown:
-		guard := "nothing at run time can detect a split"
-		if sep, ok := st.Template.KeySeparator(); ok {
-			guard = fmt.Sprintf("a record whose key contains %q is an invalid message (invalid_messages: %s)", string(sep), st.InvalidMessages)
-		}
-		log.Warn("state_key may not refine the message key (the silent split)", "state_key", st.StateKey,
-			"why", v.Reason+collisionText(v.Collision), "at_run_time", guard,
-			"prove", "flecht lint state-key -f "+st.Path+" --key-pattern REGEX")
-	}
-	return nil
-}
-
-// collisionText shows two records with different keys and one state key.
-func collisionText(c *lint.Collision) string {
-	if c == nil {
-		return ""
-	}
-	return fmt.Sprintf(" (key %q%s and key %q%s both give %q)", c.A.Key, valuesText(c.A.Values), c.B.Key, valuesText(c.B.Values), c.A.StateKey)
-}
-
-func valuesText(vals map[string]string) string {
-	names := make([]string, 0, len(vals))
-	for n := range vals {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	for _, n := range names {
-		fmt.Fprintf(&b, " + %s %q", n, vals[n])
-	}
-	return b.String()
 }

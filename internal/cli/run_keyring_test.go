@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/flecht-dev/flecht/internal/launch"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -28,7 +29,7 @@ func TestRunKeyringPublishesLoadedKids(t *testing.T) {
 	env := map[string]string{"FLECHT_KEYRING": path}
 	opts := &RunOptions{Factory: &Factory{IO: io, Getenv: func(k string) string { return env[k] }}}
 	obs := metrics.New(nil)
-	if _, err := loadRunKeyring(opts, obs, slog.New(slog.DiscardHandler)); err != nil {
+	if _, err := launch.New(launchOptions(opts)).LoadKeyring(obs, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	for _, kid := range []string{"old", "new"} {
@@ -38,7 +39,7 @@ func TestRunKeyringPublishesLoadedKids(t *testing.T) {
 	}
 	// No keyring named: nothing loaded, no error.
 	opts.Factory.Getenv = func(string) string { return "" }
-	if kr, err := loadRunKeyring(opts, metrics.New(nil), slog.New(slog.DiscardHandler)); kr != nil || err != nil {
+	if kr, err := launch.New(launchOptions(opts)).LoadKeyring(metrics.New(nil), slog.New(slog.DiscardHandler)); kr != nil || err != nil {
 		t.Errorf("without a keyring: %v, %v", kr, err)
 	}
 }
