@@ -2,11 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,7 +11,6 @@ import (
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/profile"
-	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -51,16 +47,6 @@ type BudgetOptions struct {
 	// ScrapeAckLatency reads the bridge's ack latency (--metrics-url),
 	// scraping twice interval apart.
 	ScrapeAckLatency func(ctx context.Context, url string, interval time.Duration) (*budget.AckLatency, error)
-}
-
-// BudgetReport is what `flecht budget` prints: the computed budget plus
-// where the measured inputs came from.
-type BudgetReport struct {
-	*budget.Result
-	StageFile   string                `json:"stage_file,omitempty"`
-	Measurement *budget.Measurement   `json:"measurement,omitempty"`
-	Mosquitto   *budget.MosquittoConf `json:"mosquitto_conf,omitempty"`
-	AckScrape   *budget.AckLatency    `json:"ack_latency_scrape,omitempty"`
 }
 
 const budgetLong = `Compute how long an MQTT stage may be down before the MQTT broker drops
@@ -146,81 +132,40 @@ func NewCmdBudget(f *Factory, runF func(*BudgetOptions) error) *cobra.Command {
 	fl.StringVar(&opts.MessageSize, "message-size", "", "typical message size, to count --mosquitto-conf's max_queued_bytes in messages (e.g. 512B, 2KiB)")
 	fl.StringVar(&opts.Rate, "rate", "", "message rate at peak: 10/s, 600/min, 36000/h")
 	fl.StringVar(&opts.Measure, "measure", "", "measure the rate from this Kafka topic's record timestamps (the bridge's raw topic)")
-	fl.StringVar(&opts.Since, "since", "", "with --measure: how far back to read (default "+defaultSince+")")
-	fl.StringVar(&opts.Window, "window", "", "with --measure: the window the peak rate is averaged over (default "+defaultWindow+")")
+	fl.StringVar(&opts.Since, "since", "", "with --measure: how far back to read (default "+budget.DefaultSince+")")
+	fl.StringVar(&opts.Window, "window", "", "with --measure: the window the peak rate is averaged over (default "+budget.DefaultWindow+")")
 	fl.IntVar(&opts.Replicas, "replicas", 1, "replicas of the bridge (above 1 the expiry trade inverts)")
 	fl.StringVar(&opts.Inflight, "inflight", "", "the broker's in-flight window of un-acked messages (Mosquitto max_inflight_messages, default 20; a stage file's receive_maximum replaces it)")
 	fl.StringVar(&opts.AckLatency, "ack-latency", "", "the bridge's receive→ack time, e.g. 150ms")
 	fl.StringVar(&opts.MetricsURL, "metrics-url", "", "scrape the ack latency from a running bridge's Prometheus endpoint")
 	fl.StringVar(&opts.MinBudget, "min-budget", "", "the least outage budget you accept, e.g. 30m: a shorter one is a finding (exit 4) that says what reaches it")
-	fl.StringVar(&opts.MetricsInterval, "metrics-interval", "", "with --metrics-url: the time between its two scrapes (default "+defaultMetricsInterval+")")
+	fl.StringVar(&opts.MetricsInterval, "metrics-interval", "", "with --metrics-url: the time between its two scrapes (default "+budget.DefaultMetricsInterval+")")
 	cmd.AddCommand(NewCmdBudgetProbe(f, nil))
 	return cmd
 }
 
-func parseCount(flag, s string) (int64, error) {
-	v, err := strconv.ParseInt(strings.NewReplacer("_", "", ",", "").Replace(strings.TrimSpace(s)), 10, 64)
-	if err != nil || v < 0 {
-		return 0, exitcode.UsageError(fmt.Errorf("--%s %q: want a whole number of messages, 0 or more", flag, s))
-	}
-	return v, nil
-}
-
-func usagef(format string, args ...any) error {
-	return exitcode.UsageError(fmt.Errorf(format, args...))
-}
-
-// Defaults of the flags that only mean something with another flag; they
-// are empty in the options so that giving one alone is caught.
-const (
-	defaultSince           = "7d"
-	defaultWindow          = "1m"
-	defaultMetricsInterval = "10s"
-)
-
-// maxSessionExpiry is MQTT's largest Session Expiry Interval, in seconds
-// (a four-byte integer; this value means "never expires").
-const maxSessionExpiry = 4294967295 * time.Second
-
-// budgetInputs collects what runBudget computes from, and the report's
-// side of it.
-type budgetInputs struct {
-	in       budget.Inputs
-	rep      *BudgetReport
-	warnings []string
-	// receiveMax is the stage file's mqtt.receive_maximum (0: none).
-	receiveMax int
-	// since and windowLen are --since and --window, checked; now is
-	// when the measurement ends.
-	since, windowLen time.Duration
-	now              time.Time
-}
-
 func runBudget(ctx context.Context, opts *BudgetOptions) error {
-	if err := checkBudgetFlags(opts); err != nil {
+	rep, err := budget.Plan(ctx, budget.Flags{
+		SessionExpiry: opts.SessionExpiry, StageFile: opts.StageFile, QueueLimit: opts.QueueLimit,
+		MosquittoConf: opts.MosquittoConf, MessageSize: opts.MessageSize, Rate: opts.Rate, Measure: opts.Measure,
+		Since: opts.Since, Window: opts.Window, Replicas: opts.Replicas, Inflight: opts.Inflight,
+		AckLatency: opts.AckLatency, MetricsURL: opts.MetricsURL, MetricsInterval: opts.MetricsInterval,
+		MinBudget: opts.MinBudget, Now: opts.Now, MeasureRate: opts.MeasureRate, ScrapeAckLatency: opts.ScrapeAckLatency,
+		Progress: func(label string) (planned, add func(int64), done func()) {
+			p := ui.NewProgress(opts.IO, label)
+			return p.SetTotal, p.Add, p.Done
+		},
+		Waiting: func(what string) (done func()) {
+			if !opts.IO.IsStderrTTY() {
+				return func() {}
+			}
+			fmt.Fprintf(opts.IO.ErrOut, "\r%s\x1b[K", what)
+			return func() { fmt.Fprint(opts.IO.ErrOut, "\r\x1b[K") }
+		},
+	})
+	if err != nil {
 		return err
 	}
-	b := &budgetInputs{rep: &BudgetReport{}, in: budget.Inputs{Replicas: opts.Replicas}}
-	for _, step := range []func(context.Context, *BudgetOptions) error{
-		b.sessionExpiry, b.limits, b.window, b.rate, b.ackLatency,
-	} {
-		if err := step(ctx, opts); err != nil {
-			return err
-		}
-	}
-	if b.in.AckLatency > 0 && b.in.Inflight == 0 && !b.in.InflightUnlimited {
-		b.warnings = append(b.warnings, "give --inflight or --mosquitto-conf to turn the ack latency into an online capacity")
-	}
-	if opts.MinBudget != "" {
-		d, err := budget.ParseDuration(opts.MinBudget)
-		if err != nil || d <= 0 {
-			return usagef("--min-budget %q: want a duration above 0 such as 30m", opts.MinBudget)
-		}
-		b.in.MinBudget = d
-	}
-	rep := b.rep
-	rep.Result = budget.Compute(b.in)
-	rep.Warnings = append(rep.Warnings, b.warnings...)
 	if err := opts.Printer().Print(rep, func(h *ui.Human) error { return printBudget(h, rep) }); err != nil {
 		return err
 	}
@@ -231,273 +176,7 @@ func runBudget(ctx context.Context, opts *BudgetOptions) error {
 	return nil
 }
 
-// checkBudgetFlags refuses flags that need another one, and combinations
-// that exclude each other, before anything is read.
-func checkBudgetFlags(opts *BudgetOptions) error {
-	switch {
-	case opts.Replicas < 1:
-		return usagef("--replicas must be at least 1, got %d", opts.Replicas)
-	case opts.Rate != "" && opts.Measure != "":
-		return usagef("--rate and --measure exclude each other")
-	case opts.Measure == "" && opts.Since != "":
-		return usagef("--since needs --measure TOPIC: it says how far back to read the topic")
-	case opts.Measure == "" && opts.Window != "":
-		return usagef("--window needs --measure TOPIC: it is the window the measured peak is averaged over")
-	case opts.AckLatency != "" && opts.MetricsURL != "":
-		return usagef("--ack-latency and --metrics-url exclude each other")
-	case opts.MetricsURL == "" && opts.MetricsInterval != "":
-		return usagef("--metrics-interval needs --metrics-url URL: it is the time between its two scrapes")
-	case opts.MessageSize != "" && opts.MosquittoConf == "":
-		return usagef("--message-size counts the broker's max_queued_bytes in messages: give --mosquitto-conf FILE with max_queued_bytes, or drop --message-size")
-	}
-	return nil
-}
-
-// sessionExpiry: the flag, else the stage file, else the default. The
-// stage file also gives the Receive Maximum.
-func (b *budgetInputs) sessionExpiry(_ context.Context, opts *BudgetOptions) error {
-	b.in.SessionExpiry, b.in.SessionExpirySource = stagefile.DefaultSessionExpiry, "default"
-	if opts.StageFile != "" {
-		st, err := stagefile.Load(opts.StageFile)
-		if err != nil {
-			return exitcode.UsageError(err)
-		}
-		if st.Kind != stagefile.KindMQTT {
-			return usagef("%s is a %s stage: -f takes an mqtt stage file", opts.StageFile, st.Kind)
-		}
-		b.rep.StageFile = opts.StageFile
-		b.in.SessionExpiry, b.in.SessionExpirySource = st.SessionExpiry(), "stage-file"
-		b.receiveMax = st.MQTT.ReceiveMax()
-	}
-	if opts.SessionExpiry != "" {
-		d, err := budget.ParseDuration(opts.SessionExpiry)
-		if err != nil {
-			return usagef("--session-expiry: %v", err)
-		}
-		if err := checkSessionExpiry(opts.SessionExpiry, d); err != nil {
-			return err
-		}
-		b.in.SessionExpiry, b.in.SessionExpirySource = d, "flag"
-	}
-	if b.in.SessionExpiry <= 0 {
-		return usagef("a session expiry of 0 ends the session at every disconnect: the budget is zero")
-	}
-	return nil
-}
-
-// checkSessionExpiry holds --session-expiry to what CONNECT can carry: a
-// whole number of seconds, at most MQTT's maximum (0 is refused later,
-// wherever it comes from).
-func checkSessionExpiry(flag string, d time.Duration) error {
-	switch {
-	case d == 0:
-		return nil
-	case d < time.Second:
-		return usagef("--session-expiry %s: MQTT counts the session expiry in whole seconds; give 1s or more", flag)
-	case d%time.Second != 0:
-		return usagef("--session-expiry %s: MQTT counts the session expiry in whole seconds; give %s or %s", flag,
-			textfmt.FormatDuration(d.Truncate(time.Second)), textfmt.FormatDuration(d.Truncate(time.Second)+time.Second))
-	case d > maxSessionExpiry:
-		return usagef("--session-expiry %s is above MQTT's maximum of 4294967295s (about 136 years, which means never)", flag)
-	}
-	return nil
-}
-
-// limits: the queue and in-flight limits from the flags, else from
-// mosquitto.conf.
-func (b *budgetInputs) limits(_ context.Context, opts *BudgetOptions) error {
-	in := &b.in
-	if opts.MosquittoConf != "" {
-		if err := b.mosquittoConf(opts.MosquittoConf); err != nil {
-			return err
-		}
-	}
-	if opts.QueueLimit != "" {
-		v, err := parseCount("queue-limit", opts.QueueLimit)
-		if err != nil {
-			return err
-		}
-		in.QueueLimit, in.QueueLimitSource = v, "flag"
-	}
-	if opts.QueueLimit == "" && opts.MosquittoConf == "" {
-		return usagef("give --queue-limit N or --mosquitto-conf FILE (or measure the broker with 'flecht budget probe')")
-	}
-	if opts.MessageSize != "" {
-		v, err := budget.ParseSize(opts.MessageSize)
-		if err != nil || v <= 0 {
-			return usagef("--message-size %q: want a size such as 512B or 2KiB", opts.MessageSize)
-		}
-		if in.QueueBytes == 0 {
-			return usagef("--message-size counts max_queued_bytes in messages, but %s sets no max_queued_bytes: drop --message-size", opts.MosquittoConf)
-		}
-		in.MessageSize = v
-	}
-	if opts.Inflight != "" {
-		v, err := parseCount("inflight", opts.Inflight)
-		if err != nil {
-			return err
-		}
-		if v > budget.MaxInflight {
-			return usagef("--inflight %s: an in-flight window is at most %d in MQTT (0 for none)", opts.Inflight, budget.MaxInflight)
-		}
-		in.Inflight, in.InflightSource, in.InflightUnlimited = int(v), "flag", v == 0
-	}
-	b.applyReceiveMaximum()
-	return nil
-}
-
-func (b *budgetInputs) mosquittoConf(path string) error {
-	in := &b.in
-	conf, err := budget.LoadMosquittoConf(path)
-	if err != nil {
-		return exitcode.UsageError(err)
-	}
-	b.rep.Mosquitto = conf
-	b.warnings = append(b.warnings, conf.Warnings...)
-	in.QueueLimit, in.QueueLimitSource = conf.MaxQueuedMessages, "mosquitto-conf"
-	if !conf.IsSet("max_queued_messages") {
-		in.QueueLimitSource = "mosquitto-conf (Mosquitto's default)"
-	}
-	in.QueueBytes = conf.MaxQueuedBytes
-	in.Inflight, in.InflightSource = conf.MaxInflightMessages, "mosquitto-conf"
-	in.InflightUnlimited = conf.MaxInflightMessages == 0
-	if exp := conf.PersistentClientExpirationS; exp > 0 && exp < in.SessionExpiry.Seconds() {
-		b.warnings = append(b.warnings, fmt.Sprintf("mosquitto.conf sets persistent_client_expiration %s, shorter than the session expiry %s: Mosquitto may remove the session sooner",
-			textfmt.FormatDuration(time.Duration(exp)*time.Second), textfmt.FormatDuration(in.SessionExpiry)))
-	}
-	return nil
-}
-
-// applyReceiveMaximum makes the stage's Receive Maximum the window, as the
-// bridge sends it in CONNECT and Mosquitto 2.0 then uses it instead of
-// max_inflight_messages, larger or smaller (measured on 2.0.11 in
-// e2e/mqtt_bridge_test.go). The broker's window applies only when the
-// stage sets none (the stage file refuses values outside 1..65535).
-func (b *budgetInputs) applyReceiveMaximum() {
-	in, rm := &b.in, b.receiveMax
-	if rm == 0 {
-		return
-	}
-	source := "stage-file receive_maximum"
-	if in.Inflight > 0 && in.Inflight != rm {
-		source += fmt.Sprintf(" (Mosquitto 2.0 uses it instead of the broker's %d; EMQX would use the smaller)", in.Inflight)
-	} else if in.InflightUnlimited {
-		source += " (the broker sets no window of its own)"
-	}
-	in.Inflight, in.InflightSource, in.InflightUnlimited = rm, source, false
-}
-
-// window checks --since and --window against each other before anything
-// is read: the window must be a whole number of buckets the span allows.
-func (b *budgetInputs) window(_ context.Context, opts *BudgetOptions) error {
-	if opts.Measure == "" {
-		return nil
-	}
-	since, err := budget.ParseDuration(orDefault(opts.Since, defaultSince))
-	if err != nil || since <= 0 {
-		return usagef("--since %q: want a duration such as 7d or 12h", opts.Since)
-	}
-	window, err := budget.ParseDuration(orDefault(opts.Window, defaultWindow))
-	if err != nil || window < time.Millisecond {
-		return usagef("--window %q: want a duration of 1ms or more, such as 1m", opts.Window)
-	}
-	// The span is --since, or less when that reaches before 1970.
-	now := opts.Now()
-	span := now.Sub(budget.MeasureFrom(now, since))
-	if window > span {
-		return usagef("--window %s is longer than --since %s", orDefault(opts.Window, defaultWindow), textfmt.FormatDuration(span))
-	}
-	var we *budget.WindowError
-	if err := budget.CheckWindow(span, window); errors.As(err, &we) {
-		we.WindowName, we.SpanName = "--window", "--since"
-		return exitcode.UsageError(we)
-	}
-	b.since, b.windowLen, b.now = since, window, now
-	return nil
-}
-
-// rate: the flag, or measured from a topic.
-func (b *budgetInputs) rate(ctx context.Context, opts *BudgetOptions) error {
-	in := &b.in
-	switch {
-	case opts.Rate != "":
-		r, err := budget.ParseRate(opts.Rate)
-		if err != nil {
-			return usagef("--rate: %v", err)
-		}
-		in.Rate, in.RateSource = r, "flag"
-		return nil
-	case opts.Measure == "":
-		return usagef("give --rate R (e.g. 10/s) or --measure TOPIC")
-	}
-	p := ui.NewProgress(opts.IO, "reading "+opts.Measure)
-	m, err := opts.MeasureRate(ctx, opts.Measure, b.since, b.windowLen, b.now, p.SetTotal, p.Add)
-	p.Done()
-	if err != nil {
-		return err
-	}
-	b.rep.Measurement = m
-	in.Rate, in.RateSource, in.MeanRate, in.Backlog = m.PeakPerS, "measured-peak", m.MeanPerS, m.Backlog
-	if m.Records == 0 {
-		b.warnings = append(b.warnings, fmt.Sprintf("%s has no records stamped in the last %s: the measured rate is 0", opts.Measure, textfmt.FormatDuration(b.since)))
-	}
-	if m.OutOfRange > 0 {
-		b.warnings = append(b.warnings, fmt.Sprintf("%s: %d records read were stamped outside the measured span (producer clocks?) and not counted", opts.Measure, m.OutOfRange))
-	}
-	// A window of few buckets slides in coarse steps: a burst as long as
-	// the window can fall across two of them.
-	if steps := m.WindowS / m.ResolutionS; m.ResolutionS > 0 && steps < 10 {
-		b.warnings = append(b.warnings, fmt.Sprintf("over --since %s the peak window slides in steps of %s, %.0f per window: a burst as long as the window may read up to %.0f%% low; a shorter --since gives finer steps",
-			textfmt.FormatDuration(b.since), textfmt.FormatDuration(time.Duration(m.ResolutionS*float64(time.Second))), steps, 100/steps))
-	}
-	return nil
-}
-
-// ackLatency: the flag, or scraped twice from a running bridge.
-func (b *budgetInputs) ackLatency(ctx context.Context, opts *BudgetOptions) error {
-	in := &b.in
-	switch {
-	case opts.AckLatency != "":
-		d, err := budget.ParseDuration(opts.AckLatency)
-		if err != nil || d <= 0 {
-			return usagef("--ack-latency %q: want a duration such as 150ms", opts.AckLatency)
-		}
-		in.AckLatency, in.AckLatencySource = d, "flag"
-	case opts.MetricsURL != "":
-		if u, err := url.Parse(opts.MetricsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef("--metrics-url %q: want the bridge's metrics endpoint, such as http://bridge:9090/metrics", opts.MetricsURL)
-		}
-		interval, err := budget.ParseDuration(orDefault(opts.MetricsInterval, defaultMetricsInterval))
-		if err != nil || interval <= 0 {
-			return usagef("--metrics-interval %q: want a duration such as 10s", opts.MetricsInterval)
-		}
-		if opts.IO.IsStderrTTY() {
-			fmt.Fprintf(opts.IO.ErrOut, "\rscraping %s twice, %s apart…\x1b[K", textfmt.Escape(opts.MetricsURL), textfmt.FormatDuration(interval))
-			defer fmt.Fprint(opts.IO.ErrOut, "\r\x1b[K")
-		}
-		a, err := opts.ScrapeAckLatency(ctx, opts.MetricsURL, interval)
-		if err != nil {
-			return err
-		}
-		b.rep.AckScrape = a
-		in.AckLatency, in.AckLatencySource = a.Mean(), "metrics"
-		if a.Lifetime {
-			in.AckLatencySource = "metrics, lifetime mean"
-		}
-		if a.Note != "" {
-			b.warnings = append(b.warnings, a.Note)
-		}
-	}
-	return nil
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-func printBudget(h *ui.Human, rep *BudgetReport) error {
+func printBudget(h *ui.Human, rep *budget.Report) error {
 	r := rep.Result
 	binding := "the session expiry binds"
 	if r.Binding == budget.BindingQueue {

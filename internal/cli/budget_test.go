@@ -126,7 +126,7 @@ func TestBudgetFromStageFileAndMosquittoConf(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
-	var rep BudgetReport
+	var rep budget.Report
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -150,13 +150,13 @@ func TestBudgetFromStageFileAndMosquittoConf(t *testing.T) {
 	// --session-expiry beats the stage file; --queue-limit beats the conf.
 	empty := writeFile(t, "empty.conf", "listener 1883\n")
 	r = run(t, nil, "", "budget", "-f", stage, "--session-expiry", "30m", "--mosquitto-conf", empty, "--rate", "1/s", "-o", "json")
-	rep = BudgetReport{}
+	rep = budget.Report{}
 	_ = json.Unmarshal([]byte(r.out), &rep)
 	if rep.Result == nil || *rep.QueueLimit != 1000 || rep.QueueLimitSource != "mosquitto-conf (Mosquitto's default)" || rep.SessionExpirySource != "flag" || rep.SessionExpiryS != 1800 {
 		t.Errorf("%s", r.out)
 	}
 	r = run(t, nil, "", "budget", "--mosquitto-conf", empty, "--queue-limit", "5", "--rate", "1/s", "-o", "json")
-	rep = BudgetReport{}
+	rep = budget.Report{}
 	_ = json.Unmarshal([]byte(r.out), &rep)
 	if rep.Result == nil || *rep.QueueLimit != 5 || rep.QueueLimitSource != "flag" {
 		t.Errorf("%s", r.out)
@@ -188,7 +188,7 @@ func TestBudgetReceiveMaximumIsTheWindow(t *testing.T) {
 	} {
 		args := append([]string{"budget", "-f", tc.stage, "--mosquitto-conf", tc.conf, "--rate", "100/s", "--ack-latency", "100ms", "-o", "json"}, tc.extra...)
 		r := run(t, nil, "", args...)
-		var rep BudgetReport
+		var rep budget.Report
 		if err := json.Unmarshal([]byte(r.out), &rep); err != nil || rep.Result == nil {
 			t.Fatalf("%s: exit %d %v\n%s", tc.name, r.code, err, r.err)
 		}
@@ -295,7 +295,7 @@ func TestBudgetMeasureAndMetricsEndToEnd(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
-	var rep BudgetReport
+	var rep budget.Report
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestBudgetMeasureAndMetricsEndToEnd(t *testing.T) {
 	}
 	// A --since before 1970 reads from the epoch, not an error from Kafka.
 	r = run(t, nil, "", "budget", "-b", env.KafkaAddr(), "--queue-limit", "1000", "--measure", "raw", "--since", "100000d", "--window", "1h", "-o", "json")
-	rep = BudgetReport{}
+	rep = budget.Report{}
 	if err := json.Unmarshal([]byte(r.out), &rep); r.code != 0 || err != nil || rep.Measurement.Records != 1800 || !rep.Measurement.From.Equal(time.Unix(0, 0)) {
 		t.Errorf("--since 100000d: exit %d %s\n%s", r.code, r.err, r.out)
 	}
