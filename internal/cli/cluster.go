@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -55,7 +56,7 @@ func runCluster(ctx context.Context, opts *ClusterOptions) error {
 		h.Printf("\n")
 		rows := make([][]string, len(info.Brokers))
 		for i, b := range info.Brokers {
-			rows[i] = []string{strconv.Itoa(int(b.NodeID)), fmt.Sprintf("%s:%d", b.Host, b.Port), dash(b.Rack)}
+			rows[i] = []string{strconv.Itoa(int(b.NodeID)), fmt.Sprintf("%s:%d", b.Host, b.Port), show.Dash(b.Rack)}
 		}
 		h.Table([]string{"node", "address", "rack"}, rows)
 		return nil

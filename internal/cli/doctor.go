@@ -14,6 +14,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/promscrape"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
 	"github.com/flecht-dev/flecht/internal/textfmt"
@@ -143,7 +144,7 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 	if err != nil {
 		return fmt.Errorf("checking %s: %w", in.Stage.ApplicationID, err)
 	}
-	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { printDoctor(h, rep); return nil }, len(rep.Findings) > 0)
+	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { show.Doctor(h, rep); return nil }, len(rep.Findings) > 0)
 }
 
 // doctorInputs turns the flags into the doctor's inputs, refusing what is
@@ -215,28 +216,4 @@ func doctorInputs(opts *DoctorOptions) (doctor.Inputs, error) {
 		return in, err
 	}
 	return in, nil
-}
-
-func printDoctor(h *ui.Human, r *doctor.Report) {
-	h.KV([2]string{"stage", r.ApplicationID + h.Faint(" ("+r.Kind+")")})
-	h.Printf("\n")
-	rows := make([][]string, len(r.Checks))
-	for i, c := range r.Checks {
-		mark := h.Good("✓")
-		switch c.Status {
-		case doctor.StatusFindings:
-			mark = h.Bad("✗")
-		case doctor.StatusSkipped:
-			mark = h.Faint("–")
-		}
-		rows[i] = []string{mark, c.Name, c.Detail}
-	}
-	h.Table([]string{"", "check", "detail"}, rows)
-	for _, fd := range r.Findings {
-		h.Printf("\n%s %s\n  %s %s\n", h.Bad("✗"), fd.Message, h.Faint("→"), fd.Command)
-	}
-	for _, n := range r.Notes {
-		h.Printf("%s %s\n", h.Faint("note:"), n)
-	}
-	printFindingsLine(h, len(r.Findings))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -93,7 +94,7 @@ func runGroupLeave(ctx context.Context, opts *GroupLeaveOptions) error {
 			if len(m.Assigned) > 0 {
 				var parts []string
 				for _, a := range m.Assigned {
-					parts = append(parts, a.Topic+" "+joinPartitions(a.Partitions))
+					parts = append(parts, a.Topic+" "+show.Partitions(a.Partitions))
 				}
 				held = strings.Join(parts, "; ")
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -322,45 +323,7 @@ func changeKeyring(opts *KeysOptions, action string, change func(*secret.Keyring
 // printKeyring prints a report: what the verb did and changed, then the
 // keyring as a table.
 func printKeyring(opts *KeysOptions, rep secret.KeyringReport) error {
-	return opts.Printer().Print(rep, func(h *ui.Human) error {
-		if line := secret.ActionLine(rep); line != "" {
-			h.Printf("%s\n", line)
-		}
-		for _, c := range rep.Changes {
-			h.Printf("  %s\n", secret.DescribeChange(c, rep.Keys))
-		}
-		if hint := secret.NextHint(rep); hint != "" {
-			h.Printf("%s\n", h.Faint(hint))
-		}
-		file := "plain JWK Set"
-		if rep.Protected {
-			file = "password-protected"
-		}
-		h.Printf("keyring %s (%s), primary %q\n", rep.Keyring, file, rep.Primary)
-		rows := make([][]string, len(rep.Keys))
-		for i, k := range rep.Keys {
-			half := "private"
-			if !k.Private {
-				half = "public only"
-			}
-			if k.Mismatch {
-				half = h.Bad(half + " (MISMATCH)")
-			}
-			scopes, roles := "-", "-"
-			if len(k.Scopes) > 0 {
-				scopes = strings.Join(k.Scopes, ",")
-			}
-			if len(k.Roles) > 0 {
-				roles = strings.Join(k.Roles, ",")
-			}
-			rows[i] = []string{k.Kid, string(k.Type), half, scopes, roles}
-		}
-		h.Table([]string{"kid", "type", "half", "scopes", "roles"}, rows)
-		for _, w := range rep.Warnings {
-			h.Printf("%s\n", h.Warn("warning: "+w))
-		}
-		return nil
-	})
+	return opts.Printer().Print(rep, func(h *ui.Human) error { return show.Keyring(h, rep) })
 }
 
 // askPasswordFirst asks for the password of a protected keyring on the

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +14,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/rotation"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -69,7 +69,7 @@ guess. Exit 0 when every reader has it, 4 otherwise.`,
 func runKeysCheck(ctx context.Context, opts *KeysCheckOptions) error {
 	rep := rotation.CheckReaders(ctx, opts.Kid, opts.URLs, opts.Scrape)
 	return printCheck(opts.Printer(), rep, func(h *ui.Human) error {
-		printReaders(h, rep)
+		show.Readers(h, rep)
 		if rep.Ready {
 			h.Printf("%s\n", h.Good(fmt.Sprintf("every reader (%d) has loaded key %q: it may be promoted", len(rep.Readers), rep.Kid)))
 		} else {
@@ -78,22 +78,6 @@ func runKeysCheck(ctx context.Context, opts *KeysCheckOptions) error {
 		}
 		return nil
 	}, !rep.Ready)
-}
-
-func printReaders(h *ui.Human, rep *rotation.ReadersReport) {
-	rows := make([][]string, len(rep.Readers))
-	for i, r := range rep.Readers {
-		status := r.Status
-		if status != rotation.ReaderHasKey {
-			status = h.Bad(status)
-		}
-		detail := strings.Join(r.Kids, ", ")
-		if r.Error != "" {
-			detail = r.Error
-		}
-		rows[i] = []string{r.URL, status, detail}
-	}
-	h.Table([]string{"reader", "status", "kids loaded"}, rows)
 }
 
 // keysRemoveGuard makes `keys remove` refuse while a scan of the given

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,6 +12,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/lint"
+	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -103,7 +103,7 @@ func runLintTopics(ctx context.Context, opts *LintTopicsOptions) error {
 		return err
 	}
 	rep.ApplicationID = app
-	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { printLintTopics(h, rep); return nil }, rep.Findings > 0)
+	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { show.LintTopics(h, rep); return nil }, rep.Findings > 0)
 }
 
 // lintTopicsSpec turns the flags (and the stage file) into what to check,
@@ -164,34 +164,4 @@ func lintTopicsSpec(opts *LintTopicsOptions) (spec lint.TopicsSpec, app string, 
 		spec.MinRetention = d
 	}
 	return spec, app, nil
-}
-
-func printLintTopics(h *ui.Human, r *lint.TopicsReport) {
-	rows := make([][]string, len(r.Topics))
-	for i, t := range r.Topics {
-		mark := h.Good("✓")
-		if !t.OK {
-			mark = h.Bad("✗")
-		}
-		parts := "-"
-		if t.Exists {
-			parts = strconv.Itoa(t.Partitions)
-		}
-		retention := dash(t.RetentionMs)
-		if t.RetentionMs != "" {
-			retention += lint.DescribeRetention(t.RetentionMs)
-		}
-		rows[i] = []string{mark, t.Topic, strings.Join(t.Roles, ","), parts, dash(t.CleanupPolicy), retention}
-	}
-	h.Table([]string{"", "topic", "role", "partitions", "cleanup.policy", "retention.ms"}, rows)
-	if len(r.Problems) > 0 {
-		h.Printf("\n")
-	}
-	for _, p := range r.Problems {
-		h.Printf("%s %s\n", h.Bad("✗"), p.Message)
-	}
-	for _, n := range r.Notes {
-		h.Printf("%s %s\n", h.Faint("note:"), n)
-	}
-	printFindingsLine(h, r.Findings)
 }

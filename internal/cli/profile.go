@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/profile"
+	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -153,7 +154,7 @@ func runProfileList(opts *ProfileOptions) error {
 			if s.TLS {
 				tls = "yes"
 			}
-			rows = append(rows, []string{mark, s.Name, strings.Join(s.Brokers, ","), tls, dash(s.SASL), dash(s.MQTT)})
+			rows = append(rows, []string{mark, s.Name, strings.Join(s.Brokers, ","), tls, show.Dash(s.SASL), show.Dash(s.MQTT)})
 		}
 		h.Table([]string{"", "name", "brokers", "tls", "sasl", "mqtt"}, rows)
 		return nil
@@ -197,7 +198,7 @@ func runProfileShow(opts *ProfileOptions) error {
 	return opts.Printer().Print(r, func(h *ui.Human) error {
 		name := "(none)"
 		if r.ProfileName != "" {
-			name = r.ProfileName + " (" + sourceText(r.ProfileSource) + ")"
+			name = r.ProfileName + " (" + show.SourceText(r.ProfileSource) + ")"
 		}
 		cfg := r.ConfigPath
 		if !r.ConfigFound {
@@ -206,10 +207,10 @@ func runProfileShow(opts *ProfileOptions) error {
 		pairs := [][2]string{
 			{"config", cfg},
 			{"profile", name},
-			{"brokers", strings.Join(r.Brokers, ",") + " (" + sourceText(r.BrokersSource) + ")"},
+			{"brokers", strings.Join(r.Brokers, ",") + " (" + show.SourceText(r.BrokersSource) + ")"},
 		}
 		if r.TLS != nil && r.TLS.Enabled {
-			pairs = append(pairs, [2]string{"tls", "enabled, ca " + dash(r.TLS.CAFile) + ", client cert " + dash(r.TLS.CertFile)})
+			pairs = append(pairs, [2]string{"tls", "enabled, ca " + show.Dash(r.TLS.CAFile) + ", client cert " + show.Dash(r.TLS.CertFile)})
 		} else {
 			pairs = append(pairs, [2]string{"tls", "off"})
 		}
@@ -219,47 +220,18 @@ func runProfileShow(opts *ProfileOptions) error {
 			pairs = append(pairs, [2]string{"sasl", "off"})
 		}
 		if c := r.MQTTConn; c != nil {
-			m := c.URL + " (" + sourceText(c.URLSource) + ")"
+			m := c.URL + " (" + show.SourceText(c.URLSource) + ")"
 			if c.URL == "" {
 				m = "(no URL)"
 			}
 			if r.MQTT != nil && r.MQTT.Username != "" {
 				m += " as " + r.MQTT.Username + ", password from " + passwordSource(r.MQTT.Password)
 			}
-			pairs = append(pairs, [2]string{"mqtt", m}, [2]string{"mqtt tls", mqttTLSText(h, c)})
+			pairs = append(pairs, [2]string{"mqtt", m}, [2]string{"mqtt tls", show.MQTTTLS(h, c)})
 		}
 		h.KV(pairs...)
 		return nil
 	})
-}
-
-// mqttTLSText is the MQTT connection's TLS in one line: whom it trusts
-// and what it presents, each with where it came from.
-func mqttTLSText(h *ui.Human, c *profile.MQTTConn) string {
-	switch {
-	case c.Problem != "":
-		return h.Warn("cannot connect: " + c.Problem)
-	case !c.TLS:
-		return "off (plain mqtt://)"
-	}
-	ca := "system roots"
-	if c.CAFile != "" {
-		ca = c.CAFile + " (" + sourceText(c.CAFileSource) + ")"
-	}
-	cert := "none"
-	if c.CertFile != "" {
-		cert = c.CertFile + ", key " + c.KeyFile + " (" + sourceText(c.ClientCertSource) + ")"
-	}
-	return "ca " + ca + "; client cert " + cert
-}
-
-// sourceText says where a setting came from: "from flag", "from env", but
-// "argument" for the NAME of `profile show NAME`.
-func sourceText(s profile.Source) string {
-	if s == profile.SourceArgument {
-		return string(s)
-	}
-	return "from " + string(s)
 }
 
 func passwordSource(p profile.Password) string {
@@ -276,13 +248,6 @@ func passwordSource(p profile.Password) string {
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}
-	}
-	return s
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
 	}
 	return s
 }

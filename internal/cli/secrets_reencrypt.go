@@ -3,11 +3,8 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,7 +13,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/secret"
-	"github.com/flecht-dev/flecht/internal/textfmt"
+	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -220,7 +217,7 @@ func runSecretsReencrypt(ctx context.Context, opts *SecretsReencryptOptions) err
 	prog.done()
 	if res != nil {
 		retired := rolelessKids(kr)
-		if perr := opts.Printer().Print(res, func(h *ui.Human) error { return printReencrypt(h, res, topics, fields, opts.Keyring, retired) }); perr != nil {
+		if perr := opts.Printer().Print(res, func(h *ui.Human) error { return show.Reencrypt(h, res, topics, fields, opts.Keyring, retired) }); perr != nil {
 			return perr
 		}
 	}
@@ -257,131 +254,6 @@ func (p *sweepProgress) writing(total int64) { p.start("re-encrypting"); p.cur.S
 func (p *sweepProgress) add(n int64)         { p.cur.Add(n) }
 func (p *sweepProgress) done()               { p.cur.Done() }
 
-// targetsLine names each scope's sealing kid: "pay → x2, unscoped → o2".
-func targetsLine(targets []reencrypt.ScopeTarget) string {
-	parts := make([]string, 0, len(targets))
-	for _, t := range targets {
-		scope := t.Scope
-		if scope == "" {
-			scope = "unscoped"
-		}
-		kid := strconv.Quote(t.Sealing)
-		if t.Error != nil {
-			kid = "none (" + string(t.Error.Kind) + ")"
-		}
-		parts = append(parts, scope+" → "+kid)
-	}
-	return strings.Join(parts, ", ")
-}
-
-func printReencrypt(h *ui.Human, res *reencrypt.Result, topics []string, fields []reencrypt.Field, keyring string, retired []string) error {
-	executed := res.Mode == "execute"
-	t := res.Totals
-	if executed {
-		h.Printf("swept %s to each scope's sealing kid (%s): %s of %s records rewritten\n", strings.Join(res.Topics, ", "), targetsLine(res.Targets),
-			textfmt.GroupDigits(int64(t.Written)), textfmt.GroupDigits(int64(t.Records)))
-	} else {
-		h.Printf("plan: rewrite %s of %s records in %s to each scope's sealing kid (%s)\n", textfmt.GroupDigits(int64(t.Rewrite)), textfmt.GroupDigits(int64(t.Records)),
-			strings.Join(res.Topics, ", "), targetsLine(res.Targets))
-	}
-	for _, st := range res.Targets {
-		if st.Error != nil {
-			h.Printf("%s\n", h.Warn(fmt.Sprintf("no key can seal scope %q: %s", st.Scope, st.Error.Message)))
-		}
-	}
-	signs := t.Unsigned > 0 || t.OldSigner > 0 || t.Values.Resign > 0
-	headers := []string{"topic", "partition", "records", "rewrite", "non-primary", "scope-upgrade", "plaintext", "blocked"}
-	if signs {
-		headers = append(headers, "unsigned", "old-signer")
-	}
-	if executed {
-		headers = append(headers, "written", "rereads", "foreign")
-	}
-	n := func(v int) string { return textfmt.GroupDigits(int64(v)) }
-	var rows [][]string
-	for _, p := range res.Partitions {
-		row := []string{p.Topic, strconv.Itoa(int(p.Partition)), n(p.Records), n(p.Rewrite), n(p.NonPrimary), n(p.ScopeUpgrade), n(p.Plaintext), n(p.Blocked)}
-		if signs {
-			row = append(row, n(p.Unsigned), n(p.OldSigner))
-		}
-		if executed {
-			row = append(row, n(p.Written), n(p.Rereads), n(p.ForeignRecords))
-		}
-		rows = append(rows, row)
-	}
-	h.Table(headers, rows)
-	if len(res.Blocked) > 0 {
-		h.Printf("\n%s\n", h.Warn("values the sweep cannot rewrite (left as they are):"))
-		var brows [][]string
-		for _, b := range res.Blocked {
-			brows = append(brows, []string{b.Topic, strconv.Itoa(int(b.Partition)), strconv.FormatInt(b.Offset, 10), b.Key, b.Field, b.Error.Message})
-		}
-		h.Table([]string{"topic", "partition", "offset", "key", "field", "why"}, brows)
-		if res.BlockedMore > 0 {
-			h.Printf("… and %d more (-o json lists the first %d)\n", res.BlockedMore, len(res.Blocked))
-		}
-	}
-	if t.Plaintext > 0 && !res.EncryptPlaintext {
-		h.Printf("\nrecords holding values in the clear: %s; they are left alone (--encrypt-plaintext encrypts those their field allows)\n", n(t.Plaintext))
-	}
-	if t.Values.UnsignedLeft > 0 {
-		h.Printf("\nunsigned values in signed fields: %s; left alone, the sweep never signs: have their writers sign them ('flecht secrets sign')\n", n(t.Values.UnsignedLeft))
-	}
-	if t.Values.OldSignerLeft > 0 {
-		h.Printf("\nsignatures by an old signer: %s; left alone (--resign signs them again with the scope's signing key)\n", n(t.Values.OldSignerLeft))
-	}
-	if res.Reminder != "" {
-		h.Printf("\n%s\n", h.Warn("reminder: "+res.Reminder))
-	}
-	if !executed {
-		h.Printf("\n%s\n", h.Faint("dry run: nothing was written; run again with --execute"))
-		return nil
-	}
-	h.Printf("\n%d transactions committed", res.Transactions)
-	if res.Aborted > 0 {
-		h.Printf(", %d aborted because another writer appended to a partition meanwhile", res.Aborted)
-	}
-	h.Printf("\n")
-	for _, p := range res.Partitions {
-		if p.Rereads > 0 {
-			h.Printf("re-swept %s/%d: re-read %d times, found %d records of another writer, %d of them still holding tokens to sweep",
-				p.Topic, p.Partition, p.Rereads, p.ForeignRecords, p.Resweep)
-			if p.Restored > 0 {
-				h.Printf(", %d edits re-produced", p.Restored)
-			}
-			h.Printf("\n")
-		}
-	}
-	v := res.Verification
-	if v == nil {
-		return nil
-	}
-	if v.Clean {
-		h.Printf("%s\n", h.Good(fmt.Sprintf("verified by a scan: every token is under its scope's sealing kid (%s) and opens, every signature verifies (%s values in %s records)",
-			targetsLine(v.Targets), n(v.Values), n(v.Records))))
-		h.Printf("%s\n", h.Faint(removeHint(retired, topics, fields, keyring)))
-	} else {
-		var parts []string
-		add := func(c int, what string) {
-			if c > 0 {
-				parts = append(parts, fmt.Sprintf("%d %s", c, what))
-			}
-		}
-		add(v.NonPrimary, "tokens not under their scope's sealing kid")
-		add(v.Undecryptable, "tokens that do not open")
-		add(v.Unverified, "signatures that do not verify")
-		add(v.Corrupt, "corrupt values")
-		if res.Resign {
-			add(v.OldSigner, "signatures by an old signer")
-		}
-		h.Printf("%s\n", h.Bad("verification failed: "+strings.Join(parts, ", ")+" ('flecht secrets scan --findings-only' lists them)"))
-	}
-	if v.Plaintext > 0 || v.Unsigned > 0 {
-		h.Printf("%s\n", h.Warn(fmt.Sprintf("the scan also found %d values in the clear and %d unsigned values, left by rule ('flecht secrets scan' lists them)", v.Plaintext, v.Unsigned)))
-	}
-	return nil
-}
-
 // rolelessKids are the keyring's keys that serve no role (neither the
 // primary nor a scope's sealing or signing key): what a finished sweep
 // leaves to remove.
@@ -397,18 +269,4 @@ func rolelessKids(kr *secret.Keyring) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// removeHint is the next step after a clean sweep: the command that
-// removes the retired keys, one by one, guarded by a scan.
-func removeHint(retired, topics []string, fields []reencrypt.Field, keyring string) string {
-	tail := " " + reencrypt.TargetFlags(topics, fields) + " --keyring " + shellQuote(keyring)
-	if len(retired) == 0 {
-		return "next: no key is left without a role; remove a retired one, guarded by a scan, with flecht keys remove --kid KID" + tail
-	}
-	cmds := make([]string, len(retired))
-	for i, kid := range retired {
-		cmds[i] = "flecht keys remove --kid " + shellQuote(kid) + tail
-	}
-	return "next: remove the old keys, guarded by a scan: " + strings.Join(cmds, "; ")
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,6 +12,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -237,166 +237,7 @@ func runSecretsScan(ctx context.Context, opts *SecretsScanOptions) error {
 		}
 		rep.Entries = kept
 	}
-	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { return printScan(h, rep) }, !rep.Clean)
-}
-
-func printScan(h *ui.Human, rep *reencrypt.ScanReport) error {
-	withKeyring := rep.Primary != ""
-	// The verify and signer columns only when a field signs.
-	var verifies, innerSigner bool
-	for _, e := range rep.Entries {
-		verifies = verifies || e.Verify != ""
-		innerSigner = innerSigner || (e.Signer != "" && e.Signer != e.Kid)
-	}
-	headers := []string{"topic", "partition", "offset", "key", "field", "status", "kid", "scope"}
-	if withKeyring {
-		headers = append(headers, "decrypt")
-	}
-	if verifies {
-		headers = append(headers, "verify")
-	}
-	if innerSigner {
-		headers = append(headers, "signer")
-	}
-	headers = append(headers, "detail")
-	bad := func(k secret.Kind, ok secret.Kind) string {
-		if k != "" && k != ok {
-			return h.Bad(string(k))
-		}
-		return string(k)
-	}
-	rows := make([][]string, 0, len(rep.Entries))
-	for _, e := range rep.Entries {
-		status := string(e.Status)
-		if e.Finding() {
-			status = h.Bad(status)
-		}
-		kid := e.Kid
-		if e.Stale(withKeyring) || (e.Status == secret.StatusSigned && e.OldSigner()) {
-			kid += " (old)"
-		}
-		row := []string{e.Topic, strconv.Itoa(int(e.Partition)), strconv.FormatInt(e.Offset, 10), displayKey(e.Key, e.KeyBase64), e.Field, status, kid, e.Scope}
-		if withKeyring {
-			row = append(row, bad(e.Decrypt, reencrypt.DecryptOK))
-		}
-		if verifies {
-			row = append(row, bad(e.Verify, reencrypt.VerifyOK))
-		}
-		if innerSigner {
-			signer := ""
-			if e.Signer != e.Kid {
-				signer = e.Signer
-				if e.OldSigner() {
-					signer += " (old)"
-				}
-			}
-			row = append(row, signer)
-		}
-		row = append(row, entryDetail(e))
-		rows = append(rows, row)
-	}
-	if len(rows) > 0 || rep.Summary.Values == 0 {
-		h.Table(headers, rows)
-		h.Printf("\n")
-	}
-	kidRows := make([][]string, len(rep.Summary.ByKid))
-	for i, k := range rep.Summary.ByKid {
-		kid := k.Kid
-		if kid == "" {
-			kid = "-"
-		}
-		if rep.Primary != "" && k.Kid == rep.Primary {
-			kid += " (primary)"
-		}
-		kidRows[i] = []string{kid, string(k.Status), textfmt.GroupDigits(int64(k.Count))}
-	}
-	h.Table([]string{"kid", "status", "values"}, kidRows)
-	if len(rep.Summary.BySigner) > 0 {
-		signerRows := make([][]string, len(rep.Summary.BySigner))
-		for i, k := range rep.Summary.BySigner {
-			verify := string(k.Verify)
-			if verify == "" {
-				verify = "-"
-			}
-			signerRows[i] = []string{k.Kid, verify, textfmt.GroupDigits(int64(k.Count))}
-		}
-		h.Printf("\n")
-		h.Table([]string{"signer", "verify", "signatures"}, signerRows)
-	}
-	if len(rep.Targets) > 0 {
-		h.Printf("\n")
-		h.Table([]string{"scope", "sealing kid", "signing kid"}, targetRows(rep.Targets))
-	}
-	s := rep.Summary
-	h.Printf("\n%s values in %s records of %s\n", textfmt.GroupDigits(int64(s.Values)), textfmt.GroupDigits(int64(s.Records)), strings.Join(rep.Topics, ", "))
-	if s.Stale > 0 || s.OldSigner > 0 {
-		h.Printf("%s\n", h.Warn(fmt.Sprintf("%d tokens not under their scope's sealing kid, %d signatures by an old signer ('flecht secrets reencrypt' moves them)", s.Stale, s.OldSigner)))
-	}
-	if rep.Clean {
-		h.Printf("%s\n", h.Good("clean: every value is a token or signed value that "+map[bool]string{true: "opens and verifies", false: "parses"}[withKeyring]))
-		return nil
-	}
-	var parts []string
-	add := func(n int, what string) {
-		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n, what))
-		}
-	}
-	add(s.Plaintext, "plaintext")
-	add(s.Unsigned, "unsigned")
-	add(s.Corrupt, "corrupt")
-	if withKeyring {
-		add(s.Undecryptable, "that do not open")
-		add(s.Unverified, "whose signature does not verify")
-	} else {
-		add(s.Undecryptable+s.Unverified, "in the wrong scope")
-	}
-	h.Printf("%s\n", h.Bad("findings: "+strings.Join(parts, ", ")))
-	if s.Plaintext > 0 {
-		h.Printf("%s\n", h.Faint("a plaintext value in a secret field was disclosed: rotate it at its source, then encrypt it ('flecht secrets reencrypt --encrypt-plaintext')"))
-	}
-	if s.Unsigned > 0 {
-		h.Printf("%s\n", h.Faint("an unsigned value in a signed field is refused by its readers: have its writer sign it ('flecht secrets sign'); the sweep never signs"))
-	}
-	return nil
-}
-
-// targetRows lists each scope's sealing and signing kid.
-func targetRows(targets []reencrypt.ScopeTarget) [][]string {
-	rows := make([][]string, len(targets))
-	for i, t := range targets {
-		scope, sealing, signing := t.Scope, t.Sealing, t.Signing
-		if scope == "" {
-			scope = "(unscoped)"
-		}
-		if t.Error != nil {
-			sealing = "none: " + t.Error.Message
-		}
-		if signing == "" {
-			signing = "-"
-		}
-		rows[i] = []string{scope, sealing, signing}
-	}
-	return rows
-}
-
-func entryDetail(e reencrypt.ScanEntry) string {
-	switch {
-	case e.Plaintext != nil && e.Problem == secret.KindUnsigned:
-		return fmt.Sprintf("unsigned in a signed field: %s chars, fingerprint %s", e.Plaintext.LengthRange, e.Plaintext.Fingerprint)
-	case e.Plaintext != nil:
-		return fmt.Sprintf("%s chars, fingerprint %s", e.Plaintext.LengthRange, e.Plaintext.Fingerprint)
-	case e.Error != nil:
-		return e.Error.Message
-	}
-	return ""
-}
-
-func displayKey(key, b64 string) string {
-	if b64 != "" {
-		return "base64:" + b64
-	}
-	return strconv.Quote(key)[1 : len(strconv.Quote(key))-1]
+	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { return show.Scan(h, rep) }, !rep.Clean)
 }
 
 // scanWithProgress runs a scan behind a progress bar (drawn on a terminal

@@ -13,6 +13,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/module"
 	"github.com/flecht-dev/flecht/internal/scaffold"
+	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 	"github.com/flecht-dev/flecht/sdk/abi"
@@ -88,65 +89,13 @@ func runTransformInspect(ctx context.Context, opts *TransformInspectOptions) err
 	if err != nil {
 		return exitcode.UsageError(err)
 	}
-	if err := opts.Printer().Print(info, func(h *ui.Human) error { printInspect(h, info); return nil }); err != nil {
+	if err := opts.Printer().Print(info, func(h *ui.Human) error { show.Inspect(h, info); return nil }); err != nil {
 		return err
 	}
 	if !info.Accepted {
 		return &exitcode.Silent{Code: exitcode.Usage}
 	}
 	return nil
-}
-
-func printInspect(h *ui.Human, info *module.Info) {
-	abiText := "none declared"
-	if len(info.ABIVersions) > 0 {
-		parts := make([]string, len(info.ABIVersions))
-		for i, v := range info.ABIVersions {
-			parts[i] = fmt.Sprintf("v%d", v)
-		}
-		abiText = strings.Join(parts, ", ")
-	}
-	h.KV(
-		[2]string{"module", info.Path},
-		[2]string{"size", fmt.Sprintf("%d bytes", info.Size)},
-		[2]string{"sha256", info.SHA256},
-		[2]string{"abi", abiText + h.Faint(fmt.Sprintf(" (this flecht runs v%d)", abi.Version))},
-	)
-	h.Printf("\n%s\n", h.Head("EXPORTS"))
-	var rows [][]string
-	for _, e := range info.Exports {
-		rows = append(rows, []string{e.Name, e.Kind, e.Signature})
-	}
-	h.Table([]string{"NAME", "KIND", "SIGNATURE"}, rows)
-	h.Printf("\n%s\n", h.Head("IMPORTS"))
-	rows = nil
-	for _, im := range info.Imports {
-		what := im.StandIn
-		switch {
-		case !im.Allowed:
-			what = h.Bad("refused")
-		case im.Module == abi.HostModule:
-			what = "flecht host function"
-		}
-		rows = append(rows, []string{im.Module + "." + im.Name, im.Signature, what})
-	}
-	if len(rows) == 0 {
-		h.Printf("%s\n", h.Faint("none"))
-	} else {
-		h.Table([]string{"IMPORT", "SIGNATURE", "STAND-IN"}, rows)
-	}
-	h.Printf("\n")
-	if info.Accepted {
-		h.Printf("%s\n", h.Good("flecht run accepts this module"))
-		if info.SetupNote != "" {
-			h.Printf("%s\n", h.Faint(info.SetupNote))
-		}
-		return
-	}
-	h.Printf("%s\n", h.Bad("flecht run refuses this module:"))
-	for _, p := range info.Problems {
-		h.Printf("  - %s\n", p)
-	}
 }
 
 // TransformNewOptions are the inputs of `flecht transform new`.
