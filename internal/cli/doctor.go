@@ -8,18 +8,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/flecht-dev/flecht/internal/boundedread"
-	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/doctor"
-	"github.com/flecht-dev/flecht/internal/exitcode"
-	"github.com/flecht-dev/flecht/internal/promscrape"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/show"
-	"github.com/flecht-dev/flecht/internal/stagefile"
-	"github.com/flecht-dev/flecht/internal/status"
 	"github.com/flecht-dev/flecht/internal/textfmt"
-	"github.com/flecht-dev/flecht/internal/transformer"
-	"github.com/flecht-dev/flecht/internal/transformer/builtin"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -128,7 +120,7 @@ func NewCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
 }
 
 func runDoctor(ctx context.Context, opts *DoctorOptions) error {
-	in, err := doctorInputs(opts)
+	in, err := doctor.NewInputs(doctorFlags(opts))
 	if err != nil {
 		return err
 	}
@@ -147,73 +139,17 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { show.Doctor(h, rep); return nil }, len(rep.Findings) > 0)
 }
 
-// doctorInputs turns the flags into the doctor's inputs, refusing what is
-// wrong before anything connects.
-func doctorInputs(opts *DoctorOptions) (doctor.Inputs, error) {
-	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
-	var in doctor.Inputs
-	if opts.StageFile == "" {
-		return in, usage("give the stage file with -f stage.yaml: the doctor checks what it declares")
-	}
-	st, err := stagefile.Load(opts.StageFile)
-	if err != nil {
-		return in, exitcode.UsageError(err)
-	}
-	if app := strings.TrimSpace(opts.ApplicationID); app != "" && app != st.ApplicationID {
-		return in, usage("the application id %s differs from %s's application_id %q", boundedread.Quote(app), opts.StageFile, st.ApplicationID)
-	}
-	in.Stage = st
-	if st.Kind == stagefile.KindTransformer {
-		// Only the builtin knows whether it keeps state (and so has a
-		// changelog to miss); a module's stage file says so.
-		if m := st.Transform.Module; m != nil {
-			in.Stateless = m.Stateless
-			in.Module = status.ReadModuleFile(m)
-		} else {
-			tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: builtin.NoConfigs{}})
-			if err != nil {
-				return in, exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
-			}
-			if s, ok := tf.(transformer.Stateless); ok && s.Stateless() {
-				in.Stateless = true
-			}
+// doctorFlags are the options as the doctor package takes them; the
+// keyring opens only when a path is given and the stage loads one.
+func doctorFlags(opts *DoctorOptions) doctor.Flags {
+	fl := doctor.Flags{ApplicationID: opts.ApplicationID, StageFile: opts.StageFile, MetricsURLs: opts.MetricsURLs,
+		Interval: opts.Interval, IntervalGiven: opts.IntervalGiven, QueueLimit: opts.QueueLimit,
+		MinBudget: opts.MinBudget, MinRetention: opts.MinRetention}
+	if path := keyringPath(opts.Keyring, opts.Getenv); path != "" {
+		fl.Keyring = func() (*secret.Keyring, error) {
+			kr, _, err := secret.Load(path, keyringPassword(passwordFilePath(opts.PasswordFile, opts.Getenv), opts.IO))
+			return kr, err
 		}
 	}
-	if in.MetricsURLs, err = promscrape.URLs(opts.MetricsURLs); err != nil {
-		return in, usage("--metrics-url: %v", err)
-	}
-	if len(in.MetricsURLs) == 0 && st.Metrics != nil && st.Metrics.Listen != "" {
-		// The stage file says where its instance serves metrics: use it
-		// (as seen from this host) rather than skip the metric checks.
-		in.MetricsURLs, in.MetricsFromStage = []string{promscrape.ListenURL(st.Metrics.Listen)}, true
-	}
-	if in.Interval, err = budget.ParseDuration(opts.Interval); err != nil || in.Interval <= 0 {
-		return in, usage("--interval %q: want a duration above 0 such as 10s", opts.Interval)
-	}
-	in.IntervalGiven = opts.IntervalGiven
-	if in.MinBudget, err = budget.ParseDuration(opts.MinBudget); err != nil || in.MinBudget < 0 {
-		return in, usage("--min-budget %q: want a duration such as 5m", opts.MinBudget)
-	}
-	if opts.MinRetention != "" {
-		if in.MinRetention, err = budget.ParseDuration(opts.MinRetention); err != nil || in.MinRetention <= 0 {
-			return in, usage("--min-retention %q: want a duration such as 30d or 8760h", opts.MinRetention)
-		}
-	}
-	if opts.QueueLimit <= 0 {
-		return in, usage("--queue-limit %d: want the broker's per-session queue in messages, above 0", opts.QueueLimit)
-	}
-	in.QueueLimit = opts.QueueLimit
-	// Only a stage that loads a keyring is checked against one: a bridge
-	// is not, so its --keyring (or FLECHT_KEYRING) is not even opened.
-	if path := keyringPath(opts.Keyring, opts.Getenv); path != "" && doctor.LoadsKeyring(st.Kind) {
-		kr, _, err := secret.Load(path, keyringPassword(passwordFilePath(opts.PasswordFile, opts.Getenv), opts.IO))
-		if err != nil {
-			return in, exitcode.UsageError(fmt.Errorf("--keyring: %w", err))
-		}
-		in.Kids = kr.Kids()
-	}
-	if err := stagefile.CheckNames(st.ApplicationID, nil); err != nil {
-		return in, err
-	}
-	return in, nil
+	return fl
 }

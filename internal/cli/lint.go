@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,9 +10,6 @@ import (
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lint"
 	"github.com/flecht-dev/flecht/internal/show"
-	"github.com/flecht-dev/flecht/internal/stagefile"
-	"github.com/flecht-dev/flecht/internal/statekey"
-	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -115,61 +110,12 @@ func NewCmdLintStateKey(f *Factory, runF func(*LintStateKeyOptions) error) *cobr
 }
 
 func runLintStateKey(ctx context.Context, opts *LintStateKeyOptions) error {
-	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
-	var tmpl *statekey.Template
-	topics := opts.Topics
-	exempt := ""
-	if opts.StageFile != "" {
-		st, err := stagefile.Load(opts.StageFile)
-		if err != nil {
-			return exitcode.UsageError(err)
-		}
-		tmpl = st.Template
-		if len(topics) == 0 {
-			topics = st.InputTopics
-		}
-		if st.Kind != stagefile.KindTransformer {
-			exempt = fmt.Sprintf("%s is an %s stage: extractors are exempt from the rule, since their ownership is computed from the state key rather than from partition placement", opts.StageFile, st.Kind)
-		}
+	plan, err := lint.NewStateKeyPlan(lint.StateKeyFlags{StageFile: opts.StageFile, StateKey: opts.StateKey, Topics: opts.Topics,
+		KeyPattern: opts.KeyPattern, Sample: opts.Sample, MaxExamples: opts.MaxExamples})
+	if err != nil {
+		return err
 	}
-	if opts.StateKey != "" {
-		t, err := statekey.Parse(opts.StateKey)
-		if err != nil {
-			return exitcode.UsageError(err)
-		}
-		tmpl = t
-	}
-	if tmpl == nil {
-		return usage("give --state-key TEMPLATE or -f stage.yaml")
-	}
-	var alpha *lint.KeyAlphabet
-	if opts.KeyPattern != "" {
-		a, err := lint.ParseKeyPattern(opts.KeyPattern)
-		if err != nil {
-			return exitcode.UsageError(err)
-		}
-		alpha = a
-	}
-	start := kafkax.FromLogStart
-	sampleDesc := "all records"
-	if opts.MaxExamples < 1 {
-		return usage("--max-examples must be at least 1, got %d", opts.MaxExamples)
-	}
-	if s := strings.TrimSpace(opts.Sample); !strings.EqualFold(s, "all") {
-		n, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
-		if err != nil || n < 1 {
-			return usage("--sample %q: want a number of records per partition, or all", opts.Sample)
-		}
-		start = kafkax.LastN(n)
-		sampleDesc = "last " + strconv.FormatInt(n, 10) + " offsets per partition"
-	}
-	for _, t := range topics {
-		if strings.TrimSpace(t) == "" {
-			return usage("--topics has an empty topic name")
-		}
-	}
-
-	o := lint.Options{Template: tmpl, Alphabet: alpha, Topics: textfmt.Dedupe(topics), MaxExamples: opts.MaxExamples}
+	o, start, sampleDesc, exempt := plan.Options, plan.Start, plan.SampleDesc, plan.Exempt
 	var rep *lint.Report
 	if len(o.Topics) == 0 || exempt != "" {
 		rep = lint.NewChecker(o).Report()

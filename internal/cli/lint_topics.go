@@ -2,19 +2,12 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/flecht-dev/flecht/internal/boundedread"
-	"github.com/flecht-dev/flecht/internal/budget"
-	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/lint"
 	"github.com/flecht-dev/flecht/internal/show"
-	"github.com/flecht-dev/flecht/internal/stagefile"
-	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -89,7 +82,7 @@ func NewCmdLintTopics(f *Factory, runF func(*LintTopicsOptions) error) *cobra.Co
 }
 
 func runLintTopics(ctx context.Context, opts *LintTopicsOptions) error {
-	spec, app, err := lintTopicsSpec(opts)
+	spec, app, err := lint.TopicsSpecFrom(lint.TopicsFlags{StageFile: opts.StageFile, ApplicationID: opts.ApplicationID, Raw: opts.Raw, ConfigTopics: opts.ConfigTopics, Input: opts.Input, MinRetention: opts.MinRetention})
 	if err != nil {
 		return err
 	}
@@ -104,64 +97,4 @@ func runLintTopics(ctx context.Context, opts *LintTopicsOptions) error {
 	}
 	rep.ApplicationID = app
 	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { show.LintTopics(h, rep); return nil }, rep.Findings > 0)
-}
-
-// lintTopicsSpec turns the flags (and the stage file) into what to check,
-// every name validated: the stage file's roles (lint.SpecFromStage), each
-// list replaced by its flag when given.
-func lintTopicsSpec(opts *LintTopicsOptions) (spec lint.TopicsSpec, app string, err error) {
-	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
-	app = strings.TrimSpace(opts.ApplicationID)
-	var st *stagefile.Stage
-	if opts.StageFile != "" {
-		if st, err = stagefile.Load(opts.StageFile); err != nil {
-			return spec, app, exitcode.UsageError(err)
-		}
-		if app != "" && app != st.ApplicationID {
-			return spec, app, usage("--application-id %s differs from %s's application_id %q", boundedread.Quote(app), opts.StageFile, st.ApplicationID)
-		}
-		app = st.ApplicationID
-		if spec, err = lint.SpecFromStage(st); err != nil {
-			return spec, app, exitcode.UsageError(fmt.Errorf("%s: %w", opts.StageFile, err))
-		}
-	} else if app != "" {
-		spec.Changelog = stagefile.ChangelogTopic(app)
-	}
-	if len(opts.Raw) > 0 {
-		spec.Raw, spec.RawFromConfigs = textfmt.Dedupe(opts.Raw), false
-	}
-	if len(opts.ConfigTopics) > 0 {
-		spec.Config = textfmt.Dedupe(opts.ConfigTopics)
-	}
-	if len(opts.Input) > 0 {
-		spec.Input = textfmt.Dedupe(opts.Input)
-	}
-	// The changelog has one partition per task: per input partition of a
-	// transformer, per config partition of an extractor.
-	switch {
-	case st == nil && app != "", st != nil && st.Kind == stagefile.KindTransformer:
-		spec.TaskTopics = spec.Input
-	case st != nil && st.Kind == stagefile.KindExtractor:
-		spec.TaskTopics = spec.Config
-	}
-	if st != nil && st.Kind == stagefile.KindTransformer && st.InvalidMessages == stagefile.InvalidDLQ {
-		spec.DLQ = nil
-		for _, t := range spec.Input {
-			spec.DLQ = append(spec.DLQ, stagefile.DLQTopic(t))
-		}
-	}
-	if len(spec.Raw)+len(spec.Config)+len(spec.Input)+len(spec.DLQ) == 0 && spec.Changelog == "" {
-		return spec, app, usage("give -f stage.yaml, or topics with --raw, --config-topics and --input")
-	}
-	if err := stagefile.CheckNames(app, spec.Raw, spec.Config, spec.Input); err != nil {
-		return spec, app, err
-	}
-	if opts.MinRetention != "" {
-		d, err := budget.ParseDuration(opts.MinRetention)
-		if err != nil || d <= 0 {
-			return spec, app, usage("--min-retention %q: want a duration such as 30d or 8760h", opts.MinRetention)
-		}
-		spec.MinRetention = d
-	}
-	return spec, app, nil
 }

@@ -5,19 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/flecht-dev/flecht/internal/boundedread"
-	"github.com/flecht-dev/flecht/internal/budget"
-	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
-	"github.com/flecht-dev/flecht/internal/promscrape"
 	"github.com/flecht-dev/flecht/internal/show"
-	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -116,41 +110,10 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 func runStatus(ctx context.Context, opts *StatusOptions) error {
-	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
-	req := status.Request{ApplicationID: strings.TrimSpace(opts.ApplicationID), InputTopics: textfmt.Dedupe(opts.InputTopics), ClientIDs: textfmt.Dedupe(opts.ClientIDs)}
-	if opts.StageFile != "" {
-		st, err := stagefile.Load(opts.StageFile)
-		if err != nil {
-			return exitcode.UsageError(err)
-		}
-		if req.ApplicationID != "" && req.ApplicationID != st.ApplicationID {
-			return usage("the application id %s differs from %s's application_id %q", boundedread.Quote(req.ApplicationID), opts.StageFile, st.ApplicationID)
-		}
-		req.ApplicationID = st.ApplicationID
-		req.Kind = st.Kind
-		if len(req.InputTopics) == 0 {
-			req.InputTopics = st.InputTopics
-		}
-		req.StageFile = shellQuote(opts.StageFile)
-		if len(opts.MetricsURLs) > 0 {
-			req.Expect = status.Expected(st, status.ReadModuleFile(status.StageModule(st)))
-		}
-	}
-	if req.ApplicationID == "" {
-		return usage("give the application id (flecht status APP) or -f stage.yaml")
-	}
-	if err := stagefile.CheckNames(req.ApplicationID, req.InputTopics); err != nil {
-		return err
-	}
-	interval, err := budget.ParseDuration(opts.Interval)
+	req, interval, err := status.NewRequest(status.Flags{ApplicationID: opts.ApplicationID, StageFile: opts.StageFile,
+		InputTopics: opts.InputTopics, ClientIDs: opts.ClientIDs, MetricsURLs: opts.MetricsURLs, Interval: opts.Interval, Watch: opts.Watch})
 	if err != nil {
-		return usage("--interval %q: want a duration such as 5s", opts.Interval)
-	}
-	if opts.Watch && interval <= 0 {
-		return usage("--watch needs an --interval above 0")
-	}
-	if req.MetricsURLs, err = promscrape.URLs(opts.MetricsURLs); err != nil {
-		return usage("--metrics-url: %v", err)
+		return err
 	}
 	cl, err := opts.Kafka(ctx)
 	if err != nil {
