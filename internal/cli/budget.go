@@ -314,32 +314,5 @@ func runBudgetProbe(ctx context.Context, opts *BudgetProbeOptions) error {
 	if res.QueueLimit != nil && *res.QueueLimit == 0 && po.QoS == 0 {
 		res.Summary += "; at QoS 0 that is usual (Mosquitto queues QoS 0 only with queue_qos0_messages true)"
 	}
-	return opts.Printer().Print(res, func(h *ui.Human) error {
-		limit := "not reached: every message came back"
-		if res.QueueLimit != nil {
-			limit = budget.Messages(int64(*res.QueueLimit))
-		}
-		removed := res.ClientID + ", removed"
-		if !res.SessionRemoved {
-			removed = h.Warn(res.ClientID + " NOT removed: connect as it with clean start and session expiry 0 to remove it")
-		}
-		pairs := [][2]string{
-			{"broker", res.Broker},
-			{"published", fmt.Sprintf("%s (QoS %d%s) to %s while offline", budget.Messages(int64(res.Published)), res.QoS, show.PayloadDesc(res.PayloadSize), res.Topic)},
-			{"received", fmt.Sprintf("%s (%d duplicates)", textfmt.GroupDigits(int64(res.Received)), res.Duplicates)},
-			{"queue limit", limit},
-			{"keeps", res.Keeps},
-			{"lost", fmt.Sprintf("%s (%s)", budget.FormatRanges(res.Lost), textfmt.GroupDigits(int64(res.LostCount)))},
-		}
-		if res.SessionExpiryGrantedS != nil {
-			pairs = append(pairs, [2]string{"expiry granted", textfmt.FormatDuration(time.Duration(*res.SessionExpiryGrantedS) * time.Second)})
-		}
-		pairs = append(pairs, [2]string{"probe session", removed})
-		h.KV(pairs...)
-		h.Printf("\n%s\n", res.Summary)
-		if res.QueueLimit != nil && *res.QueueLimit > 0 {
-			h.Printf("%s flecht budget --queue-limit %d --rate R\n", h.Faint("next:"), *res.QueueLimit)
-		}
-		return nil
-	})
+	return opts.Printer().Print(res, func(h *ui.Human) error { return show.ProbeResult(h, res) })
 }

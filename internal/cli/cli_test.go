@@ -12,6 +12,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -232,7 +233,7 @@ profiles:
 		}
 	}
 	r := run(t, env, "", "profile", "list", "-o", "json")
-	var list ProfileList
+	var list profile.List
 	if err := json.Unmarshal([]byte(r.out), &list); err != nil || len(list.Profiles) != 2 || !list.Profiles[1].Current || list.Profiles[1].Name != "prod" {
 		t.Errorf("profile list: %v %+v", err, list)
 	}

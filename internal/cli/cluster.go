@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -51,14 +49,5 @@ func runCluster(ctx context.Context, opts *ClusterOptions) error {
 	if err != nil {
 		return err
 	}
-	return opts.Printer().Print(info, func(h *ui.Human) error {
-		h.KV([2]string{"cluster id", info.ClusterID}, [2]string{"controller", strconv.Itoa(int(info.Controller))}, [2]string{"topics", strconv.Itoa(info.Topics)})
-		h.Printf("\n")
-		rows := make([][]string, len(info.Brokers))
-		for i, b := range info.Brokers {
-			rows[i] = []string{strconv.Itoa(int(b.NodeID)), fmt.Sprintf("%s:%d", b.Host, b.Port), show.Dash(b.Rack)}
-		}
-		h.Table([]string{"node", "address", "rack"}, rows)
-		return nil
-	})
+	return opts.Printer().Print(info, func(h *ui.Human) error { return show.Cluster(h, info) })
 }

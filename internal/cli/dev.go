@@ -14,6 +14,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/demo"
 	"github.com/flecht-dev/flecht/internal/devenv"
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -33,14 +34,6 @@ type DevOptions struct {
 	Ready func(*devenv.Env)
 	// demoInterval overrides the demo's report interval (tests).
 	demoInterval time.Duration
-}
-
-// DevInfo is what `flecht dev` prints once both brokers listen.
-type DevInfo struct {
-	Kafka   string `json:"kafka"`
-	MQTT    string `json:"mqtt"`
-	MQTTURL string `json:"mqtt_url"`
-	Export  string `json:"export"`
 }
 
 // NewCmdDev builds `flecht dev`.
@@ -156,26 +149,13 @@ func runDev(ctx context.Context, opts *DevOptions) error {
 		return errors.Join(d.Run(ctx, env), env.Close())
 	}
 
-	info := DevInfo{
+	info := devenv.Info{
 		Kafka:   env.KafkaAddr(),
 		MQTT:    env.MQTTAddr(),
 		MQTTURL: env.MQTTURL(),
 		Export:  fmt.Sprintf("export FLECHT_BROKERS=%s FLECHT_MQTT_URL=%s", env.KafkaAddr(), env.MQTTURL()),
 	}
-	err = opts.Printer().Print(info, func(h *ui.Human) error {
-		h.Printf("%s\n\n", h.Good("flecht dev is running")+h.Faint(" (embedded, in memory, 127.0.0.1 only)"))
-		pairs := [][2]string{{"kafka", info.Kafka}, {"mqtt", info.MQTTURL}}
-		if len(topics) > 0 {
-			names := make([]string, len(topics))
-			for i, t := range topics {
-				names[i] = fmt.Sprintf("%s (%d)", t.Name, t.Partitions)
-			}
-			pairs = append(pairs, [2]string{"topics", strings.Join(names, ", ")})
-		}
-		h.KV(pairs...)
-		h.Printf("\nIn another terminal:\n\n  %s\n  flecht cluster\n\n%s\n", info.Export, h.Faint("Ctrl-C stops it."))
-		return nil
-	})
+	err = opts.Printer().Print(info, func(h *ui.Human) error { return show.DevRunning(h, info, topics) })
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ func TestDevServesUntilCancelled(t *testing.T) {
 		t.Fatal("dev did not start")
 	}
 
-	var info DevInfo
+	var info devenv.Info
 	if err := json.Unmarshal(out.Bytes(), &info); err != nil {
 		t.Fatalf("dev -o json: %v\n%s", err, out)
 	}

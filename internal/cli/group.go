@@ -88,27 +88,5 @@ func runGroupLeave(ctx context.Context, opts *GroupLeaveOptions) error {
 	if err != nil {
 		return err
 	}
-	return opts.Printer().Print(rep, func(h *ui.Human) error {
-		for _, m := range rep.Members {
-			held := "no partitions"
-			if len(m.Assigned) > 0 {
-				var parts []string
-				for _, a := range m.Assigned {
-					parts = append(parts, a.Topic+" "+show.Partitions(a.Partitions))
-				}
-				held = strings.Join(parts, "; ")
-			}
-			verb := h.Warn("would remove")
-			if rep.Executed {
-				verb = h.Good("removed")
-			}
-			h.Printf("%s %s (client id %s, host %s), holding %s\n", verb, textfmt.Escape(m.InstanceID), textfmt.Escape(m.ClientID), textfmt.Escape(m.Host), held)
-		}
-		if rep.Executed {
-			h.Printf("group %s rebalances now (state %s); 'flecht status %s' shows who holds what\n", app, rep.GroupAfter, app)
-		} else {
-			h.Printf("dry run: nothing changed; run again with --execute to do it\n")
-		}
-		return nil
-	})
+	return opts.Printer().Print(rep, func(h *ui.Human) error { return show.GroupLeave(h, rep) })
 }

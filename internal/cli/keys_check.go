@@ -68,16 +68,7 @@ guess. Exit 0 when every reader has it, 4 otherwise.`,
 
 func runKeysCheck(ctx context.Context, opts *KeysCheckOptions) error {
 	rep := rotation.CheckReaders(ctx, opts.Kid, opts.URLs, opts.Scrape)
-	return printCheck(opts.Printer(), rep, func(h *ui.Human) error {
-		show.Readers(h, rep)
-		if rep.Ready {
-			h.Printf("%s\n", h.Good(fmt.Sprintf("every reader (%d) has loaded key %q: it may be promoted", len(rep.Readers), rep.Kid)))
-		} else {
-			h.Printf("%s\n", h.Bad(fmt.Sprintf("%d of %d readers have not loaded key %q: roll the keyring out to them before 'flecht keys promote'",
-				rep.Lacking, len(rep.Readers), rep.Kid)))
-		}
-		return nil
-	}, !rep.Ready)
+	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { return show.KeysCheck(h, rep) }, !rep.Ready)
 }
 
 // keysRemoveGuard makes `keys remove` refuse while a scan of the given

@@ -12,6 +12,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/rotation"
+	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -131,37 +132,5 @@ func runKeysRotatePlan(ctx context.Context, opts *KeysRotatePlanOptions) error {
 	if err != nil {
 		return err
 	}
-	return opts.Printer().Print(plan, func(h *ui.Human) error {
-		switch {
-		case plan.Role == rotation.RoleSigning:
-			h.Printf("rotation of the signing key of %s to key %q (keyring %s, signed now by %s)\n\n",
-				rotation.ScopeList(plan.Scopes), plan.Kid, plan.Keyring, rotation.SignersNow(plan))
-		case plan.Scope != "":
-			h.Printf("rotation of scope %q to key %q (keyring %s, its sealing key %q)\n\n", plan.Scope, plan.Kid, plan.Keyring, plan.Sealing)
-		default:
-			h.Printf("rotation to key %q (keyring %s, primary %q)\n\n", plan.Kid, plan.Keyring, plan.Primary)
-		}
-		for _, s := range plan.Steps {
-			status := s.Status
-			switch s.Status {
-			case rotation.StepDone:
-				status = h.Good(status)
-			case rotation.StepPending:
-				status = h.Warn(status)
-			}
-			marker := "  "
-			if s.Step == plan.Next {
-				marker = "→ "
-			}
-			h.Printf("%s%d. %-8s %s\n", marker, s.Step, status, s.Title)
-			h.Printf("     %s\n", s.Detail)
-			if s.Status != rotation.StepDone {
-				h.Printf("     %s\n", h.Faint("$ "+s.Command))
-			}
-		}
-		if plan.Next == 0 {
-			h.Printf("\n%s\n", h.Good("the rotation is complete"))
-		}
-		return nil
-	})
+	return opts.Printer().Print(plan, func(h *ui.Human) error { return show.RotatePlan(h, plan) })
 }

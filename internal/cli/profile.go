@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"strings"
-
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/profile"
@@ -82,24 +80,6 @@ func newProfileOptions(f *Factory) *ProfileOptions {
 	}
 }
 
-// ProfileSummary is one line of `flecht profile list`. Every key is
-// always present ("" for no SASL or MQTT): a stable schema for scripts.
-type ProfileSummary struct {
-	Name    string   `json:"name"`
-	Current bool     `json:"current"`
-	Brokers []string `json:"brokers"`
-	TLS     bool     `json:"tls"`
-	SASL    string   `json:"sasl"`
-	MQTT    string   `json:"mqtt"`
-}
-
-// ProfileList is the output of `flecht profile list`.
-type ProfileList struct {
-	ConfigPath  string           `json:"config_path"`
-	ConfigFound bool             `json:"config_found"`
-	Profiles    []ProfileSummary `json:"profiles"`
-}
-
 // NewCmdProfileList builds `flecht profile list`.
 func NewCmdProfileList(f *Factory, runF func(*ProfileOptions) error) *cobra.Command {
 	opts := newProfileOptions(f)
@@ -127,10 +107,10 @@ func runProfileList(opts *ProfileOptions) error {
 	if r, err := opts.Resolve(""); err == nil {
 		current = r.ProfileName
 	}
-	out := ProfileList{ConfigPath: path, ConfigFound: found, Profiles: []ProfileSummary{}}
+	out := profile.List{ConfigPath: path, ConfigFound: found, Profiles: []profile.Summary{}}
 	for _, name := range file.Names() {
 		p := file.Profiles[name]
-		s := ProfileSummary{Name: name, Current: name == current, Brokers: nonNil(p.Brokers), TLS: p.TLS != nil && p.TLS.Enabled}
+		s := profile.Summary{Name: name, Current: name == current, Brokers: nonNil(p.Brokers), TLS: p.TLS != nil && p.TLS.Enabled}
 		if p.SASL != nil {
 			s.SASL = p.SASL.Mechanism
 		}
@@ -139,26 +119,7 @@ func runProfileList(opts *ProfileOptions) error {
 		}
 		out.Profiles = append(out.Profiles, s)
 	}
-	return opts.Printer().Print(out, func(h *ui.Human) error {
-		if !found {
-			h.Printf("%s\n", h.Faint("no config file at "+path+"; see 'flecht profile --help' for its format"))
-			return nil
-		}
-		rows := make([][]string, 0, len(out.Profiles))
-		for _, s := range out.Profiles {
-			mark := ""
-			if s.Current {
-				mark = "*"
-			}
-			tls := "no"
-			if s.TLS {
-				tls = "yes"
-			}
-			rows = append(rows, []string{mark, s.Name, strings.Join(s.Brokers, ","), tls, show.Dash(s.SASL), show.Dash(s.MQTT)})
-		}
-		h.Table([]string{"", "name", "brokers", "tls", "sasl", "mqtt"}, rows)
-		return nil
-	})
+	return opts.Printer().Print(out, func(h *ui.Human) error { return show.Profiles(h, out) })
 }
 
 // NewCmdProfileShow builds `flecht profile show [NAME]`.
@@ -195,53 +156,7 @@ func runProfileShow(opts *ProfileOptions) error {
 	if err != nil {
 		return err
 	}
-	return opts.Printer().Print(r, func(h *ui.Human) error {
-		name := "(none)"
-		if r.ProfileName != "" {
-			name = r.ProfileName + " (" + show.SourceText(r.ProfileSource) + ")"
-		}
-		cfg := r.ConfigPath
-		if !r.ConfigFound {
-			cfg += " (absent)"
-		}
-		pairs := [][2]string{
-			{"config", cfg},
-			{"profile", name},
-			{"brokers", strings.Join(r.Brokers, ",") + " (" + show.SourceText(r.BrokersSource) + ")"},
-		}
-		if r.TLS != nil && r.TLS.Enabled {
-			pairs = append(pairs, [2]string{"tls", "enabled, ca " + show.Dash(r.TLS.CAFile) + ", client cert " + show.Dash(r.TLS.CertFile)})
-		} else {
-			pairs = append(pairs, [2]string{"tls", "off"})
-		}
-		if r.SASL != nil {
-			pairs = append(pairs, [2]string{"sasl", r.SASL.Mechanism + " as " + r.SASL.Username + ", password from " + passwordSource(r.SASL.Password)})
-		} else {
-			pairs = append(pairs, [2]string{"sasl", "off"})
-		}
-		if c := r.MQTTConn; c != nil {
-			m := c.URL + " (" + show.SourceText(c.URLSource) + ")"
-			if c.URL == "" {
-				m = "(no URL)"
-			}
-			if r.MQTT != nil && r.MQTT.Username != "" {
-				m += " as " + r.MQTT.Username + ", password from " + passwordSource(r.MQTT.Password)
-			}
-			pairs = append(pairs, [2]string{"mqtt", m}, [2]string{"mqtt tls", show.MQTTTLS(h, c)})
-		}
-		h.KV(pairs...)
-		return nil
-	})
-}
-
-func passwordSource(p profile.Password) string {
-	switch {
-	case p.Env != "":
-		return "$" + p.Env
-	case p.File != "":
-		return p.File
-	}
-	return "(none)"
+	return opts.Printer().Print(r, func(h *ui.Human) error { return show.Profile(h, r) })
 }
 
 // nonNil makes a missing list [] in JSON, not null.

@@ -13,6 +13,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/topicio"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -70,18 +71,7 @@ stage's own, which it creates when it starts.`,
 			if err != nil {
 				return err
 			}
-			return f.Printer().Print(res, func(h *ui.Human) error {
-				rows := make([][]string, len(res.Topics))
-				for i, t := range res.Topics {
-					state := "exists"
-					if t.Created {
-						state = h.Good("created")
-					}
-					rows[i] = []string{t.Topic, t.Role, fmt.Sprint(t.Partitions), state}
-				}
-				h.Table([]string{"topic", "role", "partitions", ""}, rows)
-				return nil
-			})
+			return f.Printer().Print(res, func(h *ui.Human) error { return show.TopicsCreated(h, res) })
 		},
 	}
 	fl := cmd.Flags()

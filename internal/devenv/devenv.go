@@ -289,3 +289,12 @@ func (e *Env) Close() error {
 	})
 	return e.closeErr
 }
+
+// Info is where the running brokers listen: what `flecht dev` prints
+// once both do.
+type Info struct {
+	Kafka   string `json:"kafka"`
+	MQTT    string `json:"mqtt"`
+	MQTTURL string `json:"mqtt_url"`
+	Export  string `json:"export"`
+}
