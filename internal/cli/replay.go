@@ -2,18 +2,14 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/flecht-dev/flecht/internal/exitcode"
-	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/replay"
 	"github.com/flecht-dev/flecht/internal/show"
-	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -164,94 +160,20 @@ func runReplay(ctx context.Context, opts *ReplayOptions) error {
 	}
 	defer cl.Close()
 
-	observe := func() (*replay.Plan, error) {
-		o, err := replay.Observe(ctx, cl, req)
-		if err != nil {
-			var te *replay.TargetError
-			if errors.As(err, &te) {
-				return nil, exitcode.UsageError(err)
-			}
-			return nil, err
-		}
-		return replay.BuildPlan(o), nil
-	}
-	plan, err := observe()
-	if err != nil {
-		return err
-	}
-	if !opts.NewApp && plan.GroupState == kafkax.GroupStateDead && len(plan.DeleteTopics) == 0 && !plan.HasCommits() {
-		return kafkax.UnknownApp(ctx, cl, req.ApplicationID)
-	}
-	// refuse shows the plan refused for why (and whatever else refuses
-	// it) and returns the refusal as kind's error.
-	refuse := func(why string, kind func(error) error) error {
-		if plan.Refused != "" {
-			why += "; and " + plan.Refused
-		}
-		plan.Refused = why
-		if err := printReplay(opts, plan); err != nil {
-			return err
-		}
-		return kind(errors.New("replay refused: " + why))
-	}
-	// A replay deletes the state the stage rebuilds from its raw topics
-	// when it restarts: with a module flecht run refuses, nothing
-	// restarts. The dry run shows the plan and says so.
-	if why := plan.ModuleRefusal(); why != "" && opts.Execute {
-		return refuse(why, exitcode.UsageError)
-	}
-	// A rebuild writes every output record again: without a choice of
-	// what happens to them, --execute changes nothing.
-	if why := plan.OutputRefusal(); why != "" && opts.Execute {
-		return refuse(why, exitcode.RefusedError)
-	}
-	if plan.Refused != "" && wait > 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "waiting up to %s for group %s to empty (%s)\n", textfmt.FormatDuration(wait), req.ApplicationID, textfmt.Escape(kafkax.DescribeMembers(plan.Members)))
-		start := time.Now()
-		poll := opts.WaitPoll
-		if poll <= 0 {
-			poll = time.Second
-		}
-		_, werr := replay.WaitForEmptyGroup(ctx, cl, req.ApplicationID, wait, poll)
-		var live *replay.LiveMembersError
-		switch {
-		case errors.As(werr, &live):
-			plan.Members = live.Members
-			plan.Refused = live.Error()
-		case werr != nil:
-			return werr
-		default:
-			if plan, err = observe(); err != nil {
-				return err
-			}
-			plan.Notes = append(plan.Notes, fmt.Sprintf("waited %s for the group to empty", textfmt.FormatDuration(time.Since(start))))
+	plan, err := replay.Run(ctx, cl, req, replay.RunOptions{
+		Execute: opts.Execute, NewApp: opts.NewApp, Wait: wait, WaitPoll: opts.WaitPoll,
+		Waiting: func(what string) { fmt.Fprintln(opts.IO.ErrOut, what) },
+		Step: func(label string) (done func()) {
+			p := ui.NewProgress(opts.IO, label)
+			return p.Done
+		},
+	})
+	if plan != nil {
+		if perr := printReplay(opts, plan); perr != nil && err == nil {
+			return perr
 		}
 	}
-	if plan.Refused != "" {
-		if err := printReplay(opts, plan); err != nil {
-			return err
-		}
-		return exitcode.RefusedError(errors.New("replay refused: " + plan.Refused))
-	}
-	if opts.Execute {
-		p := ui.NewProgress(opts.IO, "replay "+req.ApplicationID)
-		err := replay.Execute(ctx, cl, plan, replay.ExecOptions{StateDir: req.StateDir, OnStep: func(step string) {
-			if p != nil {
-				p.Done()
-				p = ui.NewProgress(opts.IO, "replay "+req.ApplicationID+": "+step)
-			}
-		}})
-		p.Done()
-		if err != nil {
-			_ = printReplay(opts, plan) // what was done so far
-			var live *replay.LiveMembersError
-			if errors.As(err, &live) {
-				return exitcode.RefusedError(fmt.Errorf("replay stopped: %w; run it again once the stage has stopped", err))
-			}
-			return fmt.Errorf("replay failed (it is safe to run it again): %w", err)
-		}
-	}
-	return printReplay(opts, plan)
+	return err
 }
 
 func printReplay(opts *ReplayOptions, plan *replay.Plan) error {
