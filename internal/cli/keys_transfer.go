@@ -1,18 +1,16 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/spf13/cobra"
 
-	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/atomicfile"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/textfmt"
@@ -166,7 +164,7 @@ func runKeysImport(opts *KeysOptions) error {
 				opts.Kid = kid
 			}
 		}
-		return secret.ApplyRoles(next, opts.Kid, opts.Roles, !info.hadScopes)
+		return secret.ApplyRoles(next, opts.Kid, opts.Roles, !info.HadScopes)
 	}
 	if exists {
 		if opts.Protect {
@@ -177,7 +175,7 @@ func runKeysImport(opts *KeysOptions) error {
 	if !opts.Roles.Primary {
 		return exitcode.UsageError(fmt.Errorf("keyring %s does not exist: import creates it only with --primary, making the imported key (an oct or x25519 key) its primary; or create it with 'flecht keys init' first", opts.Keyring))
 	}
-	if info.crv == "Ed25519" {
+	if info.Crv == "Ed25519" {
 		return exitcode.UsageError(fmt.Errorf("keyring %s does not exist, and an ed25519 key cannot be the primary a new keyring needs: create it with 'flecht keys init' (an oct or x25519 key), then import this key into it", opts.Keyring))
 	}
 	kr, err := importAndRole(&secret.Keyring{})
@@ -187,20 +185,11 @@ func runKeysImport(opts *KeysOptions) error {
 	return createKeyring(opts, kr)
 }
 
-// jwkInfo is what an import needs to know of its JWK before the keyring
-// parses it.
-type jwkInfo struct {
-	hadScopes bool   // it carries its own flenc_scopes
-	crv       string // its crv member, if a string
-}
-
-// readJWK reads the one JWK an import adds, with --scope applied when it
-// has no binding: a usage error for anything else (a JWK Set, a protected
-// keyring, not an object, an unbound OKP key without --scope, a --scope
-// that differs from the JWK's binding). Its key material is never quoted.
-func readJWK(opts *KeysOptions) (jwk []byte, info jwkInfo, err error) {
-	usage := func(format string, args ...any) ([]byte, jwkInfo, error) {
-		return nil, jwkInfo{}, exitcode.UsageError(fmt.Errorf(format, args...))
+// readJWK reads the JWK an import adds (--input, a file or - for standard
+// input), bounded, and has secret.PrepareJWK check it and apply --scope.
+func readJWK(opts *KeysOptions) (jwk []byte, info secret.JWKInfo, err error) {
+	usage := func(format string, args ...any) ([]byte, secret.JWKInfo, error) {
+		return nil, secret.JWKInfo{}, exitcode.UsageError(fmt.Errorf(format, args...))
 	}
 	name := opts.Input
 	var r io.Reader
@@ -209,67 +198,25 @@ func readJWK(opts *KeysOptions) (jwk []byte, info jwkInfo, err error) {
 	} else {
 		f, err := os.Open(opts.Input)
 		if err != nil {
-			return nil, jwkInfo{}, err
+			return nil, secret.JWKInfo{}, err
 		}
 		defer f.Close()
 		r = f
 	}
 	b, err := io.ReadAll(io.LimitReader(r, maxJWKInput+1))
 	if err != nil {
-		return nil, jwkInfo{}, fmt.Errorf("reading %s: %w", name, err)
+		return nil, secret.JWKInfo{}, fmt.Errorf("reading %s: %w", name, err)
 	}
 	if len(b) > maxJWKInput {
 		return usage("%s holds more than %d bytes: not one JWK", name, maxJWKInput)
 	}
-	if secret.IsProtectedDocument(b) {
-		return usage("%s is a password-protected keyring, not one JWK: export one key from it with 'flecht keys export KID'", name)
-	}
-	members, err := attr.Members(b)
-	if err != nil {
-		return usage("%s is not one JWK: not a JSON object", name)
-	}
-	m := map[string]json.RawMessage{}
-	for _, mem := range members {
-		m[mem.Key] = mem.Value
-	}
-	if _, ok := m["keys"]; ok {
-		return usage("%s is a JWK Set (a keyring), not one JWK: export one key from it with 'flecht keys export KID'", name)
-	}
-	var kty string
-	_ = json.Unmarshal(m["kty"], &kty)
-	_ = json.Unmarshal(m["crv"], &info.crv)
-	raw, hadScopes := m["flenc_scopes"]
-	info.hadScopes = hadScopes
-	switch {
-	case hadScopes && len(opts.Scopes) > 0:
-		var bound []string
-		if json.Unmarshal(raw, &bound) != nil || !sameSet(bound, opts.Scopes) {
-			return usage("the JWK is bound by its own flenc_scopes, which --scope cannot change; drop --scope")
-		}
-	case !hadScopes && len(opts.Scopes) > 0:
-		scopes := slices.Clone(opts.Scopes)
-		slices.Sort(scopes)
-		m["flenc_scopes"], _ = json.Marshal(slices.Compact(scopes))
-		if b, err = json.Marshal(m); err != nil {
-			return nil, jwkInfo{}, err
-		}
-	case !hadScopes && kty == "OKP":
-		return usage("the JWK is an OKP (x25519 or ed25519) key without flenc_scopes: give --scope S to bind it to the scopes it serves")
-	}
-	return b, info, nil
+	jwk, info, err = secret.PrepareJWK(b, name, opts.Scopes)
+	return jwk, info, err
 }
 
-func sameSet(a, b []string) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(slices.Compact(a), slices.Compact(b))
-}
-
-// writeOutFile writes data to path atomically with mode perm (a temporary
-// file in the same directory, fsync, then a rename, or with force false a
-// hard link, which the kernel refuses when path exists). It refuses (exit
-// 3) an existing path without force, and the keyring file itself always.
+// writeOutFile writes data to path atomically with mode perm, replacing an
+// existing file only with force. It refuses (exit 3) an existing path
+// without force, and the keyring file itself always.
 func writeOutFile(path string, data []byte, perm os.FileMode, force bool, keyring string) (err error) {
 	if sameFile(path, keyring) {
 		return exitcode.RefusedError(fmt.Errorf("refusing to write to %s: it is the keyring file itself; give another --out", path))
@@ -278,38 +225,11 @@ func writeOutFile(path string, data []byte, perm os.FileMode, force bool, keyrin
 	if _, err := os.Lstat(path); err == nil && !force {
 		return exists
 	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a rename or link it names nothing, or a second name
-	if err = f.Chmod(perm); err == nil {
-		if _, err = f.Write(data); err == nil {
-			err = f.Sync()
-		}
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if force {
-		err = os.Rename(tmp, path)
-	} else if err = os.Link(tmp, path); errors.Is(err, fs.ErrExist) {
+	err = atomicfile.Write(path, data, perm, atomicfile.Options{Replace: force})
+	if errors.Is(err, fs.ErrExist) {
 		return exists
 	}
-	if err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return err
 }
 
 // sameFile reports whether a and b name one file: the same inode when

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flecht-dev/flecht/internal/atomicfile"
 	"github.com/flecht-dev/flecht/internal/boundedread"
 )
 
@@ -128,25 +129,8 @@ func (kr *Keyring) Save(path string, opts ...FileOption) (err error) {
 		return err
 	}
 	removeStale(target, c.log)
-	dir := filepath.Dir(target)
-	tmp, err := writeTemp(dir, tempPrefix(target, tmpTag)+"*", doc)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
-	if beforeRename != nil {
-		if err = beforeRename(tmp); err != nil {
-			return err
-		}
-	}
-	if err = os.Rename(tmp, target); err != nil {
-		return err
-	}
-	return syncDir(dir)
+	return atomicfile.Write(target, doc, 0o600, atomicfile.Options{Replace: true,
+		TempPattern: tempPrefix(target, tmpTag) + "*", BeforePublish: beforeRename})
 }
 
 // Create writes the keyring to path only if path does not exist, without a
@@ -162,64 +146,8 @@ func (kr *Keyring) Create(path string, opts ...FileOption) error {
 	if err != nil {
 		return err
 	}
-	exists := &fs.PathError{Op: "create", Path: path, Err: fs.ErrExist}
 	removeStale(path, c.log)
-	dir := filepath.Dir(path)
-	staged, err := writeTemp(dir, tempPrefix(path, initTag)+"*", doc)
-	if err != nil {
-		return err
-	}
-	// The staged name goes in every case: after a link, path holds the
-	// file; after a failure, nothing should.
-	defer os.Remove(staged)
-	if err := os.Link(staged, path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return exists
-		}
-		if _, statErr := os.Lstat(path); statErr == nil {
-			return exists
-		}
-		if err := os.Rename(staged, path); err != nil {
-			return err
-		}
-	}
-	return syncDir(dir)
-}
-
-// writeTemp writes doc to a new file in dir (os.CreateTemp pattern) with
-// mode 0600 and syncs it. On failure nothing is left behind.
-func writeTemp(dir, pattern string, doc []byte) (name string, err error) {
-	f, err := os.CreateTemp(dir, pattern)
-	if err != nil {
-		return "", err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err = f.Chmod(0o600); err != nil {
-		return "", err
-	}
-	if _, err = f.Write(doc); err != nil {
-		return "", err
-	}
-	if err = f.Sync(); err != nil {
-		return "", err
-	}
-	return f.Name(), f.Close()
-}
-
-// syncDir makes a rename or link durable: without it a power cut can forget
-// the new directory entry.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(path, doc, 0o600, atomicfile.Options{TempPattern: tempPrefix(path, initTag) + "*"})
 }
 
 // Siblings of a keyring file K: the temporaries ".K.tmp-*" (Save),
