@@ -251,55 +251,11 @@ mqtt.tls) present a client certificate for mutual TLS.`,
 }
 
 func runBudgetProbe(ctx context.Context, opts *BudgetProbeOptions) error {
-	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
-	if opts.Count < 1 {
-		return usage("--count must be at least 1, got %d", opts.Count)
-	}
-	if opts.QoS < 0 || opts.QoS > 2 {
-		return usage("--qos must be 0, 1 or 2, got %d", opts.QoS)
-	}
-	quiet, err := budget.ParseDuration(opts.Quiet)
-	if err != nil || quiet <= 0 {
-		return usage("--quiet %q: want a duration such as 2s", opts.Quiet)
-	}
-	po := budget.ProbeOptions{URL: opts.URL, Username: opts.Username, Count: opts.Count, QoS: byte(opts.QoS), Quiet: quiet}
-	if opts.PayloadSize != "" {
-		n, err := budget.ParseSize(opts.PayloadSize)
-		if err != nil || n < 1 || n > budget.MaxProbePayload {
-			return usage("--payload-size %q: want a size from 1B to %s, such as 1KiB", opts.PayloadSize, textfmt.FormatBytes(budget.MaxProbePayload))
-		}
-		po.PayloadSize = int(n)
-	}
-	if opts.PasswordEnv != "" {
-		if po.Password = opts.Getenv(opts.PasswordEnv); po.Password == "" {
-			return usage("--password-env %s: the variable is empty or unset", opts.PasswordEnv)
-		}
-	}
-	r, err := opts.Resolve()
+	po, err := budget.NewProbeOptions(budget.ProbeFlags{URL: opts.URL, Username: opts.Username, PasswordEnv: opts.PasswordEnv,
+		CAFile: opts.CAFile, CertFile: opts.CertFile, KeyFile: opts.KeyFile, Count: opts.Count, QoS: opts.QoS,
+		PayloadSize: opts.PayloadSize, Quiet: opts.Quiet, Getenv: opts.Getenv}, opts.Resolve)
 	if err != nil {
 		return err
-	}
-	conn := profile.ResolveMQTT("", profile.MQTTFlags("--mqtt", opts.URL, opts.CAFile, opts.CertFile, opts.KeyFile), profile.MQTTEnv(opts.Getenv), r.MQTTProfile())
-	if conn.URL == "" {
-		return usage("give --mqtt URL (or set %s, or mqtt.url in the profile)", profile.EnvMQTTURL)
-	}
-	if err := conn.Err(); err != nil {
-		return exitcode.UsageError(err)
-	}
-	if po.TLS, err = conn.TLSConfig(); err != nil {
-		return exitcode.UsageError(err)
-	}
-	po.URL, po.TLSPeer = conn.URL, conn.Peer()
-	if m := r.MQTT; m != nil && conn.URLSource == profile.SourceProfile {
-		// The profile's login goes with the profile's broker.
-		if po.Username == "" {
-			po.Username = m.Username
-		}
-		if po.Password == "" {
-			if po.Password, err = m.Password.Resolve(opts.Getenv); err != nil {
-				return err
-			}
-		}
 	}
 	if opts.IO.IsStderrTTY() {
 		po.Step = func(s string) { fmt.Fprintf(opts.IO.ErrOut, "\r%s…\x1b[K", textfmt.Escape(s)) }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -86,26 +84,6 @@ prints one summary line (or JSON object) per second. Ctrl-C stops it all.`,
 	return cmd
 }
 
-func parseTopicSpecs(specs []string, defaultPartitions int) ([]devenv.Topic, error) {
-	var out []devenv.Topic
-	for _, s := range specs {
-		name, count, hasCount := strings.Cut(s, ":")
-		n := defaultPartitions
-		if hasCount {
-			v, err := strconv.Atoi(count)
-			if err != nil || v < 1 {
-				return nil, fmt.Errorf("--topic %q: partitions must be a positive number", s)
-			}
-			n = v
-		}
-		if name == "" {
-			return nil, fmt.Errorf("--topic %q: empty topic name", s)
-		}
-		out = append(out, devenv.Topic{Name: name, Partitions: int32(n)})
-	}
-	return out, nil
-}
-
 func runDev(ctx context.Context, opts *DevOptions) error {
 	for _, p := range []struct {
 		name string
@@ -118,7 +96,7 @@ func runDev(ctx context.Context, opts *DevOptions) error {
 	if opts.Partitions < 1 {
 		return exitcode.UsageError(fmt.Errorf("--partitions must be at least 1"))
 	}
-	topics, err := parseTopicSpecs(opts.Topics, opts.Partitions)
+	topics, err := devenv.ParseTopics(opts.Topics, opts.Partitions)
 	if err != nil {
 		return exitcode.UsageError(err)
 	}
@@ -149,12 +127,7 @@ func runDev(ctx context.Context, opts *DevOptions) error {
 		return errors.Join(d.Run(ctx, env), env.Close())
 	}
 
-	info := devenv.Info{
-		Kafka:   env.KafkaAddr(),
-		MQTT:    env.MQTTAddr(),
-		MQTTURL: env.MQTTURL(),
-		Export:  fmt.Sprintf("export FLECHT_BROKERS=%s FLECHT_MQTT_URL=%s", env.KafkaAddr(), env.MQTTURL()),
-	}
+	info := env.Info()
 	err = opts.Printer().Print(info, func(h *ui.Human) error { return show.DevRunning(h, info, topics) })
 	if err != nil {
 		return err

@@ -2,16 +2,15 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/module"
 	"github.com/flecht-dev/flecht/internal/module/testrun"
+	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -127,28 +126,11 @@ func runTransformTest(ctx context.Context, opts *TransformTestOptions) error {
 			return exitcode.UsageError(fmt.Errorf("--expect: %w", err))
 		}
 	}
-	m, err := module.Load(ctx, spec, module.Options{CacheDir: opts.CacheDir, Log: opts.Log.With("test", true), OnStuck: opts.OnStuck,
+	cases, runErr, err := testrun.Run(ctx, spec, template, recs, start, testrun.Options{
+		CacheDir: opts.CacheDir, Log: opts.Log.With("test", true), OnStuck: opts.OnStuck,
 		Configs: func(key string) ([]byte, bool) { b, ok := configs[key]; return b, ok }})
 	if err != nil {
-		var le *module.LoadError
-		if errors.As(err, &le) {
-			return exitcode.UsageError(err)
-		}
 		return err
-	}
-	defer m.Close(ctx)
-	off, err := module.NewOffline(ctx, m, template)
-	if err != nil {
-		return err
-	}
-	defer off.Close(ctx)
-	for k, v := range start {
-		off.State[k] = v
-	}
-	results, runErr := off.Run(ctx, recs)
-	cases := make([]testrun.Case, len(results))
-	for i, res := range results {
-		cases[i] = testrun.NewCase(recs[i], res)
 	}
 	if err := printTransformCases(opts, cases); err != nil {
 		return err
@@ -178,28 +160,6 @@ func printTransformCases(opts *TransformTestOptions, cases []testrun.Case) error
 		}
 		return nil
 	}
-	h := p.Human()
-	for _, c := range cases {
-		where := fmt.Sprintf("%s/%d@%d", c.Topic, c.Partition, c.Offset)
-		key := "null"
-		if c.Key != nil {
-			key = strconv.Quote(*c.Key)
-		}
-		verdict := h.Good(c.Verdict)
-		if c.Verdict != testrun.VerdictOK {
-			verdict = h.Warn(c.Verdict + ": " + textfmt.Printable(c.Reason))
-		}
-		h.Printf("%s key %s  %s\n", h.Bold(where), textfmt.Printable(key), verdict)
-		for _, o := range c.Outputs {
-			okey := "null"
-			if o.Key != nil {
-				okey = strconv.Quote(*o.Key)
-			}
-			h.Printf("  → %s key %s %s\n", o.Topic, textfmt.Printable(okey), textfmt.Printable(string(o.Value)))
-		}
-		if s := c.State; s != nil && s.Changed {
-			h.Printf("  state %s: %s → %s\n", textfmt.Printable(strconv.Quote(*c.StateKey)), textfmt.Printable(string(s.Before)), textfmt.Printable(string(s.After)))
-		}
-	}
+	show.TransformCases(p.Human(), cases)
 	return nil
 }

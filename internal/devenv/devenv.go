@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -297,4 +298,37 @@ type Info struct {
 	MQTT    string `json:"mqtt"`
 	MQTTURL string `json:"mqtt_url"`
 	Export  string `json:"export"`
+}
+
+// ParseTopics reads --topic NAME[:PARTITIONS] values; a topic without a
+// count gets defaultPartitions.
+func ParseTopics(specs []string, defaultPartitions int) ([]Topic, error) {
+	var out []Topic
+	for _, s := range specs {
+		name, count, hasCount := strings.Cut(s, ":")
+		n := defaultPartitions
+		if hasCount {
+			v, err := strconv.Atoi(count)
+			if err != nil || v < 1 {
+				return nil, fmt.Errorf("--topic %q: partitions must be a positive number", s)
+			}
+			n = v
+		}
+		if name == "" {
+			return nil, fmt.Errorf("--topic %q: empty topic name", s)
+		}
+		out = append(out, Topic{Name: name, Partitions: int32(n)})
+	}
+	return out, nil
+}
+
+// Info says where the brokers listen, and the export line that points
+// flecht and other clients at them.
+func (e *Env) Info() Info {
+	return Info{
+		Kafka:   e.KafkaAddr(),
+		MQTT:    e.MQTTAddr(),
+		MQTTURL: e.MQTTURL(),
+		Export:  fmt.Sprintf("export FLECHT_BROKERS=%s FLECHT_MQTT_URL=%s", e.KafkaAddr(), e.MQTTURL()),
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/devenv"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/module/testrun"
 	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/rotation"
 	"github.com/flecht-dev/flecht/internal/textfmt"
@@ -230,4 +231,30 @@ func PasswordSource(p profile.Password) string {
 		return p.File
 	}
 	return "(none)"
+}
+
+// TransformCases shows each record's verdict, outputs and state change.
+func TransformCases(h *ui.Human, cases []testrun.Case) {
+	for _, c := range cases {
+		where := fmt.Sprintf("%s/%d@%d", c.Topic, c.Partition, c.Offset)
+		key := "null"
+		if c.Key != nil {
+			key = strconv.Quote(*c.Key)
+		}
+		verdict := h.Good(c.Verdict)
+		if c.Verdict != testrun.VerdictOK {
+			verdict = h.Warn(c.Verdict + ": " + textfmt.Printable(c.Reason))
+		}
+		h.Printf("%s key %s  %s\n", h.Bold(where), textfmt.Printable(key), verdict)
+		for _, o := range c.Outputs {
+			okey := "null"
+			if o.Key != nil {
+				okey = strconv.Quote(*o.Key)
+			}
+			h.Printf("  → %s key %s %s\n", o.Topic, textfmt.Printable(okey), textfmt.Printable(string(o.Value)))
+		}
+		if s := c.State; s != nil && s.Changed {
+			h.Printf("  state %s: %s → %s\n", textfmt.Printable(strconv.Quote(*c.StateKey)), textfmt.Printable(string(s.Before)), textfmt.Printable(string(s.After)))
+		}
+	}
 }

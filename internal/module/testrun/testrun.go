@@ -7,11 +7,13 @@ package testrun
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"reflect"
 	"strconv"
 	"strings"
@@ -431,4 +433,43 @@ func sameJSON(a, b []byte) bool {
 		return bytes.Equal(a, b)
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// Options are how Run loads the module.
+type Options struct {
+	CacheDir string
+	Log      *slog.Logger
+	OnStuck  func(error)
+	Configs  func(key string) ([]byte, bool) // the config records the module looks up
+}
+
+// Run loads the module and runs it over recs with the state start (state
+// key → state), as the runner would: one case per record it got to. runErr
+// is the failure that stopped the run (the cases before it are kept); err
+// is one that kept it from starting (a module that does not load is a
+// usage error).
+func Run(ctx context.Context, spec module.Spec, template *statekey.Template, recs []*kgo.Record, start map[string][]byte, o Options) (cases []Case, runErr, err error) {
+	m, err := module.Load(ctx, spec, module.Options{CacheDir: o.CacheDir, Log: o.Log, OnStuck: o.OnStuck, Configs: o.Configs})
+	if err != nil {
+		var le *module.LoadError
+		if errors.As(err, &le) {
+			return nil, nil, exitcode.UsageError(err)
+		}
+		return nil, nil, err
+	}
+	defer m.Close(ctx)
+	off, err := module.NewOffline(ctx, m, template)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer off.Close(ctx)
+	for k, v := range start {
+		off.State[k] = v
+	}
+	results, runErr := off.Run(ctx, recs)
+	cases = make([]Case, len(results))
+	for i, res := range results {
+		cases[i] = NewCase(recs[i], res)
+	}
+	return cases, runErr, nil
 }
