@@ -103,7 +103,7 @@ func Plan(ctx context.Context, opts Flags) (*Report, error) {
 	if opts.MinBudget != "" {
 		d, err := ParseDuration(opts.MinBudget)
 		if err != nil || d <= 0 {
-			return nil, usagef("--min-budget %q: want a duration above 0 such as 30m", opts.MinBudget)
+			return nil, exitcode.Usagef("--min-budget %q: want a duration above 0 such as 30m", opts.MinBudget)
 		}
 		b.in.MinBudget = d
 	}
@@ -116,13 +116,9 @@ func Plan(ctx context.Context, opts Flags) (*Report, error) {
 func parseCount(flag, s string) (int64, error) {
 	v, err := strconv.ParseInt(strings.NewReplacer("_", "", ",", "").Replace(strings.TrimSpace(s)), 10, 64)
 	if err != nil || v < 0 {
-		return 0, exitcode.UsageError(fmt.Errorf("--%s %q: want a whole number of messages, 0 or more", flag, s))
+		return 0, exitcode.Usagef("--%s %q: want a whole number of messages, 0 or more", flag, s)
 	}
 	return v, nil
-}
-
-func usagef(format string, args ...any) error {
-	return exitcode.UsageError(fmt.Errorf(format, args...))
 }
 
 // checkFlags refuses flags that need another one, and combinations
@@ -130,19 +126,19 @@ func usagef(format string, args ...any) error {
 func checkFlags(opts Flags) error {
 	switch {
 	case opts.Replicas < 1:
-		return usagef("--replicas must be at least 1, got %d", opts.Replicas)
+		return exitcode.Usagef("--replicas must be at least 1, got %d", opts.Replicas)
 	case opts.Rate != "" && opts.Measure != "":
-		return usagef("--rate and --measure exclude each other")
+		return exitcode.Usagef("--rate and --measure exclude each other")
 	case opts.Measure == "" && opts.Since != "":
-		return usagef("--since needs --measure TOPIC: it says how far back to read the topic")
+		return exitcode.Usagef("--since needs --measure TOPIC: it says how far back to read the topic")
 	case opts.Measure == "" && opts.Window != "":
-		return usagef("--window needs --measure TOPIC: it is the window the measured peak is averaged over")
+		return exitcode.Usagef("--window needs --measure TOPIC: it is the window the measured peak is averaged over")
 	case opts.AckLatency != "" && opts.MetricsURL != "":
-		return usagef("--ack-latency and --metrics-url exclude each other")
+		return exitcode.Usagef("--ack-latency and --metrics-url exclude each other")
 	case opts.MetricsURL == "" && opts.MetricsInterval != "":
-		return usagef("--metrics-interval needs --metrics-url URL: it is the time between its two scrapes")
+		return exitcode.Usagef("--metrics-interval needs --metrics-url URL: it is the time between its two scrapes")
 	case opts.MessageSize != "" && opts.MosquittoConf == "":
-		return usagef("--message-size counts the broker's max_queued_bytes in messages: give --mosquitto-conf FILE with max_queued_bytes, or drop --message-size")
+		return exitcode.Usagef("--message-size counts the broker's max_queued_bytes in messages: give --mosquitto-conf FILE with max_queued_bytes, or drop --message-size")
 	}
 	return nil
 }
@@ -157,7 +153,7 @@ func (b *inputs) sessionExpiry(_ context.Context, opts Flags) error {
 			return exitcode.UsageError(err)
 		}
 		if st.Kind != stagefile.KindMQTT {
-			return usagef("%s is a %s stage: -f takes an mqtt stage file", opts.StageFile, st.Kind)
+			return exitcode.Usagef("%s is a %s stage: -f takes an mqtt stage file", opts.StageFile, st.Kind)
 		}
 		b.rep.StageFile = opts.StageFile
 		b.in.SessionExpiry, b.in.SessionExpirySource = st.SessionExpiry(), "stage-file"
@@ -166,7 +162,7 @@ func (b *inputs) sessionExpiry(_ context.Context, opts Flags) error {
 	if opts.SessionExpiry != "" {
 		d, err := ParseDuration(opts.SessionExpiry)
 		if err != nil {
-			return usagef("--session-expiry: %v", err)
+			return exitcode.Usagef("--session-expiry: %v", err)
 		}
 		if err := checkSessionExpiry(opts.SessionExpiry, d); err != nil {
 			return err
@@ -174,7 +170,7 @@ func (b *inputs) sessionExpiry(_ context.Context, opts Flags) error {
 		b.in.SessionExpiry, b.in.SessionExpirySource = d, "flag"
 	}
 	if b.in.SessionExpiry <= 0 {
-		return usagef("a session expiry of 0 ends the session at every disconnect: the budget is zero")
+		return exitcode.Usagef("a session expiry of 0 ends the session at every disconnect: the budget is zero")
 	}
 	return nil
 }
@@ -187,12 +183,12 @@ func checkSessionExpiry(flag string, d time.Duration) error {
 	case d == 0:
 		return nil
 	case d < time.Second:
-		return usagef("--session-expiry %s: MQTT counts the session expiry in whole seconds; give 1s or more", flag)
+		return exitcode.Usagef("--session-expiry %s: MQTT counts the session expiry in whole seconds; give 1s or more", flag)
 	case d%time.Second != 0:
-		return usagef("--session-expiry %s: MQTT counts the session expiry in whole seconds; give %s or %s", flag,
+		return exitcode.Usagef("--session-expiry %s: MQTT counts the session expiry in whole seconds; give %s or %s", flag,
 			textfmt.FormatDuration(d.Truncate(time.Second)), textfmt.FormatDuration(d.Truncate(time.Second)+time.Second))
 	case d > maxSessionExpiry:
-		return usagef("--session-expiry %s is above MQTT's maximum of 4294967295s (about 136 years, which means never)", flag)
+		return exitcode.Usagef("--session-expiry %s is above MQTT's maximum of 4294967295s (about 136 years, which means never)", flag)
 	}
 	return nil
 }
@@ -214,15 +210,15 @@ func (b *inputs) limits(_ context.Context, opts Flags) error {
 		in.QueueLimit, in.QueueLimitSource = v, "flag"
 	}
 	if opts.QueueLimit == "" && opts.MosquittoConf == "" {
-		return usagef("give --queue-limit N or --mosquitto-conf FILE (or measure the broker with 'flecht budget probe')")
+		return exitcode.Usagef("give --queue-limit N or --mosquitto-conf FILE (or measure the broker with 'flecht budget probe')")
 	}
 	if opts.MessageSize != "" {
 		v, err := ParseSize(opts.MessageSize)
 		if err != nil || v <= 0 {
-			return usagef("--message-size %q: want a size such as 512B or 2KiB", opts.MessageSize)
+			return exitcode.Usagef("--message-size %q: want a size such as 512B or 2KiB", opts.MessageSize)
 		}
 		if in.QueueBytes == 0 {
-			return usagef("--message-size counts max_queued_bytes in messages, but %s sets no max_queued_bytes: drop --message-size", opts.MosquittoConf)
+			return exitcode.Usagef("--message-size counts max_queued_bytes in messages, but %s sets no max_queued_bytes: drop --message-size", opts.MosquittoConf)
 		}
 		in.MessageSize = v
 	}
@@ -232,7 +228,7 @@ func (b *inputs) limits(_ context.Context, opts Flags) error {
 			return err
 		}
 		if v > MaxInflight {
-			return usagef("--inflight %s: an in-flight window is at most %d in MQTT (0 for none)", opts.Inflight, MaxInflight)
+			return exitcode.Usagef("--inflight %s: an in-flight window is at most %d in MQTT (0 for none)", opts.Inflight, MaxInflight)
 		}
 		in.Inflight, in.InflightSource, in.InflightUnlimited = int(v), "flag", v == 0
 	}
@@ -289,17 +285,17 @@ func (b *inputs) window(_ context.Context, opts Flags) error {
 	}
 	since, err := ParseDuration(orDefault(opts.Since, DefaultSince))
 	if err != nil || since <= 0 {
-		return usagef("--since %q: want a duration such as 7d or 12h", opts.Since)
+		return exitcode.Usagef("--since %q: want a duration such as 7d or 12h", opts.Since)
 	}
 	window, err := ParseDuration(orDefault(opts.Window, DefaultWindow))
 	if err != nil || window < time.Millisecond {
-		return usagef("--window %q: want a duration of 1ms or more, such as 1m", opts.Window)
+		return exitcode.Usagef("--window %q: want a duration of 1ms or more, such as 1m", opts.Window)
 	}
 	// The span is --since, or less when that reaches before 1970.
 	now := opts.Now()
 	span := now.Sub(MeasureFrom(now, since))
 	if window > span {
-		return usagef("--window %s is longer than --since %s", orDefault(opts.Window, DefaultWindow), textfmt.FormatDuration(span))
+		return exitcode.Usagef("--window %s is longer than --since %s", orDefault(opts.Window, DefaultWindow), textfmt.FormatDuration(span))
 	}
 	var we *WindowError
 	if err := CheckWindow(span, window); errors.As(err, &we) {
@@ -317,12 +313,12 @@ func (b *inputs) rate(ctx context.Context, opts Flags) error {
 	case opts.Rate != "":
 		r, err := ParseRate(opts.Rate)
 		if err != nil {
-			return usagef("--rate: %v", err)
+			return exitcode.Usagef("--rate: %v", err)
 		}
 		in.Rate, in.RateSource = r, "flag"
 		return nil
 	case opts.Measure == "":
-		return usagef("give --rate R (e.g. 10/s) or --measure TOPIC")
+		return exitcode.Usagef("give --rate R (e.g. 10/s) or --measure TOPIC")
 	}
 	planned, add, done := opts.Progress("reading " + opts.Measure)
 	m, err := opts.MeasureRate(ctx, opts.Measure, b.since, b.windowLen, b.now, planned, add)
@@ -354,16 +350,16 @@ func (b *inputs) ackLatency(ctx context.Context, opts Flags) error {
 	case opts.AckLatency != "":
 		d, err := ParseDuration(opts.AckLatency)
 		if err != nil || d <= 0 {
-			return usagef("--ack-latency %q: want a duration such as 150ms", opts.AckLatency)
+			return exitcode.Usagef("--ack-latency %q: want a duration such as 150ms", opts.AckLatency)
 		}
 		in.AckLatency, in.AckLatencySource = d, "flag"
 	case opts.MetricsURL != "":
 		if u, err := url.Parse(opts.MetricsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef("--metrics-url %q: want the bridge's metrics endpoint, such as http://bridge:9090/metrics", opts.MetricsURL)
+			return exitcode.Usagef("--metrics-url %q: want the bridge's metrics endpoint, such as http://bridge:9090/metrics", opts.MetricsURL)
 		}
 		interval, err := ParseDuration(orDefault(opts.MetricsInterval, DefaultMetricsInterval))
 		if err != nil || interval <= 0 {
-			return usagef("--metrics-interval %q: want a duration such as 10s", opts.MetricsInterval)
+			return exitcode.Usagef("--metrics-interval %q: want a duration such as 10s", opts.MetricsInterval)
 		}
 		defer opts.Waiting(fmt.Sprintf("scraping %s twice, %s apart…", textfmt.Escape(opts.MetricsURL), textfmt.FormatDuration(interval)))()
 		a, err := opts.ScrapeAckLatency(ctx, opts.MetricsURL, interval)

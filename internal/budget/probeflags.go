@@ -1,8 +1,6 @@
 package budget
 
 import (
-	"fmt"
-
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/textfmt"
@@ -26,28 +24,27 @@ type ProbeFlags struct {
 // login from the flags, the environment and the profile resolve gives, in
 // that order.
 func NewProbeOptions(opts ProbeFlags, resolve func() (*profile.Resolved, error)) (po ProbeOptions, err error) {
-	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
 	if opts.Count < 1 {
-		return po, usage("--count must be at least 1, got %d", opts.Count)
+		return po, exitcode.Usagef("--count must be at least 1, got %d", opts.Count)
 	}
 	if opts.QoS < 0 || opts.QoS > 2 {
-		return po, usage("--qos must be 0, 1 or 2, got %d", opts.QoS)
+		return po, exitcode.Usagef("--qos must be 0, 1 or 2, got %d", opts.QoS)
 	}
 	quiet, err := ParseDuration(opts.Quiet)
 	if err != nil || quiet <= 0 {
-		return po, usage("--quiet %q: want a duration such as 2s", opts.Quiet)
+		return po, exitcode.Usagef("--quiet %q: want a duration such as 2s", opts.Quiet)
 	}
 	po = ProbeOptions{URL: opts.URL, Username: opts.Username, Count: opts.Count, QoS: byte(opts.QoS), Quiet: quiet}
 	if opts.PayloadSize != "" {
 		n, err := ParseSize(opts.PayloadSize)
 		if err != nil || n < 1 || n > MaxProbePayload {
-			return po, usage("--payload-size %q: want a size from 1B to %s, such as 1KiB", opts.PayloadSize, textfmt.FormatBytes(MaxProbePayload))
+			return po, exitcode.Usagef("--payload-size %q: want a size from 1B to %s, such as 1KiB", opts.PayloadSize, textfmt.FormatBytes(MaxProbePayload))
 		}
 		po.PayloadSize = int(n)
 	}
 	if opts.PasswordEnv != "" {
 		if po.Password = opts.Getenv(opts.PasswordEnv); po.Password == "" {
-			return po, usage("--password-env %s: the variable is empty or unset", opts.PasswordEnv)
+			return po, exitcode.Usagef("--password-env %s: the variable is empty or unset", opts.PasswordEnv)
 		}
 	}
 	r, err := resolve()
@@ -56,7 +53,7 @@ func NewProbeOptions(opts ProbeFlags, resolve func() (*profile.Resolved, error))
 	}
 	conn := profile.ResolveMQTT("", profile.MQTTFlags("--mqtt", opts.URL, opts.CAFile, opts.CertFile, opts.KeyFile), profile.MQTTEnv(opts.Getenv), r.MQTTProfile())
 	if conn.URL == "" {
-		return po, usage("give --mqtt URL (or set %s, or mqtt.url in the profile)", profile.EnvMQTTURL)
+		return po, exitcode.Usagef("give --mqtt URL (or set %s, or mqtt.url in the profile)", profile.EnvMQTTURL)
 	}
 	if err := conn.Err(); err != nil {
 		return po, exitcode.UsageError(err)

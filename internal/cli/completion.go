@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"slices"
 	"sort"
@@ -66,7 +65,7 @@ func runCompletion(opts *CompletionOptions) error {
 	case "fish":
 		return opts.Root.GenFishCompletion(opts.Out, true)
 	}
-	return exitcode.UsageError(fmt.Errorf("unsupported shell %q", opts.Shell))
+	return exitcode.Usagef("unsupported shell %q", opts.Shell)
 }
 
 // completionTimeout bounds what a completion asks the cluster: the shell

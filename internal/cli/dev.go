@@ -90,11 +90,11 @@ func runDev(ctx context.Context, opts *DevOptions) error {
 		v    int
 	}{{"--kafka-port", opts.KafkaPort}, {"--mqtt-port", opts.MQTTPort}} {
 		if p.v < 0 || p.v > 65535 {
-			return exitcode.UsageError(fmt.Errorf("%s %d is not a port (0-65535)", p.name, p.v))
+			return exitcode.Usagef("%s %d is not a port (0-65535)", p.name, p.v)
 		}
 	}
 	if opts.Partitions < 1 {
-		return exitcode.UsageError(fmt.Errorf("--partitions must be at least 1"))
+		return exitcode.Usagef("--partitions must be at least 1")
 	}
 	topics, err := devenv.ParseTopics(opts.Topics, opts.Partitions)
 	if err != nil {

@@ -54,7 +54,7 @@ func newCmdHelp() *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error {
 			cmd, rest, err := c.Root().Find(args)
 			if err != nil || len(rest) > 0 {
-				return exitcode.UsageError(fmt.Errorf("unknown help topic %q", strings.Join(args, " ")))
+				return exitcode.Usagef("unknown help topic %q", strings.Join(args, " "))
 			}
 			cmd.InitDefaultHelpFlag()
 			return cmd.Help()

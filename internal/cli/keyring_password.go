@@ -152,7 +152,7 @@ func newKeyringPassword(passwordFile string, prompt promptFunc) ([]byte, error) 
 			return nil, err
 		}
 		if len(pw) < secret.MinPasswordBytes {
-			return nil, exitcode.UsageError(fmt.Errorf("%w; the password file %s holds %d", tooShort, passwordFile, len(pw)))
+			return nil, exitcode.Usagef("%w; the password file %s holds %d", tooShort, passwordFile, len(pw))
 		}
 		return pw, nil
 	}

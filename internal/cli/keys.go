@@ -427,7 +427,7 @@ func keysKidError(err error, kids []string) error {
 // errNoKeyringFile: a missing file is a usage error (exit 2), for a
 // keyring as for a stage file or a config file.
 func errNoKeyringFile(path string) error {
-	return exitcode.UsageError(fmt.Errorf("keyring %s does not exist; create it with 'flecht keys init --keyring %s --kid KID'", path, shellQuote(path)))
+	return exitcode.Usagef("keyring %s does not exist; create it with 'flecht keys init --keyring %s --kid KID'", path, shellQuote(path))
 }
 
 func errKeyringExists(path string) error {

@@ -173,10 +173,10 @@ func runKeysImport(opts *KeysOptions) error {
 		return changeKeyring(opts, secret.ActionImported, importAndRole)
 	}
 	if !opts.Roles.Primary {
-		return exitcode.UsageError(fmt.Errorf("keyring %s does not exist: import creates it only with --primary, making the imported key (an oct or x25519 key) its primary; or create it with 'flecht keys init' first", opts.Keyring))
+		return exitcode.Usagef("keyring %s does not exist: import creates it only with --primary, making the imported key (an oct or x25519 key) its primary; or create it with 'flecht keys init' first", opts.Keyring)
 	}
 	if info.Crv == "Ed25519" {
-		return exitcode.UsageError(fmt.Errorf("keyring %s does not exist, and an ed25519 key cannot be the primary a new keyring needs: create it with 'flecht keys init' (an oct or x25519 key), then import this key into it", opts.Keyring))
+		return exitcode.Usagef("keyring %s does not exist, and an ed25519 key cannot be the primary a new keyring needs: create it with 'flecht keys init' (an oct or x25519 key), then import this key into it", opts.Keyring)
 	}
 	kr, err := importAndRole(&secret.Keyring{})
 	if err != nil {
@@ -189,7 +189,7 @@ func runKeysImport(opts *KeysOptions) error {
 // input), bounded, and has secret.PrepareJWK check it and apply --scope.
 func readJWK(opts *KeysOptions) (jwk []byte, info secret.JWKInfo, err error) {
 	usage := func(format string, args ...any) ([]byte, secret.JWKInfo, error) {
-		return nil, secret.JWKInfo{}, exitcode.UsageError(fmt.Errorf(format, args...))
+		return nil, secret.JWKInfo{}, exitcode.Usagef(format, args...)
 	}
 	name := opts.Input
 	var r io.Reader

@@ -81,7 +81,7 @@ quoted with \x escapes, and in JSON and YAML also as key_base64.`,
 				return exitcode.UsageError(errors.New("--partitions and --topic exclude each other"))
 			}
 			if opts.Topic == "" && (opts.Partitions <= 0 || int64(opts.Partitions) > kafkax.MaxPartitions) {
-				return exitcode.UsageError(fmt.Errorf("--partitions must be from 1 to %d (Kafka's limit), got %d", kafkax.MaxPartitions, opts.Partitions))
+				return exitcode.Usagef("--partitions must be from 1 to %d (Kafka's limit), got %d", kafkax.MaxPartitions, opts.Partitions)
 			}
 			opts.Keys = args
 			if runF != nil {

@@ -98,17 +98,7 @@ type DecryptResult struct {
 // SecretErrorReport is the machine form of a failed encrypt or decrypt
 // (-o json/yaml), printed on standard output.
 type SecretErrorReport struct {
-	Error SecretErrorInfo `json:"error"`
-}
-
-// SecretErrorInfo names the failure; its fields come from *secret.Error and
-// never hold key bytes or plaintext.
-type SecretErrorInfo struct {
-	Kind       secret.Kind `json:"kind"`
-	Kid        string      `json:"kid,omitempty"`
-	Scope      string      `json:"scope,omitempty"`       // the scope read through (--scope)
-	TokenScope string      `json:"token_scope,omitempty"` // the scope stamped in the token
-	Message    string      `json:"message"`
+	Error secret.ErrorInfo `json:"error"`
 }
 
 // kindInvalidValue: the input is no value to work on (not JSON, too
@@ -168,9 +158,9 @@ func oneValueOrStdin(cmd *cobra.Command, args []string) error {
 		if f := strings.Fields(cmd.Use); len(f) >= 3 && f[len(f)-1] == "-" {
 			what = f[len(f)-3] // the VALUE of "... VALUE | -"
 		}
-		return exitcode.UsageError(fmt.Errorf("give the %s, or - to read it from standard input (which keeps a secret out of the shell history): printf '%%s' … | %s -", what, cmd.CommandPath()))
+		return exitcode.Usagef("give the %s, or - to read it from standard input (which keeps a secret out of the shell history): printf '%%s' … | %s -", what, cmd.CommandPath())
 	case len(args) > 1:
-		return exitcode.UsageError(fmt.Errorf("give one value, got %d (a value that starts with - follows --)", len(args)))
+		return exitcode.Usagef("give one value, got %d (a value that starts with - follows --)", len(args))
 	}
 	return nil
 }
@@ -452,7 +442,7 @@ func secretFailure(opts *SecretsOptions, err error, kr *secret.Keyring) error {
 	if kr != nil {
 		kids = kr.Kids()
 	}
-	info := SecretErrorInfo{Kind: se.Kind, Kid: se.Kid, Scope: se.Scope, TokenScope: se.TokenScope,
+	info := secret.ErrorInfo{Kind: se.Kind, Kid: se.Kid, Scope: se.Scope, TokenScope: se.TokenScope,
 		Message: strings.TrimPrefix(secret.ErrorLine(se, kids), string(se.Kind)+": ")}
 	return printFailure(opts, info, exitcode.KindFindings)
 }
@@ -460,13 +450,13 @@ func secretFailure(opts *SecretsOptions, err error, kr *secret.Keyring) error {
 // invalidValue reports an input that is no value to work on: a usage
 // error, in the forms of a secret failure. msg must not quote the input.
 func invalidValue(opts *SecretsOptions, msg string) error {
-	return printFailure(opts, SecretErrorInfo{Kind: kindInvalidValue, Scope: opts.Scope, Message: msg}, exitcode.KindUsage)
+	return printFailure(opts, secret.ErrorInfo{Kind: kindInvalidValue, Scope: opts.Scope, Message: msg}, exitcode.KindUsage)
 }
 
 // printFailure reports a failure as one line "<kind>: <message>" on
 // standard error, or with -o json/yaml as an error object on standard
 // output; either way the exit code is kind's.
-func printFailure(opts *SecretsOptions, info SecretErrorInfo, kind exitcode.Kind) error {
+func printFailure(opts *SecretsOptions, info secret.ErrorInfo, kind exitcode.Kind) error {
 	p := opts.Printer()
 	if p.Format == ui.FormatTable {
 		return exitcode.Wrap(kind, errors.New(string(info.Kind)+": "+info.Message))

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -109,12 +108,12 @@ func secretFields(specs []string, flag, keyring, passwordFile string, io *ui.IOS
 	for _, s := range specs {
 		fld, err := topicio.ParseField(s)
 		if err != nil {
-			return nil, nil, exitcode.UsageError(fmt.Errorf("--%s: %w", flag, err))
+			return nil, nil, exitcode.Usagef("--%s: %w", flag, err)
 		}
 		fields = append(fields, fld)
 	}
 	if keyring == "" {
-		return nil, nil, exitcode.UsageError(fmt.Errorf("--%s needs the keyring: --keyring FILE or %s", flag, EnvKeyring))
+		return nil, nil, exitcode.Usagef("--%s needs the keyring: --keyring FILE or %s", flag, EnvKeyring)
 	}
 	kr, err := loadOptionalKeyring(io, keyring, passwordFile)
 	if err != nil {
@@ -210,7 +209,7 @@ the error kind in errors. --max stops after N records.`,
 			case since != "":
 				d, err := budget.ParseDuration(since)
 				if err != nil || d <= 0 {
-					return exitcode.UsageError(fmt.Errorf("--since %q: want a duration such as 10m", since))
+					return exitcode.Usagef("--since %q: want a duration such as 10m", since)
 				}
 				if start, err = topicio.Since(cmd.Context(), cl, topic, time.Now().Add(-d)); err != nil {
 					return err

@@ -100,9 +100,8 @@ func NewCmdTransformTest(f *Factory, runF func(*TransformTestOptions) error) *co
 }
 
 func runTransformTest(ctx context.Context, opts *TransformTestOptions) error {
-	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
 	if opts.Input == "" {
-		return usage("give the records with --input records.jsonl (- for standard input)")
+		return exitcode.Usagef("give the records with --input records.jsonl (- for standard input)")
 	}
 	spec, template, err := testrun.SpecFrom(testrun.Flags{StageFile: opts.StageFile, Module: opts.Module, Config: opts.Config, OutputTopics: opts.OutputTopics, StateKey: opts.StateKey})
 	if err != nil {
@@ -110,7 +109,7 @@ func runTransformTest(ctx context.Context, opts *TransformTestOptions) error {
 	}
 	recs, err := testrun.ReadRecords(opts.Input, opts.IO.In)
 	if err != nil {
-		return exitcode.UsageError(fmt.Errorf("--input: %w", err))
+		return exitcode.Usagef("--input: %w", err)
 	}
 	configs, err := testrun.ReadKeyedObjects(opts.Configs, "--configs")
 	if err != nil {
@@ -123,7 +122,7 @@ func runTransformTest(ctx context.Context, opts *TransformTestOptions) error {
 	var expected [][]byte
 	if opts.Expect != "" {
 		if expected, err = testrun.ReadJSONLines(opts.Expect); err != nil {
-			return exitcode.UsageError(fmt.Errorf("--expect: %w", err))
+			return exitcode.Usagef("--expect: %w", err)
 		}
 	}
 	cases, runErr, err := testrun.Run(ctx, spec, template, recs, start, testrun.Options{

@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/flecht-dev/flecht/internal/boundedread"
@@ -35,17 +34,16 @@ type Flags struct {
 // builtin it runs, and the keyring when the stage loads one): what Run
 // checks.
 func NewInputs(opts Flags) (Inputs, error) {
-	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
 	var in Inputs
 	if opts.StageFile == "" {
-		return in, usage("give the stage file with -f stage.yaml: the doctor checks what it declares")
+		return in, exitcode.Usagef("give the stage file with -f stage.yaml: the doctor checks what it declares")
 	}
 	st, err := stagefile.Load(opts.StageFile)
 	if err != nil {
 		return in, exitcode.UsageError(err)
 	}
 	if app := strings.TrimSpace(opts.ApplicationID); app != "" && app != st.ApplicationID {
-		return in, usage("the application id %s differs from %s's application_id %q", boundedread.Quote(app), opts.StageFile, st.ApplicationID)
+		return in, exitcode.Usagef("the application id %s differs from %s's application_id %q", boundedread.Quote(app), opts.StageFile, st.ApplicationID)
 	}
 	in.Stage = st
 	if st.Kind == stagefile.KindTransformer {
@@ -57,7 +55,7 @@ func NewInputs(opts Flags) (Inputs, error) {
 		} else {
 			tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: builtin.NoConfigs{}})
 			if err != nil {
-				return in, exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+				return in, exitcode.Usagef("stage %s: %w", st.Path, err)
 			}
 			if s, ok := tf.(transformer.Stateless); ok && s.Stateless() {
 				in.Stateless = true
@@ -65,7 +63,7 @@ func NewInputs(opts Flags) (Inputs, error) {
 		}
 	}
 	if in.MetricsURLs, err = promscrape.URLs(opts.MetricsURLs); err != nil {
-		return in, usage("--metrics-url: %v", err)
+		return in, exitcode.Usagef("--metrics-url: %v", err)
 	}
 	if len(in.MetricsURLs) == 0 && st.Metrics != nil && st.Metrics.Listen != "" {
 		// The stage file says where its instance serves metrics: use it
@@ -73,19 +71,19 @@ func NewInputs(opts Flags) (Inputs, error) {
 		in.MetricsURLs, in.MetricsFromStage = []string{promscrape.ListenURL(st.Metrics.Listen)}, true
 	}
 	if in.Interval, err = budget.ParseDuration(opts.Interval); err != nil || in.Interval <= 0 {
-		return in, usage("--interval %q: want a duration above 0 such as 10s", opts.Interval)
+		return in, exitcode.Usagef("--interval %q: want a duration above 0 such as 10s", opts.Interval)
 	}
 	in.IntervalGiven = opts.IntervalGiven
 	if in.MinBudget, err = budget.ParseDuration(opts.MinBudget); err != nil || in.MinBudget < 0 {
-		return in, usage("--min-budget %q: want a duration such as 5m", opts.MinBudget)
+		return in, exitcode.Usagef("--min-budget %q: want a duration such as 5m", opts.MinBudget)
 	}
 	if opts.MinRetention != "" {
 		if in.MinRetention, err = budget.ParseDuration(opts.MinRetention); err != nil || in.MinRetention <= 0 {
-			return in, usage("--min-retention %q: want a duration such as 30d or 8760h", opts.MinRetention)
+			return in, exitcode.Usagef("--min-retention %q: want a duration such as 30d or 8760h", opts.MinRetention)
 		}
 	}
 	if opts.QueueLimit <= 0 {
-		return in, usage("--queue-limit %d: want the broker's per-session queue in messages, above 0", opts.QueueLimit)
+		return in, exitcode.Usagef("--queue-limit %d: want the broker's per-session queue in messages, above 0", opts.QueueLimit)
 	}
 	in.QueueLimit = opts.QueueLimit
 	// Only a stage that loads a keyring is checked against one: a bridge
@@ -93,7 +91,7 @@ func NewInputs(opts Flags) (Inputs, error) {
 	if opts.Keyring != nil && LoadsKeyring(st.Kind) {
 		kr, err := opts.Keyring()
 		if err != nil {
-			return in, exitcode.UsageError(fmt.Errorf("--keyring: %w", err))
+			return in, exitcode.Usagef("--keyring: %w", err)
 		}
 		in.Kids = kr.Kids()
 	}

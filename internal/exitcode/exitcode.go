@@ -6,6 +6,7 @@ package exitcode
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"syscall"
@@ -62,6 +63,9 @@ func Wrap(kind Kind, err error) error {
 
 // UsageError marks err as a usage error (exit 2).
 func UsageError(err error) error { return Wrap(KindUsage, err) }
+
+// Usagef is a usage error with a formatted message, as fmt.Errorf makes it.
+func Usagef(format string, args ...any) error { return UsageError(fmt.Errorf(format, args...)) }
 
 // RefusedError marks err as refused for safety (exit 3).
 func RefusedError(err error) error { return Wrap(KindRefused, err) }

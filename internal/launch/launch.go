@@ -143,7 +143,7 @@ func (l *Launcher) runTransformer(ctx context.Context, st *stagefile.Stage, stat
 		defer closeModule()
 		tf = mt
 	} else if tf, err = builtin.NewTransformer(st.Transform, builtin.Env{Configs: configsOrNil(st, runner)}); err != nil {
-		return exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+		return exitcode.Usagef("stage %s: %w", st.Path, err)
 	}
 	stop, err := serveStage(ctx, st, listen, obs, probes, cluster, l.o.ClientID, log)
 	if err != nil {
@@ -210,7 +210,7 @@ func (l *Launcher) runSource(ctx context.Context, st *stagefile.Stage, stateDir 
 		return l.runExtractor(ctx, st, stateDir)
 	}
 	if st.Extract.Name != "mqtt-relay" {
-		return exitcode.UsageError(fmt.Errorf("stage %s: unknown mqtt builtin %q: use mqtt-relay", st.Path, st.Extract.Name))
+		return exitcode.Usagef("stage %s: unknown mqtt builtin %q: use mqtt-relay", st.Path, st.Extract.Name)
 	}
 	log := l.o.Log.With("stage", st.ApplicationID)
 	resolved, err := l.o.Resolve()
@@ -241,7 +241,7 @@ func (l *Launcher) runSource(ctx context.Context, st *stagefile.Stage, stateDir 
 	defer stop()
 	bridge, err := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: cluster, ClientID: l.o.ClientID, Endpoint: endpoint, Metrics: obs, Log: log, Health: probes})
 	if err != nil {
-		return exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+		return exitcode.Usagef("stage %s: %w", st.Path, err)
 	}
 	return bridge.Run(ctx)
 }
@@ -289,11 +289,11 @@ func (l *Launcher) mqttEndpoint(st *stagefile.Stage, r *profile.Resolved) (mqtt.
 // runExtractor runs a polling extractor (kind: extractor).
 func (l *Launcher) runExtractor(ctx context.Context, st *stagefile.Stage, stateDir string) error {
 	if st.Extract.Name != "http-poll" {
-		return exitcode.UsageError(fmt.Errorf("stage %s: unknown extractor builtin %q: use http-poll", st.Path, st.Extract.Name))
+		return exitcode.Usagef("stage %s: unknown extractor builtin %q: use http-poll", st.Path, st.Extract.Name)
 	}
 	// Everything http-poll needs is in its config records.
 	if err := st.Extract.DecodeOptions(&struct{}{}); err != nil {
-		return exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+		return exitcode.Usagef("stage %s: %w", st.Path, err)
 	}
 	log := l.o.Log.With("stage", st.ApplicationID)
 	cluster, err := l.o.Cluster()
@@ -313,7 +313,7 @@ func (l *Launcher) runExtractor(ctx context.Context, st *stagefile.Stage, stateD
 	}
 	poll, err := extractbuiltin.NewHTTPPoll(extractbuiltin.HTTPPollOptions{Keyring: kr, SecretFields: st.SecretFields, Observer: obs})
 	if err != nil {
-		return exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+		return exitcode.Usagef("stage %s: %w", st.Path, err)
 	}
 	// Zero from the start for each declared scope: a counter series born
 	// at 1 hides its first increase from increase() and from alert rules.
@@ -401,7 +401,7 @@ type loadedModule struct {
 func (l *Launcher) loadModule(ctx context.Context, st *stagefile.Stage, log *slog.Logger) (*loadedModule, error) {
 	spec, err := module.SpecFromStage(st)
 	if err != nil {
-		return nil, exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+		return nil, exitcode.Usagef("stage %s: %w", st.Path, err)
 	}
 	lm := &loadedModule{}
 	opts := module.Options{CacheDir: module.CacheDirFrom(l.o.Getenv), Log: log, OnStuck: func(err error) { l.o.OnStuck(log, err) },
@@ -425,7 +425,7 @@ func (l *Launcher) loadModule(ctx context.Context, st *stagefile.Stage, log *slo
 	if lm.m, err = module.Load(ctx, spec, opts); err != nil {
 		var le *module.LoadError
 		if errors.As(err, &le) {
-			return nil, exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+			return nil, exitcode.Usagef("stage %s: %w", st.Path, err)
 		}
 		return nil, err
 	}
@@ -491,7 +491,7 @@ func (l *Launcher) RunMany(ctx context.Context, paths []string) error {
 			// here and stable, unlike the file's name.
 			dir, err := stagefile.JoinName(l.o.StateDir, st.ApplicationID)
 			if err != nil {
-				return exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+				return exitcode.Usagef("stage %s: %w", st.Path, err)
 			}
 			dirs[i] = dir
 		}
@@ -533,12 +533,12 @@ func (l *Launcher) LoadAll(paths []string) ([]*stagefile.Stage, error) {
 			return nil, err
 		}
 		if other, dup := byApp[st.ApplicationID]; dup {
-			return nil, exitcode.UsageError(fmt.Errorf("%s and %s share application_id %q: each stage of a process needs its own (it names the group, the changelog, the transactional IDs and the state directory)", other, path, st.ApplicationID))
+			return nil, exitcode.Usagef("%s and %s share application_id %q: each stage of a process needs its own (it names the group, the changelog, the transactional IDs and the state directory)", other, path, st.ApplicationID)
 		}
 		byApp[st.ApplicationID] = path
 		if st.Kind == stagefile.KindMQTT {
 			if mqttPath != "" {
-				return nil, exitcode.UsageError(fmt.Errorf("%s and %s are both mqtt stages, but one process holds one MQTT connection (client id --client-id): two would take each other's session over and over; run the second in its own process with its own --client-id, or give one bridge both config topics", mqttPath, path))
+				return nil, exitcode.Usagef("%s and %s are both mqtt stages, but one process holds one MQTT connection (client id --client-id): two would take each other's session over and over; run the second in its own process with its own --client-id, or give one bridge both config topics", mqttPath, path)
 			}
 			mqttPath = path
 		}

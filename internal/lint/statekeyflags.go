@@ -34,7 +34,6 @@ type StateKeyPlan struct {
 
 // NewStateKeyPlan checks the flags and reads the stage file.
 func NewStateKeyPlan(opts StateKeyFlags) (*StateKeyPlan, error) {
-	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
 	var tmpl *statekey.Template
 	topics := opts.Topics
 	exempt := ""
@@ -59,7 +58,7 @@ func NewStateKeyPlan(opts StateKeyFlags) (*StateKeyPlan, error) {
 		tmpl = t
 	}
 	if tmpl == nil {
-		return nil, usage("give --state-key TEMPLATE or -f stage.yaml")
+		return nil, exitcode.Usagef("give --state-key TEMPLATE or -f stage.yaml")
 	}
 	var alpha *KeyAlphabet
 	if opts.KeyPattern != "" {
@@ -72,19 +71,19 @@ func NewStateKeyPlan(opts StateKeyFlags) (*StateKeyPlan, error) {
 	start := kafkax.FromLogStart
 	sampleDesc := "all records"
 	if opts.MaxExamples < 1 {
-		return nil, usage("--max-examples must be at least 1, got %d", opts.MaxExamples)
+		return nil, exitcode.Usagef("--max-examples must be at least 1, got %d", opts.MaxExamples)
 	}
 	if s := strings.TrimSpace(opts.Sample); !strings.EqualFold(s, "all") {
 		n, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
 		if err != nil || n < 1 {
-			return nil, usage("--sample %q: want a number of records per partition, or all", opts.Sample)
+			return nil, exitcode.Usagef("--sample %q: want a number of records per partition, or all", opts.Sample)
 		}
 		start = kafkax.LastN(n)
 		sampleDesc = "last " + strconv.FormatInt(n, 10) + " offsets per partition"
 	}
 	for _, t := range topics {
 		if strings.TrimSpace(t) == "" {
-			return nil, usage("--topics has an empty topic name")
+			return nil, exitcode.Usagef("--topics has an empty topic name")
 		}
 	}
 

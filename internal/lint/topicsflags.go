@@ -1,7 +1,6 @@
 package lint
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/flecht-dev/flecht/internal/boundedread"
@@ -27,7 +26,6 @@ type TopicsFlags struct {
 // TopicsSpecFrom checks the flags of `flecht lint topics` and reads the
 // stage file: the topics to check, and the application id.
 func TopicsSpecFrom(opts TopicsFlags) (spec TopicsSpec, app string, err error) {
-	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
 	app = strings.TrimSpace(opts.ApplicationID)
 	var st *stagefile.Stage
 	if opts.StageFile != "" {
@@ -35,11 +33,11 @@ func TopicsSpecFrom(opts TopicsFlags) (spec TopicsSpec, app string, err error) {
 			return spec, app, exitcode.UsageError(err)
 		}
 		if app != "" && app != st.ApplicationID {
-			return spec, app, usage("--application-id %s differs from %s's application_id %q", boundedread.Quote(app), opts.StageFile, st.ApplicationID)
+			return spec, app, exitcode.Usagef("--application-id %s differs from %s's application_id %q", boundedread.Quote(app), opts.StageFile, st.ApplicationID)
 		}
 		app = st.ApplicationID
 		if spec, err = SpecFromStage(st); err != nil {
-			return spec, app, exitcode.UsageError(fmt.Errorf("%s: %w", opts.StageFile, err))
+			return spec, app, exitcode.Usagef("%s: %w", opts.StageFile, err)
 		}
 	} else if app != "" {
 		spec.Changelog = stagefile.ChangelogTopic(app)
@@ -68,7 +66,7 @@ func TopicsSpecFrom(opts TopicsFlags) (spec TopicsSpec, app string, err error) {
 		}
 	}
 	if len(spec.Raw)+len(spec.Config)+len(spec.Input)+len(spec.DLQ) == 0 && spec.Changelog == "" {
-		return spec, app, usage("give -f stage.yaml, or topics with --raw, --config-topics and --input")
+		return spec, app, exitcode.Usagef("give -f stage.yaml, or topics with --raw, --config-topics and --input")
 	}
 	if err := stagefile.CheckNames(app, spec.Raw, spec.Config, spec.Input); err != nil {
 		return spec, app, err
@@ -76,7 +74,7 @@ func TopicsSpecFrom(opts TopicsFlags) (spec TopicsSpec, app string, err error) {
 	if opts.MinRetention != "" {
 		d, err := budget.ParseDuration(opts.MinRetention)
 		if err != nil || d <= 0 {
-			return spec, app, usage("--min-retention %q: want a duration such as 30d or 8760h", opts.MinRetention)
+			return spec, app, exitcode.Usagef("--min-retention %q: want a duration such as 30d or 8760h", opts.MinRetention)
 		}
 		spec.MinRetention = d
 	}

@@ -240,7 +240,7 @@ type ScopeTarget struct {
 	Signing string `json:"signing_kid,omitempty"` // none configured: ""
 	// Error says why no key can seal this scope (a primary bound to
 	// other scopes): its tokens cannot be swept.
-	Error   *ErrorInfo `json:"error,omitempty"`
+	Error   *secret.ErrorInfo `json:"error,omitempty"`
 	sealErr *secret.Error
 }
 

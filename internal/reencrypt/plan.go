@@ -176,12 +176,12 @@ type PartitionReport struct {
 
 // BlockedValue is a value the sweep cannot rewrite, and why.
 type BlockedValue struct {
-	Topic     string     `json:"topic"`
-	Partition int32      `json:"partition"`
-	Offset    int64      `json:"offset"`
-	Key       string     `json:"key"`
-	Field     string     `json:"field,omitempty"`
-	Error     *ErrorInfo `json:"error"`
+	Topic     string            `json:"topic"`
+	Partition int32             `json:"partition"`
+	Offset    int64             `json:"offset"`
+	Key       string            `json:"key"`
+	Field     string            `json:"field,omitempty"`
+	Error     *secret.ErrorInfo `json:"error"`
 }
 
 // Verification is the scan that follows an executed sweep, judged per
@@ -272,7 +272,7 @@ func planTransformed(r *Rec, t transformed, err error, c *Counts, res *Result) (
 	if errors.Is(err, errNotObject) {
 		c.Blocked++
 		c.Values.Blocked++
-		res.block(r, "", &ErrorInfo{Kind: secret.KindMalformed, Message: "malformed: " + err.Error()})
+		res.block(r, "", &secret.ErrorInfo{Kind: secret.KindMalformed, Message: "malformed: " + err.Error()})
 		return nil, nil
 	}
 	if err != nil {
@@ -317,7 +317,7 @@ func planTransformed(r *Rec, t transformed, err error, c *Counts, res *Result) (
 	return newJob(r, t.Value), nil
 }
 
-func (res *Result) block(r *Rec, field string, e *ErrorInfo) {
+func (res *Result) block(r *Rec, field string, e *secret.ErrorInfo) {
 	if len(res.Blocked) >= maxBlockedListed {
 		res.BlockedMore++
 		return

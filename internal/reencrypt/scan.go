@@ -34,11 +34,11 @@ type ScanEntry struct {
 	Signer     string        `json:"signer,omitempty"`  // the signature's kid (inside the token for an encrypted or encrypted-signed field)
 	// With a keyring, where the value belongs now: its scope's sealing
 	// kid (a token) and signing kid (a signature).
-	TargetKid    string      `json:"target_kid,omitempty"`
-	TargetSigner string      `json:"target_signer,omitempty"`
-	Problem      secret.Kind `json:"problem,omitempty"` // what is wrong with the value for its field ("" nothing)
-	Error        *ErrorInfo  `json:"error,omitempty"`
-	Plaintext    *PlainInfo  `json:"plaintext,omitempty"`
+	TargetKid    string            `json:"target_kid,omitempty"`
+	TargetSigner string            `json:"target_signer,omitempty"`
+	Problem      secret.Kind       `json:"problem,omitempty"` // what is wrong with the value for its field ("" nothing)
+	Error        *secret.ErrorInfo `json:"error,omitempty"`
+	Plaintext    *PlainInfo        `json:"plaintext,omitempty"`
 }
 
 // Finding reports whether the entry is one a scan gates on.
@@ -355,7 +355,7 @@ func scanRecord(r *Rec, o ScanOptions, tg targets, fp *Fingerprinter) []ScanEntr
 			e := base
 			e.Field, e.FieldScope, e.FieldMode, e.Status = f.Name(), f.Scope, f.mode(), secret.StatusCorrupt
 			e.Problem = secret.KindMalformed
-			e.Error = &ErrorInfo{Kind: secret.KindMalformed, Message: "malformed: " + err.Error()}
+			e.Error = &secret.ErrorInfo{Kind: secret.KindMalformed, Message: "malformed: " + err.Error()}
 			out[i] = e
 		}
 		return out

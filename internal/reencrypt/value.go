@@ -174,18 +174,10 @@ func lengthRange(n int) string {
 	return strconv.Itoa(lo) + "-" + strconv.Itoa(hi)
 }
 
-// ErrorInfo is a secret error as a report shows it.
-type ErrorInfo struct {
-	Kind       secret.Kind `json:"kind"`
-	Kid        string      `json:"kid,omitempty"`
-	TokenScope string      `json:"token_scope,omitempty"`
-	Message    string      `json:"message"`
-}
-
 // SafeError renders e for a report. Its detail is safe as it stands: the
 // secret package names text taken from a value only under its echo rule
 // (secret.Echo), the one rule for errors, logs and reports alike.
-func SafeError(e *secret.Error) *ErrorInfo {
+func SafeError(e *secret.Error) *secret.ErrorInfo {
 	if e == nil {
 		return nil
 	}
@@ -193,5 +185,5 @@ func SafeError(e *secret.Error) *ErrorInfo {
 	if e.Detail != "" {
 		msg += ": " + e.Detail
 	}
-	return &ErrorInfo{Kind: e.Kind, Kid: e.Kid, TokenScope: e.TokenScope, Message: msg}
+	return &secret.ErrorInfo{Kind: e.Kind, Kid: e.Kid, TokenScope: e.TokenScope, Message: msg}
 }

@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -40,7 +39,6 @@ type Flags struct {
 // NewRequest turns the flags (and the stage file) into a request, and the
 // time --wait gives the group to empty.
 func NewRequest(opts Flags) (Request, time.Duration, error) {
-	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
 	req := Request{
 		ApplicationID:      strings.TrimSpace(opts.ApplicationID),
 		Kind:               KindTransformer,
@@ -53,7 +51,7 @@ func NewRequest(opts Flags) (Request, time.Duration, error) {
 			return req, 0, exitcode.UsageError(err)
 		}
 		if req.ApplicationID != "" && req.ApplicationID != st.ApplicationID {
-			return req, 0, usage("the application id %s differs from %s's application_id %q", boundedread.Quote(req.ApplicationID), opts.StageFile, st.ApplicationID)
+			return req, 0, exitcode.Usagef("the application id %s differs from %s's application_id %q", boundedread.Quote(req.ApplicationID), opts.StageFile, st.ApplicationID)
 		}
 		req.ApplicationID = st.ApplicationID
 		switch st.Kind {
@@ -64,18 +62,18 @@ func NewRequest(opts Flags) (Request, time.Duration, error) {
 			req.Module = status.StageModule(st)
 			outs, err := StageOutputs(st)
 			if err != nil {
-				return req, 0, exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+				return req, 0, exitcode.Usagef("stage %s: %w", st.Path, err)
 			}
 			req.OutputTopics, req.OutputsKnown = outs, true
 		case stagefile.KindExtractor:
 			req.Kind = KindExtractor
 			req.ConfigTopics = st.ConfigTopics
 		default:
-			return req, 0, usage("%s is an %s stage: it keeps no state and reads no Kafka input, so there is nothing to replay", opts.StageFile, st.Kind)
+			return req, 0, exitcode.Usagef("%s is an %s stage: it keeps no state and reads no Kafka input, so there is nothing to replay", opts.StageFile, st.Kind)
 		}
 	}
 	if req.ApplicationID == "" {
-		return req, 0, usage("give the application id (flecht replay APP) or -f stage.yaml")
+		return req, 0, exitcode.Usagef("give the application id (flecht replay APP) or -f stage.yaml")
 	}
 	if len(opts.OutputTopics) > 0 {
 		if err := stagefile.CheckNames("", opts.OutputTopics); err != nil {
@@ -88,12 +86,12 @@ func NewRequest(opts Flags) (Request, time.Duration, error) {
 	}
 	switch {
 	case opts.KeepOutputs && opts.TruncateOutputs:
-		return req, 0, usage("give one of --keep-outputs and --truncate-outputs")
+		return req, 0, exitcode.Usagef("give one of --keep-outputs and --truncate-outputs")
 	case opts.KeepOutputs:
 		req.OutputPolicy = OutputsKeep
 	case opts.TruncateOutputs:
 		if !req.OutputsKnown {
-			return req, 0, usage("--truncate-outputs needs the output topics: -f stage.yaml or --output-topics T,...")
+			return req, 0, exitcode.Usagef("--truncate-outputs needs the output topics: -f stage.yaml or --output-topics T,...")
 		}
 		req.OutputPolicy = OutputsTruncate
 	}
@@ -101,7 +99,7 @@ func NewRequest(opts Flags) (Request, time.Duration, error) {
 		return req, 0, err
 	}
 	if req.Kind == KindTransformer && len(req.InputTopics) == 0 {
-		return req, 0, usage("give the input topics: --input-topics T,... or -f stage.yaml")
+		return req, 0, exitcode.Usagef("give the input topics: --input-topics T,... or -f stage.yaml")
 	}
 	if err := stagefile.CheckNames("", req.InputTopics, req.IntermediateTopics); err != nil {
 		return req, 0, err
@@ -116,14 +114,14 @@ func NewRequest(opts Flags) (Request, time.Duration, error) {
 		case !intermediate[t]:
 			inputs = append(inputs, t)
 		case len(opts.InputTopics) > 0:
-			return req, 0, usage("%s is both an input and an intermediate topic", t)
+			return req, 0, exitcode.Usagef("%s is both an input and an intermediate topic", t)
 		}
 		// A stage file's input that --intermediate-topics names is
 		// read by the stage but moved to its end, not replayed.
 	}
 	req.InputTopics = inputs
 	if req.Kind == KindTransformer && len(req.InputTopics) == 0 {
-		return req, 0, usage("every input topic is an intermediate topic: nothing to replay from")
+		return req, 0, exitcode.Usagef("every input topic is an intermediate topic: nothing to replay from")
 	}
 
 	// Exactly one target.
@@ -134,7 +132,7 @@ func NewRequest(opts Flags) (Request, time.Duration, error) {
 		}
 	}
 	if set > 1 {
-		return req, 0, usage("give one target: --to-earliest, --to-datetime, --by-duration, --to-offset or --from-file")
+		return req, 0, exitcode.Usagef("give one target: --to-earliest, --to-datetime, --by-duration, --to-offset or --from-file")
 	}
 	now := time.Now
 	if opts.Now != nil {
@@ -144,25 +142,25 @@ func NewRequest(opts Flags) (Request, time.Duration, error) {
 	case opts.ToDatetime != "":
 		ts, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(opts.ToDatetime))
 		if err != nil {
-			return req, 0, usage("--to-datetime %q: want an RFC 3339 time such as 2026-01-02T15:04:05Z", opts.ToDatetime)
+			return req, 0, exitcode.Usagef("--to-datetime %q: want an RFC 3339 time such as 2026-01-02T15:04:05Z", opts.ToDatetime)
 		}
 		req.Target = Target{Kind: TargetDatetime, Time: ts}
 	case opts.ByDuration != "":
 		d, err := budget.ParseDuration(opts.ByDuration)
 		if err != nil || d <= 0 {
-			return req, 0, usage("--by-duration %q: want a duration such as 36h or 7d", opts.ByDuration)
+			return req, 0, exitcode.Usagef("--by-duration %q: want a duration such as 36h or 7d", opts.ByDuration)
 		}
 		req.Target = Target{Kind: TargetDuration, Duration: d, Time: now().Add(-d)}
 	case opts.ToOffset != "":
 		n, err := strconv.ParseInt(strings.TrimSpace(opts.ToOffset), 10, 64)
 		if err != nil || n < 0 {
-			return req, 0, usage("--to-offset %q: want an offset, 0 or more", opts.ToOffset)
+			return req, 0, exitcode.Usagef("--to-offset %q: want an offset, 0 or more", opts.ToOffset)
 		}
 		req.Target = Target{Kind: TargetOffset, Offset: n}
 	case opts.FromFile != "":
 		offs, err := ReadOffsetsFile(opts.FromFile)
 		if err != nil {
-			return req, 0, exitcode.UsageError(fmt.Errorf("--from-file: %w", err))
+			return req, 0, exitcode.Usagef("--from-file: %w", err)
 		}
 		req.Target = Target{Kind: TargetFile, File: offs, FilePath: opts.FromFile}
 	default:
@@ -173,7 +171,7 @@ func NewRequest(opts Flags) (Request, time.Duration, error) {
 	if opts.Wait != "" {
 		d, err := budget.ParseDuration(opts.Wait)
 		if err != nil {
-			return req, 0, usage("--wait %q: want a duration such as 90s or 5m", opts.Wait)
+			return req, 0, exitcode.Usagef("--wait %q: want a duration such as 90s or 5m", opts.Wait)
 		}
 		wait = d
 	}

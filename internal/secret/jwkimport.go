@@ -2,7 +2,6 @@ package secret
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 
 	"github.com/flecht-dev/flecht/internal/attr"
@@ -23,7 +22,7 @@ type JWKInfo struct {
 // key material is never quoted.
 func PrepareJWK(b []byte, name string, scopes []string) (jwk []byte, info JWKInfo, err error) {
 	usage := func(format string, args ...any) ([]byte, JWKInfo, error) {
-		return nil, JWKInfo{}, exitcode.UsageError(fmt.Errorf(format, args...))
+		return nil, JWKInfo{}, exitcode.Usagef(format, args...)
 	}
 	if IsProtectedDocument(b) {
 		return usage("%s is a password-protected keyring, not one JWK: export one key from it with 'flecht keys export KID'", name)

@@ -313,3 +313,14 @@ func ErrorLine(e *Error, kids []string) string {
 	}
 	return strings.ReplaceAll(b.String(), "\n", " ")
 }
+
+// ErrorInfo is a secret error as a report shows it (a failed encrypt or
+// decrypt, a value a scan or sweep could not open); its fields come from
+// *Error and never hold key bytes or plaintext.
+type ErrorInfo struct {
+	Kind       Kind   `json:"kind"`
+	Kid        string `json:"kid,omitempty"`
+	Scope      string `json:"scope,omitempty"`       // the scope read through, where one was given
+	TokenScope string `json:"token_scope,omitempty"` // the scope stamped in the token
+	Message    string `json:"message"`
+}

@@ -75,17 +75,17 @@ func ApplyRoles(kr *Keyring, kid string, roles Roles, fresh bool) (*Keyring, err
 	}
 	for _, s := range roles.PrimaryFor {
 		if len(e.Scopes) > 0 && !slices.Contains(e.Scopes, s) {
-			return nil, exitcode.UsageError(fmt.Errorf("key %q is bound to %s and cannot seal scope %q: %s", kid, textfmt.QuoteList(e.Scopes), s, rebind(s)))
+			return nil, exitcode.Usagef("key %q is bound to %s and cannot seal scope %q: %s", kid, textfmt.QuoteList(e.Scopes), s, rebind(s))
 		}
 	}
 	for _, s := range roles.SigningFor {
 		switch {
 		case e.Type != TypeEd25519:
-			return nil, exitcode.UsageError(fmt.Errorf("key %q is an %s key; only an ed25519 key signs", kid, e.Type))
+			return nil, exitcode.Usagef("key %q is an %s key; only an ed25519 key signs", kid, e.Type)
 		case !e.Private:
-			return nil, exitcode.UsageError(fmt.Errorf("the keyring holds only the public half of ed25519 key %q: it verifies, it cannot sign", kid))
+			return nil, exitcode.Usagef("the keyring holds only the public half of ed25519 key %q: it verifies, it cannot sign", kid)
 		case !slices.Contains(e.Scopes, s):
-			return nil, exitcode.UsageError(fmt.Errorf("key %q is bound to %s and cannot sign scope %q: %s", kid, textfmt.QuoteList(e.Scopes), s, rebind(s)))
+			return nil, exitcode.Usagef("key %q is bound to %s and cannot sign scope %q: %s", kid, textfmt.QuoteList(e.Scopes), s, rebind(s))
 		}
 	}
 	next := kr

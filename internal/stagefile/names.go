@@ -2,7 +2,6 @@ package stagefile
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 )
@@ -22,7 +21,7 @@ func CheckNames(app string, topicLists ...[]string) error {
 				return exitcode.UsageError(errors.New("a topic list has an empty topic name"))
 			}
 			if err := CheckTopicName(t); err != nil {
-				return exitcode.UsageError(fmt.Errorf("topic %w", err))
+				return exitcode.Usagef("topic %w", err)
 			}
 		}
 	}

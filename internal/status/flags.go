@@ -1,7 +1,6 @@
 package status
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -27,7 +26,6 @@ type Flags struct {
 // NewRequest checks the flags and reads the stage file: the request, and
 // the time between two samples.
 func NewRequest(opts Flags) (Request, time.Duration, error) {
-	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
 	req := Request{ApplicationID: strings.TrimSpace(opts.ApplicationID), InputTopics: textfmt.Dedupe(opts.InputTopics), ClientIDs: textfmt.Dedupe(opts.ClientIDs)}
 	if opts.StageFile != "" {
 		st, err := stagefile.Load(opts.StageFile)
@@ -35,7 +33,7 @@ func NewRequest(opts Flags) (Request, time.Duration, error) {
 			return req, 0, exitcode.UsageError(err)
 		}
 		if req.ApplicationID != "" && req.ApplicationID != st.ApplicationID {
-			return req, 0, usage("the application id %s differs from %s's application_id %q", boundedread.Quote(req.ApplicationID), opts.StageFile, st.ApplicationID)
+			return req, 0, exitcode.Usagef("the application id %s differs from %s's application_id %q", boundedread.Quote(req.ApplicationID), opts.StageFile, st.ApplicationID)
 		}
 		req.ApplicationID = st.ApplicationID
 		req.Kind = st.Kind
@@ -48,20 +46,20 @@ func NewRequest(opts Flags) (Request, time.Duration, error) {
 		}
 	}
 	if req.ApplicationID == "" {
-		return req, 0, usage("give the application id (flecht status APP) or -f stage.yaml")
+		return req, 0, exitcode.Usagef("give the application id (flecht status APP) or -f stage.yaml")
 	}
 	if err := stagefile.CheckNames(req.ApplicationID, req.InputTopics); err != nil {
 		return req, 0, err
 	}
 	interval, err := budget.ParseDuration(opts.Interval)
 	if err != nil {
-		return req, 0, usage("--interval %q: want a duration such as 5s", opts.Interval)
+		return req, 0, exitcode.Usagef("--interval %q: want a duration such as 5s", opts.Interval)
 	}
 	if opts.Watch && interval <= 0 {
-		return req, 0, usage("--watch needs an --interval above 0")
+		return req, 0, exitcode.Usagef("--watch needs an --interval above 0")
 	}
 	if req.MetricsURLs, err = promscrape.URLs(opts.MetricsURLs); err != nil {
-		return req, 0, usage("--metrics-url: %v", err)
+		return req, 0, exitcode.Usagef("--metrics-url: %v", err)
 	}
 	return req, interval, nil
 }

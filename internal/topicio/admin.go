@@ -39,15 +39,14 @@ type Created struct {
 // ToCreate is what the arguments of `flecht topic create` ask for,
 // checked: the topics given, or those a stage file reads and writes.
 func ToCreate(args []string, stageFile string, partitions int, compact bool, configs []string) ([]Created, error) {
-	usage := func(format string, a ...any) error { return exitcode.UsageError(fmt.Errorf(format, a...)) }
 	if partitions < 1 || partitions > 1<<20 {
-		return nil, usage("--partitions %d: want 1 or more", partitions)
+		return nil, exitcode.Usagef("--partitions %d: want 1 or more", partitions)
 	}
 	cfg := map[string]string{}
 	for _, c := range configs {
 		k, v, ok := strings.Cut(c, "=")
 		if !ok || k == "" {
-			return nil, usage("--config %q: want key=value", c)
+			return nil, exitcode.Usagef("--config %q: want key=value", c)
 		}
 		cfg[k] = v
 	}
@@ -56,9 +55,9 @@ func ToCreate(args []string, stageFile string, partitions int, compact bool, con
 	}
 	switch {
 	case stageFile != "" && len(args) > 0:
-		return nil, usage("give topics or -f stage.yaml, not both")
+		return nil, exitcode.Usagef("give topics or -f stage.yaml, not both")
 	case stageFile == "" && len(args) == 0:
-		return nil, usage("give the topics to create, or -f stage.yaml")
+		return nil, exitcode.Usagef("give the topics to create, or -f stage.yaml")
 	}
 	var out []Created
 	add := func(t, role string, n int, c map[string]string) {
@@ -91,7 +90,7 @@ func ToCreate(args []string, stageFile string, partitions int, compact bool, con
 	if st.Kind == stagefile.KindTransformer {
 		outs, err := replay.StageOutputs(st)
 		if err != nil {
-			return nil, exitcode.UsageError(fmt.Errorf("stage %s: %w", st.Path, err))
+			return nil, exitcode.Usagef("stage %s: %w", st.Path, err)
 		}
 		for _, o := range outs {
 			if o.Role == replay.RoleOutput {
@@ -163,7 +162,7 @@ func Produce(ctx context.Context, cl *kgo.Client, topic string, in io.Reader, fi
 			if ferr := flush(); ferr != nil {
 				return written, ferr
 			}
-			return written, exitcode.UsageError(fmt.Errorf("line %d: %w (%d records written before it)", line, err, written))
+			return written, exitcode.Usagef("line %d: %w (%d records written before it)", line, err, written)
 		}
 		batch = append(batch, rec)
 		if len(batch) == 500 {

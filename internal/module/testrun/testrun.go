@@ -78,17 +78,16 @@ const (
 // SpecFrom is the module to test and the state-key template, from
 // the stage file or the flags.
 func SpecFrom(opts Flags) (module.Spec, *statekey.Template, error) {
-	usage := func(format string, args ...any) error { return exitcode.UsageError(fmt.Errorf(format, args...)) }
 	switch {
 	case opts.StageFile != "" && (opts.Module != "" || opts.Config != "" || len(opts.OutputTopics) > 0 || opts.StateKey != ""):
-		return module.Spec{}, nil, usage("-f takes the module, its config, output_topics and state_key from the stage file: leave out -m, --config, --output-topics and --state-key")
+		return module.Spec{}, nil, exitcode.Usagef("-f takes the module, its config, output_topics and state_key from the stage file: leave out -m, --config, --output-topics and --state-key")
 	case opts.StageFile != "":
 		st, err := stagefile.Load(opts.StageFile)
 		if err != nil {
 			return module.Spec{}, nil, exitcode.UsageError(err)
 		}
 		if st.Kind != stagefile.KindTransformer || st.Transform.Module == nil {
-			return module.Spec{}, nil, usage("%s runs no module (it needs kind: transformer and transform: {module: ...})", opts.StageFile)
+			return module.Spec{}, nil, exitcode.Usagef("%s runs no module (it needs kind: transformer and transform: {module: ...})", opts.StageFile)
 		}
 		spec, err := module.SpecFromStage(st)
 		if err != nil {
@@ -96,23 +95,23 @@ func SpecFrom(opts Flags) (module.Spec, *statekey.Template, error) {
 		}
 		return spec, st.Template, nil
 	case opts.Module == "":
-		return module.Spec{}, nil, usage("give the module with -m MODULE.wasm, or a stage file that names one with -f")
+		return module.Spec{}, nil, exitcode.Usagef("give the module with -m MODULE.wasm, or a stage file that names one with -f")
 	}
 	config := []byte("{}")
 	if c := opts.Config; c != "" {
 		if name, ok := strings.CutPrefix(c, "@"); ok {
 			b, err := testConfigFile.ReadFile(name)
 			if err != nil {
-				return module.Spec{}, nil, usage("--config: %v", err)
+				return module.Spec{}, nil, exitcode.Usagef("--config: %v", err)
 			}
 			c = string(b)
 		}
 		obj, err := wire.DecodeObject([]byte(c))
 		if err != nil {
-			return module.Spec{}, nil, usage("--config: want a JSON object: %v", err)
+			return module.Spec{}, nil, exitcode.Usagef("--config: want a JSON object: %v", err)
 		}
 		if config, err = wire.Marshal(obj); err != nil {
-			return module.Spec{}, nil, usage("--config: %v", err)
+			return module.Spec{}, nil, exitcode.Usagef("--config: %v", err)
 		}
 	}
 	topics := opts.OutputTopics
@@ -121,7 +120,7 @@ func SpecFrom(opts Flags) (module.Spec, *statekey.Template, error) {
 	}
 	for _, t := range topics {
 		if err := stagefile.CheckTopicName(t); err != nil {
-			return module.Spec{}, nil, usage("--output-topics: %v", err)
+			return module.Spec{}, nil, exitcode.Usagef("--output-topics: %v", err)
 		}
 	}
 	tk := opts.StateKey
@@ -130,7 +129,7 @@ func SpecFrom(opts Flags) (module.Spec, *statekey.Template, error) {
 	}
 	template, err := statekey.Parse(tk)
 	if err != nil {
-		return module.Spec{}, nil, usage("--state-key: %v", err)
+		return module.Spec{}, nil, exitcode.Usagef("--state-key: %v", err)
 	}
 	return module.Spec{Path: opts.Module, Config: config, OutputTopics: topics, ApplicationID: "transform-test"}, template, nil
 }
@@ -287,21 +286,21 @@ func ReadKeyedObjects(path, flag string) (map[string][]byte, error) {
 	}
 	b, err := testDataFile.ReadFile(path)
 	if err != nil {
-		return nil, exitcode.UsageError(fmt.Errorf("%s: %w", flag, err))
+		return nil, exitcode.Usagef("%s: %w", flag, err)
 	}
 	obj, err := wire.DecodeObject(b)
 	if err != nil {
-		return nil, exitcode.UsageError(fmt.Errorf("%s: want one JSON object of objects, {\"key\": {...}}: %w", flag, err))
+		return nil, exitcode.Usagef("%s: want one JSON object of objects, {\"key\": {...}}: %w", flag, err)
 	}
 	for k, v := range obj {
 		if v == nil {
 			continue
 		}
 		if _, ok := v.(map[string]any); !ok {
-			return nil, exitcode.UsageError(fmt.Errorf("%s: the entry of %q is not an object", flag, k))
+			return nil, exitcode.Usagef("%s: the entry of %q is not an object", flag, k)
 		}
 		if out[k], err = wire.Marshal(v); err != nil {
-			return nil, exitcode.UsageError(fmt.Errorf("%s: %q: %w", flag, k, err))
+			return nil, exitcode.Usagef("%s: %q: %w", flag, k, err)
 		}
 	}
 	return out, nil
