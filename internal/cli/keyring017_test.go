@@ -64,7 +64,7 @@ func TestCommandsLoadUpstreamKeyrings(t *testing.T) {
 	for _, tv := range v.Tokens {
 		path := filepath.Join(dir, tv.Keyring+".json")
 		r := mustRun(t, nil, "", "secrets", "decrypt", "-o", "json", "--keyring", path, "--scope", tv.Scope, tv.Token)
-		var res DecryptResult
+		var res secret.DecryptResult
 		var compact bytes.Buffer
 		err := json.Unmarshal([]byte(r.out), &res)
 		if err == nil {
@@ -149,7 +149,7 @@ func TestKeysRemoveRefusesRoles(t *testing.T) {
 func TestSecretsEncryptUsesTheScopesSealingKey(t *testing.T) {
 	v := loadCLIVectors(t)
 	path := writeKeyringFile(t, t.TempDir(), "k.json", string(v.Keyrings["per_scope_primaries"]))
-	var res EncryptResult
+	var res secret.EncryptResult
 	r := mustRun(t, nil, "", "secrets", "encrypt", "-o", "json", "--keyring", path, "--scope", "api", `"v"`)
 	if err := json.Unmarshal([]byte(r.out), &res); err != nil || res.Kid != "b" {
 		t.Fatalf("encrypt --scope api: %s", r.out)

@@ -116,7 +116,7 @@ func FuzzSecretsInspect(f *testing.F) {
 		}
 		err := runSecretsInspect(opts)
 		if err == nil {
-			var res InspectResult
+			var res secret.InspectResult
 			if json.Unmarshal(out.Bytes(), &res) != nil || res.Authenticated || res.Kid == "" || !json.Valid(res.Header) {
 				t.Fatalf("inspect printed %s", out.Bytes())
 			}

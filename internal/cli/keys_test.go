@@ -162,7 +162,7 @@ func TestKeysRotationLifecycle(t *testing.T) {
 	if rep.Action != "promoted" || rep.Primary != "k2" || !rep.Keys[1].Primary || rep.Keys[0].Primary {
 		t.Errorf("promote: %+v", rep)
 	}
-	var enc EncryptResult
+	var enc secret.EncryptResult
 	json.Unmarshal([]byte(mustRun(t, env, "", "secrets", "encrypt", "-o", "json", `"sk-new"`).out), &enc)
 	if enc.Kid != "k2" {
 		t.Errorf("after promote, encrypt used %q", enc.Kid)

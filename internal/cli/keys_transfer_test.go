@@ -126,7 +126,7 @@ func TestKeysImportAddsOneJWK(t *testing.T) {
 	if k := row(t, rep, "r"); k.Private || !slices.Equal(k.Scopes, []string{"api"}) {
 		t.Errorf("imported row %+v", k)
 	}
-	var tok EncryptResult
+	var tok secret.EncryptResult
 	json.Unmarshal([]byte(mustRun(t, env, "", "secrets", "encrypt", "--scope", "api", "-o", "json", `"for-the-source"`).out), &tok)
 	if tok.Kid != "r" || tok.Alg != "ECDH-ES+A256KW" {
 		t.Errorf("sealed with %+v", tok)

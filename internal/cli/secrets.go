@@ -74,27 +74,6 @@ type SecretsOptions struct {
 	Input  string // the JSON value or token; "-" reads standard input
 }
 
-// EncryptResult is what `flecht secrets encrypt` prints.
-type EncryptResult struct {
-	Token string `json:"token"`
-	Kid   string `json:"kid"`             // the key that sealed it: the scope's sealing key
-	Alg   string `json:"alg"`             // dir (an oct key) or ECDH-ES+A256KW (an x25519 recipient)
-	Scope string `json:"scope,omitempty"` // flenc_scope, when given
-}
-
-// DecryptResult is what `flecht secrets decrypt` prints.
-type DecryptResult struct {
-	Value     json.RawMessage `json:"value"`               // the JSON wire value
-	Kid       string          `json:"kid,omitempty"`       // the key that opened it
-	Alg       string          `json:"alg,omitempty"`       // the token's generation: dir or ECDH-ES+A256KW
-	KeyType   secret.KeyType  `json:"key_type,omitempty"`  // the kind of that key: oct or x25519
-	Scope     string          `json:"scope,omitempty"`     // the token's flenc_scope
-	Plaintext bool            `json:"plaintext,omitempty"` // read as legacy plaintext (--read-plaintext)
-	// Signed: the value is itself a signed value (flsig:jws:), as an
-	// ENCRYPTED(SIGNED(…)) field stores it; check it with secrets verify.
-	Signed bool `json:"signed,omitempty"`
-}
-
 // SecretErrorReport is the machine form of a failed encrypt or decrypt
 // (-o json/yaml), printed on standard output.
 type SecretErrorReport struct {
@@ -244,12 +223,10 @@ func runSecretsEncrypt(opts *SecretsOptions) error {
 	if err != nil {
 		return err
 	}
-	tok, err := kr.Encrypt(payload, opts.Scope)
+	res, err := secret.EncryptToken(kr, payload, opts.Scope)
 	if err != nil {
 		return secretFailure(opts, err, kr)
 	}
-	h, _ := secret.InspectHeader(tok)
-	res := EncryptResult{Token: tok, Kid: h.Kid, Alg: h.Alg, Scope: opts.Scope}
 	return printToken(opts, res, res.Token)
 }
 
@@ -307,32 +284,12 @@ func runSecretsDecrypt(opts *SecretsOptions) error {
 	if err != nil {
 		return err
 	}
-	var res DecryptResult
-	if secret.IsEncrypted(token) {
-		payload, info, err := kr.Open(token, opts.Scope)
-		if err != nil {
-			return secretFailure(opts, err, kr)
-		}
-		v, err := attr.ParseJSON(payload)
-		if err != nil {
-			return secretFailure(opts, &secret.Error{Kind: secret.KindMalformed, Kid: info.Kid, Scope: opts.Scope,
-				Detail: "the token opens, but its payload is not JSON"}, kr)
-		}
-		h, _ := secret.InspectHeader(token)
-		inner, _ := v.(string)
-		res = DecryptResult{Value: payload, Kid: info.Kid, Alg: h.Alg, KeyType: kr.Type(info.Kid), Scope: info.Scope, Signed: secret.IsSigned(inner)}
-	} else {
-		if !opts.ReadPlaintext {
-			return secretFailure(opts, &secret.Error{Kind: secret.KindPlaintext, Scope: opts.Scope,
-				Detail: "plaintext in a strict encrypted field"}, kr)
-		}
-		payload, err := attr.Marshal(plain)
-		if err != nil {
-			return secretFailure(opts, &secret.Error{Kind: secret.KindMalformed, Scope: opts.Scope,
-				Detail: "the plaintext value is not valid UTF-8 text"}, kr)
-		}
+	res, err := secret.DecryptValue(kr, token, plain, opts.Scope, opts.ReadPlaintext)
+	if err != nil {
+		return secretFailure(opts, err, kr)
+	}
+	if res.Plaintext {
 		fmt.Fprintln(opts.IO.ErrOut, "warning: value read as legacy plaintext: it is not a flenc: token; encrypt it and write it back")
-		res = DecryptResult{Value: payload, Plaintext: true}
 	}
 	return printSecretValue(opts, res, res.Value, func(w io.Writer) {
 		if res.Plaintext {

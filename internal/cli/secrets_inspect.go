@@ -1,34 +1,11 @@
 package cli
 
 import (
-	"encoding/base64"
-	"encoding/json"
-	"errors"
-	"strings"
-
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
-
-// InspectResult is what `flecht secrets inspect` prints: a token's header,
-// read without a key and so UNAUTHENTICATED.
-type InspectResult struct {
-	Authenticated bool   `json:"authenticated"` // always false: nothing was verified
-	Envelope      string `json:"envelope"`      // flenc:jwe or flsig:jws
-	Alg           string `json:"alg"`           // dir, ECDH-ES+A256KW or Ed25519
-	Enc           string `json:"enc,omitempty"` // A256GCM for a flenc token
-	Kid           string `json:"kid"`
-	Scope         string `json:"scope,omitempty"` // flenc_scope
-	EPK           bool   `json:"epk"`             // an ephemeral X25519 public key: sealed to a recipient
-	// KeyType is the kind of key the kid must name to open or verify it:
-	// oct, x25519 or ed25519.
-	KeyType secret.KeyType `json:"key_type"`
-	// Header is the protected header as it stands in the token (it passed
-	// the acceptance rule, so it holds only the profile's members).
-	Header json.RawMessage `json:"header"`
-}
 
 func newCmdSecretsInspect(f *Factory, runF func(*SecretsOptions) error) *cobra.Command {
 	opts := &SecretsOptions{IO: f.IO, Printer: f.Printer}
@@ -71,16 +48,10 @@ func runSecretsInspect(opts *SecretsOptions) error {
 	if err != nil {
 		return err
 	}
-	h, err := secret.InspectHeader(token)
+	res, err := secret.InspectToken(token)
 	if err != nil {
-		var se *secret.Error
-		if errors.As(err, &se) && !secret.IsEncrypted(token) && !secret.IsSigned(token) {
-			se.Detail = "the value is not a flenc: token nor a flsig: signed value"
-		}
 		return secretFailure(opts, err, nil)
 	}
-	res := InspectResult{Envelope: h.Envelope, Alg: h.Alg, Enc: h.Enc, Kid: h.Kid, Scope: h.Scope,
-		EPK: h.Alg == "ECDH-ES+A256KW", KeyType: headerKeyType(h), Header: protectedHeader(token)}
 	return opts.Printer().Print(res, func(hu *ui.Human) error {
 		hu.Printf("%s\n", hu.Warn("UNAUTHENTICATED: read without a key; nothing here is verified until decrypt or verify succeeds"))
 		pairs := [][2]string{{"envelope", res.Envelope}, {"alg", res.Alg}}
@@ -109,27 +80,4 @@ func runSecretsInspect(opts *SecretsOptions) error {
 		hu.KV(pairs...)
 		return nil
 	})
-}
-
-// headerKeyType is the kind of key a header asks for.
-func headerKeyType(h secret.Header) secret.KeyType {
-	switch h.Alg {
-	case "dir":
-		return secret.TypeOct
-	case "ECDH-ES+A256KW":
-		return secret.TypeX25519
-	}
-	return secret.TypeEd25519
-}
-
-// protectedHeader is the decoded first segment of a token that passed the
-// acceptance rule.
-func protectedHeader(token string) json.RawMessage {
-	compact := strings.TrimPrefix(strings.TrimPrefix(token, secret.Prefix), secret.SignedPrefix)
-	seg, _, _ := strings.Cut(compact, ".")
-	b, err := base64.RawURLEncoding.DecodeString(seg)
-	if err != nil || !json.Valid(b) {
-		return nil
-	}
-	return b
 }

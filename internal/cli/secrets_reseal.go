@@ -6,15 +6,6 @@ import (
 	"github.com/flecht-dev/flecht/internal/secret"
 )
 
-// ResealResult is what `flecht secrets reseal` prints.
-type ResealResult struct {
-	Token   string `json:"token"`
-	Kid     string `json:"kid"`      // the sealing key now: the scope's
-	Alg     string `json:"alg"`      // dir or ECDH-ES+A256KW
-	FromKid string `json:"from_kid"` // the key that sealed the token given
-	Scope   string `json:"scope,omitempty"`
-}
-
 func newCmdSecretsReseal(f *Factory, runF func(*SecretsOptions) error) *cobra.Command {
 	cmd, _ := secretsCommand(f, &cobra.Command{
 		Use:   "reseal --keyring FILE [--scope S] TOKEN | -",
@@ -44,16 +35,9 @@ func runSecretsReseal(opts *SecretsOptions) error {
 	if err != nil {
 		return err
 	}
-	if !secret.IsEncrypted(token) {
-		return secretFailure(opts, &secret.Error{Kind: secret.KindPlaintext, Scope: opts.Scope,
-			Detail: "the value is not a flenc: token, so there is nothing to re-seal; 'flecht secrets encrypt' seals a plaintext"}, kr)
-	}
-	from, _ := secret.InspectHeader(token)
-	tok, err := kr.Reencrypt(token, opts.Scope)
+	res, err := secret.ResealValue(kr, token, opts.Scope)
 	if err != nil {
 		return secretFailure(opts, err, kr)
 	}
-	h, _ := secret.InspectHeader(tok)
-	res := ResealResult{Token: tok, Kid: h.Kid, Alg: h.Alg, FromKid: from.Kid, Scope: h.Scope}
 	return printToken(opts, res, res.Token)
 }

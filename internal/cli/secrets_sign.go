@@ -1,31 +1,15 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
-	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/secret"
 )
-
-// SignResult is what `flecht secrets sign` prints.
-type SignResult struct {
-	Token string `json:"token"`
-	Kid   string `json:"kid"`   // the signing key: the scope's flenc_signing entry
-	Scope string `json:"scope"` // the scope stamped in the header
-}
-
-// VerifyResult is what `flecht secrets verify` prints.
-type VerifyResult struct {
-	Value json.RawMessage `json:"value"` // the JSON value that was signed
-	Kid   string          `json:"kid"`   // the signer, authenticated
-	Scope string          `json:"scope"` // the scope it was signed for
-}
 
 // requireScope makes --scope mandatory, with usage as its help: a
 // signature always names the compartment it vouches for.
@@ -76,12 +60,10 @@ func runSecretsSign(opts *SecretsOptions) error {
 	if err != nil {
 		return err
 	}
-	tok, err := kr.Sign(payload, opts.Scope)
+	res, err := secret.SignToken(kr, payload, opts.Scope)
 	if err != nil {
 		return secretFailure(opts, err, kr)
 	}
-	h, _ := secret.InspectHeader(tok)
-	res := SignResult{Token: tok, Kid: h.Kid, Scope: h.Scope}
 	return printToken(opts, res, res.Token)
 }
 
@@ -121,22 +103,10 @@ func runSecretsVerify(opts *SecretsOptions) error {
 	if err != nil {
 		return err
 	}
-	if !secret.IsSigned(token) {
-		detail := "the value is not a flsig: signed value"
-		if secret.IsEncrypted(token) {
-			detail += "; it is a flenc: token: decrypt it first ('flecht secrets decrypt --string … | flecht secrets verify -')"
-		}
-		return secretFailure(opts, &secret.Error{Kind: secret.KindUnsigned, Scope: opts.Scope, Detail: detail}, kr)
-	}
-	payload, info, err := kr.Verify(token, opts.Scope)
+	res, err := secret.VerifyValue(kr, token, opts.Scope)
 	if err != nil {
 		return secretFailure(opts, err, kr)
 	}
-	if _, err := attr.ParseJSON(payload); err != nil {
-		return secretFailure(opts, &secret.Error{Kind: secret.KindMalformed, Kid: info.Kid, Scope: opts.Scope,
-			Detail: "the signature verifies, but the payload is not JSON"}, kr)
-	}
-	res := VerifyResult{Value: payload, Kid: info.Kid, Scope: info.Scope}
 	return printSecretValue(opts, res, res.Value, func(w io.Writer) {
 		fmt.Fprintf(w, "verified: signed by kid %q for scope %q\n", secret.Clip(res.Kid), secret.Clip(res.Scope))
 	})

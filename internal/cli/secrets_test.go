@@ -50,7 +50,7 @@ func TestSecretsRoundTrip(t *testing.T) {
 		t.Errorf("decrypt: %q %q", r.out, r.err)
 	}
 	// JSON forms.
-	var enc EncryptResult
+	var enc secret.EncryptResult
 	if err := json.Unmarshal([]byte(mustRun(t, env, "", "secrets", "encrypt", "-o", "json", "--scope", "s", "[1]").out), &enc); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestSecretsReadPlaintext(t *testing.T) {
 	}
 	// JSON plaintext stays JSON; -o json marks it.
 	r = mustRun(t, env, "", "secrets", "decrypt", "--read-plaintext", "-o", "json", `{"n": 1.50}`)
-	var dec DecryptResult
+	var dec secret.DecryptResult
 	err := json.Unmarshal([]byte(r.out), &dec)
 	var value bytes.Buffer
 	json.Compact(&value, dec.Value)
@@ -352,7 +352,7 @@ func TestSecretsDecryptJoseVectors(t *testing.T) {
 			args = append(args, "--scope", tv.Scope)
 		}
 		r := run(t, env, "", args...)
-		var dec DecryptResult
+		var dec secret.DecryptResult
 		if r.code != 0 || json.Unmarshal([]byte(r.out), &dec) != nil {
 			t.Errorf("%s: exit %d %s %s", tv.Name, r.code, r.out, r.err)
 			continue

@@ -61,7 +61,7 @@ func TestSecretsSignAndVerify(t *testing.T) {
 		if strings.TrimSpace(r.out) != s.Payload || r.err != `verified: signed by kid "`+s.Kid+`" for scope "`+s.Scope+`"`+"\n" {
 			t.Errorf("verify upstream value: %q %q", r.out, r.err)
 		}
-		var res VerifyResult
+		var res secret.VerifyResult
 		j := mustRun(t, env, "", "secrets", "verify", "--scope", s.Scope, "-o", "json", `"`+s.Token+`"`)
 		if err := json.Unmarshal([]byte(j.out), &res); err != nil || res.Kid != s.Kid || res.Scope != s.Scope || compactJSON(t, res.Value) != s.Payload {
 			t.Errorf("verify -o json: %s", j.out)
@@ -80,7 +80,7 @@ func TestSecretsSignAndVerify(t *testing.T) {
 	if string(hdr) != `{"alg":"Ed25519","flenc_scope":"cfg","kid":"s"}` || string(payload) != `{"a":1,"b":2}` {
 		t.Errorf("header %s payload %s", hdr, payload)
 	}
-	var sres SignResult
+	var sres secret.SignResult
 	json.Unmarshal([]byte(mustRun(t, env, "", "secrets", "sign", "--scope", "api", "-o", "json", "--string", "-").out), &sres)
 	if sres.Kid != "s" || sres.Scope != "api" || !secret.IsSigned(sres.Token) {
 		t.Errorf("sign -o json: %+v", sres)
@@ -141,7 +141,7 @@ func TestSecretsDecryptOfASignedValue(t *testing.T) {
 	if strings.TrimSpace(r.out) != sv.EncSigned.Signed || !strings.Contains(r.err, "the value is a signed value") {
 		t.Fatalf("decrypt: %q %q", r.out, r.err)
 	}
-	var res DecryptResult
+	var res secret.DecryptResult
 	json.Unmarshal([]byte(mustRun(t, env, "", "secrets", "decrypt", "--scope", "api", "-o", "json", sv.EncSigned.Token).out), &res)
 	if !res.Signed || res.Kid != "r" || res.Alg != "ECDH-ES+A256KW" || res.KeyType != secret.TypeX25519 || res.Scope != "api" {
 		t.Errorf("decrypt -o json: %+v", res)
@@ -168,7 +168,7 @@ func TestSecretsDecryptReportsTheGeneration(t *testing.T) {
 	json.Unmarshal(raw, &algs)
 	for i, tv := range v.Tokens {
 		path := writeKeyringFile(t, dir, tv.Keyring+".json", string(v.Keyrings[tv.Keyring]))
-		var res DecryptResult
+		var res secret.DecryptResult
 		out := mustRun(t, nil, "", "secrets", "decrypt", "--keyring", path, "--scope", tv.Scope, "-o", "json", tv.Token).out
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
 			t.Fatal(err)
@@ -197,11 +197,11 @@ func TestSecretsInspectNeedsNoKeyring(t *testing.T) {
 	}
 	cases := []struct {
 		token string
-		want  InspectResult
+		want  secret.InspectResult
 	}{
-		{dir, InspectResult{Envelope: "flenc:jwe", Alg: "dir", Enc: "A256GCM", Kid: "b", KeyType: secret.TypeOct}},
-		{ecdh, InspectResult{Envelope: "flenc:jwe", Alg: "ECDH-ES+A256KW", Enc: "A256GCM", Kid: "r", Scope: "api", EPK: true, KeyType: secret.TypeX25519}},
-		{sv.Signed[0].Token, InspectResult{Envelope: "flsig:jws", Alg: "Ed25519", Kid: "s", Scope: "api", KeyType: secret.TypeEd25519}},
+		{dir, secret.InspectResult{Envelope: "flenc:jwe", Alg: "dir", Enc: "A256GCM", Kid: "b", KeyType: secret.TypeOct}},
+		{ecdh, secret.InspectResult{Envelope: "flenc:jwe", Alg: "ECDH-ES+A256KW", Enc: "A256GCM", Kid: "r", Scope: "api", EPK: true, KeyType: secret.TypeX25519}},
+		{sv.Signed[0].Token, secret.InspectResult{Envelope: "flsig:jws", Alg: "Ed25519", Kid: "s", Scope: "api", KeyType: secret.TypeEd25519}},
 	}
 	for _, tc := range cases {
 		if tc.token == "" {
@@ -209,7 +209,7 @@ func TestSecretsInspectNeedsNoKeyring(t *testing.T) {
 		}
 		// No keyring anywhere: inspect never loads one.
 		r := mustRun(t, nil, "", "secrets", "inspect", "-o", "json", tc.token)
-		var got InspectResult
+		var got secret.InspectResult
 		if err := json.Unmarshal([]byte(r.out), &got); err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +258,7 @@ func TestSecretsResealMovesOneToken(t *testing.T) {
 	scoped := encryptWith(t, path, "api", `{"x":1}`)
 	mustRun(t, env, "", "keys", "add", "--kid", "r", "--type", "x25519", "--scope", "api", "--primary-for", "api")
 
-	var res ResealResult
+	var res secret.ResealResult
 	for _, tok := range []string{unscoped, scoped} {
 		out := mustRun(t, env, "", "secrets", "reseal", "--scope", "api", "-o", "json", tok).out
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
