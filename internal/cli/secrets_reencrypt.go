@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
-	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -199,12 +197,13 @@ func runSecretsReencrypt(ctx context.Context, opts *SecretsReencryptOptions) err
 	if txnID == "" {
 		txnID = reencrypt.TransactionalID(topics)
 	}
-	prog := &sweepProgress{io: opts.IO}
+	prog := ui.NewPhasedProgress(opts.IO)
 	o := reencrypt.Options{
 		Topics: topics, Fields: fields, Keyring: kr, EncryptPlaintext: opts.EncryptPlaintext, Resign: opts.Resign,
 		BatchSize: opts.BatchSize, MaxRounds: opts.MaxRounds, SettleTimeout: opts.SettleTimeout,
 		TransactionalID: txnID,
-		ReadPlanned:     prog.reading, Read: prog.add, Planned: prog.writing, Written: prog.add,
+		ReadPlanned:     func(n int64) { prog.Restart("reading", n) }, Read: prog.Add,
+		Planned: func(n int64) { prog.Phase("re-encrypting", n) }, Written: prog.Add,
 	}
 	if opts.Logger != nil {
 		o.Log = opts.Logger()
@@ -214,9 +213,9 @@ func runSecretsReencrypt(ctx context.Context, opts *SecretsReencryptOptions) err
 		run = opts.Sweep
 	}
 	res, err := run(ctx, o)
-	prog.done()
+	prog.Done()
 	if res != nil {
-		retired := rolelessKids(kr)
+		retired := kr.RolelessKids()
 		if perr := opts.Printer().Print(res, func(h *ui.Human) error { return show.Reencrypt(h, res, topics, fields, opts.Keyring, retired) }); perr != nil {
 			return perr
 		}
@@ -228,45 +227,4 @@ func runSecretsReencrypt(ctx context.Context, opts *SecretsReencryptOptions) err
 		return &exitcode.Silent{Code: exitcode.Findings}
 	}
 	return nil
-}
-
-// sweepProgress shows one bar per phase: reading, then writing.
-type sweepProgress struct {
-	io    *ui.IOStreams
-	cur   *ui.Progress
-	phase string
-}
-
-func (p *sweepProgress) start(phase string) {
-	if p.phase == phase && p.cur != nil {
-		return
-	}
-	p.cur.Done()
-	p.phase, p.cur = phase, ui.NewProgress(p.io, phase)
-}
-
-func (p *sweepProgress) reading(offsets int64) {
-	p.phase = ""
-	p.start("reading")
-	p.cur.SetTotal(offsets)
-}
-func (p *sweepProgress) writing(total int64) { p.start("re-encrypting"); p.cur.SetTotal(total) }
-func (p *sweepProgress) add(n int64)         { p.cur.Add(n) }
-func (p *sweepProgress) done()               { p.cur.Done() }
-
-// rolelessKids are the keyring's keys that serve no role (neither the
-// primary nor a scope's sealing or signing key): what a finished sweep
-// leaves to remove.
-func rolelessKids(kr *secret.Keyring) []string {
-	if kr == nil {
-		return nil
-	}
-	var out []string
-	for _, e := range kr.Entries() {
-		if !e.Primary && len(e.PrimaryFor) == 0 && len(e.SigningFor) == 0 {
-			out = append(out, e.Kid)
-		}
-	}
-	slices.Sort(out)
-	return out
 }

@@ -9,11 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/show"
-	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -40,35 +38,9 @@ func (s *secretTargets) given() bool {
 	return len(s.Topics) > 0 || len(s.Fields) > 0 || s.StageFile != ""
 }
 
-// resolve returns the topics and parsed fields, or a usage error.
+// resolve is the topics and fields the flags or the stage file name.
 func (s *secretTargets) resolve() ([]string, []reencrypt.Field, error) {
-	topics, specs := s.Topics, s.Fields
-	if s.StageFile != "" {
-		st, err := stagefile.Load(s.StageFile)
-		if err != nil {
-			return nil, nil, exitcode.UsageError(err)
-		}
-		if len(topics) == 0 {
-			topics = st.ConfigTopics
-		}
-		if len(specs) == 0 {
-			specs = st.SecretFields
-		}
-	}
-	for _, t := range topics {
-		if strings.TrimSpace(t) == "" {
-			return nil, nil, exitcode.UsageError(errors.New("--topics has an empty topic name"))
-		}
-	}
-	topics = textfmt.Dedupe(topics)
-	if len(topics) == 0 {
-		return nil, nil, exitcode.UsageError(errors.New("give the config topics: --topics T1,T2 or -f stage.yaml with config_topics"))
-	}
-	fields, err := reencrypt.ParseFields(specs)
-	if err != nil {
-		return nil, nil, exitcode.UsageError(err)
-	}
-	return topics, fields, nil
+	return reencrypt.ResolveTargets(s.Topics, s.Fields, s.StageFile)
 }
 
 // shellQuote quotes s as one shell word for a suggested command; a control

@@ -1,11 +1,13 @@
 package reencrypt
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 )
@@ -120,4 +122,36 @@ func FieldSpecs(fields []Field) []string {
 		out[i] = f.Spec()
 	}
 	return out
+}
+
+// ResolveTargets is the config topics and secret fields a scan or sweep
+// works on: those given, else the stage file's config_topics and
+// secret_fields.
+func ResolveTargets(topics, specs []string, stageFile string) ([]string, []Field, error) {
+	if stageFile != "" {
+		st, err := stagefile.Load(stageFile)
+		if err != nil {
+			return nil, nil, exitcode.UsageError(err)
+		}
+		if len(topics) == 0 {
+			topics = st.ConfigTopics
+		}
+		if len(specs) == 0 {
+			specs = st.SecretFields
+		}
+	}
+	for _, t := range topics {
+		if strings.TrimSpace(t) == "" {
+			return nil, nil, exitcode.UsageError(errors.New("--topics has an empty topic name"))
+		}
+	}
+	topics = textfmt.Dedupe(topics)
+	if len(topics) == 0 {
+		return nil, nil, exitcode.UsageError(errors.New("give the config topics: --topics T1,T2 or -f stage.yaml with config_topics"))
+	}
+	fields, err := ParseFields(specs)
+	if err != nil {
+		return nil, nil, exitcode.UsageError(err)
+	}
+	return topics, fields, nil
 }

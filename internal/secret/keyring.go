@@ -846,3 +846,20 @@ func (kr *Keyring) setExtra(name string, v json.RawMessage) {
 	}
 	kr.extra[name] = v
 }
+
+// RolelessKids are the keyring's keys that serve no role (neither the
+// primary nor a scope's sealing or signing key): what a finished sweep
+// leaves to remove.
+func (kr *Keyring) RolelessKids() []string {
+	if kr == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range kr.Entries() {
+		if !e.Primary && len(e.PrimaryFor) == 0 && len(e.SigningFor) == 0 {
+			out = append(out, e.Kid)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

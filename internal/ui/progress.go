@@ -123,3 +123,37 @@ func (p *Progress) line(now time.Time) string {
 	}
 	return b.String()
 }
+
+// PhasedProgress is a progress bar per phase of a long job (reading, then
+// writing): a new phase ends the bar of the one before.
+type PhasedProgress struct {
+	io    *IOStreams
+	cur   *Progress
+	phase string
+}
+
+// NewPhasedProgress shows the phases on io's standard error.
+func NewPhasedProgress(io *IOStreams) *PhasedProgress { return &PhasedProgress{io: io} }
+
+// Phase moves to phase (a bar of its own unless it is the current one)
+// with total units of work.
+func (p *PhasedProgress) Phase(phase string, total int64) {
+	if p.phase != phase || p.cur == nil {
+		p.cur.Done()
+		p.phase, p.cur = phase, NewProgress(p.io, phase)
+	}
+	p.cur.SetTotal(total)
+}
+
+// Restart starts phase on a new bar even when it is the current one (a
+// job that reads again).
+func (p *PhasedProgress) Restart(phase string, total int64) {
+	p.phase = ""
+	p.Phase(phase, total)
+}
+
+// Add counts n units of the current phase's work done.
+func (p *PhasedProgress) Add(n int64) { p.cur.Add(n) }
+
+// Done ends the current bar.
+func (p *PhasedProgress) Done() { p.cur.Done() }
