@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flecht-dev/flecht/internal/buildinfo"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/profile"
@@ -142,7 +143,7 @@ func TestPartitionJSON(t *testing.T) {
 // The largest count Kafka allows is accepted.
 func TestPartitionMaxCount(t *testing.T) {
 	r := run(t, nil, "", "partition", "-N", "2147483647", "k", "-o", "json")
-	var rows []PartitionRow
+	var rows []kafkax.PartitionRow
 	if err := json.Unmarshal([]byte(r.out), &rows); r.code != 0 || err != nil || len(rows) != 1 {
 		t.Fatalf("exit %d %v: %q %q", r.code, err, r.out, r.err)
 	}
@@ -181,7 +182,7 @@ func TestPartitionNonUTF8KeyJSON(t *testing.T) {
 
 func TestPartitionKeysFromStdin(t *testing.T) {
 	r := run(t, nil, "a\r\n\nümlaut", "partition", "-N", "6", "-", "-o", "json")
-	var rows []PartitionRow
+	var rows []kafkax.PartitionRow
 	if err := json.Unmarshal([]byte(r.out), &rows); err != nil || len(rows) != 3 {
 		t.Fatalf("want 3 rows, got %q (%v)", r.out, err)
 	}
@@ -270,7 +271,7 @@ profiles:
 
 func TestVersion(t *testing.T) {
 	r := run(t, nil, "", "version", "-o", "json")
-	var v VersionInfo
+	var v buildinfo.Info
 	if err := json.Unmarshal([]byte(r.out), &v); err != nil || v.GoVersion == "" || v.Version == "" {
 		t.Fatalf("version: %v %q", err, r.out)
 	}

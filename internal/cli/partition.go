@@ -3,17 +3,15 @@ package cli
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -26,24 +24,6 @@ type PartitionOptions struct {
 	Keys       []string
 	// PartitionCount looks up a topic's partition count (--topic).
 	PartitionCount func(ctx context.Context, topic string) (int, error)
-}
-
-// PartitionRow is one key's placement. JSON cannot carry bytes that are not
-// UTF-8 (they would turn into U+FFFD, while the partition was computed on
-// the raw bytes), so such a key also comes as KeyBase64.
-type PartitionRow struct {
-	Key        string `json:"key"`
-	KeyBase64  string `json:"key_base64,omitempty"`
-	Partitions int    `json:"partitions"`
-	Partition  int32  `json:"partition"`
-}
-
-func partitionRow(key string, n int) PartitionRow {
-	r := PartitionRow{Key: key, Partitions: n, Partition: kafkax.Partition([]byte(key), n)}
-	if !utf8.ValidString(key) {
-		r.KeyBase64 = base64.StdEncoding.EncodeToString([]byte(key))
-	}
-	return r
 }
 
 // NewCmdPartition builds `flecht partition`.
@@ -110,18 +90,11 @@ func runPartition(ctx context.Context, opts *PartitionOptions) error {
 			return fmt.Errorf("reading keys from standard input: %w", err)
 		}
 	}
-	rows := make([]PartitionRow, 0, len(keys))
+	rows := make([]kafkax.PartitionRow, 0, len(keys))
 	for _, k := range keys {
-		rows = append(rows, partitionRow(k, n))
+		rows = append(rows, kafkax.KeyPartition(k, n))
 	}
-	return opts.Printer().Print(rows, func(h *ui.Human) error {
-		table := make([][]string, len(rows))
-		for i, r := range rows {
-			table[i] = []string{strconv.Quote(r.Key), strconv.Itoa(int(r.Partition))}
-		}
-		h.Table([]string{"key", fmt.Sprintf("partition (of %d)", n)}, table)
-		return nil
-	})
+	return opts.Printer().Print(rows, func(h *ui.Human) error { return show.KeyPartitions(h, rows, n) })
 }
 
 // readLines reads lines without their line endings; a final line without

@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -52,32 +53,5 @@ func runSecretsInspect(opts *SecretsOptions) error {
 	if err != nil {
 		return secretFailure(opts, err, nil)
 	}
-	return opts.Printer().Print(res, func(hu *ui.Human) error {
-		hu.Printf("%s\n", hu.Warn("UNAUTHENTICATED: read without a key; nothing here is verified until decrypt or verify succeeds"))
-		pairs := [][2]string{{"envelope", res.Envelope}, {"alg", res.Alg}}
-		if res.Enc != "" {
-			pairs = append(pairs, [2]string{"enc", res.Enc})
-		}
-		pairs = append(pairs, [2]string{"kid", res.Kid})
-		scope := "(none: unscoped)"
-		if res.Scope != "" {
-			scope = res.Scope
-		}
-		pairs = append(pairs, [2]string{"scope", scope})
-		if res.EPK {
-			pairs = append(pairs, [2]string{"epk", "an ephemeral X25519 public key (ECDH-ES): sealed to a recipient"})
-		}
-		var needs string
-		switch res.KeyType {
-		case secret.TypeOct:
-			needs = "an oct key under this kid opens it"
-		case secret.TypeX25519:
-			needs = "the private half of an x25519 key under this kid opens it"
-		default:
-			needs = "an ed25519 key under this kid verifies it"
-		}
-		pairs = append(pairs, [2]string{"needs", needs})
-		hu.KV(pairs...)
-		return nil
-	})
+	return opts.Printer().Print(res, func(hu *ui.Human) error { return show.TokenHeader(hu, res) })
 }

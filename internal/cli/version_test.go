@@ -15,21 +15,6 @@ func fakeBuildInfo(version string, settings ...debug.BuildSetting) func() (*debu
 	}
 }
 
-func TestReadVersionVCS(t *testing.T) {
-	v := readVersion(fakeBuildInfo("v1.2.3",
-		debug.BuildSetting{Key: "vcs", Value: "git"},
-		debug.BuildSetting{Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},
-		debug.BuildSetting{Key: "vcs.time", Value: "2026-01-02T03:04:05Z"},
-		debug.BuildSetting{Key: "vcs.modified", Value: "true"},
-	))
-	if v.Version != "v1.2.3" || v.Revision != "0123456789abcdef0123456789abcdef01234567" || v.Time != "2026-01-02T03:04:05Z" || !v.Modified {
-		t.Errorf("got %+v", v)
-	}
-	if v := readVersion(fakeBuildInfo("", debug.BuildSetting{Key: "vcs.modified", Value: "false"})); v.Version != "(devel)" || v.Modified || v.Revision != "" {
-		t.Errorf("devel build: %+v", v)
-	}
-}
-
 // runVersionWith renders `flecht version` for the given build info.
 func runVersionWith(t *testing.T, format ui.Format, read func() (*debug.BuildInfo, bool)) string {
 	t.Helper()

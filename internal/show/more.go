@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"github.com/flecht-dev/flecht/internal/budget"
+	"github.com/flecht-dev/flecht/internal/buildinfo"
 	"github.com/flecht-dev/flecht/internal/devenv"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/module/testrun"
 	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/rotation"
+	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/topicio"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -257,4 +259,65 @@ func TransformCases(h *ui.Human, cases []testrun.Case) {
 			h.Printf("  state %s: %s → %s\n", textfmt.Printable(strconv.Quote(*c.StateKey)), textfmt.Printable(string(s.Before)), textfmt.Printable(string(s.After)))
 		}
 	}
+}
+
+// TokenHeader shows a token's header, marked unauthenticated.
+func TokenHeader(hu *ui.Human, res secret.InspectResult) error {
+	hu.Printf("%s\n", hu.Warn("UNAUTHENTICATED: read without a key; nothing here is verified until decrypt or verify succeeds"))
+	pairs := [][2]string{{"envelope", res.Envelope}, {"alg", res.Alg}}
+	if res.Enc != "" {
+		pairs = append(pairs, [2]string{"enc", res.Enc})
+	}
+	pairs = append(pairs, [2]string{"kid", res.Kid})
+	scope := "(none: unscoped)"
+	if res.Scope != "" {
+		scope = res.Scope
+	}
+	pairs = append(pairs, [2]string{"scope", scope})
+	if res.EPK {
+		pairs = append(pairs, [2]string{"epk", "an ephemeral X25519 public key (ECDH-ES): sealed to a recipient"})
+	}
+	var needs string
+	switch res.KeyType {
+	case secret.TypeOct:
+		needs = "an oct key under this kid opens it"
+	case secret.TypeX25519:
+		needs = "the private half of an x25519 key under this kid opens it"
+	default:
+		needs = "an ed25519 key under this kid verifies it"
+	}
+	pairs = append(pairs, [2]string{"needs", needs})
+	hu.KV(pairs...)
+	return nil
+}
+
+// KeyPartitions shows the partition of each key.
+func KeyPartitions(h *ui.Human, rows []kafkax.PartitionRow, n int) error {
+	table := make([][]string, len(rows))
+	for i, r := range rows {
+		table[i] = []string{strconv.Quote(r.Key), strconv.Itoa(int(r.Partition))}
+	}
+	h.Table([]string{"key", fmt.Sprintf("partition (of %d)", n)}, table)
+	return nil
+}
+
+// Version shows the version line.
+func Version(h *ui.Human, v buildinfo.Info) error {
+	line := "flecht " + v.Version
+	if v.Revision != "" {
+		rev := v.Revision
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		line += " (" + rev
+		if v.Modified {
+			line += ", modified"
+		}
+		if v.Time != "" {
+			line += ", " + v.Time
+		}
+		line += ")"
+	}
+	h.Printf("%s\n%s %s\n", line, v.GoVersion, v.Platform)
+	return nil
 }
