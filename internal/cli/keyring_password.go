@@ -7,11 +7,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/profile"
@@ -39,68 +36,6 @@ func passwordFilePath(flag string, getenv func(string) string) string {
 	return getenv(EnvKeyringPasswordFile)
 }
 
-// promptFunc reads one password from the terminal after showing label.
-type promptFunc func(label string) ([]byte, error)
-
-// terminalPrompt reads passwords from standard input without echo, or is
-// nil when standard input is not a terminal: commands never block on a
-// pipe waiting for a password.
-func terminalPrompt(streams *ui.IOStreams) promptFunc {
-	in, ok := streams.In.(*os.File)
-	if !streams.IsStdinTTY() || !ok {
-		return nil
-	}
-	return func(label string) ([]byte, error) {
-		fmt.Fprint(streams.ErrOut, label)
-		pw, err := readPassword(int(in.Fd()), streams.ErrOut)
-		fmt.Fprintln(streams.ErrOut)
-		if err != nil {
-			return nil, fmt.Errorf("reading the keyring password: %w", err)
-		}
-		return pw, nil
-	}
-}
-
-// exitProcess ends the process after a signal at the prompt.
-var exitProcess = os.Exit
-
-// readPassword reads a line from the terminal fd without echo. SIGINT or
-// SIGTERM while it waits restores the terminal and ends the process at
-// once, exit 128+signal (130, 143), as gpg does: the process's own handler
-// only cancels a context that a terminal read does not see, and the
-// second signal would kill it with echo still off.
-func readPassword(fd int, errOut io.Writer) ([]byte, error) {
-	state, err := term.GetState(fd)
-	if err != nil {
-		return nil, err
-	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	type read struct {
-		pw  []byte
-		err error
-	}
-	done := make(chan read, 1)
-	go func() {
-		pw, err := term.ReadPassword(fd)
-		done <- read{pw, err}
-	}()
-	select {
-	case r := <-done:
-		return r.pw, r.err
-	case s := <-sigs:
-		_ = term.Restore(fd, state)
-		fmt.Fprintf(errOut, "\nstopped by a signal (%v)\n", s)
-		code := exitcode.Failure
-		if n, ok := s.(syscall.Signal); ok {
-			code = 128 + int(n)
-		}
-		exitProcess(code)
-		return nil, fmt.Errorf("stopped by a signal (%v)", s) // exitProcess returned: a test
-	}
-}
-
 // warnExposed warns on errOut when a password file is open to group or
 // others.
 func warnExposed(errOut io.Writer, passwordFile string) {
@@ -123,7 +58,7 @@ func keyringPassword(passwordFile string, streams *ui.IOStreams) secret.FileOpti
 		})
 	}
 	return secret.WithPassword(func() ([]byte, error) {
-		prompt := terminalPrompt(streams)
+		prompt := ui.PasswordPrompt(streams)
 		if prompt == nil {
 			return nil, &secret.Error{Kind: secret.KindKeyringPassword,
 				Detail: "the keyring is password-protected: give --password-file FILE or set " + EnvKeyringPasswordFile}
@@ -137,7 +72,7 @@ func keyringPassword(passwordFile string, streams *ui.IOStreams) secret.FileOpti
 // one is named, else asked twice on a terminal, else a usage error saying
 // what to give. A password under secret.MinPasswordBytes is refused before
 // it is asked again. The password is never echoed.
-func newKeyringPassword(passwordFile string, prompt promptFunc) ([]byte, error) {
+func newKeyringPassword(passwordFile string, prompt ui.PromptFunc) ([]byte, error) {
 	tooShort := fmt.Errorf("a keyring password must be at least %d bytes", secret.MinPasswordBytes)
 	if passwordFile != "" {
 		pw, err := secret.PasswordFile(passwordFile)()

@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -117,7 +116,7 @@ type KeysOptions struct {
 	PasswordFile string
 	// Prompt reads a password from the terminal; nil when standard input
 	// is not one.
-	Prompt promptFunc
+	Prompt ui.PromptFunc
 
 	Kid string // the key operated on
 
@@ -186,7 +185,7 @@ func keysCommand(f *Factory, cmd *cobra.Command, kidFlag bool, check func(*KeysO
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
 		opts.Keyring = keyringPath(opts.Keyring, f.Getenv)
 		opts.PasswordFile = passwordFilePath(opts.PasswordFile, f.Getenv)
-		opts.Prompt = terminalPrompt(f.IO)
+		opts.Prompt = ui.PasswordPrompt(f.IO)
 		if opts.Keyring == "" {
 			return exitcode.UsageError(errNoKeyringPath)
 		}
@@ -301,7 +300,7 @@ func changeKeyring(opts *KeysOptions, action string, change func(*secret.Keyring
 	next, err := change(kr)
 	if err != nil {
 		if exitcode.Code(err) == exitcode.Failure {
-			err = keysKidError(err, kr.Kids())
+			err = secret.EditError(err, kr.Kids())
 		}
 		return err
 	}
@@ -391,37 +390,6 @@ func loadKeyringFile(errOut io.Writer, path string, opts ...secret.FileOption) (
 		fmt.Fprintf(errOut, "warning: %s\n", textfmt.Text(w))
 	}
 	return kr, err
-}
-
-// keysKidError maps the keyring's refusals to exit codes: a kid that is
-// already taken, or an edit that would break a keyring rule, is refused for
-// safety (3); a kid the keyring does not hold is a failure (1); a kid or
-// scope that is not a valid name, or a JWK that does not parse, is a usage
-// error (2); a password too short to protect with is a usage error too.
-// kids, when known, are the keyring's key ids.
-func keysKidError(err error, kids []string) error {
-	var se *secret.Error
-	if !errors.As(err, &se) {
-		return err
-	}
-	var b strings.Builder
-	b.WriteString(string(se.Kind))
-	b.WriteString(": ")
-	if se.Kid != "" {
-		fmt.Fprintf(&b, "key %q: ", se.Kid)
-	}
-	b.WriteString(se.Detail)
-	if se.Kind == secret.KindUnknownKid && kids != nil {
-		fmt.Fprintf(&b, " (the keyring holds %s)", textfmt.QuoteList(kids))
-	}
-	line := errors.New(b.String())
-	switch se.Kind {
-	case secret.KindKeyringConflict:
-		return exitcode.RefusedError(line)
-	case secret.KindKeyringInvalid, secret.KindKeyringPassword:
-		return exitcode.UsageError(line)
-	}
-	return line
 }
 
 // errNoKeyringFile: a missing file is a usage error (exit 2), for a

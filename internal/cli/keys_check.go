@@ -133,7 +133,7 @@ nothing checks the topics, and a warning says so.`
 		}
 		flagPath, _ := c.Flags().GetString("keyring")
 		pwFlag, _ := c.Flags().GetString("password-file")
-		look := &KeysOptions{IO: f.IO, Keyring: keyringPath(flagPath, f.Getenv), PasswordFile: passwordFilePath(pwFlag, f.Getenv), Prompt: terminalPrompt(f.IO)}
+		look := &KeysOptions{IO: f.IO, Keyring: keyringPath(flagPath, f.Getenv), PasswordFile: passwordFilePath(pwFlag, f.Getenv), Prompt: ui.PasswordPrompt(f.IO)}
 		if kid == "" || look.Keyring == "" {
 			return inner(c, args) // reports the usage error
 		}

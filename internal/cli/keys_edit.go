@@ -90,10 +90,10 @@ func runKeysInit(opts *KeysOptions) error {
 	}
 	kr, err := (&secret.Keyring{}).Generate(opts.Kid, typ, opts.Scopes)
 	if err != nil {
-		return keysKidError(err, nil)
+		return secret.EditError(err, nil)
 	}
 	if kr, err = secret.ApplyRoles(kr, opts.Kid, secret.Roles{PrimaryFor: opts.Roles.PrimaryFor}, true); err != nil {
-		return keysKidError(err, nil)
+		return secret.EditError(err, nil)
 	}
 	return createKeyring(opts, kr)
 }

@@ -65,7 +65,7 @@ func protectWithNewPassword(opts *KeysOptions, kr *secret.Keyring) (*secret.Keyr
 	}
 	out, err := kr.Protect(pw)
 	if err != nil {
-		return nil, keysKidError(err, nil)
+		return nil, secret.EditError(err, nil)
 	}
 	return out, nil
 }

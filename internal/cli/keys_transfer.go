@@ -89,7 +89,7 @@ func runKeysExport(opts *KeysOptions) error {
 	}
 	jwk, err := kr.PublicJWK(opts.Kid)
 	if err != nil {
-		return keysKidError(err, kr.Kids())
+		return secret.EditError(err, kr.Kids())
 	}
 	if e.Mismatch {
 		fmt.Fprintf(opts.IO.ErrOut, "warning: key %q: its private half does not match its public half; the export is the public half, which the holder of this keyring cannot use\n", opts.Kid)
@@ -180,7 +180,7 @@ func runKeysImport(opts *KeysOptions) error {
 	}
 	kr, err := importAndRole(&secret.Keyring{})
 	if err != nil {
-		return keysKidError(err, nil)
+		return secret.EditError(err, nil)
 	}
 	return createKeyring(opts, kr)
 }

@@ -444,7 +444,7 @@ func TestKeysEveryEditTakesTheLock(t *testing.T) {
 // the two differ; a protected keyring's password is asked before the lock
 // is taken (a lock held while someone types would go stale).
 func TestKeysPasswordPrompts(t *testing.T) {
-	prompt := func(answers ...string) (promptFunc, *[]string) {
+	prompt := func(answers ...string) (ui.PromptFunc, *[]string) {
 		var asked []string
 		return func(label string) ([]byte, error) {
 			asked = append(asked, label)

@@ -1,11 +1,13 @@
 package secret
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
+	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
@@ -323,4 +325,35 @@ type ErrorInfo struct {
 	Scope      string `json:"scope,omitempty"`       // the scope read through, where one was given
 	TokenScope string `json:"token_scope,omitempty"` // the scope stamped in the token
 	Message    string `json:"message"`
+}
+
+// EditError maps the keyring's refusals to exit codes: a kid that is
+// already taken, or an edit that would break a keyring rule, is refused for
+// safety (3); a kid the keyring does not hold is a failure (1); a kid or
+// scope that is not a valid name, or a JWK that does not parse, is a usage
+// error (2); a password too short to protect with is a usage error too.
+// kids, when known, are the keyring's key ids.
+func EditError(err error, kids []string) error {
+	var se *Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString(string(se.Kind))
+	b.WriteString(": ")
+	if se.Kid != "" {
+		fmt.Fprintf(&b, "key %q: ", se.Kid)
+	}
+	b.WriteString(se.Detail)
+	if se.Kind == KindUnknownKid && kids != nil {
+		fmt.Fprintf(&b, " (the keyring holds %s)", textfmt.QuoteList(kids))
+	}
+	line := errors.New(b.String())
+	switch se.Kind {
+	case KindKeyringConflict:
+		return exitcode.RefusedError(line)
+	case KindKeyringInvalid, KindKeyringPassword:
+		return exitcode.UsageError(line)
+	}
+	return line
 }
