@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -273,49 +272,23 @@ func runKeysList(opts *KeysOptions) error {
 	return printKeyring(opts, secret.NewKeyringReport(opts.Keyring, kr))
 }
 
-// changeKeyring is one read-modify-write of the keyring, under its lock so
-// that a concurrent keys verb cannot drop this change (or this one theirs):
-// load, change, save, print what changed. A change that leaves the keyring
-// as it was writes nothing and reports it unchanged. The lock is released
-// before anything is printed: a reader that closes the pipe early (| head)
-// kills the process with SIGPIPE mid-print, and a lock left behind would
-// hold the next verb until it turns stale.
+// changeKeyring is one edit of the keyring (secret.Edit), a password asked
+// before the lock is taken, and prints what changed.
 func changeKeyring(opts *KeysOptions, action string, change func(*secret.Keyring) (*secret.Keyring, error)) error {
 	if err := opts.askPasswordFirst(); err != nil {
 		return err
 	}
-	unlock, err := secret.Lock(opts.Keyring, opts.fileLog())
+	rep, err := secret.Edit(opts.Keyring, func() (*secret.Keyring, error) { return loadKeyringForKeys(opts) }, change, opts.fileLog())
 	if errors.Is(err, fs.ErrNotExist) {
 		return errNoKeyringFile(opts.Keyring)
 	}
 	if err != nil {
 		return err
 	}
-	release := sync.OnceFunc(unlock)
-	defer release()
-	kr, err := loadKeyringForKeys(opts)
-	if err != nil {
-		return err
-	}
-	next, err := change(kr)
-	if err != nil {
-		if exitcode.Code(err) == exitcode.Failure {
-			err = secret.EditError(err, kr.Kids())
-		}
-		return err
-	}
-	rep := secret.NewKeyringReport(opts.Keyring, next)
-	rep.Changes = secret.KeyringChanges(kr, next)
 	rep.Action, rep.Kid, rep.Scope = action, opts.Kid, opts.Scope
 	if len(rep.Changes) == 0 {
 		rep.Action = secret.ActionUnchanged
-		release()
-		return printKeyring(opts, rep)
 	}
-	if err := next.Save(opts.Keyring, opts.fileLog()); err != nil {
-		return err
-	}
-	release()
 	return printKeyring(opts, rep)
 }
 

@@ -107,18 +107,7 @@ func runProfileList(opts *ProfileOptions) error {
 	if r, err := opts.Resolve(""); err == nil {
 		current = r.ProfileName
 	}
-	out := profile.List{ConfigPath: path, ConfigFound: found, Profiles: []profile.Summary{}}
-	for _, name := range file.Names() {
-		p := file.Profiles[name]
-		s := profile.Summary{Name: name, Current: name == current, Brokers: nonNil(p.Brokers), TLS: p.TLS != nil && p.TLS.Enabled}
-		if p.SASL != nil {
-			s.SASL = p.SASL.Mechanism
-		}
-		if p.MQTT != nil {
-			s.MQTT = profile.RedactURL(p.MQTT.URL)
-		}
-		out.Profiles = append(out.Profiles, s)
-	}
+	out := file.List(path, found, current)
 	return opts.Printer().Print(out, func(h *ui.Human) error { return show.Profiles(h, out) })
 }
 
@@ -157,12 +146,4 @@ func runProfileShow(opts *ProfileOptions) error {
 		return err
 	}
 	return opts.Printer().Print(r, func(h *ui.Human) error { return show.Profile(h, r) })
-}
-
-// nonNil makes a missing list [] in JSON, not null.
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

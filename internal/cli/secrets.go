@@ -245,7 +245,7 @@ func valueInput(opts *SecretsOptions) (payload []byte, value any, err error) {
 		value = string(input)
 	} else if value, err = attr.ParseJSON(input); err != nil {
 		return nil, nil, invalidValue(opts, fmt.Sprintf(
-			"JSON_VALUE is not a JSON value (%s); a string needs JSON quotes, e.g. '\"text\"', or --string", jsonProblem(err)))
+			"JSON_VALUE is not a JSON value (%s); a string needs JSON quotes, e.g. '\"text\"', or --string", attr.Problem(err)))
 	}
 	payload, err = attr.Marshal(value)
 	if err != nil {
@@ -422,21 +422,4 @@ func printFailure(opts *SecretsOptions, info secret.ErrorInfo, kind exitcode.Kin
 		return err
 	}
 	return &exitcode.Silent{Code: kind.Code()}
-}
-
-// jsonProblem says what is wrong with a JSON value without quoting it: the
-// value is a secret.
-func jsonProblem(err error) string {
-	var de *attr.DecodeError
-	if !errors.As(err, &de) {
-		return "not JSON"
-	}
-	var syn *json.SyntaxError
-	if errors.As(de.Err, &syn) {
-		return fmt.Sprintf("%s, syntax error at offset %d", de.Reason, syn.Offset)
-	}
-	if errors.Is(de.Err, io.ErrUnexpectedEOF) || errors.Is(de.Err, io.EOF) {
-		return de.Reason + ", incomplete"
-	}
-	return de.Reason
 }

@@ -357,3 +357,38 @@ func EditError(err error, kids []string) error {
 	}
 	return line
 }
+
+// Edit is one read-modify-write of the keyring file at path, under its
+// lock so that a concurrent edit cannot drop this change (or this one
+// theirs): load, change, save, and report what changed (the report's
+// Action is the caller's to fill in). A change that leaves the keyring as
+// it was writes nothing. The lock is released before Edit returns, so
+// nothing printed afterwards holds it: a reader that closes the pipe early
+// (| head) kills the process mid-print, and a lock left behind would hold
+// the next edit until it turns stale. A missing file matches fs.ErrNotExist.
+func Edit(path string, load func() (*Keyring, error), change func(*Keyring) (*Keyring, error), opts ...FileOption) (KeyringReport, error) {
+	unlock, err := Lock(path, opts...)
+	if err != nil {
+		return KeyringReport{}, err
+	}
+	defer unlock()
+	kr, err := load()
+	if err != nil {
+		return KeyringReport{}, err
+	}
+	next, err := change(kr)
+	if err != nil {
+		if exitcode.Code(err) == exitcode.Failure {
+			err = EditError(err, kr.Kids())
+		}
+		return KeyringReport{}, err
+	}
+	rep := NewKeyringReport(path, next)
+	rep.Changes = KeyringChanges(kr, next)
+	if len(rep.Changes) > 0 {
+		if err := next.Save(path, opts...); err != nil {
+			return KeyringReport{}, err
+		}
+	}
+	return rep, nil
+}
