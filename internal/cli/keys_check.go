@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
-	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/rotation"
 	"github.com/flecht-dev/flecht/internal/secret"
@@ -76,24 +75,9 @@ func runKeysCheck(ctx context.Context, opts *KeysCheckOptions) error {
 // both generations) and values it signed.
 type keysRemoveGuard struct {
 	Targets secretTargets
-	// Read reads the topics' compacted view (a Kafka client from the
-	// factory); the scan judges it with reencrypt.ScanView, so the guard
-	// counts whatever the scanner reports.
-	Read func(ctx context.Context, topics []string, planned, read func(int64)) (*reencrypt.View, map[reencrypt.TP]kafkax.Bounds, error)
-}
-
-// readView is the guard's default Read: the secret scan's own read.
-func (f *Factory) readView(ctx context.Context, topics []string, planned, read func(int64)) (*reencrypt.View, map[reencrypt.TP]kafkax.Bounds, error) {
-	cl, err := f.KafkaClient(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer cl.Close()
-	v, res, err := reencrypt.ReadView(ctx, cl, topics, planned, read)
-	if err != nil {
-		return nil, nil, err
-	}
-	return v, res.Bounds, nil
+	// Scan reads and judges the topics (the secret scan's own), so the
+	// guard counts whatever the scanner reports.
+	Scan func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error)
 }
 
 // guardKeysRemove adds --topics/--field/-f to `keys remove` and runs the
@@ -101,7 +85,7 @@ func (f *Factory) readView(ctx context.Context, topics []string, planned, read f
 // before, and says so. opts are the remove verb's: a password asked here
 // is not asked again.
 func guardKeysRemove(f *Factory, cmd *cobra.Command, opts *KeysOptions) *cobra.Command {
-	g := &keysRemoveGuard{Read: f.readView}
+	g := &keysRemoveGuard{Scan: f.ScanTopics}
 	g.Targets.addFlags(cmd)
 	cmd.Use = "remove --kid KID [--topics T,... --field NAME[:scope]... | -f stage.yaml]"
 	cmd.Long += `
@@ -161,19 +145,9 @@ func (g *keysRemoveGuard) check(ctx context.Context, io *ui.IOStreams, kr *secre
 	if err != nil {
 		return err
 	}
-	scan := func(ctx context.Context, o reencrypt.ScanOptions) (*reencrypt.ScanReport, error) {
-		v, bounds, err := g.Read(ctx, o.Topics, o.Planned, o.Read)
-		if err != nil {
-			return nil, err
-		}
-		return reencrypt.ScanView(v, bounds, o), nil
-	}
-	rep, err := scanWithProgress(ctx, io, scan, reencrypt.ScanOptions{Topics: topics, Fields: fields, Keyring: kr})
+	rep, err := scanWithProgress(ctx, io, g.Scan, reencrypt.ScanOptions{Topics: topics, Fields: fields, Keyring: kr})
 	if err != nil {
 		return fmt.Errorf("scanning before the removal: %w", err)
 	}
-	if rep.TokensUnder(kid) == 0 {
-		return nil
-	}
-	return exitcode.RefusedError(errors.New(rotation.Refusal(rep, kid, topics, fields, keyring)))
+	return rotation.CheckRemoval(rep, kid, topics, fields, keyring)
 }

@@ -1,15 +1,26 @@
 package rotation
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 )
+
+// CheckRemoval refuses (exit 3) the removal of kid while the scan found
+// values that need it, explaining what to do about them (Refusal).
+func CheckRemoval(rep *reencrypt.ScanReport, kid string, topics []string, fields []reencrypt.Field, keyring string) error {
+	if rep.TokensUnder(kid) == 0 {
+		return nil
+	}
+	return exitcode.RefusedError(errors.New(Refusal(rep, kid, topics, fields, keyring)))
+}
 
 // Refusal explains a refused removal: how many values need kid, as
 // sealing key and as signer, and what to do about each group of them.
