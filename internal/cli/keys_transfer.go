@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -218,7 +217,7 @@ func readJWK(opts *KeysOptions) (jwk []byte, info secret.JWKInfo, err error) {
 // existing file only with force. It refuses (exit 3) an existing path
 // without force, and the keyring file itself always.
 func writeOutFile(path string, data []byte, perm os.FileMode, force bool, keyring string) (err error) {
-	if sameFile(path, keyring) {
+	if atomicfile.SameFile(path, keyring) {
 		return exitcode.RefusedError(fmt.Errorf("refusing to write to %s: it is the keyring file itself; give another --out", path))
 	}
 	exists := exitcode.RefusedError(fmt.Errorf("refusing to overwrite %s: the file exists; add --force to replace it", path))
@@ -230,17 +229,4 @@ func writeOutFile(path string, data []byte, perm os.FileMode, force bool, keyrin
 		return exists
 	}
 	return err
-}
-
-// sameFile reports whether a and b name one file: the same inode when
-// both exist, else the same absolute path.
-func sameFile(a, b string) bool {
-	fa, errA := os.Stat(a)
-	fb, errB := os.Stat(b)
-	if errA == nil && errB == nil {
-		return os.SameFile(fa, fb)
-	}
-	absA, errA := filepath.Abs(a)
-	absB, errB := filepath.Abs(b)
-	return errA == nil && errB == nil && absA == absB
 }

@@ -262,16 +262,7 @@ func tokenInput(opts *SecretsOptions) (token string, plain any, err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	raw := bytes.TrimSpace(input)
-	token, plain = string(raw), string(raw)
-	if v, err := attr.ParseJSON(raw); err == nil {
-		plain = v
-		if s, ok := v.(string); ok {
-			token = s
-		} else {
-			token = "" // not a string, so not a token
-		}
-	}
+	token, plain = secret.ParseTokenInput(input)
 	return token, plain, nil
 }
 

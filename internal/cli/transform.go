@@ -148,12 +148,8 @@ func runTransformNew(opts *TransformNewOptions) error {
 		}
 		return exitcode.UsageError(err)
 	}
-	sdkFiles := 0
-	for _, f := range files {
-		if strings.HasPrefix(f, scaffold.SDKDir+"/") {
-			sdkFiles++
-			continue
-		}
+	own, sdkFiles := scaffold.Split(files)
+	for _, f := range own {
 		fmt.Fprintf(opts.IO.Out, "wrote %s\n", textfmt.Escape(filepath.Join(opts.Dir, f)))
 	}
 	fmt.Fprintf(opts.IO.Out, "wrote %s (the SDK, %d files)\n\nNext:\n  cd %s && make test\n", textfmt.Escape(filepath.Join(opts.Dir, scaffold.SDKDir)), sdkFiles, shellQuote(opts.Dir))

@@ -107,3 +107,16 @@ func Write(dir, lang string, p Project) ([]string, error) {
 	sort.Strings(files)
 	return files, nil
 }
+
+// Split parts the files Write wrote into the project's own and the count
+// of the SDK's (copied under SDKDir).
+func Split(files []string) (own []string, sdkFiles int) {
+	for _, f := range files {
+		if strings.HasPrefix(f, SDKDir+"/") {
+			sdkFiles++
+			continue
+		}
+		own = append(own, f)
+	}
+	return own, sdkFiles
+}

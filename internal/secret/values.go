@@ -1,6 +1,7 @@
 package secret
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -194,4 +195,21 @@ func InspectToken(token string) (InspectResult, error) {
 	}
 	return InspectResult{Envelope: h.Envelope, Alg: h.Alg, Enc: h.Enc, Kid: h.Kid, Scope: h.Scope,
 		EPK: h.Alg == "ECDH-ES+A256KW", KeyType: headerKeyType(h), Header: protectedHeaderJSON(token)}, nil
+}
+
+// ParseTokenInput reads the token a verb works on: bare, or as it stands
+// in a record's JSON (a string in quotes); plain is the input as a value,
+// for a legacy plaintext read.
+func ParseTokenInput(input []byte) (token string, plain any) {
+	raw := bytes.TrimSpace(input)
+	token, plain = string(raw), string(raw)
+	if v, err := attr.ParseJSON(raw); err == nil {
+		plain = v
+		if s, ok := v.(string); ok {
+			token = s
+		} else {
+			token = "" // not a string, so not a token
+		}
+	}
+	return token, plain
 }
