@@ -106,12 +106,7 @@ func askCluster(cmd *cobra.Command, f *Factory, toComplete string, ask func(cont
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	var out []string
-	for _, s := range all {
-		if strings.HasPrefix(s, toComplete) {
-			out = append(out, s)
-		}
-	}
+	out := matching(all, toComplete)
 	sort.Strings(out)
 	return out, cobra.ShellCompDirectiveNoFileComp
 }
@@ -167,13 +162,7 @@ func completeKids(f *Factory) cobra.CompletionFunc {
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		var out []string
-		for _, k := range kr.Kids() {
-			if strings.HasPrefix(k, toComplete) {
-				out = append(out, k)
-			}
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
+		return matching(kr.Kids(), toComplete), cobra.ShellCompDirectiveNoFileComp
 	}
 }
 
@@ -184,13 +173,7 @@ func completeProfiles(f *Factory) cobra.CompletionFunc {
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		var out []string
-		for _, n := range file.Names() {
-			if strings.HasPrefix(n, toComplete) {
-				out = append(out, n)
-			}
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
+		return matching(file.Names(), toComplete), cobra.ShellCompDirectiveNoFileComp
 	}
 }
 
@@ -236,4 +219,15 @@ func registerCompletions(root *cobra.Command, f *Factory) {
 		}
 	}
 	walk(root)
+}
+
+// matching are the candidates that start with what was typed.
+func matching(all []string, prefix string) []string {
+	var out []string
+	for _, s := range all {
+		if strings.HasPrefix(s, prefix) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

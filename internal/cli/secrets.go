@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/secret"
@@ -238,18 +236,9 @@ func valueInput(opts *SecretsOptions) (payload []byte, value any, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if opts.String {
-		if opts.Input == "-" {
-			input = bytes.TrimSuffix(input, []byte("\n"))
-		}
-		value = string(input)
-	} else if value, err = attr.ParseJSON(input); err != nil {
-		return nil, nil, invalidValue(opts, fmt.Sprintf(
-			"JSON_VALUE is not a JSON value (%s); a string needs JSON quotes, e.g. '\"text\"', or --string", attr.Problem(err)))
-	}
-	payload, err = attr.Marshal(value)
-	if err != nil {
-		return nil, nil, invalidValue(opts, "JSON_VALUE has no canonical JSON form (a string must be valid UTF-8)")
+	payload, value, problem := secret.ParseValueInput(input, opts.String, opts.Input == "-")
+	if problem != "" {
+		return nil, nil, invalidValue(opts, problem)
 	}
 	return payload, value, nil
 }

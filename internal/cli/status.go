@@ -13,7 +13,6 @@ import (
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/status"
-	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -75,7 +74,7 @@ module, sha256, abi, error}], mixed, warnings[{kind, message}]}.`
 
 // NewCmdStatus builds `flecht status`.
 func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
-	opts := &StatusOptions{IO: f.IO, Printer: f.Printer, Sleep: sleepCtx}
+	opts := &StatusOptions{IO: f.IO, Printer: f.Printer, Sleep: status.Sleep}
 	opts.Kafka = f.KafkaClient
 	cmd := &cobra.Command{
 		Use:   "status [APP] [--input-topics T,... | -f stage.yaml]",
@@ -98,15 +97,6 @@ func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
 	fl.StringVar(&opts.Interval, "interval", "5s", "time between the two samples the throughput is measured over (0: one sample; a group without members is sampled once unless --interval is given)")
 	fl.BoolVarP(&opts.Watch, "watch", "w", false, "refresh every --interval until interrupted")
 	return cmd
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }
 
 func runStatus(ctx context.Context, opts *StatusOptions) error {
@@ -161,9 +151,7 @@ func runStatus(ctx context.Context, opts *StatusOptions) error {
 			}
 		} else {
 			var buf bytes.Buffer
-			h := ui.NewHuman(&buf, opts.IO.ColorEnabled())
-			show.Status(h, rep)
-			h.Printf("\n%s\n", h.Faint(fmt.Sprintf("every %s, Ctrl-C to stop", textfmt.FormatDuration(interval))))
+			show.StatusFrame(ui.NewHuman(&buf, opts.IO.ColorEnabled()), rep, interval)
 			if inPlace {
 				// Home the cursor and clear the screen, then draw.
 				fmt.Fprint(opts.IO.Out, "\x1b[H\x1b[2J")

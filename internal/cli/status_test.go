@@ -148,7 +148,7 @@ func watchOptions(io *ui.IOStreams, addr string, format ui.Format) *StatusOption
 		IO: io, Printer: func() *ui.Printer { return ui.NewPrinter(io, format) },
 		ApplicationID: "app", InputTopics: []string{"raw"}, Interval: "10ms", Watch: true, Frames: 3, NewApp: true,
 		Kafka: func(context.Context) (*kgo.Client, error) { return kgo.NewClient(kgo.SeedBrokers(addr)) },
-		Sleep: sleepCtx,
+		Sleep: status.Sleep,
 	}
 }
 

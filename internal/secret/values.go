@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/flecht-dev/flecht/internal/attr"
@@ -212,4 +213,27 @@ func ParseTokenInput(input []byte) (token string, plain any) {
 		}
 	}
 	return token, plain
+}
+
+// ParseValueInput reads the value encrypt and sign work on: input parsed
+// as JSON, or asString taken as a string (from standard input, one
+// trailing newline dropped), and its canonical JSON payload. problem says
+// what is wrong with it without quoting it ("" when nothing is).
+func ParseValueInput(input []byte, asString, fromStdin bool) (payload []byte, value any, problem string) {
+	if asString {
+		if fromStdin {
+			input = bytes.TrimSuffix(input, []byte("\n"))
+		}
+		value = string(input)
+	} else {
+		var err error
+		if value, err = attr.ParseJSON(input); err != nil {
+			return nil, nil, fmt.Sprintf("JSON_VALUE is not a JSON value (%s); a string needs JSON quotes, e.g. '\"text\"', or --string", attr.Problem(err))
+		}
+	}
+	payload, err := attr.Marshal(value)
+	if err != nil {
+		return nil, nil, "JSON_VALUE has no canonical JSON form (a string must be valid UTF-8)"
+	}
+	return payload, value, ""
 }

@@ -1015,3 +1015,10 @@ func Partitions(ps []int32) string {
 	}
 	return "[" + strings.Join(parts, ",") + "]"
 }
+
+// StatusFrame is one frame of status --watch: the status, and how often it
+// refreshes.
+func StatusFrame(h *ui.Human, r *status.Report, every time.Duration) {
+	Status(h, r)
+	h.Printf("\n%s\n", h.Faint(fmt.Sprintf("every %s, Ctrl-C to stop", textfmt.FormatDuration(every))))
+}
