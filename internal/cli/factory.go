@@ -1,7 +1,11 @@
-// Package cli holds flecht's commands. Each command has an Options struct
-// with its inputs and dependencies, a NewCmdX(f, runF) that wires cobra flags
-// into it, and a runX(opts) that does the work, so tests drive runX with
-// fakes and never parse argv. Cobra does not leave this package.
+// Package cli holds flecht's commands: the command layer. Each command has
+// an Options struct with its inputs and dependencies, a NewCmdX(f, runF)
+// that wires cobra flags into it, and a runX(opts) that is inputs → a
+// domain package's call → internal/show (or -o json/yaml) for its result.
+// Tests run commands through Main with argv, or drive runX with fakes
+// through runF. Cobra does not leave this package (and the reference
+// generator, internal/docgen); the domain logic lives in the domain
+// packages, which internal/layering keeps free of commands and terminals.
 package cli
 
 import (

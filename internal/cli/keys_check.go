@@ -81,8 +81,8 @@ type keysRemoveGuard struct {
 }
 
 // guardKeysRemove adds --topics/--field/-f to `keys remove` and runs the
-// scan before the removal. Without them the removal is unguarded, as
-// before, and says so. opts are the remove verb's: a password asked here
+// scan before the removal. Without them nothing guards the removal, and a
+// warning says so. opts are the remove verb's: a password asked here
 // is not asked again.
 func guardKeysRemove(f *Factory, cmd *cobra.Command, opts *KeysOptions) *cobra.Command {
 	g := &keysRemoveGuard{Scan: f.ScanTopics}

@@ -1,7 +1,8 @@
 // Package exitcode maps the kinds of failure a command can end in to the
 // process exit codes that scripts and CI rely on. It is the one place that
-// mapping lives: packages wrap their errors with a kind, cmd/flecht asks for
-// the code.
+// mapping lives: packages wrap their errors with a kind, and the command
+// layer's Main (internal/cli) turns the error a command returns into the
+// process's code.
 package exitcode
 
 import (
