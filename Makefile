@@ -11,7 +11,7 @@ FUZZTIME  ?= 100000x
 BENCHTIME ?= 2s
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build test rules modules e2e e2e-cluster upstream bench bench-e2e lint fuzz demo clean
+.PHONY: build test rules modules e2e e2e-cluster upstream bench bench-e2e lint fuzz demo docs clean
 
 # The repository's Go modules: flecht itself, the SDK that transform
 # modules are built with (a module of its own, so that a transform module
@@ -172,6 +172,13 @@ lint:
 # the zero-install way to try flecht.
 demo:
 	$(GO) run ./cmd/flecht dev --demo
+
+# The command reference (docs/reference, one Markdown page per command),
+# the man pages (docs/man) and the README's command table, generated from
+# the commands' help text (internal/docgen). The docgen test fails when
+# they differ from the command tree; this target brings them back in step.
+docs:
+	$(GO) run ./internal/docgen/cmd/flecht-docs
 
 clean:
 	rm -rf bin e2e/.run e2e/kafka/target e2e/streams/target

@@ -31,7 +31,7 @@ import (
 // Kafka Streams (e2e/streams, built by `make bench-e2e`) on the same
 // broker in the same run, alternating, and beside the broker's own
 // transactional produce limit (ProducerPerformance). Each prints one
-// SUMMARY line with the ratios the README quotes.
+// SUMMARY line with the ratios docs/performance.md quotes.
 //
 //	make bench-e2e
 //	FLECHT_BENCH_RECORDS=n            input records of BenchmarkRunnerCount (400000)

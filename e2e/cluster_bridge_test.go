@@ -93,7 +93,8 @@ func TestClusterMQTTBridgeFaults(t *testing.T) {
 	}
 }
 
-// logFigures logs the line the README's reliability table is made from.
+// logFigures logs the line the cluster-tier rows of docs/reliability.md
+// are made from.
 func logFigures(t *testing.T, stage string, faults, items, records, duplicates, missing int) {
 	t.Helper()
 	t.Logf("FIGURES stage=%q faults=%d items=%d records=%d duplicates=%d missing=%d", stage, faults, items, records, duplicates, missing)

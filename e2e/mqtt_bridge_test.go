@@ -117,8 +117,8 @@ func TestMosquittoResendsUnackedWithDupAndSamePacketID(t *testing.T) {
 // Mosquitto 2.0.11 holds a client to max_inflight_messages (or its
 // Receive Maximum) only until PUBACKs flow: a client that acknowledges in
 // receive order, as paho does, sees far more than the window un-acked.
-// This is a measurement of the broker, logged for the README; the bridge
-// relies on none of it.
+// This is a measurement of the broker, logged for docs/reliability.md;
+// the bridge relies on none of it.
 func TestMosquittoWindowWhileAcking(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	m := startMosquitto(t, "max_inflight_messages 20")

@@ -13,12 +13,13 @@ import (
 	"testing"
 )
 
-// The upstream interop tier: the real flechtwerk 0.17.0 and flechtctl 0.17.0
-// (PyPI, pinned in e2e/upstream/requirements.txt) run beside flecht against
-// the same broker, keyrings and topics. They need Python 3.12+, so they run
-// in a Debian 13 root that `make upstream` builds (e2e/upstream/build.sh),
-// through e2e/upstream/run: a private mount namespace per process, so
-// nothing stays mounted after a test, even after a SIGKILL.
+// The upstream interop tier: the real flechtwerk 0.17.0 and flechtctl
+// 0.17.0 (from the package index, pinned in e2e/upstream/requirements.txt)
+// run beside flecht against the same broker, keyrings and topics. They
+// need Python 3.12+, so they run in a Debian 13 root that `make upstream`
+// builds (e2e/upstream/build.sh), through e2e/upstream/run: a private
+// mount namespace per process, so nothing stays mounted after a test, even
+// after a SIGKILL.
 //
 // FLECHT_UPSTREAM_ROOT names the root (make passes it; default
 // e2e/.run/upstream/root). A missing or stale root FAILS every TestUpstream

@@ -332,7 +332,7 @@ func shapeOf(f *expoFamily, outTopic string) familyShape {
 	sh := familyShape{Type: f.typ, Labels: map[string][]string{}}
 	for _, s := range f.samples {
 		if strings.HasSuffix(s.name, "_created") {
-			continue // prometheus_client's, which flecht does not write (README)
+			continue // prometheus_client's, which flecht does not write (docs/metrics.md)
 		}
 		for k, v := range s.labels {
 			if k == "le" {
@@ -389,7 +389,7 @@ func parityMetrics(t *testing.T, in string, invalid, maxPoll int, py, fl *parity
 			if !strings.HasPrefix(name, "flechtwerk_") || (format.name == "text" && strings.HasSuffix(name, "_created")) {
 				// prometheus_client writes each counter's and histogram's
 				// creation time, in the classic format as a gauge family
-				// of its own; flecht does not (README, Metrics).
+				// of its own; flecht does not (docs/metrics.md).
 				continue
 			}
 			row, ok := catalogRow(name, pyFams[name].typ)

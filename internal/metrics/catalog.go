@@ -9,7 +9,7 @@ import "slices"
 // of the labels that take a fixed set, and the bucket bounds. Rows of
 // origin "upstream" match the real library (catalog_test.go checks them
 // against a scrape of it, testdata/upstream); rows of origin "flecht" are
-// flecht's additions. README's "Metrics" section is this table.
+// flecht's additions. The table of docs/metrics.md is this catalog.
 //
 // Every stage kind builds the same Observer, so a flecht stage of any kind
 // registers every family but the lazy ones (a family with labels appears

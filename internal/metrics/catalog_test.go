@@ -460,8 +460,8 @@ func TestBucketBoundsScrapeAsUpstreamWritesThem(t *testing.T) {
 	}
 }
 
-// readmeTable renders the catalog as README's "Metrics" table.
-func readmeTable() string {
+// docsTable renders the catalog as the table of docs/metrics.md.
+func docsTable() string {
 	var b strings.Builder
 	b.WriteString("| family | type | labels (after the stage's) | buckets | origin | updated by | note |\n")
 	b.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
@@ -479,19 +479,23 @@ func readmeTable() string {
 	return b.String()
 }
 
-// README's metric table is the catalog, row for row.
-func TestReadmeListsTheCatalog(t *testing.T) {
-	raw, err := os.ReadFile("../../README.md")
+// The metric table of docs/metrics.md is the catalog, row for row.
+func TestMetricsPageListsTheCatalog(t *testing.T) {
+	const page = "docs/metrics.md"
+	raw, err := os.ReadFile("../../" + page)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const begin, end = "<!-- metrics table (internal/metrics/catalog.go) -->\n", "<!-- end of metrics table -->"
+	if n, m := strings.Count(string(raw), begin), strings.Count(string(raw), end); n != 1 || m != 1 {
+		t.Fatalf("%s holds the markers %q … %q %d and %d times, want once each", page, begin, end, n, m)
+	}
 	_, rest, ok := strings.Cut(string(raw), begin)
 	table, _, ok2 := strings.Cut(rest, end)
 	if !ok || !ok2 {
-		t.Fatalf("README.md lacks the markers %q … %q", begin, end)
+		t.Fatalf("%s lacks the markers %q … %q", page, begin, end)
 	}
-	if want := readmeTable(); table != want {
-		t.Errorf("README.md's metric table is not the catalog; it should read:\n%s", want)
+	if want := docsTable(); table != want {
+		t.Errorf("%s's metric table is not the catalog; it should read:\n%s", page, want)
 	}
 }
