@@ -11,12 +11,13 @@ FUZZTIME  ?= 100000x
 BENCHTIME ?= 2s
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build test rules modules e2e e2e-cluster upstream bench bench-e2e lint fuzz demo docs clean
+.PHONY: build test rules modules image e2e e2e-cluster upstream bench bench-e2e lint fuzz demo docs clean
 
 # The repository's Go modules: flecht itself, the SDK that transform
 # modules are built with (a module of its own, so that a transform module
-# does not pull in flecht's dependencies), and the example modules.
-GO_MODULES := . sdk examples/modules
+# does not pull in flecht's dependencies), the example modules, and the
+# image builder (its own module, for go-containerregistry).
+GO_MODULES := . sdk examples/modules tools/image
 
 build:
 	$(GO) build -buildvcs=true -o $(BIN) ./cmd/flecht
@@ -70,6 +71,30 @@ bin/promtool: tools/promtool/go.mod tools/promtool/go.sum
 rules: $(if $(filter bin/promtool,$(PROMTOOL)),bin/promtool)
 	$(PROMTOOL_RUN) check rules deploy/prometheus/flecht-rules.yaml
 	cd deploy/prometheus && $(PROMTOOL_RUN) test rules flecht-rules.test.yaml
+
+# A minimal OCI image of the static binary, without a container daemon:
+# tools/image (a module of its own, on go-containerregistry) writes it as
+# an OCI archive, $(IMAGE_TAR), named $(IMAGE) (docs/image.md): docker
+# load -i, podman load -i, skopeo and crane push read it. linux/amd64 unless
+# GOARCH=arm64 (or another); the binary's own build info sets the image's
+# platform. Reproducible: every date in it is SOURCE_DATE_EPOCH, by default
+# the commit's time, so two builds of a commit give the same digest.
+IMAGE_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# localhost/ (podman's prefix for local images): a full reference, which
+# containerd-based loaders (Docker's containerd image store, ctr, kind)
+# need to name the image at all.
+IMAGE         ?= localhost/flecht:$(IMAGE_VERSION)
+IMAGE_TAR     ?= bin/flecht-image.tar
+IMAGE_GOARCH  := $(or $(GOARCH),amd64)
+IMAGE_BIN      = bin/flecht-linux-$(IMAGE_GOARCH)
+# GOOS and GOARCH emptied: the builder runs here, whatever the image's are.
+bin/imagetool: tools/image/go.mod tools/image/go.sum $(wildcard tools/image/*.go)
+	cd tools/image && GOOS= GOARCH= $(GO) build -o ../../bin/imagetool .
+image: bin/imagetool
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_GOARCH) $(GO) build -trimpath -buildvcs=true -o $(IMAGE_BIN) ./cmd/flecht
+	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null)} \
+	  bin/imagetool -binary $(IMAGE_BIN) -out $(IMAGE_TAR) -name '$(IMAGE)' \
+	    -version '$(IMAGE_VERSION)' -revision "$$(git rev-parse HEAD 2>/dev/null)"
 
 # Tests against a real Apache Kafka 4.x broker and a real Mosquitto, and
 # (the TestUpstream* tests) beside the real Python library: flechtwerk and
@@ -160,11 +185,13 @@ lint:
 	$(GO) vet ./...
 	cd sdk && $(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 	cd examples/modules && $(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
+	cd tools/image && $(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/
 	$(GO) vet -tags 'e2e e2ecluster' ./e2e/
 	$(GO) run $(STATICCHECK) ./...
 	cd sdk && $(GO) run $(STATICCHECK) ./...
 	cd examples/modules && $(GO) run $(STATICCHECK) ./...
+	cd tools/image && $(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags e2e ./e2e/
 	$(GO) run $(STATICCHECK) -tags 'e2e e2ecluster' ./e2e/
 
