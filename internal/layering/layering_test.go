@@ -20,6 +20,12 @@ const module = "github.com/flecht-dev/flecht/"
 // package and print what it returns.
 const commandLayer = "internal/cli"
 
+// Tools built on the command tree may import the command layer.
+var commandTools = map[string]string{
+	"internal/docgen":                "renders the command tree into docs/reference, the man pages and the README's table",
+	"internal/docgen/cmd/flecht-docs": "make docs",
+}
+
 // Presentation packages may import internal/ui: they write for people.
 var presentation = map[string]string{
 	"internal/ui":   "terminal output itself",
@@ -119,7 +125,7 @@ func inCommandLayer(pkg string) bool {
 // Domain packages import neither the command layer nor ui.
 func TestDomainPackagesKnowNoCommandsOrTerminals(t *testing.T) {
 	for _, f := range moduleFiles(t) {
-		if !strings.HasPrefix(f.pkg, "internal/") || inCommandLayer(f.pkg) || presentation[f.pkg] != "" {
+		if !strings.HasPrefix(f.pkg, "internal/") || inCommandLayer(f.pkg) || presentation[f.pkg] != "" || commandTools[f.pkg] != "" {
 			continue
 		}
 		for p := range f.imports {
@@ -184,5 +190,24 @@ func TestCommandLayerIsThin(t *testing.T) {
 	if share > maxCommandShare {
 		t.Errorf("%s holds %.1f%% of the module's non-test lines (%d of %d), above %.0f%%: move the logic that grew into a domain package",
 			commandLayer, 100*share, commands, all, 100*maxCommandShare)
+	}
+}
+
+// Every package of cmd/ and internal/ is on the architecture page's map,
+// so the map a newcomer reads is the tree they find.
+func TestArchitecturePageMapsEveryPackage(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range moduleFiles(t) {
+		if f.test || seen[f.pkg] || !(strings.HasPrefix(f.pkg, "internal/") || strings.HasPrefix(f.pkg, "cmd/")) {
+			continue
+		}
+		seen[f.pkg] = true
+		if !bytes.Contains(page, []byte("`"+f.pkg+"`")) {
+			t.Errorf("docs/architecture.md does not name package %s: add it to the package map", f.pkg)
+		}
 	}
 }
