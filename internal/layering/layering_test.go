@@ -22,7 +22,7 @@ const commandLayer = "internal/cli"
 
 // Tools built on the command tree may import the command layer.
 var commandTools = map[string]string{
-	"internal/docgen":                "renders the command tree into docs/reference, the man pages and the README's table",
+	"internal/docgen":                 "renders the command tree into docs/reference, the man pages and the README's table",
 	"internal/docgen/cmd/flecht-docs": "make docs",
 }
 
