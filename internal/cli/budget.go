@@ -16,37 +16,14 @@ import (
 )
 
 // BudgetOptions are the inputs of `flecht budget`. Values stay as typed on
-// the command line and are parsed by runBudget, so that every bad value is
+// the command line and are parsed by budget.Plan, so that every bad value is
 // a usage error naming its flag.
 type BudgetOptions struct {
 	IO      *ui.IOStreams
 	Printer func() *ui.Printer
-	Now     func() time.Time
-
-	SessionExpiry string
-	StageFile     string
-	QueueLimit    string
-	MosquittoConf string
-	MessageSize   string
-	Rate          string
-	Measure       string
-	Since         string
-	Window        string
-	Replicas      int
-	Inflight      string
-	AckLatency    string
-	MetricsURL    string
-	// MetricsInterval is the time between the two scrapes of MetricsURL.
-	MetricsInterval string
-	// MinBudget is the least budget that is no finding (exit 4).
-	MinBudget string
-
-	// MeasureRate reads a topic's rate (--measure); planned and add drive
-	// the progress indicator.
-	MeasureRate func(ctx context.Context, topic string, since, window time.Duration, now time.Time, planned, add func(int64)) (*budget.Measurement, error)
-	// ScrapeAckLatency reads the bridge's ack latency (--metrics-url),
-	// scraping twice interval apart.
-	ScrapeAckLatency func(ctx context.Context, url string, interval time.Duration) (*budget.AckLatency, error)
+	// Flags are the values as typed, and how to read the systems they
+	// name (budget.Plan parses and reads them).
+	budget.Flags
 }
 
 const budgetLong = `Compute how long an MQTT stage may be down before the MQTT broker drops
@@ -99,7 +76,7 @@ const budgetExample = `  flecht budget --session-expiry 24h --queue-limit 10000 
 
 // NewCmdBudget builds `flecht budget` and its probe subcommand.
 func NewCmdBudget(f *Factory, runF func(*BudgetOptions) error) *cobra.Command {
-	opts := &BudgetOptions{IO: f.IO, Printer: f.Printer, Now: time.Now}
+	opts := &BudgetOptions{IO: f.IO, Printer: f.Printer, Flags: budget.Flags{Now: time.Now}}
 	opts.MeasureRate = func(ctx context.Context, topic string, since, window time.Duration, now time.Time, planned, add func(int64)) (*budget.Measurement, error) {
 		cl, _, err := f.Kafka(ctx)
 		if err != nil {
@@ -145,24 +122,19 @@ func NewCmdBudget(f *Factory, runF func(*BudgetOptions) error) *cobra.Command {
 }
 
 func runBudget(ctx context.Context, opts *BudgetOptions) error {
-	rep, err := budget.Plan(ctx, budget.Flags{
-		SessionExpiry: opts.SessionExpiry, StageFile: opts.StageFile, QueueLimit: opts.QueueLimit,
-		MosquittoConf: opts.MosquittoConf, MessageSize: opts.MessageSize, Rate: opts.Rate, Measure: opts.Measure,
-		Since: opts.Since, Window: opts.Window, Replicas: opts.Replicas, Inflight: opts.Inflight,
-		AckLatency: opts.AckLatency, MetricsURL: opts.MetricsURL, MetricsInterval: opts.MetricsInterval,
-		MinBudget: opts.MinBudget, Now: opts.Now, MeasureRate: opts.MeasureRate, ScrapeAckLatency: opts.ScrapeAckLatency,
-		Progress: func(label string) (planned, add func(int64), done func()) {
-			p := ui.NewProgress(opts.IO, label)
-			return p.SetTotal, p.Add, p.Done
-		},
-		Waiting: func(what string) (done func()) {
-			if !opts.IO.IsStderrTTY() {
-				return func() {}
-			}
-			fmt.Fprintf(opts.IO.ErrOut, "\r%s\x1b[K", what)
-			return func() { fmt.Fprint(opts.IO.ErrOut, "\r\x1b[K") }
-		},
-	})
+	fl := opts.Flags
+	fl.Progress = func(label string) (planned, add func(int64), done func()) {
+		p := ui.NewProgress(opts.IO, label)
+		return p.SetTotal, p.Add, p.Done
+	}
+	fl.Waiting = func(what string) (done func()) {
+		if !opts.IO.IsStderrTTY() {
+			return func() {}
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "\r%s\x1b[K", what)
+		return func() { fmt.Fprint(opts.IO.ErrOut, "\r\x1b[K") }
+	}
+	rep, err := budget.Plan(ctx, fl)
 	if err != nil {
 		return err
 	}

@@ -221,21 +221,21 @@ func TestBudgetMeasuredRateAndScrapedLatency(t *testing.T) {
 	peakAt := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	var gotSince, gotWindow, gotInterval time.Duration
 	opts := &BudgetOptions{
-		IO: io, Printer: func() *ui.Printer { return ui.NewPrinter(io, ui.FormatTable) },
-		Now:        func() time.Time { return peakAt.Add(time.Hour) },
-		QueueLimit: "1000", Measure: "sensors.raw", Since: "2d", Window: "30s", Replicas: 1,
-		Inflight: "20", MetricsURL: "http://bridge/metrics", MetricsInterval: "3s",
-		MeasureRate: func(_ context.Context, topic string, since, window time.Duration, _ time.Time, planned, add func(int64)) (*budget.Measurement, error) {
-			gotSince, gotWindow = since, window
-			planned(10)
-			add(10)
-			return &budget.Measurement{Topic: topic, SinceS: since.Seconds(), WindowS: window.Seconds(), Records: 10, PeakPerS: 250, MeanPerS: 40, PeakWindowStart: &peakAt, ResolutionS: 10}, nil
-		},
-		ScrapeAckLatency: func(_ context.Context, url string, interval time.Duration) (*budget.AckLatency, error) {
-			gotInterval = interval
-			return &budget.AckLatency{URL: url, Count: 10, SumS: 1, MeanS: 0.1}, nil
-		},
-	}
+		IO: io, Printer: func() *ui.Printer { return ui.NewPrinter(io, ui.FormatTable) }, Flags: budget.Flags{
+			Now:        func() time.Time { return peakAt.Add(time.Hour) },
+			QueueLimit: "1000", Measure: "sensors.raw", Since: "2d", Window: "30s", Replicas: 1,
+			Inflight: "20", MetricsURL: "http://bridge/metrics", MetricsInterval: "3s",
+			MeasureRate: func(_ context.Context, topic string, since, window time.Duration, _ time.Time, planned, add func(int64)) (*budget.Measurement, error) {
+				gotSince, gotWindow = since, window
+				planned(10)
+				add(10)
+				return &budget.Measurement{Topic: topic, SinceS: since.Seconds(), WindowS: window.Seconds(), Records: 10, PeakPerS: 250, MeanPerS: 40, PeakWindowStart: &peakAt, ResolutionS: 10}, nil
+			},
+			ScrapeAckLatency: func(_ context.Context, url string, interval time.Duration) (*budget.AckLatency, error) {
+				gotInterval = interval
+				return &budget.AckLatency{URL: url, Count: 10, SumS: 1, MeanS: 0.1}, nil
+			},
+		}}
 	// Above the online capacity, data is lost while connected: a finding,
 	// exit 4, for a pipeline's gate.
 	if err := runBudget(context.Background(), opts); exitcode.Code(err) != exitcode.Findings {
@@ -373,14 +373,14 @@ func TestBudgetMeasureProgressOnATerminal(t *testing.T) {
 	io, _, out, errOut := ui.Test()
 	io.SetTTY(false, false, true)
 	opts := &BudgetOptions{
-		IO: io, Printer: func() *ui.Printer { return ui.NewPrinter(io, ui.FormatJSON) }, Now: time.Now,
-		QueueLimit: "1000", Measure: "sensors.raw", Since: "1h", Window: "1m", Replicas: 1,
-		MeasureRate: func(_ context.Context, topic string, _, _ time.Duration, _ time.Time, planned, add func(int64)) (*budget.Measurement, error) {
-			planned(4000)
-			add(1000)
-			return &budget.Measurement{Topic: topic, Records: 1000, PeakPerS: 5}, nil
-		},
-	}
+		IO: io, Printer: func() *ui.Printer { return ui.NewPrinter(io, ui.FormatJSON) }, Flags: budget.Flags{Now: time.Now,
+			QueueLimit: "1000", Measure: "sensors.raw", Since: "1h", Window: "1m", Replicas: 1,
+			MeasureRate: func(_ context.Context, topic string, _, _ time.Duration, _ time.Time, planned, add func(int64)) (*budget.Measurement, error) {
+				planned(4000)
+				add(1000)
+				return &budget.Measurement{Topic: topic, Records: 1000, PeakPerS: 5}, nil
+			},
+		}}
 	if err := runBudget(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}

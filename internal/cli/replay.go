@@ -14,31 +14,14 @@ import (
 )
 
 // ReplayOptions are the inputs of `flecht replay`. Flag values stay as
-// typed and are parsed by runReplay, so a bad value is a usage error naming
+// typed and are parsed by replay.NewRequest, so a bad value is a usage error naming
 // its flag.
 type ReplayOptions struct {
 	IO      *ui.IOStreams
 	Printer func() *ui.Printer
-	Now     func() time.Time
-
-	ApplicationID      string
-	StageFile          string
-	InputTopics        []string
-	IntermediateTopics []string
-	StateDir           string
-	ToEarliest         bool
-	ToDatetime         string
-	ByDuration         string
-	ToOffset           string
-	FromFile           string
-	Wait               string
-	Execute            bool
-	// OutputTopics names the topics the stage writes (without -f);
-	// KeepOutputs and TruncateOutputs choose what happens to what they
-	// hold.
-	OutputTopics    []string
-	KeepOutputs     bool
-	TruncateOutputs bool
+	// Flags are the values as typed (replay.NewRequest parses them).
+	replay.Flags
+	Execute bool
 	// NewApp accepts an application id the cluster knows nothing of.
 	NewApp bool
 	// WaitPoll is how often --wait asks the coordinator (default 1s).
@@ -111,7 +94,7 @@ Watch the rebuild with 'flecht status APP': the lag falls to 0.`
 
 // NewCmdReplay builds `flecht replay`.
 func NewCmdReplay(f *Factory, runF func(*ReplayOptions) error) *cobra.Command {
-	opts := &ReplayOptions{IO: f.IO, Printer: f.Printer, Now: time.Now, WaitPoll: time.Second}
+	opts := &ReplayOptions{IO: f.IO, Printer: f.Printer, Flags: replay.Flags{Now: time.Now}, WaitPoll: time.Second}
 	opts.Kafka = f.KafkaClient
 	cmd := &cobra.Command{
 		Use:   "replay [APP] (--input-topics T,... | -f stage.yaml) [--truncate-outputs | --keep-outputs] [--execute]",
@@ -144,13 +127,7 @@ func NewCmdReplay(f *Factory, runF func(*ReplayOptions) error) *cobra.Command {
 }
 
 func runReplay(ctx context.Context, opts *ReplayOptions) error {
-	req, wait, err := replay.NewRequest(replay.Flags{
-		ApplicationID: opts.ApplicationID, StageFile: opts.StageFile,
-		InputTopics: opts.InputTopics, IntermediateTopics: opts.IntermediateTopics, OutputTopics: opts.OutputTopics,
-		KeepOutputs: opts.KeepOutputs, TruncateOutputs: opts.TruncateOutputs, StateDir: opts.StateDir,
-		ToEarliest: opts.ToEarliest, ToDatetime: opts.ToDatetime, ByDuration: opts.ByDuration, ToOffset: opts.ToOffset,
-		FromFile: opts.FromFile, Wait: opts.Wait, Now: opts.Now,
-	})
+	req, wait, err := replay.NewRequest(opts.Flags)
 	if err != nil {
 		return err
 	}

@@ -20,19 +20,13 @@ import (
 type StatusOptions struct {
 	IO      *ui.IOStreams
 	Printer func() *ui.Printer
-
-	ApplicationID string
-	StageFile     string
-	InputTopics   []string
-	ClientIDs     []string
-	MetricsURLs   []string
+	// Flags are the values as typed (status.NewRequest parses them).
+	status.Flags
 	// NewApp accepts an application id the cluster knows nothing of.
 	NewApp bool
 	// IntervalGiven says --interval was given: without it, a group with
 	// no member (nothing to measure a throughput of) is sampled once.
 	IntervalGiven bool
-	Interval      string
-	Watch         bool
 	// Frames bounds the refreshes of --watch (0: until interrupted).
 	Frames int
 
@@ -100,8 +94,7 @@ func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
 }
 
 func runStatus(ctx context.Context, opts *StatusOptions) error {
-	req, interval, err := status.NewRequest(status.Flags{ApplicationID: opts.ApplicationID, StageFile: opts.StageFile,
-		InputTopics: opts.InputTopics, ClientIDs: opts.ClientIDs, MetricsURLs: opts.MetricsURLs, Interval: opts.Interval, Watch: opts.Watch})
+	req, interval, err := status.NewRequest(opts.Flags)
 	if err != nil {
 		return err
 	}

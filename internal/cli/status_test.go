@@ -146,7 +146,7 @@ func TestStatusWatch(t *testing.T) {
 func watchOptions(io *ui.IOStreams, addr string, format ui.Format) *StatusOptions {
 	return &StatusOptions{
 		IO: io, Printer: func() *ui.Printer { return ui.NewPrinter(io, format) },
-		ApplicationID: "app", InputTopics: []string{"raw"}, Interval: "10ms", Watch: true, Frames: 3, NewApp: true,
+		Flags: status.Flags{ApplicationID: "app", InputTopics: []string{"raw"}, Interval: "10ms", Watch: true}, Frames: 3, NewApp: true,
 		Kafka: func(context.Context) (*kgo.Client, error) { return kgo.NewClient(kgo.SeedBrokers(addr)) },
 		Sleep: status.Sleep,
 	}
@@ -316,7 +316,7 @@ func TestStatusSamplesAMemberlessGroupOnce(t *testing.T) {
 		slept := 0
 		opts := &StatusOptions{
 			IO: io, Printer: func() *ui.Printer { return ui.NewPrinter(io, ui.FormatJSON) },
-			ApplicationID: "stopped", InputTopics: []string{"raw"}, Interval: "5s", IntervalGiven: given,
+			Flags: status.Flags{ApplicationID: "stopped", InputTopics: []string{"raw"}, Interval: "5s"}, IntervalGiven: given,
 			Kafka: func(context.Context) (*kgo.Client, error) { return kgo.NewClient(kgo.SeedBrokers(env.KafkaAddr())) },
 			Sleep: func(context.Context, time.Duration) error { slept++; return nil },
 		}
