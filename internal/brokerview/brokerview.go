@@ -126,8 +126,7 @@ func ownedNumbers(ctx context.Context, o Options) (map[string][]int32, error) {
 	return owned, nil
 }
 
-// lag is end - committed (end - log start without a commit) for each owned
-// input partition.
+// lag is the offset lag (kafkax.OffsetLag) of each owned input partition.
 func lag(ctx context.Context, o Options, owned map[string][]int32) (map[kafkax.TopicPartition]int64, error) {
 	out := map[kafkax.TopicPartition]int64{}
 	var topics []string
@@ -163,14 +162,13 @@ func lag(ctx context.Context, o Options, owned map[string][]int32) (map[kafkax.T
 			if !ok {
 				continue
 			}
-			from := int64(0)
+			start := int64(0)
 			if s, ok := starts.Lookup(t, p); ok {
-				from = s.Offset
+				start = s.Offset
 			}
-			if c, ok := committed.Lookup(t, p); ok && c.Err == nil && c.At >= 0 {
-				from = max(c.At, from)
-			}
-			out[kafkax.TopicPartition{Topic: t, Partition: p}] = max(end.Offset-from, 0)
+			c, ok := committed.Lookup(t, p)
+			pos := kafkax.ReadPosition(start, c.At, ok && c.Err == nil && c.At >= 0)
+			out[kafkax.TopicPartition{Topic: t, Partition: p}] = kafkax.OffsetLag(end.Offset, pos)
 		}
 	}
 	return out, nil

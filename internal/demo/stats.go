@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/metrics"
 )
 
@@ -155,14 +156,12 @@ func (s *sampler) lag(ctx context.Context) *int64 {
 	}
 	var total int64
 	ends.Each(func(e kadm.ListedOffset) {
-		from := int64(0)
+		start := int64(0)
 		if st, ok := starts.Lookup(e.Topic, e.Partition); ok {
-			from = st.Offset
+			start = st.Offset
 		}
-		if c, ok := committed.Lookup(e.Topic, e.Partition); ok && c.Err == nil && c.At >= 0 {
-			from = max(from, c.At)
-		}
-		total += max(e.Offset-from, 0)
+		c, ok := committed.Lookup(e.Topic, e.Partition)
+		total += kafkax.OffsetLag(e.Offset, kafkax.ReadPosition(start, c.At, ok && c.Err == nil && c.At >= 0))
 	})
 	return &total
 }

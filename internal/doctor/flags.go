@@ -1,9 +1,6 @@
 package doctor
 
 import (
-	"strings"
-
-	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/promscrape"
@@ -38,12 +35,9 @@ func NewInputs(opts Flags) (Inputs, error) {
 	if opts.StageFile == "" {
 		return in, exitcode.Usagef("give the stage file with -f stage.yaml: the doctor checks what it declares")
 	}
-	st, err := stagefile.Load(opts.StageFile)
+	st, err := stagefile.LoadFor(opts.StageFile, opts.ApplicationID, "the application id")
 	if err != nil {
-		return in, exitcode.UsageError(err)
-	}
-	if app := strings.TrimSpace(opts.ApplicationID); app != "" && app != st.ApplicationID {
-		return in, exitcode.Usagef("the application id %s differs from %s's application_id %q", boundedread.Quote(app), opts.StageFile, st.ApplicationID)
+		return in, err
 	}
 	in.Stage = st
 	if st.Kind == stagefile.KindTransformer {

@@ -3,7 +3,6 @@ package lint
 import (
 	"strings"
 
-	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/stagefile"
@@ -29,11 +28,8 @@ func TopicsSpecFrom(opts TopicsFlags) (spec TopicsSpec, app string, err error) {
 	app = strings.TrimSpace(opts.ApplicationID)
 	var st *stagefile.Stage
 	if opts.StageFile != "" {
-		if st, err = stagefile.Load(opts.StageFile); err != nil {
-			return spec, app, exitcode.UsageError(err)
-		}
-		if app != "" && app != st.ApplicationID {
-			return spec, app, exitcode.Usagef("--application-id %s differs from %s's application_id %q", boundedread.Quote(app), opts.StageFile, st.ApplicationID)
+		if st, err = stagefile.LoadFor(opts.StageFile, app, "--application-id"); err != nil {
+			return spec, app, err
 		}
 		app = st.ApplicationID
 		if spec, err = SpecFromStage(st); err != nil {

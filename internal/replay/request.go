@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/stage"
@@ -46,12 +45,9 @@ func NewRequest(opts Flags) (Request, time.Duration, error) {
 		IntermediateTopics: textfmt.Dedupe(opts.IntermediateTopics),
 	}
 	if opts.StageFile != "" {
-		st, err := stagefile.Load(opts.StageFile)
+		st, err := stagefile.LoadFor(opts.StageFile, req.ApplicationID, "the application id")
 		if err != nil {
-			return req, 0, exitcode.UsageError(err)
-		}
-		if req.ApplicationID != "" && req.ApplicationID != st.ApplicationID {
-			return req, 0, exitcode.Usagef("the application id %s differs from %s's application_id %q", boundedread.Quote(req.ApplicationID), opts.StageFile, st.ApplicationID)
+			return req, 0, err
 		}
 		req.ApplicationID = st.ApplicationID
 		switch st.Kind {

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/promscrape"
@@ -29,12 +28,9 @@ type Flags struct {
 func NewRequest(opts Flags) (Request, time.Duration, error) {
 	req := Request{ApplicationID: strings.TrimSpace(opts.ApplicationID), InputTopics: textfmt.Dedupe(opts.InputTopics), ClientIDs: textfmt.Dedupe(opts.ClientIDs)}
 	if opts.StageFile != "" {
-		st, err := stagefile.Load(opts.StageFile)
+		st, err := stagefile.LoadFor(opts.StageFile, req.ApplicationID, "the application id")
 		if err != nil {
-			return req, 0, exitcode.UsageError(err)
-		}
-		if req.ApplicationID != "" && req.ApplicationID != st.ApplicationID {
-			return req, 0, exitcode.Usagef("the application id %s differs from %s's application_id %q", boundedread.Quote(req.ApplicationID), opts.StageFile, st.ApplicationID)
+			return req, 0, err
 		}
 		req.ApplicationID = st.ApplicationID
 		req.Kind = st.Kind

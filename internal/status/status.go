@@ -285,10 +285,8 @@ func countUnread(ctx context.Context, cl *kgo.Client, adm *kadm.Client, s *Sampl
 // Position is where the group reads tp from next: its committed offset,
 // or the log start without one (or when retention passed it).
 func (s *Sample) Position(tp TP) int64 {
-	if c, ok := s.Committed[tp]; ok {
-		return max(c, s.Starts[tp])
-	}
-	return s.Starts[tp]
+	c, ok := s.Committed[tp]
+	return kafkax.ReadPosition(s.Starts[tp], c, ok)
 }
 
 // Lag is what tp has left to read: counted where Unread has it, the
@@ -297,7 +295,7 @@ func (s *Sample) Lag(tp TP) (lag int64, counted bool) {
 	if n, ok := s.Unread[tp]; ok {
 		return n, true
 	}
-	return max(s.Ends[tp]-s.Position(tp), 0), false
+	return kafkax.OffsetLag(s.Ends[tp], s.Position(tp)), false
 }
 
 func bounds(ctx context.Context, adm *kadm.Client, topics []string, starts, ends map[TP]int64) error {
