@@ -150,19 +150,11 @@ func runBudget(ctx context.Context, opts *BudgetOptions) error {
 
 // BudgetProbeOptions are the inputs of `flecht budget probe`.
 type BudgetProbeOptions struct {
-	IO          *ui.IOStreams
-	Printer     func() *ui.Printer
-	Getenv      func(string) string
-	URL         string
-	Username    string
-	PasswordEnv string
-	// CAFile, CertFile and KeyFile are --mqtt-ca-file, --mqtt-cert-file
-	// and --mqtt-key-file.
-	CAFile, CertFile, KeyFile string
-	Count                     int
-	QoS                       int
-	PayloadSize               string
-	Quiet                     string
+	IO      *ui.IOStreams
+	Printer func() *ui.Printer
+	// ProbeFlags are the values as typed (budget.NewProbeOptions checks
+	// them).
+	budget.ProbeFlags
 	// Resolve gives the profile in use, for the MQTT settings no flag or
 	// environment variable gives.
 	Resolve func() (*profile.Resolved, error)
@@ -171,7 +163,7 @@ type BudgetProbeOptions struct {
 
 // NewCmdBudgetProbe builds `flecht budget probe`.
 func NewCmdBudgetProbe(f *Factory, runF func(*BudgetProbeOptions) error) *cobra.Command {
-	opts := &BudgetProbeOptions{IO: f.IO, Printer: f.Printer, Getenv: f.Getenv, Probe: budget.Probe, Resolve: f.Resolve}
+	opts := &BudgetProbeOptions{IO: f.IO, Printer: f.Printer, ProbeFlags: budget.ProbeFlags{Getenv: f.Getenv}, Probe: budget.Probe, Resolve: f.Resolve}
 	cmd := &cobra.Command{
 		Use:   "probe",
 		Short: "Measure an MQTT broker's per-session queue limit and which end it keeps",
@@ -223,9 +215,7 @@ mqtt.tls) present a client certificate for mutual TLS.`,
 }
 
 func runBudgetProbe(ctx context.Context, opts *BudgetProbeOptions) error {
-	po, err := budget.NewProbeOptions(budget.ProbeFlags{URL: opts.URL, Username: opts.Username, PasswordEnv: opts.PasswordEnv,
-		CAFile: opts.CAFile, CertFile: opts.CertFile, KeyFile: opts.KeyFile, Count: opts.Count, QoS: opts.QoS,
-		PayloadSize: opts.PayloadSize, Quiet: opts.Quiet, Getenv: opts.Getenv}, opts.Resolve)
+	po, err := budget.NewProbeOptions(opts.ProbeFlags, opts.Resolve)
 	if err != nil {
 		return err
 	}
