@@ -368,7 +368,7 @@ func loadKeyringFile(errOut io.Writer, path string, opts ...secret.FileOption) (
 // errNoKeyringFile: a missing file is a usage error (exit 2), for a
 // keyring as for a stage file or a config file.
 func errNoKeyringFile(path string) error {
-	return exitcode.Usagef("keyring %s does not exist; create it with 'flecht keys init --keyring %s --kid KID'", path, shellQuote(path))
+	return exitcode.Usagef("keyring %s does not exist; create it with 'flecht keys init --keyring %s --kid KID'", path, textfmt.ShellQuote(path))
 }
 
 func errKeyringExists(path string) error {

@@ -281,7 +281,7 @@ func runSecretsDecrypt(opts *SecretsOptions) error {
 		}
 		fmt.Fprintf(w, "opened: kid %q (%s, %s + A256GCM), %s\n", secret.Clip(res.Kid), res.KeyType, res.Alg, scope)
 		if res.Signed {
-			fmt.Fprintf(w, "note: the value is a signed value (flsig:jws:); check it with 'flecht secrets decrypt --string … | flecht secrets verify --scope %s -'\n", shellQuote(res.Scope))
+			fmt.Fprintf(w, "note: the value is a signed value (flsig:jws:); check it with 'flecht secrets decrypt --string … | flecht secrets verify --scope %s -'\n", textfmt.ShellQuote(res.Scope))
 		}
 	})
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/show"
-	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
@@ -42,10 +41,6 @@ func (s *secretTargets) given() bool {
 func (s *secretTargets) resolve() ([]string, []reencrypt.Field, error) {
 	return reencrypt.ResolveTargets(s.Topics, s.Fields, s.StageFile)
 }
-
-// shellQuote quotes s as one shell word for a suggested command; a control
-// character is written escaped ($'\x1b…'), never raw.
-var shellQuote = textfmt.ShellQuote
 
 // loadOptionalKeyring loads the keyring when a path is given (flag or
 // environment); "" gives nil.

@@ -17,6 +17,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // secretsFixture is a kfake cluster with a config topic "cfg" of 3
@@ -175,7 +176,7 @@ func TestSecretsScanMissingTopicAndUsage(t *testing.T) {
 
 func TestShellQuote(t *testing.T) {
 	for in, want := range map[string]string{"cfg,b": "cfg,b", "tokens[]:s": "'tokens[]:s'", "it's": `'it'\''s'`, "a b": "'a b'"} {
-		if got := shellQuote(in); got != want {
+		if got := textfmt.ShellQuote(in); got != want {
 			t.Errorf("%q → %s, want %s", in, got, want)
 		}
 	}

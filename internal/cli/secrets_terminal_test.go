@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 	"github.com/flecht-dev/flecht/internal/ui/uitest"
 )
@@ -105,7 +106,7 @@ func TestHostileScopesReachNoTerminalRaw(t *testing.T) {
 		}
 		// The hint stays a command a shell reads back as the scope.
 		r := run(t, env, "", "secrets", "decrypt", tok)
-		if !strings.Contains(r.err, "pass --scope "+shellQuote(s)+" ") {
+		if !strings.Contains(r.err, "pass --scope "+textfmt.ShellQuote(s)+" ") {
 			t.Errorf("%q: hint: %s", s, r.err)
 		}
 		r = run(t, env, "", "secrets", "decrypt", "-o", "json", tok)

@@ -152,6 +152,6 @@ func runTransformNew(opts *TransformNewOptions) error {
 	for _, f := range own {
 		fmt.Fprintf(opts.IO.Out, "wrote %s\n", textfmt.Escape(filepath.Join(opts.Dir, f)))
 	}
-	fmt.Fprintf(opts.IO.Out, "wrote %s (the SDK, %d files)\n\nNext:\n  cd %s && make test\n", textfmt.Escape(filepath.Join(opts.Dir, scaffold.SDKDir)), sdkFiles, shellQuote(opts.Dir))
+	fmt.Fprintf(opts.IO.Out, "wrote %s (the SDK, %d files)\n\nNext:\n  cd %s && make test\n", textfmt.Escape(filepath.Join(opts.Dir, scaffold.SDKDir)), sdkFiles, textfmt.ShellQuote(opts.Dir))
 	return nil
 }

@@ -7,6 +7,10 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/suggest"
 )
 
 // UnknownApplicationError says that nothing in the cluster belongs to an
@@ -54,4 +58,14 @@ func KnownApplications(ctx context.Context, adm *kadm.Client) ([]string, error) 
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// UnknownApp refuses an application id nothing in the cluster belongs to
+// (exit 3), naming the known ids nearest to it: most often it is a typo.
+func UnknownApp(ctx context.Context, cl *kgo.Client, id string) error {
+	e := &UnknownApplicationError{ID: id}
+	if known, err := KnownApplications(ctx, kadm.NewClient(cl)); err == nil {
+		e.Nearest = suggest.Nearest(id, known)
+	}
+	return exitcode.RefusedError(e)
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
-	"github.com/flecht-dev/flecht/internal/suggest"
 )
 
 // What the operator's commands ask of a cluster, each one call.
@@ -118,16 +117,6 @@ func DescribeMembers(ms []GroupMember) string {
 		}
 	}
 	return strings.Join(parts, ", ")
-}
-
-// UnknownApp refuses an application id nothing in the cluster belongs to
-// (exit 3), naming the known ids nearest to it: most often it is a typo.
-func UnknownApp(ctx context.Context, cl *kgo.Client, id string) error {
-	e := &UnknownApplicationError{ID: id}
-	if known, err := KnownApplications(ctx, kadm.NewClient(cl)); err == nil {
-		e.Nearest = suggest.Nearest(id, known)
-	}
-	return exitcode.RefusedError(e)
 }
 
 // PartitionCountOf is the partition count of topic (CommonPartitionCount

@@ -228,13 +228,7 @@ func (l *Launcher) runSource(ctx context.Context, st *stagefile.Stage, stateDir 
 	}
 	log.Info("mqtt broker", "url", endpoint.URL.Redacted(), "tls", endpoint.TLS != nil,
 		"ca_file", endpoint.TLSPeer.Files.CAFile, "cert_file", endpoint.TLSPeer.Files.CertFile)
-	cluster, err := l.o.Cluster()
-	if err != nil {
-		return err
-	}
-	probes := health.New()
-	obs, listen := stageObserver(st, l.o.MetricsListen)
-	stop, err := serveStage(ctx, st, listen, obs, probes, cluster, l.o.ClientID, log)
+	cluster, obs, probes, stop, err := l.serve(ctx, st, log)
 	if err != nil {
 		return err
 	}
@@ -296,13 +290,7 @@ func (l *Launcher) runExtractor(ctx context.Context, st *stagefile.Stage, stateD
 		return exitcode.Usagef("stage %s: %w", st.Path, err)
 	}
 	log := l.o.Log.With("stage", st.ApplicationID)
-	cluster, err := l.o.Cluster()
-	if err != nil {
-		return err
-	}
-	probes := health.New()
-	obs, listen := stageObserver(st, l.o.MetricsListen)
-	stop, err := serveStage(ctx, st, listen, obs, probes, cluster, l.o.ClientID, log)
+	cluster, obs, probes, stop, err := l.serve(ctx, st, log)
 	if err != nil {
 		return err
 	}
@@ -327,6 +315,23 @@ func (l *Launcher) runExtractor(ctx context.Context, st *stagefile.Stage, stateD
 		Metrics: obs, Log: log, SessionTimeout: l.o.SessionTimeout, Health: probes,
 	})
 	return runner.Run(ctx, poll)
+}
+
+// serve connects a source stage (the bridge, an extractor) to the cluster
+// and serves its metrics, probes and broker view at once, before the stage
+// runs: its observer and probes, and stop to end the serving.
+func (l *Launcher) serve(ctx context.Context, st *stagefile.Stage, log *slog.Logger) (*kafkax.Cluster, *metrics.Observer, *health.Registry, func(), error) {
+	cluster, err := l.o.Cluster()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	probes := health.New()
+	obs, listen := stageObserver(st, l.o.MetricsListen)
+	stop, err := serveStage(ctx, st, listen, obs, probes, cluster, l.o.ClientID, log)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return cluster, obs, probes, stop, nil
 }
 
 // stageObserver makes a stage's observer, with the stage's metric labels,

@@ -1,7 +1,6 @@
 package status
 
 import (
-	"context"
 	"strings"
 	"time"
 
@@ -59,15 +58,4 @@ func NewRequest(opts Flags) (Request, time.Duration, error) {
 		return req, 0, exitcode.Usagef("--metrics-url: %v", err)
 	}
 	return req, interval, nil
-}
-
-// Sleep waits d, or until ctx ends (and returns its error): the wait
-// between two samples.
-func Sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }

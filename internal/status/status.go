@@ -405,3 +405,14 @@ func takeTransactions(ctx context.Context, adm *kadm.Client, req Request) Transa
 	}
 	return tx
 }
+
+// Sleep waits d, or until ctx ends (and returns its error): the wait
+// between two samples.
+func Sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
