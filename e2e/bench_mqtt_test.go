@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -127,7 +128,13 @@ func benchBridge(t *testing.T) (*proc, string) {
 	m := startMosquitto(t)
 	app, cfg, raw := bridgeTopics(t, 3)
 	putConfig(t, cfg, "bench", relayConfig("bench/+", raw, "{payload.id}"))
-	p := startSource(t, bridgeStage(t, app, cfg, m.Addr), "bench-bridge-0")
+	var extra []string
+	if dir := os.Getenv("FLECHT_BENCH_CPUPROFILE"); dir != "" {
+		path := filepath.Join(dir, app+".pprof")
+		extra = append(extra, "--cpuprofile", path)
+		t.Logf("CPU profile of the bridge: %s", path)
+	}
+	p := startSource(t, bridgeStage(t, app, cfg, m.Addr), "bench-bridge-0", extra...)
 	waitSubscribedLog(t, p, app, "bench/+")
 	return p, raw
 }
@@ -165,13 +172,15 @@ func benchBridgeThroughput(b *testing.B, n int) (rate, recordSize float64) {
 		body := p.scrape()
 		recordSize = metricValue(body, "flechtwerk_message_out_bytes_sum") / metricValue(body, "flechtwerk_message_out_bytes_count")
 		mean, _ := ackSeconds(body)
+		txns := metricValue(body, "flechtwerk_transactions_committed_total")
 		p.stop()
 		// Not timed: every message committed exactly once.
 		if rep := compareRelayed(readRelayed(t, raw), 0, n); rep.Missing+rep.Duplicates > 0 {
 			t.Fatalf("bridge: %s", rep)
 		}
 		rate = float64(n) / elapsed.Seconds()
-		t.Logf("bridge: %d messages in %s (%.0f msgs/s), mean receive→ack %.1f ms, mean record %.0f B", n, elapsed.Round(time.Millisecond), rate, mean*1000, recordSize)
+		t.Logf("bridge: %d messages in %s (%.0f msgs/s), %.0f transactions (%.0f messages each), mean receive→ack %.1f ms, mean record %.0f B",
+			n, elapsed.Round(time.Millisecond), rate, txns, float64(n)/max(txns, 1), mean*1000, recordSize)
 	})
 	return rate, recordSize
 }

@@ -78,6 +78,7 @@ func (p *page) begin() error {
 	if p.open {
 		return nil
 	}
+	p.tk.Settler.Settle(p.ctx)
 	if err := p.tk.Prod.BeginTransaction(); err != nil {
 		return fmt.Errorf("begin page: %w", err)
 	}
@@ -205,6 +206,9 @@ func (p *page) commit(ctx context.Context, s *attr.State) error {
 	// to commit; franz-go ends such a transaction without a round trip.
 	if err := p.tk.Prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return fmt.Errorf("commit page: %w", err)
+	}
+	if p.produced > 0 {
+		p.tk.Settler.Ended()
 	}
 	p.open = false
 	p.r.beat.Beat() // a committed page is progress, however long the cycle

@@ -34,7 +34,10 @@ type Lease struct {
 	N     int32
 	TxnID string
 	Prod  *kgo.Client
-	Store *state.Store // nil for a stateless stage
+	// Settler holds a transaction's first produce until the coordinator
+	// completed the one before (kafkax.TxnSettler).
+	Settler *kafkax.TxnSettler
+	Store   *state.Store // nil for a stateless stage
 	// Restored is the number of changelog records the start replayed, and
 	// Restore how: a tail of the kept store, or a full read (with why).
 	Restored int
@@ -117,6 +120,7 @@ func Start(ctx context.Context, s *Spec, n int32) (*Lease, error) {
 		return nil, err
 	}
 	l.Prod = prod
+	l.Settler = kafkax.NewTxnSettler(prod, l.TxnID)
 	start := time.Now()
 	if _, _, err := prod.ProducerID(ctx); err != nil {
 		l.Close()

@@ -217,6 +217,9 @@ func (b *Bridge) commitRetrying(ctx context.Context, records []*kgo.Record) erro
 // aborted (or, when a commit's outcome is unknown, the producer's epoch is
 // bumped, which aborts it if it is still open).
 func (b *Bridge) commit(ctx context.Context, records []*kgo.Record) error {
+	// The ACKs of the last batch went out meanwhile, while its markers
+	// were written: produce once they are (see kafkax.TxnSettler).
+	b.settler.Settle(ctx)
 	if err := b.prod.BeginTransaction(); err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
@@ -242,7 +245,9 @@ func (b *Bridge) commit(ctx context.Context, records []*kgo.Record) error {
 		_ = b.prod.EndTransaction(abortCtx, kgo.TryAbort)
 		return fmt.Errorf("producing to Kafka: %w", firstErr)
 	}
-	if err := b.prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+	err := b.prod.EndTransaction(ctx, kgo.TryCommit)
+	b.settler.Ended()
+	if err != nil {
 		// franz-go's documented recovery: end again with TryAbort, which
 		// aborts, or settles an unconfirmed commit by re-initialising the
 		// producer ID.

@@ -59,6 +59,9 @@ type Bridge struct {
 
 	prod  *kgo.Client
 	admin *kadm.Client
+	// settler holds the next transaction until the coordinator completed
+	// the last one.
+	settler *kafkax.TxnSettler
 	// runCtx is Run's context: retries against a failing Kafka stop when
 	// it ends.
 	runCtx context.Context
@@ -265,6 +268,7 @@ func (b *Bridge) initProducer(ctx context.Context) error {
 		b.prod.Close()
 	}
 	b.prod = prod
+	b.settler = kafkax.NewTxnSettler(prod, b.TransactionalID())
 	return nil
 }
 

@@ -504,6 +504,11 @@ func (r *Runner) commit(t *task, tx *txn) error {
 			return fmt.Errorf("task %d: commit offsets: %w", t.n, err)
 		}
 	}
+	// The worker produces the outputs that waited for this commit as
+	// soon as it has the result: hand it over once the coordinator can
+	// take them (kafkax.TxnSettler).
+	t.lease.Settler.Ended()
+	t.lease.Settler.Settle(ctx)
 	return nil
 }
 
