@@ -27,6 +27,10 @@ func FuzzDecodeObject(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
+		// CheckObject is Members' verdict without the members.
+		if _, merr := Members(in); (CheckObject(in) == nil) != (merr == nil) {
+			t.Fatalf("CheckObject = %v, Members = %v", CheckObject(in), merr)
+		}
 		ev, tomb, err := Decode[Event](in)
 		if err != nil {
 			if _, ok := err.(*DecodeError); !ok {

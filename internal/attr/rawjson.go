@@ -54,6 +54,16 @@ func Members(raw []byte) ([]RawMember, error) {
 	return out, nil
 }
 
+// CheckObject validates raw as Members does, without listing the members:
+// nil when raw is a JSON object (or empty, which is {}).
+func CheckObject(raw []byte) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	_, err := rawObjectStart(raw)
+	return err
+}
+
 // LookupField returns the exact bytes of the value at path (each segment a
 // member of the object before it).
 func LookupField(raw []byte, path []string) (json.RawMessage, error) {

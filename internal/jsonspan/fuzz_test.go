@@ -28,6 +28,8 @@ func FuzzSpans(f *testing.F) {
 			}
 			if end := StringEnd(in, at); end > len(in) || (end >= 0 && end < at+2) {
 				t.Fatalf("StringEnd(%d) = %d of %d", at, end, len(in))
+			} else if want := stringEndByteByByte(in, at); end != want {
+				t.Fatalf("StringEnd(%d) = %d, the byte-by-byte scan says %d: %q", at, end, want, in)
 			}
 			if s := SkipSpace(in, at); at >= 0 && (s < at || s > len(in)) {
 				t.Fatalf("SkipSpace(%d) = %d of %d", at, s, len(in))
@@ -130,4 +132,21 @@ func checkKeys(t *testing.T, in []byte, at int, ms []Member) {
 			t.Fatalf("key %d: encoding/json reads %q, scanner %q", i, k, ms[i].Key)
 		}
 	}
+}
+
+// stringEndByteByByte is StringEnd as the plain scan: a backslash skips the
+// byte after it, the first other quote ends the string.
+func stringEndByteByByte(raw []byte, i int) int {
+	if i < 0 || i >= len(raw) || raw[i] != '"' {
+		return -1
+	}
+	for j := i + 1; j < len(raw); j++ {
+		switch raw[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
 }

@@ -57,15 +57,25 @@ func StringEnd(raw []byte, i int) int {
 	if i < 0 || i >= len(raw) || raw[i] != '"' {
 		return -1
 	}
-	for j := i + 1; j < len(raw); j++ {
-		switch raw[j] {
-		case '\\':
-			j++ // the escaped byte cannot end the string
-		case '"':
-			return j + 1
+	// Jump from quote to quote (IndexByte is vectorised; tokens and other
+	// long strings made the byte loop the sweep's hottest code). A quote
+	// ends the string unless an odd run of backslashes precedes it: each
+	// pair is an escaped backslash, and one left over escapes the quote.
+	for j := i + 1; ; {
+		k := bytes.IndexByte(raw[j:], '"')
+		if k < 0 {
+			return -1
 		}
+		q := j + k
+		n := 0
+		for p := q - 1; p > i && raw[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
 	}
-	return -1
 }
 
 // ValueEnd returns the offset just past the value that starts at raw[i],

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/jsonspan"
 	"github.com/flecht-dev/flecht/internal/secret"
 )
 
@@ -82,11 +84,14 @@ func judge(s Slot, kr *secret.Keyring) judged {
 	if s.Problem != "" {
 		return problem(judged{Verdict: Verdict{Status: secret.StatusCorrupt}}, &secret.Error{Kind: secret.KindMalformed, Scope: f.Scope, Detail: s.Problem})
 	}
-	val, err := attr.ParseJSON(s.Raw)
-	if err != nil {
-		return problem(judged{Verdict: Verdict{Status: secret.StatusCorrupt}}, &secret.Error{Kind: secret.KindMalformed, Scope: f.Scope, Detail: "field value is not JSON"})
+	tok, ok := plainString(s.Raw)
+	if !ok {
+		val, err := attr.ParseJSON(s.Raw)
+		if err != nil {
+			return problem(judged{Verdict: Verdict{Status: secret.StatusCorrupt}}, &secret.Error{Kind: secret.KindMalformed, Scope: f.Scope, Detail: "field value is not JSON"})
+		}
+		tok, _ = val.(string)
 	}
-	tok, _ := val.(string)
 	if !secret.IsEncrypted(tok) && !secret.IsSigned(tok) {
 		if f.Mode == ModeSigned {
 			return problem(judged{Verdict: Verdict{Status: secret.StatusPlaintext}}, &secret.Error{Kind: secret.KindUnsigned, Scope: f.Scope,
@@ -95,17 +100,22 @@ func judge(s Slot, kr *secret.Keyring) judged {
 		return problem(judged{Verdict: Verdict{Status: secret.StatusPlaintext}}, &secret.Error{Kind: secret.KindPlaintext, Scope: f.Scope,
 			Detail: "a value that is not encrypted in an encrypted field"})
 	}
-	h, err := secret.InspectHeader(tok)
+	if secret.IsSigned(tok) {
+		h, err := secret.InspectHeader(tok)
+		if err != nil {
+			return corrupt(err, f)
+		}
+		j := judged{Verdict: Verdict{Kid: h.Kid, TokenScope: h.Scope, Alg: h.Alg, Status: secret.StatusSigned}}
+		return judgeSigned(j, tok, f, kr)
+	}
+	// Parsed once: the header for the verdict, the rest for the opening.
+	p, err := secret.ParseEncrypted(tok)
 	if err != nil {
 		return corrupt(err, f)
 	}
-	j := judged{Verdict: Verdict{Kid: h.Kid, TokenScope: h.Scope, Alg: h.Alg}}
-	if secret.IsSigned(tok) {
-		j.Status = secret.StatusSigned
-		return judgeSigned(j, tok, f, kr)
-	}
-	j.Status = secret.StatusEncrypted
-	return judgeToken(j, tok, f, kr)
+	h := p.Header()
+	j := judged{Verdict: Verdict{Kid: h.Kid, TokenScope: h.Scope, Alg: h.Alg, Status: secret.StatusEncrypted}}
+	return judgeToken(j, p, f, kr)
 }
 
 // judgeSigned judges a flsig value. Only a signed field reads it as one:
@@ -151,7 +161,7 @@ func judgeSigned(j judged, tok string, f *Field, kr *secret.Keyring) judged {
 // field one that is there is verified all the same, without a finding
 // either way (its reader takes the string as it is), so that the signer
 // it needs is known and --resign can move it.
-func judgeToken(j judged, tok string, f *Field, kr *secret.Keyring) judged {
+func judgeToken(j judged, p secret.Parsed, f *Field, kr *secret.Keyring) judged {
 	if f.Mode == ModeSigned {
 		return problem(j, &secret.Error{Kind: secret.KindUnsigned, Kid: j.Kid, Scope: f.Scope, TokenScope: j.TokenScope,
 			Detail: "an encrypted token in a signed field, which reads only signed values (declare it encrypted-signed if the token holds one)"})
@@ -163,7 +173,7 @@ func judgeToken(j judged, tok string, f *Field, kr *secret.Keyring) judged {
 		}
 		return j
 	}
-	payload, _, err := kr.Open(tok, f.Scope)
+	payload, _, err := kr.OpenParsed(p, f.Scope)
 	if err != nil {
 		switch kind := secret.KindOf(err); kind {
 		case secret.KindMalformed, secret.KindHeaderRejected:
@@ -178,9 +188,8 @@ func judgeToken(j judged, tok string, f *Field, kr *secret.Keyring) judged {
 		}
 	}
 	j.Decrypt, j.payload = DecryptOK, payload
-	inner, err := attr.ParseJSON(payload)
-	sig, _ := inner.(string)
-	if err != nil || !secret.IsSigned(sig) {
+	sig, ok := payloadString(payload)
+	if !ok || !secret.IsSigned(sig) {
 		if f.Mode != ModeEncryptedSigned {
 			return j
 		}
@@ -289,4 +298,40 @@ func (t targets) list() []ScopeTarget {
 	}
 	slices.SortFunc(out, func(a, b ScopeTarget) int { return cmp.Compare(a.Scope, b.Scope) })
 	return out
+}
+
+// payloadString is the string a decrypted payload holds, when it is a
+// JSON string; anything else (an object, a number, not JSON) is not ok.
+// Only a string can be a signed value, so the rest is never parsed.
+func payloadString(payload []byte) (string, bool) {
+	at := jsonspan.SkipSpace(payload, 0)
+	if at >= len(payload) || payload[at] != '"' {
+		return "", false
+	}
+	if s, ok := plainString(payload); ok {
+		return s, true
+	}
+	inner, err := attr.ParseJSON(payload)
+	s, ok := inner.(string)
+	return s, err == nil && ok
+}
+
+// plainString reads a JSON string literal that needs no decoding (no
+// escape, no control character, valid UTF-8), as every token is, without
+// the general parser; ok is false for anything else, which the parser
+// then reads.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	for _, c := range body {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	if !utf8.Valid(body) {
+		return "", false
+	}
+	return string(body), true
 }

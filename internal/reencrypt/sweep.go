@@ -62,7 +62,8 @@ func Execute(ctx context.Context, reader, producer *kgo.Client, o Options) (*Res
 	}
 	o.Log.Debug("sweep: planned", "rewrite", res.Totals.Rewrite, "took", time.Since(start))
 	res.Mode = "execute"
-	e := &engine{o: &o, reader: reader, prod: producer, adm: kadm.NewClient(reader), view: v, res: res, parts: map[TP]*pstate{}}
+	e := &engine{o: &o, reader: reader, prod: producer, adm: kadm.NewClient(reader), view: v, res: res, parts: map[TP]*pstate{},
+		settler: kafkax.NewTxnSettler(producer, o.TransactionalID)}
 	for _, pr := range res.Partitions {
 		tp := TP{Topic: pr.Topic, Partition: pr.Partition}
 		e.parts[tp] = &pstate{rep: pr, accounted: rr.Bounds[tp].End, ours: map[int64]bool{}}
@@ -82,7 +83,7 @@ func Execute(ctx context.Context, reader, producer *kgo.Client, o Options) (*Res
 	var scan *ScanReport
 	err = e.retrying(ctx, "the verifying scan", false, func() error {
 		var err error
-		scan, err = Scan(ctx, reader, ScanOptions{Topics: o.Topics, Fields: o.Fields, Keyring: o.Keyring, Planned: o.ReadPlanned, Read: o.Read})
+		scan, err = Scan(ctx, reader, ScanOptions{Topics: o.Topics, Fields: o.Fields, Keyring: o.Keyring, Planned: o.ReadPlanned, Read: o.Read, summaryOnly: true})
 		return err
 	})
 	if err != nil {
@@ -157,6 +158,9 @@ type engine struct {
 	// are those producers, closed when the sweep ends.
 	reinits int
 	created []*kgo.Client
+	// settler holds a transaction's produce until the coordinator has
+	// completed the one before (kafkax.TxnSettler).
+	settler *kafkax.TxnSettler
 }
 
 // pstate is what the engine knows of one partition.
@@ -289,6 +293,7 @@ func (e *engine) reinitProducer(ctx context.Context) error {
 	}
 	e.created = append(e.created, p)
 	e.prod = p
+	e.settler = kafkax.NewTxnSettler(p, e.o.TransactionalID)
 	return nil
 }
 
@@ -332,6 +337,7 @@ func (e *engine) txn(ctx context.Context) error {
 	n := min(e.o.BatchSize, len(e.queue))
 	batch := e.queue[:n:n]
 	e.queue = e.queue[n:]
+	e.settler.Settle(ctx)
 	if err := e.prod.BeginTransaction(); err != nil {
 		return fmt.Errorf("beginning a transaction: %w", err)
 	}
@@ -395,6 +401,7 @@ func (e *engine) txn(ctx context.Context) error {
 	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	err = e.prod.EndTransaction(endCtx, end)
 	cancel()
+	e.settler.Ended()
 	if err != nil {
 		// The outcome is unknown: the recovery (retrying) settles it by
 		// re-initialising the producer, and so does a rerun.

@@ -21,6 +21,7 @@ type Slot struct {
 	Field *Field
 	Index int    // position in a list field; -1 for the field's own value
 	Raw   []byte // the value's exact JSON bytes
+	At    int    // where Raw starts in the record value
 	// Problem, when set, says why the value could not be located without
 	// ambiguity (a key that appears twice on the path); Raw is then nil.
 	Problem string
@@ -42,13 +43,13 @@ var errNotObject = errors.New("record value is not a JSON object")
 // skipped: absence is not a leak. A value that is not a JSON object is
 // errNotObject.
 func Slots(value []byte, fields []Field) ([]Slot, error) {
-	if _, err := attr.Members(value); err != nil {
+	if err := attr.CheckObject(value); err != nil {
 		return nil, errNotObject
 	}
 	var out []Slot
 	for i := range fields {
 		f := &fields[i]
-		raw, found, problem := lookup(value, f.Path)
+		raw, at, found, problem := lookup(value, f.Path)
 		switch {
 		case problem != "":
 			out = append(out, Slot{Field: f, Index: -1, Problem: problem})
@@ -59,7 +60,7 @@ func Slots(value []byte, fields []Field) ([]Slot, error) {
 		if !f.List || raw[0] != '[' {
 			// A list field holding a single value is judged as that
 			// value: a plaintext string there is still a plaintext.
-			out = append(out, Slot{Field: f, Index: -1, Raw: raw})
+			out = append(out, Slot{Field: f, Index: -1, Raw: raw, At: at})
 			continue
 		}
 		elems, err := jsonspan.Elems(raw, 0)
@@ -69,7 +70,7 @@ func Slots(value []byte, fields []Field) ([]Slot, error) {
 		}
 		for j, e := range elems {
 			if el := raw[e.Start:e.End]; !isNull(el) {
-				out = append(out, Slot{Field: f, Index: j, Raw: el})
+				out = append(out, Slot{Field: f, Index: j, Raw: el, At: at + e.Start})
 			}
 		}
 	}
@@ -79,36 +80,36 @@ func Slots(value []byte, fields []Field) ([]Slot, error) {
 // lookup walks path through nested objects. A parent that is not an object
 // means the field is absent; a key that appears twice is a problem, since
 // readers take the last copy and a rewrite could not tell which to change.
-func lookup(raw []byte, path []string) (val []byte, found bool, problem string) {
+func lookup(raw []byte, path []string) (val []byte, at int, found bool, problem string) {
 	cur := raw
 	for depth, seg := range path {
 		if len(cur) == 0 {
 			cur = []byte("{}") // an empty value is {} (docs/contract.md §2)
 		}
 		if cur[0] != '{' {
-			return nil, false, ""
+			return nil, 0, false, ""
 		}
 		// cur is part of the record Slots validated: no second validation
 		// of the whole record at every path segment.
 		var hit []byte
-		n := 0
+		hitAt, n := 0, 0
 		err := jsonspan.EachMember(cur, 0, func(m jsonspan.Member) {
 			if m.Key == seg {
-				hit, n = cur[m.Start:m.End], n+1
+				hit, hitAt, n = cur[m.Start:m.End], m.Start, n+1
 			}
 		})
 		if err != nil {
-			return nil, false, "value does not parse"
+			return nil, 0, false, "value does not parse"
 		}
 		switch {
 		case n == 0:
-			return nil, false, ""
+			return nil, 0, false, ""
 		case n > 1:
-			return nil, false, fmt.Sprintf("key %q appears %d times at %s", seg, n, strings.Join(path[:depth+1], "."))
+			return nil, 0, false, fmt.Sprintf("key %q appears %d times at %s", seg, n, strings.Join(path[:depth+1], "."))
 		}
-		cur = hit
+		cur, at = hit, at+hitAt
 	}
-	return cur, true, ""
+	return cur, at, true, ""
 }
 
 func isNull(raw []byte) bool { return string(raw) == "null" }

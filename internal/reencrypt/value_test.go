@@ -2,6 +2,7 @@ package reencrypt
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -270,6 +271,9 @@ func FuzzTransform(f *testing.F) {
 			return
 		}
 		for _, s := range slots {
+			if s.Problem == "" && (s.At < 0 || s.At+len(s.Raw) > len(value) || !bytes.Equal(value[s.At:s.At+len(s.Raw)], s.Raw)) {
+				t.Fatalf("%s: At %d does not point at %q", s.Label(), s.At, s.Raw)
+			}
 			if s.Index >= 0 || s.Problem != "" {
 				continue
 			}
@@ -301,6 +305,44 @@ func FuzzTransform(f *testing.F) {
 		}
 		if !bytes.Equal(mask(value), mask(out.Value)) {
 			t.Fatalf("bytes outside the secret fields changed\n%s\n%s", value, out.Value)
+		}
+	})
+}
+
+// plainString agrees with the JSON parser wherever it answers, and
+// payloadString everywhere.
+func FuzzPlainString(f *testing.F) {
+	for _, seed := range []string{`"abc"`, `"a\"b"`, `"\u00e9"`, `"é"`, "\"\xff\"", "\"a\tb\"", `""`, `"`, `1`, `"flenc:jwe:abc.def"`, ` "flsig:x"`, `{"a":1}`, `"\ud800"`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		// payloadString: the string the parser finds, or not ok where the
+		// parser fails or finds another kind of value.
+		inner, perr := attr.ParseJSON(raw)
+		want, isString := inner.(string)
+		if s, ok := payloadString(raw); ok != (perr == nil && isString) || (ok && s != want) {
+			t.Fatalf("payloadString(%q) = %q, %v; the parser says %v, %v", raw, s, ok, inner, perr)
+		}
+		got, ok := plainString(raw)
+		if !ok {
+			return
+		}
+		v, err := attr.ParseJSON(raw)
+		if err != nil || v != got {
+			t.Fatalf("plainString(%q) = %q, the parser says %v, %v", raw, got, v, err)
+		}
+	})
+}
+
+// jsonString quotes exactly as json.Marshal does.
+func FuzzJSONString(f *testing.F) {
+	for _, seed := range []string{"flenc:jwe:eyJh.x.y.z", "", "a\"b", "<&>", "é", "\x00", "\u2028"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := jsonString(s); !bytes.Equal(got, want) {
+			t.Fatalf("jsonString(%q) = %s, json.Marshal %s", s, got, want)
 		}
 	})
 }

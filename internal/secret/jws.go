@@ -237,11 +237,11 @@ type Header struct {
 func InspectHeader(tok string) (Header, error) {
 	switch {
 	case IsEncrypted(tok):
-		t, err := parseToken(tok)
+		p, err := ParseEncrypted(tok)
 		if err != nil {
 			return Header{}, err
 		}
-		return Header{Envelope: "flenc:jwe", Alg: t.alg, Enc: encGCM, Kid: t.Kid, Scope: t.Scope}, nil
+		return p.Header(), nil
 	case IsSigned(tok):
 		info, err := InspectSigned(tok)
 		if err != nil {

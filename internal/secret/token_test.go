@@ -495,3 +495,28 @@ func TestHeaderLineBreakIsMalformed(t *testing.T) {
 		t.Errorf("the cipher ran %d times on a malformed token", opened)
 	}
 }
+
+// A remembered header gives the verdict a fresh parse gives, for every
+// token that shares it, and a refused header is refused every time.
+func TestRememberedHeadersKeepTheirVerdicts(t *testing.T) {
+	kr := testKeyring(t, false)
+	for i := range 3 {
+		tok, err := kr.Encrypt([]byte(`1`), "sc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := Inspect(tok)
+		if err != nil || info != (TokenInfo{Kid: "a", Scope: "sc"}) {
+			t.Fatalf("token %d: Inspect = %+v, %v", i, info, err)
+		}
+		if p, kid, err := kr.Decrypt(tok, "sc"); err != nil || string(p) != "1" || kid != "a" {
+			t.Fatalf("token %d: Decrypt = %s, %s, %v", i, p, kid, err)
+		}
+	}
+	zipped := handToken(t, seq(0), `{"alg":"dir","enc":"A256GCM","kid":"a","zip":"DEF"}`, []byte(`1`))
+	for i := range 2 {
+		if _, err := Inspect(zipped); !errors.Is(err, ErrHeaderRejected) {
+			t.Fatalf("call %d: a zip header: %v", i, err)
+		}
+	}
+}
