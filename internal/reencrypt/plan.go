@@ -1,6 +1,7 @@
 package reencrypt
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -342,27 +343,12 @@ func buildPlan(v *View, bounds map[TP]kafkax.Bounds, o *Options) (*Result, map[T
 		return nil, nil, &secret.Error{Kind: secret.KindNoKeyring, Detail: "a sweep needs the keyring"}
 	}
 	ru := o.rule()
-	res := &Result{
-		Mode: "plan", Topics: o.Topics, Fields: FieldSpecs(o.Fields), Primary: o.Keyring.Primary(), Targets: ru.targets.list(),
-		EncryptPlaintext: o.EncryptPlaintext, Resign: o.Resign, TransactionalID: o.TransactionalID,
-		Partitions: []*PartitionReport{}, Blocked: []BlockedValue{},
-	}
+	res, tps := newResult(bounds, o)
 	jobs := map[TP][]*job{}
-	tps := make([]TP, 0, len(bounds))
-	for tp := range bounds {
-		tps = append(tps, tp)
-	}
-	sortTPs(tps)
-	for _, tp := range tps {
-		pr := &PartitionReport{Topic: tp.Topic, Partition: tp.Partition, EndOffset: bounds[tp].End}
+	for i, tp := range tps {
+		pr := res.Partitions[i]
 		recs := v.Partition(tp)
-		// The crypto and JSON work per record is independent (a Keyring is
-		// safe for concurrent use); the counting after it is not.
-		ts := make([]transformed, len(recs))
-		errs := make([]error, len(recs))
-		parallel(len(recs), func(i int) {
-			ts[i], errs[i] = transform(recs[i].Value, o.Fields, ru)
-		})
+		ts, errs := transformAll(recs, o.Fields, ru)
 		for i, r := range recs {
 			j, err := planTransformed(r, ts[i], errs[i], &pr.Counts, res)
 			if err != nil {
@@ -372,13 +358,89 @@ func buildPlan(v *View, bounds map[TP]kafkax.Bounds, o *Options) (*Result, map[T
 				jobs[tp] = append(jobs[tp], j)
 			}
 		}
-		res.Partitions = append(res.Partitions, pr)
 		res.Totals.add(pr.Counts)
 	}
-	if o.EncryptPlaintext && res.Totals.Values.Encrypt > 0 {
+	res.remind()
+	return res, jobs, nil
+}
+
+// newResult is a plan's result before any record is planned: one report
+// per partition, in topic and partition order, as are the partitions
+// returned.
+func newResult(bounds map[TP]kafkax.Bounds, o *Options) (*Result, []TP) {
+	res := &Result{
+		Mode: "plan", Topics: o.Topics, Fields: FieldSpecs(o.Fields), Primary: o.Keyring.Primary(), Targets: o.rule().targets.list(),
+		EncryptPlaintext: o.EncryptPlaintext, Resign: o.Resign, TransactionalID: o.TransactionalID,
+		Partitions: []*PartitionReport{}, Blocked: []BlockedValue{},
+	}
+	tps := make([]TP, 0, len(bounds))
+	for tp := range bounds {
+		tps = append(tps, tp)
+	}
+	sortTPs(tps)
+	for _, tp := range tps {
+		res.Partitions = append(res.Partitions, &PartitionReport{Topic: tp.Topic, Partition: tp.Partition, EndOffset: bounds[tp].End})
+	}
+	return res, tps
+}
+
+// remind sets the reminder once the totals say plaintext is encrypted.
+func (res *Result) remind() {
+	if res.EncryptPlaintext && res.Totals.Values.Encrypt > 0 {
 		res.Reminder = PlaintextReminder
 	}
-	return res, jobs, nil
+}
+
+// transformAll transforms records in parallel: the crypto and JSON work
+// per record is independent (a Keyring is safe for concurrent use); the
+// counting after it is not.
+func transformAll(recs []*Rec, fields []Field, ru rule) ([]transformed, []error) {
+	ts := make([]transformed, len(recs))
+	errs := make([]error, len(recs))
+	parallel(len(recs), func(i int) {
+		ts[i], errs[i] = transform(recs[i].Value, fields, ru)
+	})
+	return ts, errs
+}
+
+// planned is one chunk of an executing sweep's plan: records of one
+// partition, in offset order, with their transforms.
+type planned struct {
+	tp   TP
+	recs []*Rec
+	ts   []transformed
+	errs []error
+}
+
+// planChunk is how many records a chunk of planAhead holds: two of the
+// default transactions, so the first is written while the rest is planned.
+const planChunk = 2 * DefaultBatchSize
+
+// planAhead transforms the records of parts (the compacted view as read,
+// partition by partition, in the order given) on a goroutine of its own,
+// a chunk at a time, so that an executing sweep writes what is planned
+// while the rest is transformed: the transforms (a decrypt and an encrypt
+// per token) were a third of a sweep's time, spent before its first
+// write. Every partition sends at least one chunk, an empty one when it
+// holds no record. The channel closes when all are sent, or when ctx ends.
+func planAhead(ctx context.Context, tps []TP, parts map[TP][]*Rec, fields []Field, ru rule) <-chan planned {
+	out := make(chan planned, 4)
+	go func() {
+		defer close(out)
+		for _, tp := range tps {
+			recs := parts[tp]
+			for at := 0; at == 0 || at < len(recs); at += planChunk {
+				chunk := recs[at:min(at+planChunk, len(recs))]
+				ts, errs := transformAll(chunk, fields, ru)
+				select {
+				case out <- planned{tp: tp, recs: chunk, ts: ts, errs: errs}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
 }
 
 // parallel runs fn(0) … fn(n-1) on up to GOMAXPROCS goroutines.

@@ -56,26 +56,28 @@ func Execute(ctx context.Context, reader, producer *kgo.Client, o Options) (*Res
 		return nil, err
 	}
 	o.Log.Debug("sweep: read the compacted view", "records", v.Len(), "took", time.Since(start))
-	res, jobs, err := buildPlan(v, rr.Bounds, &o)
-	if err != nil {
-		return nil, err
-	}
-	o.Log.Debug("sweep: planned", "rewrite", res.Totals.Rewrite, "took", time.Since(start))
+	res, tps := newResult(rr.Bounds, &o)
 	res.Mode = "execute"
 	e := &engine{o: &o, reader: reader, prod: producer, adm: kadm.NewClient(reader), view: v, res: res, parts: map[TP]*pstate{},
-		settler: kafkax.NewTxnSettler(producer, o.TransactionalID)}
-	for _, pr := range res.Partitions {
-		tp := TP{Topic: pr.Topic, Partition: pr.Partition}
-		e.parts[tp] = &pstate{rep: pr, accounted: rr.Bounds[tp].End, ours: map[int64]bool{}}
-		e.queue = append(e.queue, jobs[tp]...)
+		settler: kafkax.NewTxnSettler(producer, o.TransactionalID), bounds: rr.Bounds, reports: map[TP]*PartitionReport{}}
+	// The plan is made from the view as read now (the records are
+	// immutable; the view itself changes as the sweep writes), and
+	// written as it is made.
+	snapshot := map[TP][]*Rec{}
+	for i, tp := range tps {
+		e.reports[tp] = res.Partitions[i]
+		snapshot[tp] = v.Partition(tp)
 	}
+	planCtx, stopPlanning := context.WithCancel(ctx)
+	defer stopPlanning()
+	e.plans = planAhead(planCtx, tps, snapshot, o.Fields, o.rule())
 	defer e.closeCreated()
-	e.progress()
 	err = e.run(ctx)
 	res.Totals = Counts{}
 	for _, pr := range res.Partitions {
 		res.Totals.add(pr.Counts)
 	}
+	res.remind()
 	if err != nil {
 		return res, err
 	}
@@ -161,6 +163,11 @@ type engine struct {
 	// settler holds a transaction's produce until the coordinator has
 	// completed the one before (kafkax.TxnSettler).
 	settler *kafkax.TxnSettler
+	// plans brings the plan a chunk at a time (planAhead); nil once it
+	// is all in. A partition gets its pstate with its first chunk.
+	plans   <-chan planned
+	bounds  map[TP]kafkax.Bounds
+	reports map[TP]*PartitionReport
 }
 
 // pstate is what the engine knows of one partition.
@@ -177,6 +184,10 @@ type pstate struct {
 	own       int64
 	ours      map[int64]bool // offsets of this sweep's committed records at or above accounted
 	rereads   int            // re-reads since a transaction writing here last committed
+	// replanned: a re-read planned the whole partition anew from the
+	// view, so chunks of the first plan still to come are counted in the
+	// report but not written (they derive from versions it superseded).
+	replanned bool
 }
 
 func (e *engine) progress() {
@@ -187,7 +198,14 @@ func (e *engine) progress() {
 
 func (e *engine) run(ctx context.Context) error {
 	for round := 0; ; round++ {
-		for len(e.queue) > 0 {
+		for len(e.queue) > 0 || e.plans != nil {
+			// Take what is planned; wait for more only with nothing to write.
+			if err := e.takePlans(ctx, len(e.queue) == 0); err != nil {
+				return err
+			}
+			if len(e.queue) == 0 {
+				continue
+			}
 			if err := e.retrying(ctx, "a sweep transaction", true, func() error { return e.txn(ctx) }); err != nil {
 				return err
 			}
@@ -218,6 +236,50 @@ func (e *engine) run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// takePlans counts and queues the chunks of the plan that have arrived;
+// with wait it first waits for one (or for the plan's end).
+func (e *engine) takePlans(ctx context.Context, wait bool) error {
+	for e.plans != nil {
+		var p planned
+		var ok bool
+		if wait {
+			select {
+			case p, ok = <-e.plans:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			wait = false
+		} else {
+			select {
+			case p, ok = <-e.plans:
+			default:
+				return nil
+			}
+		}
+		if !ok {
+			e.plans = nil
+			e.o.Log.Debug("sweep: planned", "rewrite", e.done+int64(len(e.queue)))
+			return nil
+		}
+		ps := e.parts[p.tp]
+		if ps == nil {
+			ps = &pstate{rep: e.reports[p.tp], accounted: e.bounds[p.tp].End, ours: map[int64]bool{}}
+			e.parts[p.tp] = ps
+		}
+		for i, r := range p.recs {
+			j, err := planTransformed(r, p.ts[i], p.errs[i], &ps.rep.Counts, e.res)
+			if err != nil {
+				return err
+			}
+			if j != nil && !ps.replanned {
+				e.queue = append(e.queue, j)
+			}
+		}
+		e.progress()
+	}
+	return nil
 }
 
 // retrying runs step, and recovers from a retriable failure of the
@@ -627,6 +689,7 @@ func (e *engine) resweep(ctx context.Context, tp TP, contended bool) error {
 		e.view.Apply(r)
 	}
 	e.queue = slices.DeleteFunc(e.queue, func(j *job) bool { return j.tp == tp })
+	ps.replanned = true
 	var jobs []*job
 	restored := map[string]bool{}
 	for _, f := range w.restore {

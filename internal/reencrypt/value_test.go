@@ -27,6 +27,13 @@ func TestSlotsFindsValues(t *testing.T) {
 	if strings.Join(got, " ") != want {
 		t.Errorf("slots\n got %s\nwant %s", strings.Join(got, " "), want)
 	}
+	// White space before the object (a pretty-printed record) hides
+	// nothing: its secrets are found where they are.
+	padded := append([]byte("\n\t "), value...)
+	slots, err = Slots(padded, fields)
+	if err != nil || len(slots) != 4 || string(slots[0].Raw) != `"A"` || slots[0].At != 3+len(`{"api_key":`) {
+		t.Errorf("a record after white space: %+v, %v", slots, err)
+	}
 }
 
 func TestSlotsSkipsAbsenceAndNull(t *testing.T) {
