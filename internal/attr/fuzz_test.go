@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/flecht-dev/flecht/internal/jsonspan"
+	"github.com/flecht-dev/flecht/sdk/wire"
 )
 
 // FuzzDecodeObject: any bytes either decode to a record that re-encodes and
@@ -27,9 +30,17 @@ func FuzzDecodeObject(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		// CheckObject is Members' verdict without the members.
+		// CheckObject is Members' verdict without the members, and its
+		// one-pass check says what wire.CheckSyntax says.
 		if _, merr := Members(in); (CheckObject(in) == nil) != (merr == nil) {
 			t.Fatalf("CheckObject = %v, Members = %v", CheckObject(in), merr)
+		}
+		if len(in) > 0 {
+			at := jsonspan.SkipSpace(in, 0)
+			want := wire.CheckSyntax(in) == nil && at < len(in) && in[at] == '{'
+			if got := CheckObject(in) == nil; got != want {
+				t.Fatalf("CheckObject(%q) accepts: %v; CheckSyntax and a '{' say %v", in, got, want)
+			}
 		}
 		ev, tomb, err := Decode[Event](in)
 		if err != nil {
