@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/flecht-dev/flecht/internal/jsonspan"
 	"github.com/flecht-dev/flecht/sdk/wire"
@@ -143,13 +142,8 @@ func fieldSpan(raw []byte, path []string) (int, int, error) {
 // written back (1E400) is still valid JSON, and the tools working on raw
 // bytes never write it anew, they keep it byte for byte.
 func rawObjectStart(raw []byte) (int, error) {
-	// The common case, checked in one pass: valid JSON and UTF-8 with no
-	// \u escape (so no lone surrogate) is what CheckSyntax accepts. The
-	// rest takes CheckSyntax's own path, for its verdict and its error.
-	if !jsonspan.Valid(raw) || !utf8.Valid(raw) || bytes.Contains(raw, []byte(`\u`)) {
-		if err := wire.CheckSyntax(raw); err != nil {
-			return 0, valueError(err)
-		}
+	if err := wire.CheckSyntax(raw); err != nil {
+		return 0, valueError(err)
 	}
 	at := jsonspan.SkipSpace(raw, 0)
 	if raw[at] != '{' {

@@ -68,7 +68,7 @@ func DecodeObject(b []byte) (Object, error) {
 // such a number anew. It builds no value. Errors are *DecodeError, the one
 // Decode would return.
 func CheckSyntax(b []byte) error {
-	if utf8.Valid(b) && json.Valid(b) && loneSurrogate(b) < 0 {
+	if utf8.Valid(b) && validJSON(b) && loneSurrogate(b) < 0 {
 		return nil
 	}
 	if _, err := parse(b); err != nil {

@@ -1,4 +1,4 @@
-package jsonspan
+package wire
 
 import (
 	"encoding/json"
@@ -13,28 +13,28 @@ var validSeeds = []string{
 	`[[[[]]]]`, `{"a":{"a":{"a":[]}}}`, `-0.0E+00`, `123456789012345678901234567890`,
 }
 
-// Valid agrees with encoding/json.Valid on every input.
-func FuzzValid(f *testing.F) {
+// validJSON agrees with encoding/json.Valid on every input.
+func FuzzValidJSON(f *testing.F) {
 	for _, s := range validSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		if got, want := Valid(in), json.Valid(in); got != want {
-			t.Fatalf("Valid(%q) = %v, encoding/json says %v", in, got, want)
+		if got, want := validJSON(in), json.Valid(in); got != want {
+			t.Fatalf("validJSON(%q) = %v, encoding/json says %v", in, got, want)
 		}
 	})
 }
 
-func TestValidSeedsAndDepth(t *testing.T) {
+func TestValidJSONSeedsAndDepth(t *testing.T) {
 	for _, s := range validSeeds {
-		if got, want := Valid([]byte(s)), json.Valid([]byte(s)); got != want {
-			t.Errorf("Valid(%q) = %v, encoding/json says %v", s, got, want)
+		if got, want := validJSON([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Errorf("validJSON(%q) = %v, encoding/json says %v", s, got, want)
 		}
 	}
 	for _, depth := range []int{9999, 10000, 10001} {
 		in := []byte(strings.Repeat("[", depth) + strings.Repeat("]", depth))
-		if got, want := Valid(in), json.Valid(in); got != want {
-			t.Errorf("nesting %d: Valid %v, encoding/json %v", depth, got, want)
+		if got, want := validJSON(in), json.Valid(in); got != want {
+			t.Errorf("nesting %d: validJSON %v, encoding/json %v", depth, got, want)
 		}
 	}
 }
