@@ -94,6 +94,15 @@ func (l *Launcher) Load(path string) (*stagefile.Stage, error) {
 		if err := checkStateKey(st, log); err != nil {
 			return nil, exitcode.UsageError(err)
 		}
+		// A stage that reads what it writes grows the topic without end,
+		// unless the stage file says it is meant to (intermediate_topics).
+		writes, err := builtin.StageWrites(st)
+		if err == nil {
+			err = writes.CheckLoops(st)
+		}
+		if err != nil {
+			return nil, exitcode.Usagef("stage %s: %w", st.Path, err)
+		}
 		if st.Transform.Module != nil {
 			// Checked before any stage of the process connects, and kept
 			// for the stage's run.

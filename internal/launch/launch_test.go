@@ -74,3 +74,37 @@ func TestRunManyRefusesOneMetricsAddress(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// A stage that writes one of its own inputs would read every record it
+// writes again: Load refuses it as a usage error before anything connects,
+// unless the stage file declares the topic intermediate_topics; an
+// intermediate topic the stage does not write is refused too (a replay
+// would skip it).
+func TestLoadRefusesAStageThatReadsWhatItWrites(t *testing.T) {
+	dir := t.TempDir()
+	l := New(Options{Log: slog.New(slog.DiscardHandler), Getenv: func(string) string { return "" }})
+	cases := []struct {
+		name, body, want string
+	}{
+		{"output is an input", "application_id: loop\nkind: transformer\ninput_topics: [rawx]\ntransform: {builtin: passthrough, output_topic: rawx}\n",
+			"writes rawx, which is also in its input_topics"},
+		{"one of two inputs", "application_id: loop2\nkind: transformer\ninput_topics: [a, b]\ntransform: {builtin: rekey, output_topic: b, key: \"{value.id}\"}\n",
+			"intermediate_topics: [b]"},
+		{"a dead-letter topic read back", "application_id: loop3\nkind: transformer\ninput_topics: [a, a.dlq]\ninvalid_messages: dlq\ntransform: {builtin: count, output_topic: counted}\n",
+			"writes a.dlq"},
+		{"a module's output", "application_id: loop4\nkind: transformer\ninput_topics: [m]\ntransform: {module: ./x.wasm, output_topics: [m, n]}\n",
+			"writes m, which is also"},
+		{"an intermediate topic never written", "application_id: skip\nkind: transformer\ninput_topics: [a, b]\nintermediate_topics: [b]\ntransform: {builtin: count, output_topic: counted}\n",
+			"declares b in intermediate_topics but does not write it"},
+	}
+	for _, c := range cases {
+		path := writeStage(t, dir, c.name+".yaml", c.body)
+		if _, err := l.Load(path); exitcode.Code(err) != exitcode.Usage || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want a usage error containing %q", c.name, err, c.want)
+		}
+	}
+	declared := writeStage(t, dir, "declared.yaml", "application_id: loopok\nkind: transformer\ninput_topics: [a, b]\nintermediate_topics: [b]\ntransform: {builtin: rekey, output_topic: b, key: \"{value.id}\"}\n")
+	if _, err := l.Load(declared); err != nil {
+		t.Errorf("a declared intermediate topic is refused: %v", err)
+	}
+}

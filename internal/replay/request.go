@@ -11,7 +11,6 @@ import (
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
 	"github.com/flecht-dev/flecht/internal/textfmt"
-	"github.com/flecht-dev/flecht/internal/transformer"
 	"github.com/flecht-dev/flecht/internal/transformer/builtin"
 )
 
@@ -55,6 +54,9 @@ func NewRequest(opts Flags) (Request, time.Duration, error) {
 			if len(opts.InputTopics) == 0 {
 				req.InputTopics = st.InputTopics
 			}
+			// The topics the stage file declares it reads back what it
+			// writes go to their end, as --intermediate-topics do.
+			req.IntermediateTopics = textfmt.Dedupe(append(req.IntermediateTopics, st.IntermediateTopics...))
 			req.Module = status.StageModule(st)
 			outs, err := StageOutputs(st)
 			if err != nil {
@@ -182,32 +184,18 @@ func NewRequest(opts Flags) (Request, time.Duration, error) {
 
 // StageOutputs are the topics a transformer's stage file writes: its
 // transform's outputs and, with invalid_messages: dlq, the dead-letter
-// topics of its inputs.
+// topics of its inputs (builtin.StageWrites, what flecht run checks too).
 func StageOutputs(st *stagefile.Stage) ([]OutputTopic, error) {
-	var names []string
-	usesDLQ := st.InvalidMessages == stagefile.InvalidDLQ
-	if m := st.Transform.Module; m != nil {
-		names = m.OutputTopics
-	} else {
-		tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: builtin.NoConfigs{}})
-		if err != nil {
-			return nil, err
-		}
-		if d, ok := tf.(transformer.OutputDeclarer); ok {
-			names = d.OutputTopics()
-		}
-		if d, ok := tf.(transformer.DLQUser); ok && d.UsesDLQ() {
-			usesDLQ = true
-		}
+	w, err := builtin.StageWrites(st)
+	if err != nil {
+		return nil, err
 	}
 	var out []OutputTopic
-	for _, t := range textfmt.Dedupe(names) {
+	for _, t := range w.Outputs {
 		out = append(out, OutputTopic{Topic: t, Role: RoleOutput})
 	}
-	if usesDLQ {
-		for _, t := range st.InputTopics {
-			out = append(out, OutputTopic{Topic: stagefile.DLQTopic(t), Role: RoleDeadLetter})
-		}
+	for _, t := range w.DeadLetters {
+		out = append(out, OutputTopic{Topic: t, Role: RoleDeadLetter})
 	}
 	return out, nil
 }

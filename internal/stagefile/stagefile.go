@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,12 +56,18 @@ const DefaultMaxTransactionRecords = 5_000
 
 // Stage is a parsed, validated stage file.
 type Stage struct {
-	ApplicationID  string   `yaml:"application_id" json:"application_id"`
-	Kind           string   `yaml:"kind" json:"kind"`
-	InputTopics    []string `yaml:"input_topics,omitempty" json:"input_topics,omitempty"`
-	ConfigTopics   []string `yaml:"config_topics,omitempty" json:"config_topics,omitempty"`
-	StateKey       string   `yaml:"state_key,omitempty" json:"state_key,omitempty"`
-	MaxPollRecords int      `yaml:"max_poll_records,omitempty" json:"max_poll_records,omitempty"`
+	ApplicationID string   `yaml:"application_id" json:"application_id"`
+	Kind          string   `yaml:"kind" json:"kind"`
+	InputTopics   []string `yaml:"input_topics,omitempty" json:"input_topics,omitempty"`
+	ConfigTopics  []string `yaml:"config_topics,omitempty" json:"config_topics,omitempty"`
+	// IntermediateTopics are input topics the transformer also writes
+	// (it reads back what it wrote). A stage whose outputs include an
+	// input is refused unless the topic is declared here; a replay moves
+	// an intermediate topic's offsets to its end instead of reading it
+	// again (docs/transformers.md).
+	IntermediateTopics []string `yaml:"intermediate_topics,omitempty" json:"intermediate_topics,omitempty"`
+	StateKey           string   `yaml:"state_key,omitempty" json:"state_key,omitempty"`
+	MaxPollRecords     int      `yaml:"max_poll_records,omitempty" json:"max_poll_records,omitempty"`
 	// CommitInterval is how long a transformer task's transaction stays
 	// open collecting records (several polls) before it commits.
 	CommitInterval Duration `yaml:"commit_interval,omitempty" json:"commit_interval,omitempty"`
@@ -407,6 +414,14 @@ func (s *Stage) validate() error {
 	}
 	if dup := duplicate(s.ConfigTopics); dup != "" {
 		bad("config_topics lists %s twice", boundedread.Quote(dup))
+	}
+	if dup := duplicate(s.IntermediateTopics); dup != "" {
+		bad("intermediate_topics lists %s twice", boundedread.Quote(dup))
+	}
+	for _, t := range s.IntermediateTopics {
+		if !slices.Contains(s.InputTopics, t) {
+			bad("intermediate_topics names %s, which is not in input_topics: an intermediate topic is an input the stage also writes; add it to input_topics or remove it", boundedread.Quote(t))
+		}
 	}
 	if s.MaxPollRecords == 0 {
 		s.MaxPollRecords = DefaultMaxPollRecords
