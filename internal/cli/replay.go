@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/replay"
 	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -148,6 +149,10 @@ func runReplay(ctx context.Context, opts *ReplayOptions) error {
 	if plan != nil {
 		if perr := printReplay(opts, plan); perr != nil && err == nil {
 			return perr
+		}
+		// The printed plan says why it was refused: said once.
+		if err != nil && plan.Refused != "" {
+			return &exitcode.Silent{Code: exitcode.Code(err)}
 		}
 	}
 	return err

@@ -195,15 +195,16 @@ func TestReplayCommand(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	r = run(t, e, "", "replay", "-f", stage, "--execute", "-o", "json")
-	if r.code != exitcode.Refused || !strings.Contains(r.err, "count-7 on ") {
-		t.Fatalf("live member: exit %d, stderr %q", r.code, r.err)
+	if p = replayJSON(t, r.out); r.code != exitcode.Refused || !strings.Contains(p.Refused, "count-7 on ") || r.err != "" {
+		t.Fatalf("live member: exit %d, refusal %q, stderr %q (the plan says it; stderr stays empty)", r.code, p.Refused, r.err)
 	}
-	if p = replayJSON(t, r.out); p.Refused == "" || p.Executed || len(p.Members) != 1 || p.Members[0].ClientID != "count-7" {
+	if p.Executed || len(p.Members) != 1 || p.Members[0].ClientID != "count-7" {
 		t.Errorf("refused plan %+v", p)
 	}
+	// A refusal is printed once: in the plan, not again on stderr.
 	r = run(t, e, "", "replay", "-f", stage, "--wait", "300ms")
-	if r.code != exitcode.Refused || !strings.Contains(r.err, "still there after waiting") {
-		t.Errorf("--wait timeout: exit %d, stderr %q", r.code, r.err)
+	if r.code != exitcode.Refused || strings.Count(r.out+r.err, "still there after waiting") != 1 || r.err != "waiting up to 300ms for group counter to empty (count-7 on "+p.Members[0].Host+")\n" {
+		t.Errorf("--wait timeout: exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
 	}
 }
 
@@ -224,8 +225,8 @@ func TestReplayExtractor(t *testing.T) {
 	// An extractor's outputs are named by its configs, not its stage
 	// file: --execute needs them named or --keep-outputs.
 	r := run(t, map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}, "", "replay", "-f", stage, "--state-dir", t.TempDir(), "--execute", "-o", "json")
-	if r.code != exitcode.Refused || !strings.Contains(r.err, "--keep-outputs") {
-		t.Fatalf("unknown outputs: exit %d: %s", r.code, r.err)
+	if r.code != exitcode.Refused || !strings.Contains(replayJSON(t, r.out).Refused, "--keep-outputs") || r.err != "" {
+		t.Fatalf("unknown outputs: exit %d: %s%s", r.code, r.out, r.err)
 	}
 	r = run(t, map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}, "", "replay", "-f", stage, "--state-dir", t.TempDir(), "--keep-outputs", "--execute", "-o", "json")
 	if r.code != 0 {
@@ -278,8 +279,8 @@ func TestReplayNamesTheModule(t *testing.T) {
 	}
 
 	r = run(t, e, "", "replay", "-f", stage, "--state-dir", t.TempDir(), "--execute", "-o", "json")
-	if r.code != exitcode.Usage || !strings.Contains(r.err, "replay refused: the module ./enrich.wasm ("+resolved+") that the stage file names cannot run") {
-		t.Fatalf("execute, no module file: exit %d, stderr %q", r.code, r.err)
+	if p := replayJSON(t, r.out); r.code != exitcode.Usage || !strings.Contains(p.Refused, "the module ./enrich.wasm ("+resolved+") that the stage file names cannot run") || r.err != "" {
+		t.Fatalf("execute, no module file: exit %d, refusal %q, stderr %q", r.code, p.Refused, r.err)
 	}
 	if p := replayJSON(t, r.out); p.Executed || !strings.Contains(p.Refused, "flecht run refuses it") {
 		t.Errorf("refused plan %+v", p)
@@ -350,15 +351,15 @@ func TestReplayOutputsChoice(t *testing.T) {
 		t.Errorf("the dead-letter topic: %+v", o)
 	}
 	r = run(t, e, "", "replay", "-f", stage, "--state-dir", t.TempDir())
-	for _, want := range []string{"refined: 3 records", "choose: --truncate-outputs or --keep-outputs", "raw.dlq (dead letters): missing", "--execute is refused until you choose"} {
+	for _, want := range []string{"refined: 3 offsets", "choose: --truncate-outputs or --keep-outputs", "raw.dlq (dead letters): missing", "--execute is refused until you choose"} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("the human plan lacks %q:\n%s", want, r.out)
 		}
 	}
 
 	r = run(t, e, "", "replay", "-f", stage, "--state-dir", t.TempDir(), "--execute")
-	if r.code != exitcode.Refused || !strings.Contains(r.err, "refined (3 records)") || !strings.Contains(r.err, "refined.v2") {
-		t.Fatalf("execute without a choice: exit %d, %s", r.code, r.err)
+	if r.code != exitcode.Refused || strings.Count(r.out, "refined (3 offsets)") != 1 || !strings.Contains(r.out, "refined.v2") || r.err != "" {
+		t.Fatalf("execute without a choice: exit %d, stdout %s, stderr %q (want the refusal once, on stdout)", r.code, r.out, r.err)
 	}
 	if _, err := kafkax.DescribeTopics(ctx, adm, "dedup-changelog"); err != nil {
 		t.Fatalf("a refused replay deleted the changelog: %v", err)
@@ -379,5 +380,40 @@ func TestReplayOutputsChoice(t *testing.T) {
 	res, err := kafkax.ReadToEndFunc(ctx, cl, []string{"refined"}, func(*kgo.Record) error { return nil })
 	if err != nil || res.Records != 0 {
 		t.Errorf("refined holds %v records after --truncate-outputs (%v)", res, err)
+	}
+}
+
+// The case: an output that is the stage's own input. The dry run
+// shows the refusal; --execute refuses it (exit 3) before any change,
+// printed once, and the raw topic keeps every record.
+func TestReplayTruncateRefusesItsOwnInput(t *testing.T) {
+	env := devenvtest.Start(t)
+	cl := devenvtest.KafkaClient(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := kafkax.CreateTopic(ctx, kadm.NewClient(cl), "rawx", 1, map[string]string{"retention.ms": "-1"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "rawx", Value: []byte("{}")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}
+	args := []string{"replay", "appx", "--input-topics", "rawx", "--output-topics", "rawx", "--truncate-outputs", "--new-app"}
+
+	r := run(t, e, "", args...)
+	for _, want := range []string{"rawx: 10 offsets (truncation refused: see below)", "outputs: --truncate-outputs deletes only what this stage alone owns, and rawx: it is an input topic of the stage", "--execute is refused (exit 3)"} {
+		if r.code != 0 || !strings.Contains(r.out, want) {
+			t.Errorf("dry run: exit %d, lacks %q:\n%s", r.code, want, r.out)
+		}
+	}
+	r = run(t, e, "", append(args, "--execute")...)
+	if r.code != exitcode.Refused || strings.Count(r.out+r.err, "rawx: it is an input topic of the stage") != 1 || r.err != "" || strings.Contains(r.out, "✓") {
+		t.Errorf("execute: exit %d, want 3 and the refusal once on stdout:\n%s\nstderr: %s", r.code, r.out, r.err)
+	}
+	res, err := kafkax.ReadToEndFunc(ctx, cl, []string{"rawx"}, func(*kgo.Record) error { return nil })
+	if err != nil || res.Records != 10 {
+		t.Errorf("rawx holds %+v records after a refused replay (%v), want all 10", res, err)
 	}
 }

@@ -55,6 +55,9 @@ func Execute(ctx context.Context, cl *kgo.Client, plan *Plan, opts ExecOptions) 
 	if why := plan.OutputRefusal(); why != "" {
 		return &OutputsError{Why: why}
 	}
+	if why := plan.TruncateRefusal(); why != "" {
+		return &OutputsError{Why: why}
+	}
 	if err := requireEmpty(ctx, adm, plan.ApplicationID); err != nil {
 		return err
 	}
@@ -138,7 +141,7 @@ func Execute(ctx context.Context, cl *kgo.Client, plan *Plan, opts ExecOptions) 
 
 // OutputsError refuses a replay whose rebuild would write the records of
 // its outputs again without the operator having chosen what happens to
-// them.
+// them, or that would truncate an output the stage does not alone own.
 type OutputsError struct{ Why string }
 
 func (e *OutputsError) Error() string { return e.Why }

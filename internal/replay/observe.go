@@ -135,6 +135,12 @@ func Observe(ctx context.Context, cl *kgo.Client, req Request) (*Observed, error
 	if o.Outputs, err = observeOutputs(ctx, adm, req.OutputTopics); err != nil {
 		return nil, err
 	}
+	// Who else reads or writes the outputs matters only to a truncation.
+	if req.OutputPolicy == OutputsTruncate {
+		if err := ObserveOwners(ctx, adm, o); err != nil {
+			return nil, err
+		}
+	}
 
 	o.ModuleFile = status.ReadModuleFile(req.Module)
 	if req.StateDir != "" {

@@ -52,11 +52,16 @@ type Output struct {
 	Role       string `json:"role"`
 	Exists     bool   `json:"exists"`
 	Partitions int    `json:"partitions"`
-	// Records is end - log start summed over its partitions: at most that
-	// many records (transaction markers take offsets too).
+	// Records is end - log start summed over its partitions: offsets, so
+	// at most that many records (transaction markers take offsets too).
 	Records int64 `json:"records"`
 	// Action is none, keep, truncate or choose.
 	Action string `json:"action"`
+	// Owners is who else reads or writes it, observed when the operator
+	// asked to truncate (ObserveOwners); Refused says why it may not be
+	// truncated (empty when it may).
+	Owners  *Owners `json:"owners,omitempty"`
+	Refused string  `json:"refused,omitempty"`
 }
 
 // observeOutputs reads each output's partitions and bounds; a missing
@@ -112,19 +117,30 @@ func observeOutputs(ctx context.Context, adm *kadm.Client, outs []OutputTopic) (
 	return out, nil
 }
 
-// planOutputs decides each output's action under the chosen policy.
-func planOutputs(outs []Output, policy string) []Output {
-	out := make([]Output, len(outs))
-	for i, o := range outs {
+// planOutputs decides each output's action under the chosen policy, and
+// refuses to truncate an output the stage does not alone own.
+func planOutputs(obs *Observed) []Output {
+	out := make([]Output, len(obs.Outputs))
+	for i, o := range obs.Outputs {
 		switch {
 		case o.Records == 0:
 			o.Action = ActionNone
-		case policy == OutputsKeep:
+		case obs.OutputPolicy == OutputsKeep:
 			o.Action = ActionKeep
-		case policy == OutputsTruncate:
+		case obs.OutputPolicy == OutputsTruncate:
 			o.Action = ActionTruncate
 		default:
 			o.Action = ActionChoose
+		}
+		if owners, ok := obs.Owners[o.Topic]; ok {
+			o.Owners = &owners
+		}
+		if o.Action == ActionTruncate {
+			var owners Owners
+			if o.Owners != nil {
+				owners = *o.Owners
+			}
+			o.Refused = truncateRefusal(o, obs.InputTopics, owners)
 		}
 		out[i] = o
 	}
@@ -144,7 +160,7 @@ func (p *Plan) OutputRefusal() string {
 	var full []string
 	for _, o := range p.Outputs {
 		if o.Action == ActionChoose {
-			full = append(full, fmt.Sprintf("%s (%d records)", o.Topic, o.Records))
+			full = append(full, fmt.Sprintf("%s (%d offsets)", o.Topic, o.Records))
 		}
 	}
 	if len(full) == 0 {

@@ -54,7 +54,7 @@ func TestReplayOutputs(t *testing.T) {
 		}
 	}
 	why := ask.OutputRefusal()
-	for _, part := range []string{"refined (14 records)", "--truncate-outputs", "--keep-outputs", "refined.v2"} {
+	for _, part := range []string{"refined (14 offsets)", "--truncate-outputs", "--keep-outputs", "refined.v2"} {
 		if !strings.Contains(why, part) {
 			t.Errorf("refusal lacks %q: %s", part, why)
 		}

@@ -105,6 +105,9 @@ type Observed struct {
 
 	// Outputs are the output topics as found (bounds summed).
 	Outputs []Output
+	// Owners is who else reads or writes each existing output, by topic:
+	// observed only when the operator asked to truncate them.
+	Owners map[string]Owners
 
 	// StateDirExists says whether StateDir is there; StateStores lists
 	// its per-partition subdirectories (full paths).
@@ -235,7 +238,7 @@ func BuildPlan(o *Observed) *Plan {
 		DeleteTopics:  []string{},
 		Offsets:       []Offset{},
 		StateDirs:     append([]string{}, o.StateStores...),
-		Outputs:       planOutputs(o.Outputs, o.OutputPolicy),
+		Outputs:       planOutputs(o),
 		OutputsKnown:  o.OutputsKnown,
 		OutputPolicy:  o.OutputPolicy,
 		Warnings:      []Warning{},
@@ -264,31 +267,13 @@ func BuildPlan(o *Observed) *Plan {
 
 	// 2. Transactional IDs: one per input partition number (transformer)
 	// or per token (extractor: the config topics' partition count).
-	tasks := 0
-	countTopics := append(append([]string{}, o.InputTopics...), o.IntermediateTopics...)
-	if kind == KindExtractor {
-		countTopics = o.ConfigTopics
-	}
-	counts := map[string]int{}
-	for _, t := range countTopics {
-		n := len(o.Topics[t].Partitions)
-		counts[t] = n
-		tasks = max(tasks, n)
-	}
+	tasks, counts, countTopics := o.tasks()
 	if !kafkax.EqualCounts(counts) {
 		warn(Warning{Kind: WarnUnequalPartitions, Message: fmt.Sprintf("%s have unequal partition counts (%s): the stage refuses to start until they match; fencing the %d IDs of the largest",
 			strings.Join(countTopics, ", "), kafkax.DescribeCounts(counts), tasks)})
 	}
-	// A changelog with more partitions than the stage has tasks was
-	// written by tasks that no longer exist; their IDs may still hold a
-	// transaction open.
-	fence := tasks
-	if o.ChangelogExists {
-		fence = max(fence, o.ChangelogPartitions)
-	}
-	for i := range fence {
-		p.Fence = append(p.Fence, stagefile.TransactionalID(app, int32(i)))
-	}
+	p.Fence = o.transactionalIDs()
+	fence := len(p.Fence)
 
 	// 3. The changelog, and nothing that merely looks like one.
 	changelog := stagefile.ChangelogTopic(app)
@@ -373,6 +358,39 @@ func BuildPlan(o *Observed) *Plan {
 		note("no partition stores in %s", o.StateDir)
 	}
 	return p
+}
+
+// tasks is the stage's task count (transformer: the largest input
+// partition count; extractor: its tokens, the config topics' partition
+// count), with the count of each topic it was read from.
+func (o *Observed) tasks() (tasks int, counts map[string]int, from []string) {
+	from = append(append([]string{}, o.InputTopics...), o.IntermediateTopics...)
+	if o.Kind == KindExtractor {
+		from = o.ConfigTopics
+	}
+	counts = map[string]int{}
+	for _, t := range from {
+		n := len(o.Topics[t].Partitions)
+		counts[t] = n
+		tasks = max(tasks, n)
+	}
+	return tasks, counts, from
+}
+
+// transactionalIDs are the stage's transactional IDs, <app>-<n> for every
+// task and, when the changelog has more partitions than the stage has
+// tasks, for the tasks of that older layout too: their IDs may still hold
+// a transaction open.
+func (o *Observed) transactionalIDs() []string {
+	n, _, _ := o.tasks()
+	if o.ChangelogExists {
+		n = max(n, o.ChangelogPartitions)
+	}
+	ids := []string{}
+	for i := range n {
+		ids = append(ids, stagefile.TransactionalID(o.ApplicationID, int32(i)))
+	}
+	return ids
 }
 
 // ModuleRefusal says why the stage could not restart after the replay:

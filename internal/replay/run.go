@@ -28,7 +28,7 @@ type RunOptions struct {
 
 // Run observes the cluster, plans the replay, refuses it when it must
 // (live members, a module the restart could not run, outputs with no
-// choice made), waits for the group to empty when asked, and executes it
+// choice made, outputs to truncate the stage does not alone own), waits for the group to empty when asked, and executes it
 // with Execute. The plan it returns, with or without an error, is what to
 // show: what was found, refused or done so far; a nil plan comes with an
 // error that says it all.
@@ -69,6 +69,12 @@ func Run(ctx context.Context, cl *kgo.Client, req Request, opts RunOptions) (*Pl
 	// A rebuild writes every output record again: without a choice of
 	// what happens to them, --execute changes nothing.
 	if why := plan.OutputRefusal(); why != "" && opts.Execute {
+		return plan, refuse(why, exitcode.RefusedError)
+	}
+	// Truncation deletes only what the stage alone owns: an output that is
+	// also its input, that another group reads or another producer
+	// writes is refused before anything changes (ObserveOwners).
+	if why := plan.TruncateRefusal(); why != "" && opts.Execute {
 		return plan, refuse(why, exitcode.RefusedError)
 	}
 	if plan.Refused != "" && opts.Wait > 0 {

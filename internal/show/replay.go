@@ -89,6 +89,9 @@ func Replay(h *ui.Human, plan *replay.Plan) error {
 	switch {
 	case plan.Refused != "":
 		h.Printf("%s %s\n", h.Bad("refused:"), plan.Refused)
+		if why := plan.TruncateRefusal(); why != "" && !strings.Contains(plan.Refused, why) {
+			h.Printf("%s %s\n", h.Bad("outputs:"), why)
+		}
 	case plan.Executed:
 		for _, s := range plan.Steps {
 			h.Printf("%s %s: %s %s\n", h.Good("✓"), s.Step, s.Detail, h.Faint(fmt.Sprintf("(%dms)", s.Millis)))
@@ -105,6 +108,9 @@ func Replay(h *ui.Human, plan *replay.Plan) error {
 		case plan.OutputRefusal() != "":
 			h.Printf("%s %s\n", h.Warn("outputs:"), plan.OutputRefusal())
 			h.Printf("dry run: nothing changed; --execute is refused until you choose what happens to the outputs\n")
+		case plan.TruncateRefusal() != "":
+			h.Printf("%s %s\n", h.Bad("outputs:"), plan.TruncateRefusal())
+			h.Printf("dry run: nothing changed; --execute is refused (exit 3) while it would truncate an output the stage does not alone own\n")
 		default:
 			h.Printf("dry run: nothing changed; run again with --execute to do it\n")
 		}
@@ -147,11 +153,13 @@ func describeOutputs(h *ui.Human, plan *replay.Plan) string {
 		case o.Action == replay.ActionNone:
 			parts[i] = name + ": empty"
 		case o.Action == replay.ActionKeep:
-			parts[i] = fmt.Sprintf("%s: %s records kept, the rebuild appends", name, textfmt.GroupDigits(o.Records))
+			parts[i] = fmt.Sprintf("%s: %s offsets kept, the rebuild appends", name, textfmt.GroupDigits(o.Records))
+		case o.Action == replay.ActionTruncate && o.Refused != "":
+			parts[i] = fmt.Sprintf("%s: %s offsets %s", name, textfmt.GroupDigits(o.Records), h.Bad("(truncation refused: see below)"))
 		case o.Action == replay.ActionTruncate:
-			parts[i] = fmt.Sprintf("%s: %s records deleted before the rebuild", name, textfmt.GroupDigits(o.Records))
+			parts[i] = fmt.Sprintf("%s: %s offsets deleted before the rebuild", name, textfmt.GroupDigits(o.Records))
 		default:
-			parts[i] = fmt.Sprintf("%s: %s records %s", name, textfmt.GroupDigits(o.Records), h.Warn("(choose: --truncate-outputs or --keep-outputs)"))
+			parts[i] = fmt.Sprintf("%s: %s offsets %s", name, textfmt.GroupDigits(o.Records), h.Warn("(choose: --truncate-outputs or --keep-outputs)"))
 		}
 	}
 	return strings.Join(parts, "; ")
