@@ -64,16 +64,21 @@ Without --execute it only prints the plan and changes nothing. The plan:
      the end (for a time target: no record at or after the time).
   6. the topics the stage writes (from -f: the transform's outputs and,
      with invalid_messages: dlq, the dead-letter topics; or
-     --output-topics) with the records each holds. The rebuild writes
-     every record again, so --execute refuses while one holds records
-     until you choose: --truncate-outputs deletes their records up to
-     the end first (only for topics this stage alone writes; readers see
-     the rebuild only), --keep-outputs lets the rebuild append (readers
-     see both), or point the stage file's output topics at new versioned
-     topics (sensors.refined.v2), create them and replay, and move the
-     readers over once the rebuild caught up. Without -f or
-     --output-topics the outputs are unknown and --execute needs
-     --keep-outputs.
+     --output-topics) with the offsets each holds (at most as many
+     records). The rebuild writes every record again, so --execute
+     refuses while one holds records until you choose: --truncate-outputs
+     deletes their records up to the end first (readers see the rebuild
+     only), --keep-outputs lets the rebuild append (readers see both), or
+     point the stage file's output topics at new versioned topics
+     (sensors.refined.v2), create them and replay, and move the readers
+     over once the rebuild caught up. Without -f or --output-topics the
+     outputs are unknown and --execute needs --keep-outputs.
+     --truncate-outputs deletes only what this stage alone owns: an
+     output that is one of its input topics, that another consumer group
+     has committed offsets on, or that a producer other than the stage's
+     own transactional IDs has written to (the partition's active
+     producers) is named with its reason in the plan, and --execute
+     refuses (exit 3) before changing anything.
   7. the local state stores to remove (the numbered partition directories
      under --state-dir).
 
@@ -102,7 +107,7 @@ func NewCmdReplay(f *Factory, runF func(*ReplayOptions) error) *cobra.Command {
 		Short: "Reprocess a stage from its raw topics: fence, delete its state, reset its offsets",
 		Long:  replayLong,
 		Example: `  flecht replay sensors-count --input-topics sensors.raw
-  flecht replay -f examples/count.yaml --truncate-outputs --execute
+  flecht replay -f examples/count.yaml --wait 30s --truncate-outputs --execute
   flecht replay sensors-count -f count.yaml --by-duration 36h --wait 2m --keep-outputs --execute -o json
   flecht replay sensors-count --input-topics sensors.raw --from-file offsets.csv`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
@@ -111,7 +116,7 @@ func NewCmdReplay(f *Factory, runF func(*ReplayOptions) error) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVarP(&opts.StageFile, "file", "f", "", "take the application id, kind and topics from this stage file")
 	fl.StringSliceVar(&opts.InputTopics, "input-topics", nil, "the stage's input (raw) topics, comma-separated")
-	fl.StringSliceVar(&opts.IntermediateTopics, "intermediate-topics", nil, "topics the stage both writes and reads: their offsets go to the end")
+	fl.StringSliceVar(&opts.IntermediateTopics, "intermediate-topics", nil, "topics the stage both writes and reads (a stage file's intermediate_topics): their offsets go to the end")
 	fl.StringVar(&opts.StateDir, "state-dir", "", "local state to wipe (default ${XDG_STATE_HOME:-~/.local/state}/flecht/APP)")
 	fl.BoolVar(&opts.ToEarliest, "to-earliest", false, "reset to the log start (the default)")
 	fl.StringVar(&opts.ToDatetime, "to-datetime", "", "reset to the first record at or after this RFC 3339 time")
@@ -123,7 +128,7 @@ func NewCmdReplay(f *Factory, runF func(*ReplayOptions) error) *cobra.Command {
 	fl.BoolVar(&opts.NewApp, "new-app", false, "plan for an application the cluster knows nothing of yet, to start it at the target (without it, an id with no group, offsets or changelog is refused as a likely typo)")
 	fl.StringSliceVar(&opts.OutputTopics, "output-topics", nil, "the topics the stage writes, comma-separated (a stage file names them)")
 	fl.BoolVar(&opts.KeepOutputs, "keep-outputs", false, "let the rebuild append to its output topics: readers get every record again")
-	fl.BoolVar(&opts.TruncateOutputs, "truncate-outputs", false, "delete the output topics' records up to their end before the rebuild (topics this stage alone writes)")
+	fl.BoolVar(&opts.TruncateOutputs, "truncate-outputs", false, "delete the output topics' records up to their end before the rebuild (refused for an output this stage does not alone own)")
 	return cmd
 }
 
