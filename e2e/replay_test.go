@@ -339,9 +339,10 @@ func TestReplayRebuildsCountOutput(t *testing.T) {
 	if o := dry.Outputs; len(o) != 1 || o[0].Topic != out || o[0].Records < records || o[0].Action != replay.ActionChoose {
 		t.Errorf("outputs in the dry run: %+v", dry.Outputs)
 	}
-	if p, errOut, code := rpReplay(t, "-f", stage, "--state-dir", stateDir, "--execute"); code != 3 || p.Executed || !strings.Contains(errOut, "--truncate-outputs") {
-		t.Fatalf("execute without a choice for the output: exit %d, %s", code, errOut)
+	if p, errOut, code := rpReplay(t, "-f", stage, "--state-dir", stateDir, "--execute"); code != 3 || p.Executed || !strings.Contains(p.Refused, "--truncate-outputs") || errOut != "" {
+		t.Fatalf("execute without a choice for the output: exit %d, refusal %q, stderr %q (want it once, in the plan)", code, p.Refused, errOut)
 	}
+	outStart := rpStarts(t, adm, out)
 	if !rpTopicExists(t, app+"-changelog") {
 		t.Fatal("a refused replay deleted the changelog")
 	}
@@ -362,6 +363,20 @@ func TestReplayRebuildsCountOutput(t *testing.T) {
 	}
 	if rpTopicExists(t, app+"-changelog") {
 		t.Fatal("the changelog is still listed after the replay")
+	}
+	// The offsets reported deleted are the offsets gone, and a
+	// read_committed reader sees none of the output's records; the count
+	// is of offsets (each transaction's marker takes one), never fewer
+	// than the records.
+	var gone int64
+	for p, s := range rpStarts(t, adm, out) {
+		gone += s - outStart[p]
+	}
+	if o := done.Outputs; len(o) != 1 || o[0].Records != gone || o[0].Records < records || o[0].Refused != "" {
+		t.Errorf("the plan reported %+v deleted; %d offsets were", o, gone)
+	}
+	if left := rpReadOutput(t, out, nil); len(left) != 0 {
+		t.Errorf("a reader sees %d keys of the truncated output", len(left))
 	}
 	for _, d := range dry.StateDirs {
 		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
@@ -460,8 +475,8 @@ func TestReplayRefusesWhileRunningThenWaits(t *testing.T) {
 	if code != 3 {
 		t.Fatalf("exit %d, want 3 (refused): %s", code, errOut)
 	}
-	if !strings.Contains(errOut, "count-live on 127.0.0.1") || plan.Refused == "" || plan.Executed {
-		t.Errorf("the refusal must name the member (client id and host): %q / %+v", errOut, plan)
+	if !strings.Contains(plan.Refused, "count-live on 127.0.0.1") || errOut != "" || plan.Executed {
+		t.Errorf("the refusal must name the member (client id and host), once, in the plan: %q / %+v", errOut, plan)
 	}
 	if len(plan.Members) != 1 || plan.Members[0].ClientID != "count-live" || plan.GroupState != "Stable" {
 		t.Errorf("members %+v state %s", plan.Members, plan.GroupState)
@@ -521,9 +536,9 @@ func TestReplayRefusesConsumerProtocolMember(t *testing.T) {
 	if g.Protocol != "consumer" || len(g.Members[0].Assigned) != 1 || g.Members[0].Assigned[0].Topic != raw {
 		t.Errorf("group %+v", g)
 	}
-	_, errOut, code := rpReplay(t, app, "--input-topics", raw)
-	if code != 3 || !strings.Contains(errOut, "next-gen-1 on 127.0.0.1") {
-		t.Errorf("exit %d %s", code, errOut)
+	p, errOut, code := rpReplay(t, app, "--input-topics", raw)
+	if code != 3 || !strings.Contains(p.Refused, "next-gen-1 on 127.0.0.1") {
+		t.Errorf("exit %d %q %s", code, p.Refused, errOut)
 	}
 }
 
@@ -709,5 +724,94 @@ func TestReplayWithoutChangelogOrOffsets(t *testing.T) {
 	}
 	if rpTopicExists(t, app2+"-changelog") {
 		t.Error("changelog not deleted")
+	}
+}
+
+// --truncate-outputs deletes only what the stage alone owns, on the real
+// broker: the stage's own transactional writes are its own (its output is
+// truncated), while an output that is an input, one another group has
+// committed offsets on, or one another producer (an idempotent one, which
+// the broker lists among the partition's active producers) has written
+// to is refused: named in the dry run, exit 3 on --execute, nothing
+// changed. flecht run refuses a stage that writes its own input (exit 2,
+// before connecting).
+func TestReplayTruncateRefusesWhatOthersOwn(t *testing.T) {
+	const records, keys = 300, 30
+	app, raw, out, stage, adm := rpCountPipeline(t, records, keys)
+	stateDir := t.TempDir()
+	rpRunToEnd(t, adm, stage, app, raw, "count-own", stateDir)
+
+	// Only the stage's own transactional IDs wrote out: nothing refused.
+	own, errOut, code := rpReplay(t, "-f", stage, "--state-dir", stateDir, "--wait", "30s", "--truncate-outputs")
+	if code != 0 || len(own.Outputs) != 1 || own.Outputs[0].Refused != "" || own.Outputs[0].Action != replay.ActionTruncate {
+		t.Fatalf("the stage's own output: exit %d %s %+v", code, errOut, own.Outputs)
+	}
+
+	// (c) Another producer writes out.
+	rpProduce(t, out, 1, 1)
+	before := rpStarts(t, adm, out)
+	dry, _, code := rpReplay(t, "-f", stage, "--state-dir", stateDir, "--truncate-outputs")
+	if o := dry.Outputs[0]; code != 0 || o.Owners == nil || len(o.Owners.Producers) != 1 || !strings.Contains(o.Refused, "none of the stage's transactional IDs") {
+		t.Fatalf("another producer: exit %d, output %+v", code, o)
+	}
+	human, _, _ := runFlecht(t, "", "replay", "-f", stage, "--state-dir", stateDir, "--truncate-outputs")
+	if !strings.Contains(human, out+": producer ID ") || !strings.Contains(human, "--execute is refused (exit 3)") {
+		t.Errorf("the human dry run does not show the refusal:\n%s", human)
+	}
+	p, errOut, code := rpReplay(t, "-f", stage, "--state-dir", stateDir, "--truncate-outputs", "--execute")
+	if code != 3 || p.Executed || !strings.Contains(p.Refused, out+": producer ID ") || errOut != "" {
+		t.Fatalf("execute over another producer's records: exit %d, refusal %q, stderr %q", code, p.Refused, errOut)
+	}
+	if !reflect.DeepEqual(rpStarts(t, adm, out), before) || !rpTopicExists(t, app+"-changelog") {
+		t.Fatal("a refused replay truncated the output or deleted the changelog")
+	}
+
+	// (b) Another application reads a topic the stage's own ID wrote.
+	read := topicName(t, "read")
+	rpCreate(t, read, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	app2 := topicName(t, "app2")
+	w := rpClient(t, kgo.TransactionalID(app2+"-0"), kgo.DefaultProduceTopic(read))
+	if err := w.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ProduceSync(ctx, &kgo.Record{Value: []byte(`{"i":1}`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	reader := topicName(t, "reader")
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: read, Partition: 0, At: 1, LeaderEpoch: -1})
+	if _, err := adm.CommitOffsets(ctx, reader, offs); err != nil {
+		t.Fatal(err)
+	}
+	p, errOut, code = rpReplay(t, app2, "--input-topics", raw, "--output-topics", read, "--truncate-outputs", "--new-app", "--execute")
+	if code != 3 || !strings.Contains(p.Refused, read+": group "+reader+" has committed offsets on it") || strings.Contains(p.Refused, "producer ID") || errOut != "" {
+		t.Fatalf("execute over another group's input: exit %d, refusal %q, stderr %q", code, p.Refused, errOut)
+	}
+
+	// (a) The stage's own input.
+	rawEnds := rpEnds(t, adm, raw)
+	p, _, code = rpReplay(t, app2, "--input-topics", raw, "--output-topics", raw, "--truncate-outputs", "--new-app", "--execute")
+	if code != 3 || !strings.Contains(p.Refused, raw+": it is an input topic of the stage") {
+		t.Fatalf("execute over its own input: exit %d, refusal %q", code, p.Refused)
+	}
+	if starts := rpStarts(t, adm, raw); !reflect.DeepEqual(starts, map[int32]int64{0: 0, 1: 0, 2: 0}) || !reflect.DeepEqual(rpEnds(t, adm, raw), rawEnds) {
+		t.Fatalf("the raw topic starts at %v after a refused replay", starts)
+	}
+
+	// flecht run: an output that is an input, not declared intermediate.
+	loop := filepath.Join(t.TempDir(), "loop.yaml")
+	if err := os.WriteFile(loop, fmt.Appendf(nil, "application_id: %s\nkind: transformer\ninput_topics: [%s]\ntransform: {builtin: passthrough, output_topic: %s}\n", app2, raw, raw), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runFlecht(t, "", "run", "-f", loop); code != 2 || !strings.Contains(errOut, "intermediate_topics: ["+raw+"]") {
+		t.Fatalf("run over its own input: exit %d, %s", code, errOut)
+	}
+	if !reflect.DeepEqual(rpEnds(t, adm, raw), rawEnds) {
+		t.Fatal("a refused run wrote to its input")
 	}
 }
