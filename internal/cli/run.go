@@ -104,7 +104,8 @@ each probe 200 or 503 with JSON naming its checks.
 Startup checks everything before it joins the group: the stage file, the
 topics and their partition counts, the changelog. A wrong stage file
 (unknown field or builtin, a bad option, a state_key that coarsens, a
-module that cannot run) exits 2 before any connection. Once a broker
+module that cannot run, an output topic that is also an input and not
+declared in intermediate_topics) exits 2 before any connection. Once a broker
 answered, a transformer retries its checks for up to 2 minutes while Kafka
 is unavailable or changing (a node down or restarting); no broker
 answering, and what retrying cannot fix (a missing topic), fail at once.
