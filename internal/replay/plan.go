@@ -18,7 +18,8 @@
 //     their end;
 //  4. delete the records of the outputs the operator chose to truncate
 //     (--execute refuses while an output holds records and no choice was
-//     made: a rebuild writes every record again);
+//     made: a rebuild writes every record again; and refuses to truncate
+//     an output the stage does not alone own, owners.go);
 //  5. remove the local state stores under the state directory.
 package replay
 
