@@ -178,6 +178,14 @@ func TestTransformNewBuildsAndPasses(t *testing.T) {
 	if r := run(t, moduleEnv(t), "", "transform", "new", "--lang", "rust", filepath.Join(t.TempDir(), "x")); r.code != 2 || !strings.Contains(r.err, "--lang") {
 		t.Errorf("rust: exit %d %s", r.code, r.err)
 	}
+	// Onto a file: a usage error that says so, not the open error.
+	file := filepath.Join(t.TempDir(), "p4")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, moduleEnv(t), "", "transform", "new", file); r.code != 2 || !strings.Contains(r.err, "exists and is not a directory") {
+		t.Errorf("onto a file: exit %d %s", r.code, r.err)
+	}
 }
 
 // A stage file whose module cannot run exits 2 before it connects: no
