@@ -32,13 +32,14 @@ const HeaderDLQOmitted = "flecht.dlq.omitted"
 // t.outs. reason is why rec is invalid instead ("" when every output
 // fits); err is a failure of the stage.
 func (r *Runner) outputs(ctx context.Context, t *task, rec *kgo.Record, msgs []stage.Message) (reason string, err error) {
-	t.outs = t.outs[:0]
+	t.dropOutputs()
 	for _, m := range msgs {
 		out, err := m.Record(ctx, r.counts)
 		if err != nil {
 			return "", fmt.Errorf("output of %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
 		if reason := r.tooLarge(out, "its output"); reason != "" {
+			t.dropOutputs()
 			return reason, nil
 		}
 		t.outs = append(t.outs, out)
@@ -52,6 +53,12 @@ func (r *Runner) produceOutputs(t *task) {
 		r.obs.MessageOut(out.Topic, len(out.Key)+len(out.Value))
 		t.produce(out)
 	}
+	t.dropOutputs()
+}
+
+// dropOutputs empties t.outs, keeping no record alive through it.
+func (t *task) dropOutputs() {
+	clear(t.outs)
 	t.outs = t.outs[:0]
 }
 
