@@ -19,7 +19,9 @@ import (
 // 20 MiB gets the record whole.
 func TestRunnerOversizedRecords(t *testing.T) {
 	big := []byte(`{"pad":"` + strings.Repeat("x", 10<<20) + `"}`)
-	small := func(i int) *kgo.Record { return &kgo.Record{Key: []byte("k"), Value: []byte(`{"n":` + string(rune('0'+i)) + `}`)} }
+	small := func(i int) *kgo.Record {
+		return &kgo.Record{Key: []byte("k"), Value: []byte(`{"n":` + string(rune('0'+i)) + `}`)}
+	}
 	for _, c := range []struct{ name, policy, outMax string }{
 		{"dlq", "dlq", ""},
 		{"crash", "crash", ""},
