@@ -262,7 +262,7 @@ func Parse(data []byte) (*File, error) {
 			return nil, err
 		}
 		if !emptyDocument(&next) {
-			return nil, fmt.Errorf("line %d: a second YAML document starts here (after ---): a config file holds one; put every profile under the one profiles:", next.Line)
+			return nil, fmt.Errorf("line %d: a second YAML document starts here (after ---): a config file holds one; put every profile under its one profiles key", next.Line)
 		}
 	}
 	if f.Profiles == nil {
