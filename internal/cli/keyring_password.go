@@ -81,7 +81,7 @@ func newKeyringPassword(passwordFile string, prompt ui.PromptFunc) ([]byte, erro
 		case errors.As(err, &se) && missingFile(passwordFile):
 			return nil, exitcode.UsageError(errors.New(secret.ErrorLine(se, nil))) // a missing file, as everywhere
 		case errors.As(err, &se):
-			return nil, errors.New(secret.ErrorLine(se, nil))
+			return nil, secretLine(se, err)
 		}
 		if err != nil {
 			return nil, err
@@ -118,4 +118,15 @@ func newKeyringPassword(passwordFile string, prompt ui.PromptFunc) ([]byte, erro
 func missingFile(path string) bool {
 	_, err := os.Lstat(path)
 	return errors.Is(err, fs.ErrNotExist)
+}
+
+// secretLine is a keyring error as one line, keeping err's exit code: a
+// keyring or password file too large is a usage error (exit 2), as every
+// file too large for its kind is.
+func secretLine(se *secret.Error, err error) error {
+	line := errors.New(secret.ErrorLine(se, nil))
+	if exitcode.Code(err) == exitcode.Usage {
+		return exitcode.UsageError(line)
+	}
+	return line
 }

@@ -350,7 +350,7 @@ func loadKeyringForKeys(opts *KeysOptions) (*secret.Keyring, error) {
 	}
 	var se *secret.Error
 	if errors.As(err, &se) {
-		return nil, errors.New(secret.ErrorLine(se, nil))
+		return nil, secretLine(se, err)
 	}
 	return kr, err
 }

@@ -54,7 +54,7 @@ func loadOptionalKeyring(io *ui.IOStreams, path, passwordFile string) (*secret.K
 	}
 	var se *secret.Error
 	if errors.As(err, &se) {
-		return nil, errors.New(secret.ErrorLine(se, nil))
+		return nil, secretLine(se, err)
 	}
 	return kr, err
 }

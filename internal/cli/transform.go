@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -131,16 +132,34 @@ SDK, so that it builds without fetching anything:
 	return cmd
 }
 
+// makeFlecht is what `make test` needs to run this flecht when the one on
+// PATH is another (or none): FLECHT=path, if the path is safe to hand make.
+func makeFlecht() string {
+	exe, err := os.Executable()
+	if err != nil || !filepath.IsAbs(exe) {
+		return ""
+	}
+	if onPath, err := exec.LookPath("flecht"); err == nil && sameFile(onPath, exe) {
+		return ""
+	}
+	if !scaffold.MakeSafe(exe) {
+		return "   # with flecht on PATH, or FLECHT=<path to flecht>"
+	}
+	return " FLECHT=" + exe
+}
+
+func sameFile(a, b string) bool {
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
+}
+
 func runTransformNew(opts *TransformNewOptions) error {
 	name, err := scaffold.NameFor(opts.Dir)
 	if err != nil {
 		return exitcode.UsageError(err)
 	}
-	flecht := "flecht"
-	if exe, err := os.Executable(); err == nil && filepath.IsAbs(exe) {
-		flecht = exe
-	}
-	files, err := scaffold.Write(opts.Dir, opts.Lang, scaffold.Project{Name: name, Flecht: flecht})
+	files, err := scaffold.Write(opts.Dir, opts.Lang, scaffold.Project{Name: name})
 	if err != nil {
 		var pathErr *os.PathError
 		if errors.As(err, &pathErr) {
@@ -152,6 +171,6 @@ func runTransformNew(opts *TransformNewOptions) error {
 	for _, f := range own {
 		fmt.Fprintf(opts.IO.Out, "wrote %s\n", textfmt.Escape(filepath.Join(opts.Dir, f)))
 	}
-	fmt.Fprintf(opts.IO.Out, "wrote %s (the SDK, %d files)\n\nNext:\n  cd %s && make test\n", textfmt.Escape(filepath.Join(opts.Dir, scaffold.SDKDir)), sdkFiles, textfmt.ShellQuote(opts.Dir))
+	fmt.Fprintf(opts.IO.Out, "wrote %s (the SDK, %d files)\n\nNext:\n  cd %s && make test%s\n", textfmt.Escape(filepath.Join(opts.Dir, scaffold.SDKDir)), sdkFiles, textfmt.ShellQuote(opts.Dir), makeFlecht())
 	return nil
 }

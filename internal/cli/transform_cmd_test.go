@@ -178,6 +178,14 @@ func TestTransformNewBuildsAndPasses(t *testing.T) {
 	if r := run(t, moduleEnv(t), "", "transform", "new", "--lang", "rust", filepath.Join(t.TempDir(), "x")); r.code != 2 || !strings.Contains(r.err, "--lang") {
 		t.Errorf("rust: exit %d %s", r.code, r.err)
 	}
+	// Onto a file: a usage error that says so, not the open error.
+	file := filepath.Join(t.TempDir(), "p4")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, moduleEnv(t), "", "transform", "new", file); r.code != 2 || !strings.Contains(r.err, "exists and is not a directory") {
+		t.Errorf("onto a file: exit %d %s", r.code, r.err)
+	}
 }
 
 // A stage file whose module cannot run exits 2 before it connects: no
@@ -201,5 +209,77 @@ func TestRunRefusesABadModuleBeforeConnecting(t *testing.T) {
 	r = run(t, moduleEnv(t), "", "run", "-f", stage, "-b", "127.0.0.1:1", "--client-id", "c")
 	if r.code != 2 || !strings.Contains(r.err, "but the stage file pins "+strings.Repeat("0", 64)) {
 		t.Fatalf("a pin mismatch: exit %d\n%s", r.code, r.err)
+	}
+}
+
+// An expectation file without a result would check nothing and pass
+// whatever the module answers: it is refused (exit 2), empty or blank.
+func TestTransformTestEmptyExpectationIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(`{"key":"a","value":{"t":1}}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	count := moduletest.Example(t, "count")
+	for name, body := range map[string]string{"empty": "", "blank lines": "\n  \n\t\n", "comments": "# nothing yet\n\n"} {
+		expect := filepath.Join(dir, "expect.jsonl")
+		if err := os.WriteFile(expect, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := run(t, moduleEnv(t), "", "transform", "test", "-m", count, "--output-topics", "out", "--input", in, "--expect", expect)
+		if r.code != 2 || !strings.Contains(r.err, "holds no expected result") {
+			t.Errorf("%s expectation: exit %d\n%s%s", name, r.code, r.out, r.err)
+		}
+	}
+}
+
+// transform test takes a record's key as flecht run does: bytes that are
+// not UTF-8 make it an invalid message (run dead-letters it), not U+FFFD.
+// With -f, a record that names no topic is from the stage's input topic.
+func TestTransformTestKeysAndTopicAsRun(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	lines := "{\"key\":\"a\xffb\",\"value\":{\"t\":1}}\n" +
+		"{\"key\":\"\\u00e9\\ud83d\\ude00\xfe\",\"value\":{\"t\":1}}\n" +
+		`{"key":"ok","value":{"t":2}}` + "\n"
+	if err := os.WriteFile(in, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	count := moduletest.Example(t, "count")
+	stage := filepath.Join(dir, "stage.yaml")
+	yaml := "application_id: c\nkind: transformer\ninput_topics: [sensors.raw]\ntransform: {module: " + count + ", output_topics: [out]}\n"
+	if err := os.WriteFile(stage, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, moduleEnv(t), "", "transform", "test", "-f", stage, "--input", in, "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	var cases []struct {
+		Topic   string `json:"topic"`
+		Verdict string `json:"verdict"`
+		Reason  string `json:"reason"`
+	}
+	for _, l := range strings.Split(strings.TrimSpace(r.out), "\n") {
+		var c struct {
+			Topic   string `json:"topic"`
+			Verdict string `json:"verdict"`
+			Reason  string `json:"reason"`
+		}
+		if err := json.Unmarshal([]byte(l), &c); err != nil {
+			t.Fatalf("%v: %q", err, l)
+		}
+		cases = append(cases, c)
+	}
+	if r.code != 0 || len(cases) != 3 {
+		t.Fatalf("exit %d, %d results\n%s%s", r.code, len(cases), r.out, r.err)
+	}
+	for i, want := range []string{"invalid", "invalid", "ok"} {
+		if cases[i].Verdict != want || cases[i].Topic != "sensors.raw" {
+			t.Errorf("record %d: %+v, want verdict %s on topic sensors.raw", i+1, cases[i], want)
+		}
+	}
+	if !strings.Contains(cases[0].Reason, "UTF-8") {
+		t.Errorf("the reason does not say why: %q", cases[0].Reason)
 	}
 }

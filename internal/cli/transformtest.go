@@ -48,9 +48,12 @@ unit test of a transform, for a laptop and for CI.
 
 value is the record's JSON value (null: a tombstone), written to the module
 byte for byte as it stands in the line; value_text or value_base64 give
-bytes that are not JSON. Optional: topic (default "input"), partition (0),
-offset (counting per partition), timestamp (milliseconds or RFC 3339; the
-module's clock reads it), headers ({"name": "value"}), and a null key.
+bytes that are not JSON. Optional: topic (default the stage file's first
+input topic, or "input" with -m), partition (0), offset (counting per
+partition), timestamp (milliseconds or RFC 3339; the module's clock reads
+it), headers ({"name": "value"}), and a null key. A key is its bytes: one
+that is not UTF-8 (raw in the line) is an invalid message, as in 'flecht
+run'.
 
 The module and its setup come from -f stage.yaml (transform.module, its
 config and output_topics, and the stage's state_key), or from -m with
@@ -62,7 +65,7 @@ Each record's result is printed: its outputs, its state before and after,
 and its verdict (ok, rejected by the module, or invalid before reaching it).
 -o json prints one JSON line per record, which is the format of --expect:
 with it, the results are compared with the file's, and a difference exits
-4 with a diff. A module that fails (a trap, an error, its time limit) exits
+4 with a diff (a file without a result, which would check nothing, exits 2). A module that fails (a trap, an error, its time limit) exits
 1, naming the record.`
 
 // NewCmdTransformTest builds `flecht transform test`.
@@ -103,11 +106,11 @@ func runTransformTest(ctx context.Context, opts *TransformTestOptions) error {
 	if opts.Input == "" {
 		return exitcode.Usagef("give the records with --input records.jsonl (- for standard input)")
 	}
-	spec, template, err := testrun.SpecFrom(testrun.Flags{StageFile: opts.StageFile, Module: opts.Module, Config: opts.Config, OutputTopics: opts.OutputTopics, StateKey: opts.StateKey})
+	setup, err := testrun.SetupFrom(testrun.Flags{StageFile: opts.StageFile, Module: opts.Module, Config: opts.Config, OutputTopics: opts.OutputTopics, StateKey: opts.StateKey})
 	if err != nil {
 		return err
 	}
-	recs, err := testrun.ReadRecords(opts.Input, opts.IO.In)
+	recs, err := testrun.ReadRecords(opts.Input, opts.IO.In, setup.InputTopic)
 	if err != nil {
 		return exitcode.Usagef("--input: %w", err)
 	}
@@ -121,11 +124,11 @@ func runTransformTest(ctx context.Context, opts *TransformTestOptions) error {
 	}
 	var expected [][]byte
 	if opts.Expect != "" {
-		if expected, err = testrun.ReadJSONLines(opts.Expect); err != nil {
+		if expected, err = testrun.ReadExpected(opts.Expect); err != nil {
 			return exitcode.Usagef("--expect: %w", err)
 		}
 	}
-	cases, runErr, err := testrun.Run(ctx, spec, template, recs, start, testrun.Options{
+	cases, runErr, err := testrun.Run(ctx, setup.Spec, setup.Template, recs, start, testrun.Options{
 		CacheDir: opts.CacheDir, Log: opts.Log.With("test", true), OnStuck: opts.OnStuck,
 		Configs: func(key string) ([]byte, bool) { b, ok := configs[key]; return b, ok }})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -248,6 +249,22 @@ func Parse(data []byte) (*File, error) {
 	if err := dec.Decode(f); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
+	// A second document would be ignored, as a stage file's would: a
+	// profile pasted after --- must not pass for one that is read. An
+	// empty one (a trailing ---) holds nothing to ignore.
+	for {
+		var next yaml.Node
+		err := dec.Decode(&next)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !emptyDocument(&next) {
+			return nil, fmt.Errorf("line %d: a second YAML document starts here (after ---): a config file holds one; put every profile under its one profiles key", next.Line)
+		}
+	}
 	if f.Profiles == nil {
 		f.Profiles = map[string]*Profile{}
 	}
@@ -266,6 +283,44 @@ func Parse(data []byte) (*File, error) {
 		}
 	}
 	return f, nil
+}
+
+// emptyDocument reports whether a YAML document holds no value.
+func emptyDocument(doc *yaml.Node) bool {
+	if len(doc.Content) == 0 {
+		return true
+	}
+	c := doc.Content[0]
+	return c.Kind == yaml.ScalarNode && c.Tag == "!!null" && c.Value == ""
+}
+
+// ModeWarning warns when the config file at path is open to group or
+// others and f holds what they could misuse: SASL or MQTT login settings
+// (which name where the passwords are), or insecure_skip_verify (whoever
+// can write the file can turn verification off). "" otherwise.
+func (f *File) ModeWarning(path string) string {
+	var holds []string
+	for _, name := range f.Names() {
+		p := f.Profiles[name]
+		if p.SASL != nil {
+			holds = append(holds, fmt.Sprintf("SASL settings (profile %s)", boundedread.Quote(name)))
+		}
+		if p.MQTT != nil && (p.MQTT.Username != "" || p.MQTT.Password != Password{}) {
+			holds = append(holds, fmt.Sprintf("MQTT login settings (profile %s)", boundedread.Quote(name)))
+		}
+		if p.TLS != nil && p.TLS.InsecureSkipVerify {
+			holds = append(holds, fmt.Sprintf("insecure_skip_verify (profile %s)", boundedread.Quote(name)))
+		}
+	}
+	if len(holds) == 0 {
+		return ""
+	}
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s %s has mode %04o: group or others can access it, and it holds %s; run chmod 600 %s",
+		ConfigFile.Name, path, fi.Mode().Perm(), strings.Join(holds, ", "), path)
 }
 
 // Names returns the profile names, sorted.

@@ -276,3 +276,61 @@ func TestWorldReadablePasswordFileWarns(t *testing.T) {
 		t.Errorf("a private file: %q %v", r.Warnings, err)
 	}
 }
+
+// A config file open to group or others warns when it holds what they
+// could misuse (SASL or MQTT login settings, insecure_skip_verify), as a
+// keyring or a password file does; one holding only addresses does not.
+func TestOpenConfigFileWithCredentialsWarns(t *testing.T) {
+	for name, c := range map[string]struct {
+		body, holds string
+	}{
+		"sasl":     {"profiles:\n  p:\n    sasl: {mechanism: PLAIN, username: u, password_env: P}\n", `SASL settings (profile "p")`},
+		"insecure": {"profiles:\n  p:\n    tls: {enabled: true, insecure_skip_verify: true}\n", `insecure_skip_verify (profile "p")`},
+		"mqtt":     {"profiles:\n  p:\n    mqtt: {url: mqtt://m:1883, username: b, password_env: P}\n", `MQTT login settings (profile "p")`},
+		"other":    {"profiles:\n  p: {brokers: [k:9092]}\n  q:\n    sasl: {mechanism: PLAIN, username: u, password_env: P}\n", `SASL settings (profile "q")`},
+		"plain":    {"profiles:\n  p: {brokers: [k:9092]}\n", ""},
+	} {
+		cfg := writeConfig(t, c.body)
+		for _, mode := range []os.FileMode{0o644, 0o666, 0o640} {
+			if err := os.Chmod(cfg, mode); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Resolve(Inputs{Config: cfg, Profile: "p", Getenv: env(nil)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			warned := strings.Join(r.Warnings, "\n")
+			if c.holds == "" {
+				if warned != "" {
+					t.Errorf("%s %04o: warnings %q for a file holding no credentials", name, mode, warned)
+				}
+				continue
+			}
+			if !strings.Contains(warned, "config file "+cfg) || !strings.Contains(warned, c.holds) || !strings.Contains(warned, "chmod 600 "+cfg) {
+				t.Errorf("%s %04o: warnings %q, want one naming the file, %s and the fix", name, mode, warned, c.holds)
+			}
+		}
+		if err := os.Chmod(cfg, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := Resolve(Inputs{Config: cfg, Profile: "p", Getenv: env(nil)}); err != nil || len(r.Warnings) != 0 {
+			t.Errorf("%s 0600: %q %v", name, r.Warnings, err)
+		}
+	}
+}
+
+// A second YAML document would be ignored: it is refused with its line,
+// as in a stage file; a trailing --- is not a document.
+func TestSecondDocumentIsRefused(t *testing.T) {
+	_, err := Parse([]byte("profiles:\n  a: {brokers: [k:1]}\n---\nprofiles:\n  b: {brokers: [k:2]}\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 3: a second YAML document") {
+		t.Errorf("two documents: %v", err)
+	}
+	if _, err := Parse([]byte("profiles:\n  a: {brokers: [k:1]}\n---\n")); err != nil {
+		t.Errorf("a trailing ---: %v", err)
+	}
+	cfg := writeConfig(t, "profiles:\n  a: {brokers: [k:1]}\n---\ncurrent_profile: a\n")
+	if _, err := Resolve(Inputs{Config: cfg, Getenv: env(nil)}); err == nil || !strings.Contains(err.Error(), "config file "+cfg) {
+		t.Errorf("--config with two documents: %v", err)
+	}
+}

@@ -109,6 +109,11 @@ func Resolve(in Inputs) (*Resolved, error) {
 		return nil, err
 	}
 	r := &Resolved{ConfigPath: path, ConfigFound: found, AvailableNames: f.Names()}
+	if found {
+		if w := f.ModeWarning(path); w != "" {
+			r.Warnings = append(r.Warnings, w)
+		}
+	}
 
 	name, src := in.Profile, in.ProfileSource
 	if src == "" {

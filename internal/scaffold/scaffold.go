@@ -33,8 +33,29 @@ type Project struct {
 	// Name is the module's name: the directory's base name, lower case,
 	// as a Go module path and a .wasm file name.
 	Name string
-	// Flecht is how the project's Makefile runs flecht.
-	Flecht string
+}
+
+// The project's Makefile runs `flecht` from PATH (FLECHT ?= flecht), and
+// no path is written into it: make expands $(...) in a variable's value
+// and a space or '#' ends it, so a path written there runs whatever its
+// directory names say. Another binary is chosen on the command line
+// (make test FLECHT=...), and MakeSafe says when a path can be given so.
+
+// MakeSafe reports whether path can stand as a make variable's value on
+// a shell command line without quoting or expansion: letters, digits and
+// / . _ + - only.
+func MakeSafe(path string) bool {
+	if path == "" {
+		return false
+	}
+	for _, c := range path {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', strings.ContainsRune("/._+-", c):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 var goName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
@@ -54,6 +75,9 @@ func NameFor(dir string) (string, error) {
 func Write(dir, lang string, p Project) ([]string, error) {
 	if lang != "go" {
 		return nil, fmt.Errorf("--lang %q: flecht makes projects in %s (the ABI itself is language-neutral: docs/modules.md)", lang, strings.Join(Languages, ", "))
+	}
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("%s exists and is not a directory: give a new directory", dir)
 	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return nil, fmt.Errorf("%s is not empty: give a new directory", dir)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/atomicfile"
 	"github.com/flecht-dev/flecht/internal/boundedread"
+	"github.com/flecht-dev/flecht/internal/exitcode"
 )
 
 // FileOption configures Load, Save, Create and Lock.
@@ -97,10 +98,12 @@ func readBounded(path string, limit int64, tooLarge func() error) ([]byte, error
 	return readKind(boundedread.Kind{Name: "file", Limit: limit}, path, tooLarge)
 }
 
+// readKind reads path as boundedread does; a file too large is tooLarge(),
+// a usage error (exit 2) as every too-large file is.
 func readKind(k boundedread.Kind, path string, tooLarge func() error) ([]byte, error) {
 	b, err := k.ReadFile(path)
 	if errors.Is(err, boundedread.ErrTooLarge) {
-		return nil, tooLarge()
+		return nil, exitcode.UsageError(tooLarge())
 	}
 	return b, err
 }

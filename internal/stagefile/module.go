@@ -66,8 +66,10 @@ func (b *Builtin) unmarshalModule(n *yaml.Node) error {
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 
-// problems says what is wrong with the module's settings.
-func (m *Module) problems() []string {
+// problems says what is wrong with the module's settings; written holds
+// the stage file's keys (a limit written as 0 is refused, one left out
+// takes its default).
+func (m *Module) problems(written map[string]bool) []string {
 	var out []string
 	if strings.TrimSpace(m.File) == "" {
 		out = append(out, "module needs the module file's path")
@@ -86,10 +88,10 @@ func (m *Module) problems() []string {
 	if dup := duplicate(m.OutputTopics); dup != "" {
 		out = append(out, fmt.Sprintf("output_topics lists %s twice", boundedread.Quote(dup)))
 	}
-	if v := int64(m.MemoryLimit); v != 0 && (v < minModuleMemory || v > maxModuleMemory || v%(64<<10) != 0) {
+	if v := int64(m.MemoryLimit); (v != 0 || written["transform.memory_limit"]) && (v < minModuleMemory || v > maxModuleMemory || v%(64<<10) != 0) {
 		out = append(out, fmt.Sprintf("memory_limit %s: use 1MiB to 4GiB, in whole 64KiB pages (default 64MiB)", m.MemoryLimit))
 	}
-	if v := time.Duration(m.TimeLimit); v != 0 && (v < time.Millisecond || v > maxTimeLimit) {
+	if v := time.Duration(m.TimeLimit); (v != 0 || written["transform.time_limit"]) && (v < time.Millisecond || v > maxTimeLimit) {
 		out = append(out, fmt.Sprintf("time_limit %s: use 1ms to %s per record (default 1s)", v, maxTimeLimit))
 	}
 	return out

@@ -87,6 +87,29 @@ type Stage struct {
 	Metrics      *Metrics           `yaml:"metrics,omitempty" json:"metrics,omitempty"`
 	Template     *statekey.Template `yaml:"-" json:"-"`
 	Path         string             `yaml:"-" json:"-"`
+	// written holds the settings the file writes ("commit_interval",
+	// "transform.memory_limit"): a limit written as 0 is refused with its
+	// range, where one left out takes its default.
+	written map[string]bool
+}
+
+// writtenKeys lists the keys of a mapping and of the mappings directly
+// under it, the nested ones as "outer.inner".
+func writtenKeys(n *yaml.Node) map[string]bool {
+	out := map[string]bool{}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return out
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i].Value, n.Content[i+1]
+		out[k] = true
+		if v.Kind == yaml.MappingNode {
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				out[k+"."+v.Content[j].Value] = true
+			}
+		}
+	}
+	return out
 }
 
 // MQTT configures the bridge's connection (kind: mqtt). An mqtts:// URL
@@ -141,6 +164,10 @@ func (m *MQTT) checkConnection() error {
 
 // DefaultSessionExpiry is what an MQTT stage asks for unless told.
 const DefaultSessionExpiry = 24 * time.Hour
+
+// MaxSessionExpiry is the longest session expiry MQTT 5 can carry (a u32
+// of seconds).
+const MaxSessionExpiry = (1<<32 - 1) * time.Second
 
 // Metrics configures the Prometheus endpoint.
 type Metrics struct {
@@ -350,6 +377,9 @@ func Parse(data []byte) (*Stage, error) {
 	if err := doc.Decode(s); err != nil {
 		return nil, err
 	}
+	if len(doc.Content) > 0 {
+		s.written = writtenKeys(doc.Content[0])
+	}
 	// A second document would be ignored: a stage pasted after --- must
 	// not pass for one that runs. An empty one (a trailing ---) holds
 	// nothing to ignore.
@@ -415,6 +445,7 @@ func (s *Stage) validate() error {
 	if dup := duplicate(s.ConfigTopics); dup != "" {
 		bad("config_topics lists %s twice", boundedread.Quote(dup))
 	}
+<<<<<<< HEAD
 	if dup := duplicate(s.IntermediateTopics); dup != "" {
 		bad("intermediate_topics lists %s twice", boundedread.Quote(dup))
 	}
@@ -424,20 +455,28 @@ func (s *Stage) validate() error {
 		}
 	}
 	if s.MaxPollRecords == 0 {
+=======
+	switch {
+	case s.MaxPollRecords == 0 && !s.written["max_poll_records"]:
+>>>>>>> t3-records-inputs
 		s.MaxPollRecords = DefaultMaxPollRecords
-	} else if s.MaxPollRecords < 0 {
-		bad("max_poll_records must be positive")
+	case s.MaxPollRecords <= 0:
+		bad("max_poll_records %d: use 1 or more (default %d)", s.MaxPollRecords, DefaultMaxPollRecords)
 	}
 	switch ci := time.Duration(s.CommitInterval); {
-	case ci == 0:
+	case ci == 0 && !s.written["commit_interval"]:
 		s.CommitInterval = Duration(DefaultCommitInterval)
 	case ci < time.Millisecond || ci > MaxCommitInterval:
 		bad("commit_interval %s: use 1ms to %s (default %s)", ci, MaxCommitInterval, DefaultCommitInterval)
 	}
-	if s.MaxTransactionRecords == 0 {
+	switch {
+	case s.MaxTransactionRecords == 0 && !s.written["max_transaction_records"]:
 		s.MaxTransactionRecords = DefaultMaxTransactionRecords
-	} else if s.MaxTransactionRecords < 0 {
-		bad("max_transaction_records must be positive")
+	case s.MaxTransactionRecords <= 0:
+		bad("max_transaction_records %d: use 1 or more (default %d)", s.MaxTransactionRecords, DefaultMaxTransactionRecords)
+	}
+	if s.PollInterval <= 0 && s.written["poll_interval"] {
+		bad("poll_interval %s: use a positive duration such as 1m", time.Duration(s.PollInterval))
 	}
 	switch s.InvalidMessages {
 	case "":
@@ -469,7 +508,7 @@ func (s *Stage) validate() error {
 		case s.Transform == nil || (s.Transform.Name == "" && s.Transform.Module == nil):
 			bad("a transformer needs transform: {builtin: NAME, ...} or transform: {module: FILE.wasm, output_topics: [...]}")
 		case s.Transform.Module != nil:
-			for _, p := range s.Transform.Module.problems() {
+			for _, p := range s.Transform.Module.problems(s.written) {
 				bad("transform: %s", p)
 			}
 		}
@@ -496,8 +535,11 @@ func (s *Stage) validate() error {
 			if s.MQTT == nil {
 				s.MQTT = &MQTT{}
 			}
-			if s.MQTT.SessionExpiry == 0 {
+			switch se := time.Duration(s.MQTT.SessionExpiry); {
+			case se == 0 && !s.written["mqtt.session_expiry"]:
 				s.MQTT.SessionExpiry = Duration(DefaultSessionExpiry)
+			case se < time.Second || se > MaxSessionExpiry:
+				bad("mqtt: session_expiry %s: use 1s to %s (MQTT's range; default %s): the broker keeps the bridge's messages that long while it is away", se, MaxSessionExpiry, DefaultSessionExpiry)
 			}
 			if s.MQTT.PasswordEnv != "" && s.MQTT.PasswordFile != "" {
 				bad("mqtt: set password_env or password_file, not both")

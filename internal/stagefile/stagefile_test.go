@@ -102,7 +102,7 @@ func TestErrorsNameTheField(t *testing.T) {
 		base + "commit_interval: 31s\n":        "commit_interval 31s: use 1ms to 30s",
 		base + "commit_interval: 500us\n":      "commit_interval 500µs: use 1ms to 30s",
 		base + "commit_interval: -1s\n":        "not a duration",
-		base + "max_transaction_records: -5\n": "max_transaction_records must be positive",
+		base + "max_transaction_records: -5\n": "max_transaction_records -5: use 1 or more",
 		base + "typo_field: 1\n":               "typo_field",
 		"application_id: a b\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: x}\n":                               "application_id",
 		"application_id: a\nkind: transformer\ntransform: {builtin: x}\n":                                                    "needs input_topics",
@@ -117,6 +117,16 @@ func TestErrorsNameTheField(t *testing.T) {
 		mqttBase + "mqtt: {receive_maximum: -1}\n":                                                                           "1 to 65535",
 		base + "intermediate_topics: [u]\n":                                                                                  "intermediate_topics names \"u\", which is not in input_topics",
 		"application_id: a\nkind: transformer\ninput_topics: [t, u]\nintermediate_topics: [u, u]\ntransform: {builtin: x}\n": "intermediate_topics lists \"u\" twice",
+		// A limit written as 0 is refused with its range; only one left
+		// out takes the default.
+		base + "max_poll_records: 0\n":                  "max_poll_records 0: use 1 or more (default 500)",
+		base + "commit_interval: 0s\n":                  "commit_interval 0s: use 1ms to 30s",
+		base + "commit_interval: 0\n":                   "commit_interval 0s: use 1ms to 30s",
+		base + "max_transaction_records: 0\n":           "max_transaction_records 0: use 1 or more",
+		base + "poll_interval: 0s\n":                    "poll_interval 0s: use a positive duration",
+		mqttBase + "mqtt: {session_expiry: 0s}\n":       "session_expiry 0s: use 1s to",
+		mqttBase + "mqtt: {session_expiry: 500ms}\n":    "session_expiry 500ms: use 1s to",
+		mqttBase + "mqtt: {session_expiry: 1193047h}\n": "session_expiry 1193047h0m0s: use 1s to 1193046h28m15s",
 	}
 	for in, want := range cases {
 		_, err := Parse([]byte(in))

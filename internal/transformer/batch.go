@@ -121,14 +121,14 @@ func (r *Runner) transformError(ctx context.Context, t *task, rec *kgo.Record, e
 func (r *Runner) emitted(ctx context.Context, t *task, rec *kgo.Record, entry *stateEntry, keyless bool, start time.Time) error {
 	r.obs.MessageProcessing.Observe(time.Since(start).Seconds())
 	em := &t.em
-	for _, m := range em.messages {
-		out, err := m.Record(ctx, r.counts)
-		if err != nil {
-			return fmt.Errorf("output of %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
-		}
-		r.obs.MessageOut(out.Topic, len(out.Key)+len(out.Value))
-		t.produce(out)
+	reason, err := r.outputs(ctx, t, rec, em.messages)
+	switch {
+	case err != nil:
+		return err
+	case reason != "":
+		return r.invalid(ctx, rec, reason, t.produce) // nothing of it is written, its state stays
 	}
+	r.produceOutputs(t)
 	if em.state == nil {
 		return nil
 	}

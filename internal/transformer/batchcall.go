@@ -91,14 +91,17 @@ func (t *task) flushCalls(ctx context.Context) error {
 			}
 			continue
 		}
-		for _, m := range c.Messages {
-			out, err := m.Record(ctx, r.counts)
-			if err != nil {
-				return fmt.Errorf("output of %s/%d@%d: %w", c.Rec.Topic, c.Rec.Partition, c.Rec.Offset, err)
+		reason, err := r.outputs(ctx, t, c.Rec, c.Messages)
+		switch {
+		case err != nil:
+			return err
+		case reason != "":
+			if err := r.invalid(ctx, c.Rec, reason, t.produce); err != nil {
+				return err
 			}
-			r.obs.MessageOut(out.Topic, len(out.Key)+len(out.Value))
-			t.produce(out)
+			continue // nothing of it is written, its state stays
 		}
+		r.produceOutputs(t)
 		if !c.SetState {
 			continue
 		}

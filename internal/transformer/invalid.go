@@ -30,6 +30,9 @@ func (r *Runner) invalid(ctx context.Context, rec *kgo.Record, reason string, pr
 		if err != nil {
 			return err
 		}
+		if out, err = r.fitDeadLetter(out, rec); err != nil {
+			return err
+		}
 		produce(out)
 		return nil
 	default:

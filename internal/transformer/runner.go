@@ -92,6 +92,7 @@ type Runner struct {
 	keys KeyRule
 
 	counts *kafkax.PartitionCounts // of output topics
+	limits *kafkax.RecordLimits    // record size limit of each topic the tasks write
 
 	mu      sync.Mutex      // held while tasks change or records are handed out
 	tasks   *lease.Set      // one lease per input partition number
@@ -244,6 +245,7 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 			kgo.ProducerLinger(time.Millisecond),
 			kgo.RecordRetries(10),
 			taskCompression(),
+			kgo.ProducerBatchMaxBytesFn(r.limits.Of),
 		},
 	}
 	if r.stateful {

@@ -52,8 +52,9 @@ type task struct {
 	result chan commitResult // the sealed transaction's outcome
 	timer  *time.Timer       // fires when open is due
 
-	cache *stateCache // committed state of recently used keys
-	em    emitter     // reused by every Transform call
+	cache *stateCache   // committed state of recently used keys
+	em    emitter       // reused by every Transform call
+	outs  []*kgo.Record // one record's outputs, checked before any is produced (oversize.go)
 
 	// A BatchTransformer's instance, and the records queued for its next
 	// call (batchcall.go).
@@ -414,6 +415,7 @@ func (t *task) produceNow(tx *txn, rec *kgo.Record) {
 	changelog := t.r.changelog
 	t.lease.Prod.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
 		if err != nil {
+			err = produceFailure(r, err)
 			tx.firstErr.CompareAndSwap(nil, &err)
 			return
 		}

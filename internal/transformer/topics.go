@@ -19,6 +19,7 @@ func (r *Runner) prepareTopics(ctx context.Context, adm *kadm.Client) error {
 	if err != nil {
 		return fmt.Errorf("input topics: %w", err)
 	}
+	var writes []string // the topics whose record limit the tasks check against
 	if len(r.stage.ConfigTopics) > 0 {
 		if _, err := kafkax.DescribeTopics(ctx, adm, r.stage.ConfigTopics...); err != nil {
 			return fmt.Errorf("config topics: %w", err)
@@ -37,11 +38,13 @@ func (r *Runner) prepareTopics(ctx context.Context, adm *kadm.Client) error {
 		for _, t := range outs {
 			r.counts.Set(t, len(details[t].Partitions))
 		}
+		writes = append(writes, outs...)
 	}
 	if r.stateful {
 		if err := r.ensureOwnTopic(ctx, adm, r.changelog, n, map[string]string{"cleanup.policy": "compact"}, "changelog"); err != nil {
 			return err
 		}
+		writes = append(writes, r.changelog)
 	}
 	usesDLQ := r.stage.InvalidMessages == stagefile.InvalidDLQ
 	if d, ok := r.tf.(DLQUser); ok && d.UsesDLQ() {
@@ -52,7 +55,14 @@ func (r *Runner) prepareTopics(ctx context.Context, adm *kadm.Client) error {
 			if err := r.ensureOwnTopic(ctx, adm, stagefile.DLQTopic(t), n, nil, "dead-letter topic"); err != nil {
 				return err
 			}
+			writes = append(writes, stagefile.DLQTopic(t))
 		}
+	}
+	// What a task checks each output against (oversize.go) and what its
+	// producer enforces are the same limits, read here at every start.
+	r.limits = kafkax.NewRecordLimits()
+	if err := r.limits.Load(ctx, adm, writes...); err != nil {
+		return fmt.Errorf("record size limits: %w", err)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -75,26 +76,47 @@ const (
 	VerdictInvalid  = "invalid"
 )
 
-// SpecFrom is the module to test and the state-key template, from
-// the stage file or the flags.
-func SpecFrom(opts Flags) (module.Spec, *statekey.Template, error) {
+// DefaultInputTopic is the topic of an --input record that names none,
+// without a stage file.
+const DefaultInputTopic = "input"
+
+// Setup is what a test runs: the module, the state-key template, and the
+// topic an --input record that names none comes from (the stage file's
+// first input topic, or DefaultInputTopic).
+type Setup struct {
+	Spec       module.Spec
+	Template   *statekey.Template
+	InputTopic string
+}
+
+// SetupFrom is the module to test, the state-key template and the input
+// topic, from the stage file or the flags.
+func SetupFrom(opts Flags) (Setup, error) {
 	switch {
 	case opts.StageFile != "" && (opts.Module != "" || opts.Config != "" || len(opts.OutputTopics) > 0 || opts.StateKey != ""):
-		return module.Spec{}, nil, exitcode.Usagef("-f takes the module, its config, output_topics and state_key from the stage file: leave out -m, --config, --output-topics and --state-key")
+		return Setup{}, exitcode.Usagef("-f takes the module, its config, output_topics and state_key from the stage file: leave out -m, --config, --output-topics and --state-key")
 	case opts.StageFile != "":
 		st, err := stagefile.Load(opts.StageFile)
 		if err != nil {
-			return module.Spec{}, nil, exitcode.UsageError(err)
+			return Setup{}, exitcode.UsageError(err)
 		}
 		if st.Kind != stagefile.KindTransformer || st.Transform.Module == nil {
-			return module.Spec{}, nil, exitcode.Usagef("%s runs no module (it needs kind: transformer and transform: {module: ...})", opts.StageFile)
+			return Setup{}, exitcode.Usagef("%s runs no module (it needs kind: transformer and transform: {module: ...})", opts.StageFile)
 		}
 		spec, err := module.SpecFromStage(st)
 		if err != nil {
-			return module.Spec{}, nil, exitcode.UsageError(err)
+			return Setup{}, exitcode.UsageError(err)
 		}
-		return spec, st.Template, nil
-	case opts.Module == "":
+		return Setup{Spec: spec, Template: st.Template, InputTopic: st.InputTopics[0]}, nil
+	}
+	spec, template, err := specFromFlags(opts)
+	return Setup{Spec: spec, Template: template, InputTopic: DefaultInputTopic}, err
+}
+
+// specFromFlags is the module and state-key template -m and its flags
+// give.
+func specFromFlags(opts Flags) (module.Spec, *statekey.Template, error) {
+	if opts.Module == "" {
 		return module.Spec{}, nil, exitcode.Usagef("give the module with -m MODULE.wasm, or a stage file that names one with -f")
 	}
 	config := []byte("{}")
@@ -148,8 +170,8 @@ type inputRecord struct {
 }
 
 // ReadRecords reads --input: JSON lines, blank lines and lines
-// starting with # skipped.
-func ReadRecords(path string, stdin io.Reader) ([]*kgo.Record, error) {
+// starting with # skipped; a record that names no topic comes from topic.
+func ReadRecords(path string, stdin io.Reader, topic string) ([]*kgo.Record, error) {
 	var lines [][]byte
 	var err error
 	if path == "-" {
@@ -163,7 +185,7 @@ func ReadRecords(path string, stdin io.Reader) ([]*kgo.Record, error) {
 	next := map[string]int64{} // topic/partition → next offset
 	var recs []*kgo.Record
 	for i, line := range lines {
-		rec, err := parseRecord(line, next)
+		rec, err := parseRecord(line, topic, next)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", i+1, err)
 		}
@@ -175,14 +197,14 @@ func ReadRecords(path string, stdin io.Reader) ([]*kgo.Record, error) {
 	return recs, nil
 }
 
-func parseRecord(line []byte, next map[string]int64) (*kgo.Record, error) {
+func parseRecord(line []byte, topic string, next map[string]int64) (*kgo.Record, error) {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	var tr inputRecord
 	if err := dec.Decode(&tr); err != nil {
 		return nil, fmt.Errorf("not a record (want {\"key\": ..., \"value\": ...}): %w", err)
 	}
-	rec := &kgo.Record{Topic: "input", Timestamp: time.UnixMilli(0)}
+	rec := &kgo.Record{Topic: topic, Timestamp: time.UnixMilli(0)}
 	if tr.Topic != nil {
 		if err := stagefile.CheckTopicName(*tr.Topic); err != nil {
 			return nil, err
@@ -216,11 +238,11 @@ func parseRecord(line []byte, next map[string]int64) (*kgo.Record, error) {
 		rec.Key = []byte{}
 	case string(k) == "null":
 	default:
-		var s string
-		if err := json.Unmarshal(k, &s); err != nil {
+		key, err := jsonStringBytes(k)
+		if err != nil {
 			return nil, errors.New("key: want a string or null")
 		}
-		rec.Key = []byte(s)
+		rec.Key = key
 	}
 	given := 0
 	for _, g := range []bool{len(tr.Value) > 0, tr.ValueText != nil, tr.ValueBase64 != nil} {
@@ -253,6 +275,47 @@ func parseRecord(line []byte, next map[string]int64) (*kgo.Record, error) {
 	}
 	sortHeaders(rec.Headers)
 	return rec, nil
+}
+
+// jsonStringBytes decodes a JSON string, keeping bytes that are not UTF-8
+// as they are where encoding/json would make each U+FFFD: a key is bytes
+// on the wire, and one that is not UTF-8 is an invalid message to run, so
+// it must be one to the test as well.
+func jsonStringBytes(tok []byte) ([]byte, error) {
+	var s string
+	if err := json.Unmarshal(tok, &s); err != nil {
+		return nil, err
+	}
+	if utf8.Valid(tok) {
+		return []byte(s), nil
+	}
+	// The token is a valid JSON string (it unmarshalled): only its escapes
+	// need decoding, a high surrogate together with the \u escape after
+	// it, and every other byte stands for itself.
+	body := tok[1 : len(tok)-1]
+	out := make([]byte, 0, len(body))
+	for i := 0; i < len(body); {
+		if body[i] != '\\' {
+			out = append(out, body[i])
+			i++
+			continue
+		}
+		j := i + 2
+		if body[i+1] == 'u' {
+			j = i + 6
+			if hi, err := strconv.ParseUint(string(body[i+2:j]), 16, 16); err == nil && hi >= 0xd800 && hi < 0xdc00 &&
+				j+6 <= len(body) && body[j] == '\\' && body[j+1] == 'u' {
+				j += 6 // the low half of a surrogate pair
+			}
+		}
+		var esc string
+		if err := json.Unmarshal(append(append([]byte{'"'}, body[i:j]...), '"'), &esc); err != nil {
+			return nil, err
+		}
+		out = append(out, esc...)
+		i = j
+	}
+	return out, nil
 }
 
 func sortHeaders(hs []kgo.RecordHeader) {
@@ -315,6 +378,17 @@ var (
 	testConfigFile = boundedread.Kind{Name: "module config file", Limit: 4 << 20}
 	testDataFile   = boundedread.Kind{Name: "test file", Limit: MaxInput}
 )
+
+// ReadExpected reads --expect. A file without a result (empty, or blank
+// lines and comments only) would compare nothing and pass whatever the
+// module does: it is refused.
+func ReadExpected(path string) ([][]byte, error) {
+	lines, err := ReadJSONLines(path)
+	if err == nil && len(lines) == 0 {
+		err = fmt.Errorf("%s holds no expected result (it is empty, or blank lines and comments only), so it would check nothing; write it with -o json", path)
+	}
+	return lines, err
+}
 
 func ReadJSONLines(path string) ([][]byte, error) {
 	b, err := testDataFile.ReadFile(path)

@@ -315,3 +315,20 @@ func TestCountRawPathEqualsDecodingPath(t *testing.T) {
 		}
 	}
 }
+
+// dedupe's limits written as 0 (or below) are refused with their range.
+func TestDedupeLimitsNameTheirRange(t *testing.T) {
+	for opts, want := range map[string]string{
+		"horizon: 0s": "horizon 0s: use a positive duration",
+		"max_ids: 0":  "max_ids 0: use 1 or more",
+		"max_ids: -3": "max_ids -3: use 1 or more",
+	} {
+		st, err := stagefile.Parse([]byte("application_id: a\nkind: transformer\ninput_topics: [in]\ntransform: {builtin: dedupe, output_topic: out, id: id, " + opts + "}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewTransformer(st.Transform, Env{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", opts, err, want)
+		}
+	}
+}

@@ -39,8 +39,11 @@ func newDedupe(b *stagefile.Builtin, _ Env) (transformer.Transformer, error) {
 		return nil, err
 	}
 	d.idPath = p
-	if d.Horizon <= 0 || d.MaxIDs <= 0 {
-		return nil, fmt.Errorf("builtin \"dedupe\": horizon and max_ids must be positive")
+	if d.Horizon <= 0 {
+		return nil, fmt.Errorf("builtin \"dedupe\": horizon %s: use a positive duration (default 24h)", time.Duration(d.Horizon))
+	}
+	if d.MaxIDs <= 0 {
+		return nil, fmt.Errorf("builtin \"dedupe\": max_ids %d: use 1 or more (default 1000)", d.MaxIDs)
 	}
 	return d, nil
 }

@@ -1,0 +1,85 @@
+package transformer
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
+)
+
+// A dead letter leaves out of the original only what keeps it from
+// fitting: the value, then the key, then the headers, saying which; one
+// that cannot fit even so is an error, never a record the producer
+// refuses.
+func TestFitDeadLetterLeavesOutWhatDoesNotFit(t *testing.T) {
+	r := &Runner{limits: kafkax.NewRecordLimits()}
+	r.limits.Set("raw.dlq", 4096)
+	rec := func(key, value, header int) *kgo.Record {
+		return &kgo.Record{Topic: "raw", Partition: 2, Offset: 7, Key: []byte(strings.Repeat("k", key)), Value: []byte(strings.Repeat("v", value)),
+			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(strings.Repeat("h", header))}}}
+	}
+	for _, c := range []struct {
+		key, value, header int
+		omitted            string
+	}{
+		{10, 100, 10, ""},
+		{10, 8000, 10, "value"},
+		{8000, 8000, 10, "key,value"},
+		{10, 10, 8000, "key,value,headers"},
+	} {
+		in := rec(c.key, c.value, c.header)
+		msg := deadLetter(in, "too big", time.Now())
+		dl, err := msg.Record(t.Context(), countsOf("raw.dlq"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.fitDeadLetter(dl, in)
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if n := kafkax.BatchBytes(got); n > 4096 {
+			t.Errorf("%+v: the dead letter is %d bytes, over the limit", c, n)
+		}
+		h := map[string]string{}
+		for _, x := range got.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		if h[HeaderDLQOmitted] != c.omitted || h[HeaderDLQTopic] != "raw" || h[HeaderDLQPartition] != "2" || h[HeaderDLQOffset] != "7" {
+			t.Errorf("%+v: headers %v", c, h)
+		}
+		if c.omitted != "" && !strings.Contains(h[HeaderDLQError], "too big; the original's value") {
+			t.Errorf("%+v: the error header does not say what was left out: %q", c, h[HeaderDLQError])
+		}
+		if strings.Contains(c.omitted, "value") != (got.Value == nil) || strings.Contains(c.omitted, "key") != (got.Key == nil) {
+			t.Errorf("%+v: key %d bytes, value %d bytes", c, len(got.Key), len(got.Value))
+		}
+	}
+	in := rec(10, 10, 10)
+	dl, _ := deadLetter(in, strings.Repeat("r", 8000), time.Now()).Record(t.Context(), countsOf("raw.dlq"))
+	if _, err := r.fitDeadLetter(dl, in); err == nil || !strings.Contains(err.Error(), "raw/2@7 does not fit raw.dlq") {
+		t.Errorf("a reason larger than the limit: %v", err)
+	}
+}
+
+func TestProduceFailureNamesTheSize(t *testing.T) {
+	out := &kgo.Record{Topic: "refined", Partition: 1, Value: make([]byte, 2000)}
+	err := produceFailure(out, fmt.Errorf("%w (uncompressed_bytes=2070)", kerr.MessageTooLarge))
+	if !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), "bytes to refined/1") || !strings.Contains(err.Error(), "a restart reads it again") {
+		t.Errorf("MESSAGE_TOO_LARGE: %v", err)
+	}
+	if other := errors.New("boom"); produceFailure(out, other) != other {
+		t.Error("another error is changed")
+	}
+}
+
+func countsOf(topic string) *kafkax.PartitionCounts {
+	c := kafkax.NewPartitionCounts(nil)
+	c.Set(topic, 3)
+	return c
+}
