@@ -20,6 +20,7 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 	}
 	r.forget(assigned, true)
 	r.tasks.Assign(assigned)
+	r.sessionErrs, r.sessionSaid = 0, time.Time{} // a session again: a new failure is news
 	pause := map[string][]int32{}
 	for _, p := range r.tasks.Pending() {
 		for _, t := range r.stage.InputTopics {
@@ -55,7 +56,9 @@ func (r *Runner) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int3
 		r.tasks.Lost("the group session was lost (a coordinator unavailable, or this member dropped)")
 	}
 	r.mu.Unlock()
-	r.log.Info("partitions lost", "partitions", kafkax.FormatPartitions(lost))
+	if kafkax.AnyPartition(lost) { // franz-go calls it on every failed rejoin, with nothing to lose
+		r.log.Info("partitions lost", "partitions", kafkax.FormatPartitions(lost))
+	}
 }
 
 func (r *Runner) endTasks(parts map[string][]int32, mode endMode) {
