@@ -108,11 +108,11 @@ func NewRunner(o Options) *Runner {
 		configs:  stage.NewConfigStore(o.Stage.ConfigTopics, o.Log, o.Metrics),
 		problems: logx.NewRecurring(o.Log),
 		// A page may run for its whole transaction timeout.
-		beat:     o.Health.Loop("cycle_loop", TransactionTimeout+time.Minute),
+		beat:       o.Health.Loop("cycle_loop", TransactionTimeout+time.Minute),
 		ready:      o.Health.Condition("group", "starting: checking topics, not joined yet"),
 		kafkaReady: o.Health.Condition("kafka", "starting: not in contact with the group coordinator yet"),
 		assigned:   make(chan struct{}, 1),
-		polledAt: map[int32]time.Time{},
+		polledAt:   map[int32]time.Time{},
 	}
 }
 

@@ -134,7 +134,7 @@ type Bridge struct {
 	// while (kafkax.SessionWatch).
 	kafkaReady *health.Condition
 	reconciled *session
-	refusedNow          []string // filters the broker refused, for readiness (b.mu)
+	refusedNow []string // filters the broker refused, for readiness (b.mu)
 }
 
 type inbound struct {
@@ -184,7 +184,7 @@ func NewBridge(o Options) (*Bridge, error) {
 		// batch (its transaction times out after a minute).
 		relayBeat: o.Health.Loop("relay_loop", interval+2*time.Minute),
 		// Dial, CONNECT and the early SUBSCRIBE each time out within 15 s.
-		connBeat: o.Health.Loop("mqtt_connection", 2*time.Minute),
+		connBeat:   o.Health.Loop("mqtt_connection", 2*time.Minute),
 		ready:      o.Health.Condition("mqtt", "starting: config topics and the Kafka producer come first"),
 		kafkaReady: o.Health.Condition("kafka", "starting: not in contact with Kafka yet"),
 	}, nil

@@ -179,8 +179,8 @@ func NewRunner(o Options) *Runner {
 		commitInterval: time.Duration(o.Stage.CommitInterval),
 		// A round may wait for a task that waits for its commit, which
 		// takes up to the transaction timeout; so may a task's step.
-		beat:     o.Health.Loop("poll_loop", o.TransactionTimeout+time.Minute),
-		taskBeat: o.Health.Workers("tasks", "task", o.TransactionTimeout+time.Minute),
+		beat:       o.Health.Loop("poll_loop", o.TransactionTimeout+time.Minute),
+		taskBeat:   o.Health.Workers("tasks", "task", o.TransactionTimeout+time.Minute),
 		ready:      o.Health.Condition("group", "starting: checking topics, not joined yet"),
 		kafkaReady: o.Health.Condition("kafka", "starting: not in contact with the group coordinator yet"),
 	}
