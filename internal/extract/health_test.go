@@ -124,4 +124,7 @@ func TestExtractorNotReadyDuringOutage(t *testing.T) {
 	if n := f.logs.Count("Kafka is back: the group coordinator answers again"); n != 1 {
 		t.Fatalf("want one recovery line, got %d:\n%s", n, f.logs.String())
 	}
+	if n := f.logs.Count("Kafka is back: rejoined group ext after its session failed"); n != 1 {
+		t.Fatalf("want the rejoin said once, got %d:\n%s", n, f.logs.String())
+	}
 }

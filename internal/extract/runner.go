@@ -81,6 +81,9 @@ type Runner struct {
 
 	mu   sync.Mutex
 	held *lease.Set // the tokens this instance owns
+	// lostSessions counts the group sessions lost since the last
+	// assignment.
+	lostSessions int
 	// cycle is the poll cycle in progress; a revoke cancels it and waits.
 	cycleCancel context.CancelFunc
 	cycleDone   chan struct{}
@@ -324,6 +327,12 @@ func (r *Runner) ensureChangelog(ctx context.Context, adm *kadm.Client) error {
 func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.lostSessions > 0 {
+		// The runbook's check after an outage shorter than the session
+		// timeout too, which the session watch does not call one.
+		r.log.Info("Kafka is back: rejoined group "+r.stage.ApplicationID+" after its session failed", "failed_attempts", r.lostSessions)
+		r.lostSessions = 0
+	}
 	r.held.Assign(assigned)
 	cl.PauseFetchPartitions(assigned) // leased, never fetched
 	select {
@@ -382,6 +391,7 @@ func (r *Runner) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int3
 		<-done
 		r.mu.Lock()
 	}
+	r.lostSessions++
 	r.held.Lost("the group session was lost (a coordinator unavailable, or this member dropped)")
 	r.obs.TokensAssigned.Set(0)
 	if kafkax.AnyPartition(lost) {

@@ -80,3 +80,37 @@ func TestTransformerNotReadyDuringOutage(t *testing.T) {
 		t.Fatalf("want one recovery line, got %d:\n%s", n, logs.String())
 	}
 }
+
+// An outage shorter than the session timeout that still cost the group
+// session (a heartbeat failed) ends with "Kafka is back" too: the
+// runbook's check appears on every recovery, not only after a task's
+// failed commit was retried.
+func TestTransformerSaysKafkaIsBackAfterAShortOutage(t *testing.T) {
+	f := newFixture(t)
+	f.topics(1, "in", "out")
+	st := stageFile(t, "application_id: app\nkind: transformer\ninput_topics: [in]\ntransform: {builtin: passthrough, output_topic: out}\n")
+	tf, err := builtin.NewTransformer(st.Transform, builtin.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs logxtest.Buffer
+	probes := health.New()
+	r := transformer.NewRunner(transformer.Options{Stage: st, Cluster: f.cluster, ClientID: "c0", StateDir: t.TempDir(),
+		SessionTimeout: 6 * time.Second, Log: logs.Logger(), Health: probes})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, tf) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	waitFor(t, 30*time.Second, "ready", func() bool { return probes.Readiness().OK })
+	end := devenvtest.Outage(t, f.env)
+	waitFor(t, 30*time.Second, "the session lost", func() bool { return logs.Count("partitions lost") > 0 })
+	end()
+	waitFor(t, 60*time.Second, "ready again", func() bool { return probes.Readiness().OK })
+	waitFor(t, 10*time.Second, "the recovery said", func() bool {
+		return logs.Count("Kafka is back: rejoined group app after its session failed", "failed_attempts=") == 1
+	})
+	if n := logs.Count("no answer from the group coordinator"); n != 0 {
+		t.Fatalf("an outage shorter than the session timeout called the session gone:\n%s", logs.String())
+	}
+}

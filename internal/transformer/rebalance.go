@@ -20,7 +20,12 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 	}
 	r.forget(assigned, true)
 	r.tasks.Assign(assigned)
-	r.sessionErrs, r.sessionSaid = 0, time.Time{} // a session again: a new failure is news
+	if n := r.sessionErrs.Swap(0); n > 0 {
+		// The runbook's check after an outage shorter than the session
+		// timeout too, which the session watch does not call one.
+		r.log.Info("Kafka is back: rejoined group "+r.stage.ApplicationID+" after its session failed", "failed_attempts", n)
+	}
+	r.sessionSaid = time.Time{} // a session again: a new failure is news
 	pause := map[string][]int32{}
 	for _, p := range r.tasks.Pending() {
 		for _, t := range r.stage.InputTopics {
@@ -51,6 +56,7 @@ func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 // so their offsets could not commit, and a new owner may already hold them.
 func (r *Runner) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	r.endTasks(lost, endAbort)
+	r.sessionErrs.Add(1)
 	r.mu.Lock()
 	if !r.closed {
 		r.tasks.Lost("the group session was lost (a coordinator unavailable, or this member dropped)")

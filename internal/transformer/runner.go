@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -126,8 +127,9 @@ type Runner struct {
 	watch      *kafkax.SessionWatch
 	kafkaReady *health.Condition
 	// sessionErrs counts the group session's failures since the last
-	// assignment, and sessionSaid is when the poll loop last logged one.
-	sessionErrs int
+	// assignment (onLost), and sessionSaid is when the poll loop last
+	// logged one.
+	sessionErrs atomic.Int32
 	sessionSaid time.Time
 
 	wakeMu sync.Mutex
@@ -414,10 +416,9 @@ func (r *Runner) fetchError(fs kgo.Fetches) error {
 			// seconds while Kafka is away: count the failures, and say
 			// so again at most every sessionRepeat (the session watch
 			// says when Kafka answers again).
-			r.sessionErrs++
 			if now := time.Now(); now.Sub(r.sessionSaid) >= sessionRepeat {
 				r.sessionSaid = now
-				kafkax.LogRetry(r.log, what, fe.Err, r.sessionErrs, 0)
+				kafkax.LogRetry(r.log, what, fe.Err, max(int(r.sessionErrs.Load()), 1), 0)
 			}
 			continue
 		}
