@@ -770,3 +770,72 @@ func TestRunWatchesAnIdleMembersSession(t *testing.T) {
 		t.Errorf("watched the group %d times, want %d: %v", got, SessionWatch/watchStep, calls)
 	}
 }
+
+// Right after a member stopped the group prepares a rebalance: the tasks
+// are between owners, not abandoned. The doctor says a rebalance is in
+// progress, not "nothing reads them", and finds nothing about it.
+func TestDiagnoseRebalanceInProgressIsNoOrphan(t *testing.T) {
+	st := stage(t, countYAML)
+	stable := map[string][]int32{"c0": {0}, "c1": {1}}
+	preparing := map[string][]int32{"c0": nil}
+	r := Diagnose(Inputs{Stage: st}, Observations{
+		First:  sample(t0, "Stable", stable, [2]int64{10, 10}, [2]int64{10, 10}),
+		Second: sample(t0.Add(3*time.Second), "PreparingRebalance", preparing, [2]int64{10, 10}, [2]int64{10, 10}),
+		Topics: cleanTopics(),
+	})
+	if f := findings(r, CheckMembers); len(f) != 0 {
+		t.Fatalf("a rebalance in progress called a finding: %+v", f)
+	}
+	if notes := strings.Join(r.Notes, "\n"); !strings.Contains(notes, "group app is rebalancing (PreparingRebalance): task(s) [0 1] are being handed out again") ||
+		strings.Contains(notes, "nothing reads them") {
+		t.Fatalf("notes %q", r.Notes)
+	}
+	// Stable with a task on no member is an orphan still.
+	r = Diagnose(Inputs{Stage: st}, Observations{
+		First:  sample(t0, "Stable", preparing, [2]int64{10, 10}, [2]int64{10, 10}),
+		Second: sample(t0.Add(3*time.Second), "Stable", preparing, [2]int64{10, 10}, [2]int64{10, 10}),
+		Topics: cleanTopics(),
+	})
+	if f := findings(r, CheckMembers); len(f) != 1 || !strings.Contains(f[0].Message, "assigned to no member: nothing reads them") {
+		t.Fatalf("an orphan in a stable group: %+v", f)
+	}
+}
+
+// A lag that did not move while nothing consumed it (the group has no
+// member) is no health: a finding, not "lag 1 (was 1)" ✓.
+func TestDiagnoseStandingLagWithoutMembers(t *testing.T) {
+	st := stage(t, countYAML)
+	for name, obs := range map[string]Observations{
+		"two samples": {First: sample(t0, "Empty", nil, [2]int64{9, 10}, [2]int64{10, 10}),
+			Second: sample(t0.Add(10*time.Second), "Empty", nil, [2]int64{9, 10}, [2]int64{10, 10}), Topics: cleanTopics()},
+		"sampled once": {First: sample(t0, "Empty", nil, [2]int64{9, 10}, [2]int64{10, 10}),
+			Second: sample(t0, "Empty", nil, [2]int64{9, 10}, [2]int64{10, 10}), Topics: cleanTopics(), OneSample: true},
+	} {
+		r := Diagnose(Inputs{Stage: st}, obs)
+		if s := statuses(r)[CheckLag]; s != StatusFindings {
+			t.Errorf("%s: lag %s: %+v", name, s, r.Checks)
+		}
+		if f := findings(r, CheckLag); len(f) != 1 || !strings.Contains(f[0].Message, "lag 1 and group app has no member: nothing consumes the input") {
+			t.Errorf("%s: %+v", name, f)
+		}
+	}
+}
+
+// An instance that wrote or read no record since it started (a restarted
+// extractor whose feeds had nothing new) has no largest record to report:
+// the check says so instead of "largest record 0 B".
+func TestDiagnoseRecordSizeWithNothingWritten(t *testing.T) {
+	st := stage(t, countYAML)
+	m := map[string][]int32{"c0": {0, 1}}
+	none := "# TYPE flechtwerk_state_record_max_bytes gauge\nflechtwerk_state_record_max_bytes 0\n"
+	r := Diagnose(Inputs{Stage: st}, Observations{
+		First: sample(t0, "Stable", m, [2]int64{10, 10}, [2]int64{10, 10}), Second: sample(t0.Add(10*time.Second), "Stable", m, [2]int64{10, 10}, [2]int64{10, 10}),
+		Topics:  cleanTopics(),
+		Scrapes: []Scrape{{URL: "http://c0:9464/metrics", First: scrape(t, t0, none), Second: scrape(t, t0.Add(10*time.Second), none)}},
+	})
+	for _, c := range r.Checks {
+		if c.Name == CheckRecordSize && (c.Status != StatusOK || c.Detail != "no record written or read since the instance(s) started: the *_max_bytes gauges count from a start") {
+			t.Fatalf("record_size %+v", c)
+		}
+	}
+}

@@ -86,8 +86,10 @@ func (d *diagnosis) recordSizes(live []Scrape) {
 	before := d.found
 	limit := NearCeiling * RecordCeiling
 	var largest float64
+	seen := false // a record written or read since an instance started
 	for _, s := range live {
 		for _, se := range s.Second.Series(mStateMax, nil) {
+			seen = seen || se.Value > 0
 			largest = max(largest, se.Value)
 			if se.Value > limit {
 				d.finding(CheckRecordSize, s.URL, "bound the state per key, or refine the state key (flecht lint state-key "+d.stageFlags()+"); then check again",
@@ -97,6 +99,7 @@ func (d *diagnosis) recordSizes(live []Scrape) {
 		}
 		for _, m := range []struct{ name, what string }{{mOutMax, "wrote"}, {mInMax, "read"}} {
 			for _, se := range s.Second.Series(m.name, nil) {
+				seen = seen || se.Value > 0
 				largest = max(largest, se.Value)
 				if se.Value <= limit {
 					continue
@@ -108,6 +111,12 @@ func (d *diagnosis) recordSizes(live []Scrape) {
 					100*se.Value/RecordCeiling, textfmt.FormatBytes(RecordCeiling))
 			}
 		}
+	}
+	if !seen {
+		// The gauges count from each instance's start: a restarted
+		// instance that wrote nothing since has nothing to say.
+		d.done(CheckRecordSize, before, "no record written or read since the instance(s) started: the *_max_bytes gauges count from a start")
+		return
 	}
 	d.done(CheckRecordSize, before, fmt.Sprintf("largest record %s of %s", textfmt.FormatBytes(int64(largest)), textfmt.FormatBytes(RecordCeiling)))
 }
