@@ -136,6 +136,9 @@ func (d *diagnosis) invalid(live []Scrape) {
 			}
 			total += se.Value
 			topic, outcome := se.Labels["topic"], se.Labels["outcome"]
+			if outcome == metrics.OutcomeDeadLettered && d.acknowledged(s.URL, topic, se.Value) {
+				continue
+			}
 			was, _ := s.First.Sum(mInvalid, se.Labels)
 			recent := ""
 			if se.Value > was {
@@ -303,4 +306,29 @@ func (d *diagnosis) keyring(live []Scrape) {
 		}
 	}
 	d.done(CheckKeyring, before, fmt.Sprintf("%d reader(s) checked for %s", len(live), strings.Join(want, ", ")))
+}
+
+// acknowledged says whether the dead letters an instance counted for topic
+// are all older than --dlq-since: its dead-letter topic holds no record
+// written since. It notes either way what the topic holds since then.
+func (d *diagnosis) acknowledged(url, topic string, counted float64) bool {
+	if d.in.DLQSince.IsZero() {
+		return false
+	}
+	dlq := stagefile.DLQTopic(topic)
+	since := d.in.DLQSince.UTC().Format(time.RFC3339)
+	if err, failed := d.obs.DeadErr[dlq]; failed {
+		d.note("reading %s since %s (--dlq-since): %v; its dead letters stay a finding", dlq, since, err)
+		return false
+	}
+	n, read := d.obs.DeadLettered[dlq]
+	if !read {
+		return false
+	}
+	if n > 0 {
+		d.note("%s holds %d record(s) written since %s (--dlq-since): not acknowledged", dlq, n, since)
+		return false
+	}
+	d.note("%s sent %.0f invalid record(s) of %s to %s since it started, none since %s: acknowledged (--dlq-since)", url, counted, topic, dlq, since)
+	return true
 }
