@@ -387,7 +387,12 @@ func TestPrometheusRulesAndDashboardOnRealStages(t *testing.T) {
 	mq.Stop()
 	waitUntil(t, time.Minute, "the bridge not ready", func() bool {
 		code, rep := probe(t, bridgeAddr, health.ReadinessPath)
-		return code == 503 && strings.Contains(rep.Checks[0].Detail, mq.Addr)
+		for _, c := range rep.Checks {
+			if c.Name == "mqtt" {
+				return code == 503 && strings.Contains(c.Detail, mq.Addr)
+			}
+		}
+		return false
 	})
 	if code, rep := probe(t, bridgeAddr, health.LivenessPath); code != 200 {
 		t.Fatalf("the bridge is alive while it reconnects: %d %+v", code, rep)

@@ -188,3 +188,38 @@ func TestDevBadFlags(t *testing.T) {
 		t.Errorf("taken port: exit %d, %q", r.code, r.err)
 	}
 }
+
+// flecht dev says where Kafka's data lives: in memory, or in --data-dir
+// across restarts (it said "in memory" for both).
+func TestDevSaysWhereTheDataLives(t *testing.T) {
+	for _, dir := range []string{"", t.TempDir()} {
+		io, _, out, _ := ui.Test()
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan *devenv.Env, 1)
+		opts := &DevOptions{
+			IO: io, Printer: func() *ui.Printer { return ui.NewPrinter(io, ui.FormatTable) },
+			Logger: (&Factory{IO: io}).Logger, Partitions: 1, DataDir: dir,
+			Ready: func(e *devenv.Env) { ready <- e },
+		}
+		done := make(chan error, 1)
+		go func() { done <- runDev(ctx, opts) }()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatalf("dev exited early: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("dev did not start")
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		first, _, _ := strings.Cut(out.String(), "\n")
+		switch {
+		case dir == "" && !strings.Contains(first, "in memory"):
+			t.Errorf("without --data-dir: %q", first)
+		case dir != "" && (strings.Contains(first, "in memory, 127") || !strings.Contains(first, "Kafka's data kept in "+dir+" across restarts")):
+			t.Errorf("with --data-dir %s: %q", dir, first)
+		}
+	}
+}

@@ -33,6 +33,7 @@ type DoctorOptions struct {
 	QueueLimit    int64
 	MinBudget     string
 	MinRetention  string
+	DLQSince      string
 
 	// Kafka connects to the cluster; the caller closes the client.
 	Kafka func(ctx context.Context) (*kgo.Client, error)
@@ -60,6 +61,8 @@ diagnoses it:
   record_size       no state or message record above 80 % of the 1 MiB
                     record ceiling (the *_max_bytes gauges)
   invalid_messages  records a transformer skipped or sent to <topic>.dlq
+                    (counted since the instances started; --dlq-since TIME
+                    acknowledges dead letters written before TIME)
   module            every instance of a transformer runs what the stage
                     file names: its module (by sha256: the pin, else the
                     file's; an unreadable file without a pin: the instances
@@ -75,7 +78,9 @@ The checks that read metrics need --metrics-url of every instance (host:port
 means http://host:port/metrics; without it, the stage file's metrics.listen);
 without either they are skipped. A stage with no group member and no
 instance answering is sampled once (nothing moves between two samples)
-unless --interval is given. APP, when
+unless --interval is given. An instance that crashed stays a member of
+its group until its session lapses (10 s by default): until then the
+stage is sampled twice, --interval apart. APP, when
 given, must be the stage file's application_id: a guard against checking
 another stage than the one meant.
 
@@ -115,6 +120,7 @@ func NewCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
 	fl.Int64Var(&opts.QueueLimit, "queue-limit", doctor.DefaultQueueLimit, "the MQTT broker's per-session queue (Mosquitto max_queued_messages)")
 	fl.StringVar(&opts.MinBudget, "min-budget", textfmt.FormatDuration(doctor.DefaultMinBudget), "the least MQTT outage budget that is no finding")
 	fl.StringVar(&opts.MinRetention, "min-retention", "", "the least retention.ms of a raw topic (e.g. 365d); default: only infinite (-1)")
+	fl.StringVar(&opts.DLQSince, "dlq-since", "", "acknowledge the dead letters written before this time (RFC 3339, or a duration ago such as 30m): only newer ones in <topic>.dlq are a finding")
 	_ = cmd.RegisterFlagCompletionFunc("file", cobra.FixedCompletions([]string{"yaml", "yml"}, cobra.ShellCompDirectiveFilterFileExt))
 	return cmd
 }
@@ -144,7 +150,7 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 func doctorFlags(opts *DoctorOptions) doctor.Flags {
 	fl := doctor.Flags{ApplicationID: opts.ApplicationID, StageFile: opts.StageFile, MetricsURLs: opts.MetricsURLs,
 		Interval: opts.Interval, IntervalGiven: opts.IntervalGiven, QueueLimit: opts.QueueLimit,
-		MinBudget: opts.MinBudget, MinRetention: opts.MinRetention}
+		MinBudget: opts.MinBudget, MinRetention: opts.MinRetention, DLQSince: opts.DLQSince}
 	if path := keyringPath(opts.Keyring, opts.Getenv); path != "" {
 		fl.Keyring = func() (*secret.Keyring, error) {
 			kr, _, err := secret.Load(path, keyringPassword(passwordFilePath(opts.PasswordFile, opts.Getenv), opts.IO))

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/show"
@@ -42,6 +43,8 @@ type GroupLeaveOptions struct {
 	ApplicationID string
 	Instances     []string
 	Execute       bool
+	Force         bool
+	Watch         string
 	Kafka         func(ctx context.Context) (*kgo.Client, error)
 }
 
@@ -54,12 +57,14 @@ func newCmdGroupLeave(f *Factory, runF func(*GroupLeaveOptions) error) *cobra.Co
 from group APP, as a member stopping with --leave-group does: the group
 rebalances at once and the others take their partitions, instead of
 waiting for the members' sessions to time out. A running member that is
-removed rejoins at its next heartbeat as a new member; use it on members
-that are stopped or about to be.
+removed rejoins at its next heartbeat as a new member and takes its
+partitions back; use it on members that are stopped.
 
 Without --execute it shows the members it would remove and changes
 nothing. An instance ID that is no member of the group is refused (exit 3)
-with the group's members named.`,
+with the group's members named. After the removal it watches the group for
+--watch: a removed member that rejoins meanwhile is alive, which it says,
+exiting 3 (stop the instance first); --force exits 0 all the same.`,
 		Example: `  flecht group leave sensors-count --instance count-2
   flecht group leave sensors-count --instance count-2,count-3 --execute -o json`,
 		Args: usageArgs(cobra.ExactArgs(1)),
@@ -67,6 +72,8 @@ with the group's members named.`,
 	}
 	cmd.Flags().StringSliceVar(&opts.Instances, "instance", nil, "the members' instance IDs (a stage's --client-id), comma-separated")
 	cmd.Flags().BoolVar(&opts.Execute, "execute", false, "remove them (without it nothing changes)")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "exit 0 even when a removed member rejoins (it is running)")
+	cmd.Flags().StringVar(&opts.Watch, "watch", textfmt.FormatDuration(kafkax.DefaultLeaveWatch), "how long to watch for a removed member that rejoins (a running one does at its next heartbeat); 0s does not watch")
 	return cmd
 }
 
@@ -79,14 +86,22 @@ func runGroupLeave(ctx context.Context, opts *GroupLeaveOptions) error {
 	if err := stagefile.CheckNames(app); err != nil {
 		return err
 	}
+	watch, err := budget.ParseDuration(opts.Watch)
+	if err != nil || watch < 0 {
+		return exitcode.Usagef("--watch %q: want a duration such as 8s (0s does not watch)", opts.Watch)
+	}
 	cl, err := opts.Kafka(ctx)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	rep, err := kafkax.LeaveMembers(ctx, cl, app, ids, opts.Execute)
+	rep, err := kafkax.LeaveMembers(ctx, cl, app, ids, kafkax.LeaveOptions{Execute: opts.Execute, Watch: watch})
 	if err != nil {
 		return err
 	}
-	return opts.Printer().Print(rep, func(h *ui.Human) error { return show.GroupLeave(h, rep) })
+	alive := len(rep.Rejoined) > 0 && !opts.Force
+	if err := opts.Printer().Print(rep, func(h *ui.Human) error { return show.GroupLeave(h, rep, opts.Force) }); err != nil || !alive {
+		return err
+	}
+	return &exitcode.Silent{Code: exitcode.Refused}
 }

@@ -55,9 +55,10 @@ func TestGroupLeaveRemovesAStoppedStaticMember(t *testing.T) {
 	if r.code != exitcode.Refused || !strings.Contains(r.err, "no static member count-9") || !strings.Contains(r.err, "count-2") {
 		t.Fatalf("unknown instance: exit %d %s", r.code, r.err)
 	}
-	r = run(t, e, "", "group", "leave", "app", "--instance", "count-2", "--execute", "-o", "json")
+	r = run(t, e, "", "group", "leave", "app", "--instance", "count-2", "--execute", "--watch", "2s", "-o", "json")
 	var rep kafkax.LeaveReport
-	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || r.code != 0 || !rep.Executed || rep.Removed["count-2"] == "" {
+	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || r.code != 0 || !rep.Executed || rep.Removed["count-2"] == "" ||
+		len(rep.Rejoined) != 0 || rep.WatchedS != 2 {
 		t.Fatalf("execute: exit %d %v %+v\n%s", r.code, err, rep, r.err)
 	}
 	if m := members(); len(m) != 0 {
@@ -65,5 +66,47 @@ func TestGroupLeaveRemovesAStoppedStaticMember(t *testing.T) {
 	}
 	if r := run(t, e, "", "group", "leave", "app"); r.code != exitcode.Usage || !strings.Contains(r.err, "--instance") {
 		t.Errorf("no --instance: exit %d %s", r.code, r.err)
+	}
+}
+
+// A member that still runs rejoins at its next heartbeat once removed and
+// holds its partition again: `group leave --execute` watches for that,
+// says the member is running and exits 3; --force exits 0 all the same.
+// (It printed "removed count-1" and exited 0.)
+func TestGroupLeaveSaysALiveMemberRejoined(t *testing.T) {
+	env := devenvtest.Start(t)
+	adm := kadm.NewClient(devenvtest.KafkaClient(t, env))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := kafkax.CreateTopic(ctx, adm, "raw", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	member := devenvtest.KafkaClient(t, env, kgo.ConsumerGroup("app"), kgo.ConsumeTopics("raw"),
+		kgo.InstanceID("count-1"), kgo.ClientID("count-1"), kgo.SessionTimeout(30*time.Second), kgo.HeartbeatInterval(500*time.Millisecond))
+	devenvtest.Joined(t, member)
+	polling, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { // a running member: it polls, so it rejoins when told
+		defer close(done)
+		for polling.Err() == nil {
+			member.PollRecords(polling, 10)
+		}
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	e := map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}
+
+	r := run(t, e, "", "group", "leave", "app", "--instance", "count-1", "--execute", "--watch", "6s")
+	if r.code != exitcode.Refused || !strings.Contains(r.out, "removed count-1") ||
+		!strings.Contains(r.out, "count-1 is running: it rejoined the group as member") || !strings.Contains(r.out, "give --force") {
+		t.Fatalf("a live member: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	r = run(t, e, "", "group", "leave", "app", "--instance", "count-1", "--execute", "--watch", "6s", "--force", "-o", "json")
+	var rep kafkax.LeaveReport
+	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || r.code != 0 || rep.Rejoined["count-1"].MemberID == "" ||
+		rep.Rejoined["count-1"].MemberID == rep.Removed["count-1"] {
+		t.Fatalf("--force: exit %d %v %+v\n%s", r.code, err, rep, r.err)
+	}
+	if r := run(t, e, "", "group", "leave", "app", "--instance", "count-1", "--watch", "soon"); r.code != exitcode.Usage {
+		t.Errorf("--watch soon: exit %d %s", r.code, r.err)
 	}
 }

@@ -57,7 +57,9 @@ The verbs:
 
 Rotation is reader-first:
   1. keys add --kid NEW       on a copy, then roll the file out to every reader
-                              ('keys check --kid NEW' confirms they loaded it)
+                              and restart it: a stage reads its keyring when
+                              it starts ('keys check --kid NEW' confirms they
+                              loaded it)
   2. keys promote --kid NEW   (or --scope S for one scope's key) and roll it
                               out to the writers: new tokens use NEW (an
                               ed25519 NEW: 'keys signing --kid NEW --scope S')

@@ -36,6 +36,13 @@ func TestKeysCheckGatesOnEveryReader(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.out, "has_key") || !strings.Contains(r.out, "may be promoted") {
 		t.Errorf("one ready reader: exit %d\n%s%s", r.code, r.out, r.err)
 	}
+	// A reader lacking the key loads it only when it restarts (it read
+	// its keyring file at start): the advice says so.
+	r = run(t, nil, "", "keys", "check", "--kid", "new", "--metrics-url", b)
+	if r.code != exitcode.Findings || !strings.Contains(r.out, "lacks_key") ||
+		!strings.Contains(r.out, "1 of 1 readers have not loaded key \"new\"; a stage reads its keyring when it starts: roll the keyring file out to each reader and restart it, then check again") {
+		t.Errorf("a lacking reader: exit %d\n%s%s", r.code, r.out, r.err)
+	}
 	r = run(t, nil, "", "keys", "check", "--kid", "new", "--metrics-url", a+","+b, "--metrics-url", noMetric.URL+"/metrics", "--metrics-url", dead.URL, "-o", "json")
 	if r.code != exitcode.Findings {
 		t.Fatalf("exit %d, want 4\n%s%s", r.code, r.out, r.err)

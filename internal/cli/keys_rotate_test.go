@@ -40,7 +40,7 @@ func TestKeysRotatePlanFollowsTheRotation(t *testing.T) {
 		return strings.Join(s, " ")
 	}
 	p := plan(ready, lagging)
-	if statuses(p) != "pending pending pending pending pending" || p.Next != 1 || !strings.Contains(p.Steps[0].Detail, "1 of 2 readers lack it") {
+	if statuses(p) != "pending pending pending pending pending" || p.Next != 1 || !strings.Contains(p.Steps[0].Detail, "1 of 2 readers lack it") || !strings.Contains(p.Steps[0].Detail, "restart it") {
 		t.Errorf("start: %s next %d %+v", statuses(p), p.Next, p.Steps[0])
 	}
 	if p.Scan == nil || p.Scan.OldTokens != 1 || p.Scan.ByOldKid["old"] != 1 {

@@ -131,6 +131,7 @@ type Env struct {
 	kafkaAddr string
 	mqttAddr  string
 	mqttTLS   bool
+	dataDir   string // Options.DataDir
 
 	closeOnce sync.Once
 	closeErr  error
@@ -206,6 +207,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		kafkaAddr:  kafkaAddr,
 		mqttAddr:   mln.Addr().String(),
 		mqttTLS:    opts.MQTTTLS != nil,
+		dataDir:    opts.DataDir,
 	}, nil
 }
 
@@ -298,6 +300,9 @@ type Info struct {
 	MQTT    string `json:"mqtt"`
 	MQTTURL string `json:"mqtt_url"`
 	Export  string `json:"export"`
+	// DataDir is where Kafka keeps its data across restarts; empty when
+	// it lives in memory (MQTT sessions always do).
+	DataDir string `json:"data_dir,omitempty"`
 }
 
 // ParseTopics reads --topic NAME[:PARTITIONS] values; a topic without a
@@ -330,5 +335,6 @@ func (e *Env) Info() Info {
 		MQTT:    e.MQTTAddr(),
 		MQTTURL: e.MQTTURL(),
 		Export:  fmt.Sprintf("export FLECHT_BROKERS=%s FLECHT_MQTT_URL=%s", e.KafkaAddr(), e.MQTTURL()),
+		DataDir: e.dataDir,
 	}
 }

@@ -79,6 +79,11 @@ type Inputs struct {
 	// Module is the module file the stage file names, as read (nil: a
 	// builtin, or not read, so only the stage file's pin is known).
 	Module *status.ModuleFile
+	// DLQSince acknowledges the dead-lettered records written before it
+	// (--dlq-since): a transformer's dead letters are a finding only when
+	// its dead-letter topics hold a record written since. Zero: every
+	// dead letter since the instances started is one.
+	DLQSince time.Time
 }
 
 // Defaults.
@@ -135,6 +140,11 @@ type Observations struct {
 	// A lag of transaction markers and aborted records holds none.
 	Unread    *bool
 	UnreadErr error
+	// DeadLettered counts, with Inputs.DLQSince, the records of each
+	// dead-letter topic written since then (read_committed); DeadErr
+	// says why a topic could not be read.
+	DeadLettered map[string]int
+	DeadErr      map[string]error
 	// OneSample says Second is First: nothing moved to sample twice.
 	OneSample bool
 	// Watched is how long the group was watched after Second because a
@@ -154,6 +164,9 @@ type Sources struct {
 	// Unread reports whether any of the ranges [from, to) of the input
 	// partitions holds a record a read_committed reader would read.
 	Unread func(ctx context.Context, ranges map[status.TP][2]int64) (bool, error)
+	// DeadLettered counts the records of a dead-letter topic written at
+	// or after since, as a read_committed reader sees them.
+	DeadLettered func(ctx context.Context, topic string, since time.Time) (int, error)
 	// Group describes the stage's group: who is a member now.
 	Group func(ctx context.Context, app string) (*kafkax.Group, error)
 	// Now is the clock the watch of an idle member reads (nil: time.Now).
@@ -206,6 +219,7 @@ func Run(ctx context.Context, in Inputs, src Sources) (*Report, error) {
 	if obs.Topics, err = src.Topics(ctx, spec); err != nil {
 		return nil, err
 	}
+	deadLettered(ctx, in, src, &obs)
 	if !in.IntervalGiven && len(obs.First.Group.Members) == 0 && !anyScraped(obs.Scrapes) {
 		obs.Second, obs.OneSample = obs.First, true
 		return Diagnose(in, obs), nil
@@ -276,6 +290,24 @@ func watchIdle(ctx context.Context, src Sources, req status.Request, obs *Observ
 		obs.Watched = max(obs.Watched+watchStep, at.Sub(start))
 	}
 	return nil
+}
+
+// deadLettered counts, with --dlq-since, what each dead-letter topic of a
+// transformer received since then.
+func deadLettered(ctx context.Context, in Inputs, src Sources, obs *Observations) {
+	if in.DLQSince.IsZero() || in.Stage.Kind != stagefile.KindTransformer || src.DeadLettered == nil {
+		return
+	}
+	obs.DeadLettered, obs.DeadErr = map[string]int{}, map[string]error{}
+	for _, t := range in.Stage.InputTopics {
+		dlq := stagefile.DLQTopic(t)
+		n, err := src.DeadLettered(ctx, dlq, in.DLQSince)
+		if err != nil {
+			obs.DeadErr[dlq] = err
+			continue
+		}
+		obs.DeadLettered[dlq] = n
+	}
 }
 
 func anyScraped(scrapes []Scrape) bool {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lint"
 	"github.com/flecht-dev/flecht/internal/promscrape"
@@ -25,6 +28,16 @@ func stage(t *testing.T, yaml string) *stagefile.Stage {
 	}
 	st.Path = "stage.yaml"
 	return st
+}
+
+// writeStage writes yaml as a stage file and returns its path.
+func writeStage(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "stage.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 const countYAML = "application_id: app\nkind: transformer\ninput_topics: [in]\ninvalid_messages: skip\ntransform: {builtin: count, output_topic: out}\n"
@@ -768,5 +781,142 @@ func TestRunWatchesAnIdleMembersSession(t *testing.T) {
 	}
 	if got := strings.Count(strings.Join(calls, "|"), "group"); got != int(SessionWatch/watchStep) {
 		t.Errorf("watched the group %d times, want %d: %v", got, SessionWatch/watchStep, calls)
+	}
+}
+
+// Right after a member stopped the group prepares a rebalance: the tasks
+// are between owners, not abandoned. The doctor says a rebalance is in
+// progress, not "nothing reads them", and finds nothing about it.
+func TestDiagnoseRebalanceInProgressIsNoOrphan(t *testing.T) {
+	st := stage(t, countYAML)
+	stable := map[string][]int32{"c0": {0}, "c1": {1}}
+	preparing := map[string][]int32{"c0": nil}
+	r := Diagnose(Inputs{Stage: st}, Observations{
+		First:  sample(t0, "Stable", stable, [2]int64{10, 10}, [2]int64{10, 10}),
+		Second: sample(t0.Add(3*time.Second), "PreparingRebalance", preparing, [2]int64{10, 10}, [2]int64{10, 10}),
+		Topics: cleanTopics(),
+	})
+	if f := findings(r, CheckMembers); len(f) != 0 {
+		t.Fatalf("a rebalance in progress called a finding: %+v", f)
+	}
+	if notes := strings.Join(r.Notes, "\n"); !strings.Contains(notes, "group app is rebalancing (PreparingRebalance): task(s) [0 1] are being handed out again") ||
+		strings.Contains(notes, "nothing reads them") {
+		t.Fatalf("notes %q", r.Notes)
+	}
+	// Stable with a task on no member is an orphan still.
+	r = Diagnose(Inputs{Stage: st}, Observations{
+		First:  sample(t0, "Stable", preparing, [2]int64{10, 10}, [2]int64{10, 10}),
+		Second: sample(t0.Add(3*time.Second), "Stable", preparing, [2]int64{10, 10}, [2]int64{10, 10}),
+		Topics: cleanTopics(),
+	})
+	if f := findings(r, CheckMembers); len(f) != 1 || !strings.Contains(f[0].Message, "assigned to no member: nothing reads them") {
+		t.Fatalf("an orphan in a stable group: %+v", f)
+	}
+}
+
+// A lag that did not move while nothing consumed it (the group has no
+// member) is no health: a finding, not "lag 1 (was 1)" ✓.
+func TestDiagnoseStandingLagWithoutMembers(t *testing.T) {
+	st := stage(t, countYAML)
+	for name, obs := range map[string]Observations{
+		"two samples": {First: sample(t0, "Empty", nil, [2]int64{9, 10}, [2]int64{10, 10}),
+			Second: sample(t0.Add(10*time.Second), "Empty", nil, [2]int64{9, 10}, [2]int64{10, 10}), Topics: cleanTopics()},
+		"sampled once": {First: sample(t0, "Empty", nil, [2]int64{9, 10}, [2]int64{10, 10}),
+			Second: sample(t0, "Empty", nil, [2]int64{9, 10}, [2]int64{10, 10}), Topics: cleanTopics(), OneSample: true},
+	} {
+		r := Diagnose(Inputs{Stage: st}, obs)
+		if s := statuses(r)[CheckLag]; s != StatusFindings {
+			t.Errorf("%s: lag %s: %+v", name, s, r.Checks)
+		}
+		if f := findings(r, CheckLag); len(f) != 1 || !strings.Contains(f[0].Message, "lag 1 and group app has no member: nothing consumes the input") {
+			t.Errorf("%s: %+v", name, f)
+		}
+	}
+}
+
+// An instance that wrote or read no record since it started (a restarted
+// extractor whose feeds had nothing new) has no largest record to report:
+// the check says so instead of "largest record 0 B".
+func TestDiagnoseRecordSizeWithNothingWritten(t *testing.T) {
+	st := stage(t, countYAML)
+	m := map[string][]int32{"c0": {0, 1}}
+	none := "# TYPE flechtwerk_state_record_max_bytes gauge\nflechtwerk_state_record_max_bytes 0\n"
+	r := Diagnose(Inputs{Stage: st}, Observations{
+		First: sample(t0, "Stable", m, [2]int64{10, 10}, [2]int64{10, 10}), Second: sample(t0.Add(10*time.Second), "Stable", m, [2]int64{10, 10}, [2]int64{10, 10}),
+		Topics:  cleanTopics(),
+		Scrapes: []Scrape{{URL: "http://c0:9464/metrics", First: scrape(t, t0, none), Second: scrape(t, t0.Add(10*time.Second), none)}},
+	})
+	for _, c := range r.Checks {
+		if c.Name == CheckRecordSize && (c.Status != StatusOK || c.Detail != "no record written or read since the instance(s) started: the *_max_bytes gauges count from a start") {
+			t.Fatalf("record_size %+v", c)
+		}
+	}
+}
+
+// A dead-letter finding can be acknowledged: with --dlq-since, dead
+// letters that the instances counted since they started but that all
+// came before that time are a note, not a finding (it stayed ✗, exit 4,
+// until the instances restarted); one written since keeps the finding.
+func TestDiagnoseDeadLettersAcknowledged(t *testing.T) {
+	st := stage(t, countYAML)
+	m := map[string][]int32{"c0": {0, 1}}
+	text := "# TYPE flechtwerk_messages_invalid_total counter\nflechtwerk_messages_invalid_total{outcome=\"dead_lettered\",topic=\"in\"} 3\n"
+	since := t0.Add(-time.Hour)
+	diagnose := func(in Inputs, counted map[string]int) *Report {
+		return Diagnose(in, Observations{
+			First: sample(t0, "Stable", m, [2]int64{1, 1}, [2]int64{1, 1}), Second: sample(t0.Add(10*time.Second), "Stable", m, [2]int64{1, 1}, [2]int64{1, 1}),
+			Topics:       cleanTopics(),
+			Scrapes:      []Scrape{{URL: "u", First: scrape(t, t0, text), Second: scrape(t, t0, text)}},
+			DeadLettered: counted,
+		})
+	}
+	if r := diagnose(Inputs{Stage: st}, nil); len(findings(r, CheckInvalid)) != 1 {
+		t.Fatalf("without --dlq-since: %+v", r.Findings)
+	}
+	r := diagnose(Inputs{Stage: st, DLQSince: since}, map[string]int{"in.dlq": 0})
+	if f := findings(r, CheckInvalid); len(f) != 0 || statuses(r)[CheckInvalid] != StatusOK {
+		t.Fatalf("acknowledged: %+v", r.Findings)
+	}
+	if notes := strings.Join(r.Notes, "\n"); !strings.Contains(notes, "u sent 3 invalid record(s) of in to in.dlq since it started, none since "+since.UTC().Format(time.RFC3339)+": acknowledged (--dlq-since)") {
+		t.Fatalf("notes %q", r.Notes)
+	}
+	r = diagnose(Inputs{Stage: st, DLQSince: since}, map[string]int{"in.dlq": 2})
+	if f := findings(r, CheckInvalid); len(f) != 1 || !strings.Contains(strings.Join(r.Notes, "\n"), "in.dlq holds 2 record(s) written since") {
+		t.Fatalf("newer dead letters: %+v %q", r.Findings, r.Notes)
+	}
+}
+
+// Run counts each dead-letter topic since --dlq-since, and only then.
+func TestRunCountsDeadLettersSince(t *testing.T) {
+	st := stage(t, countYAML)
+	m := map[string][]int32{"c0": {0, 1}}
+	var asked []string
+	src := Sources{
+		Status: func(context.Context, status.Request) (*status.Sample, error) {
+			return sample(t0, "Stable", m, [2]int64{1, 1}, [2]int64{1, 1}), nil
+		},
+		Topics: func(context.Context, lint.TopicsSpec) (*lint.TopicsReport, error) { return cleanTopics(), nil },
+		Scrape: func(context.Context, string) (*promscrape.Sample, error) { return scrape(t, t0, healthyMetrics), nil },
+		Sleep:  func(context.Context, time.Duration) error { return nil },
+		DeadLettered: func(_ context.Context, topic string, since time.Time) (int, error) {
+			asked = append(asked, topic+"@"+since.UTC().Format(time.RFC3339))
+			return 0, nil
+		},
+	}
+	if _, err := Run(context.Background(), Inputs{Stage: st, Interval: time.Second}, src); err != nil || len(asked) != 0 {
+		t.Fatalf("without --dlq-since: asked %v (%v)", asked, err)
+	}
+	in, err := NewInputs(Flags{StageFile: writeStage(t, countYAML), Interval: "1s", QueueLimit: 1, MinBudget: "5m", DLQSince: "30m",
+		Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), in, src); err != nil || strings.Join(asked, ",") != "in.dlq@"+t0.Add(-30*time.Minute).UTC().Format(time.RFC3339) {
+		t.Fatalf("asked %v (%v)", asked, err)
+	}
+	for _, bad := range []string{"soon", "-5m", "0s"} {
+		if _, err := NewInputs(Flags{StageFile: writeStage(t, countYAML), Interval: "1s", QueueLimit: 1, MinBudget: "5m", DLQSince: bad}); exitcode.Code(err) != exitcode.Usage {
+			t.Errorf("--dlq-since %s: %v", bad, err)
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package doctor
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/promscrape"
@@ -21,6 +24,12 @@ type Flags struct {
 	QueueLimit    int64
 	MinBudget     string
 	MinRetention  string
+	// DLQSince acknowledges older dead letters: a time (RFC 3339) or a
+	// duration ago; empty: none.
+	DLQSince string
+	// Now is the clock DLQSince's duration counts back from (nil:
+	// time.Now).
+	Now func() time.Time
 	// Keyring opens the keyring the instances should hold (nil: none given).
 	Keyring func() (*secret.Keyring, error)
 }
@@ -76,6 +85,11 @@ func NewInputs(opts Flags) (Inputs, error) {
 			return in, exitcode.Usagef("--min-retention %q: want a duration such as 30d or 8760h", opts.MinRetention)
 		}
 	}
+	if opts.DLQSince != "" {
+		if in.DLQSince, err = parseSince(opts.DLQSince, opts.Now); err != nil {
+			return in, exitcode.Usagef("--dlq-since %q: want a time such as 2026-12-04T18:00:00Z, or a duration ago such as 30m", opts.DLQSince)
+		}
+	}
 	if opts.QueueLimit <= 0 {
 		return in, exitcode.Usagef("--queue-limit %d: want the broker's per-session queue in messages, above 0", opts.QueueLimit)
 	}
@@ -93,4 +107,19 @@ func NewInputs(opts Flags) (Inputs, error) {
 		return in, err
 	}
 	return in, nil
+}
+
+// parseSince reads a time (RFC 3339) or a duration before now.
+func parseSince(v string, now func() time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	d, err := budget.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return time.Time{}, fmt.Errorf("not a time or a duration above 0")
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return now().Add(-d), nil
 }

@@ -56,6 +56,12 @@ func (d *diagnosis) members() {
 	case rebalancing:
 		d.finding(CheckMembers, app, "flecht status "+d.stageFlags()+" --watch",
 			"group %s was rebalancing in both samples (%s, then %s): members keep joining or leaving (a crash loop, or session timeouts)", app, d.obs.First.Group.State, s.Group.State)
+	case len(orphans) > 0 && rebalancingNow(s.Group.State):
+		// A group that prepares or completes a rebalance has taken the
+		// assignment back to hand it out again (a member left or joined):
+		// the tasks are between owners, not abandoned.
+		d.note("group %s is rebalancing (%s): %s(s) %v are being handed out again to its %d member(s); run the doctor again once it is Stable",
+			app, s.Group.State, what, orphans, n)
 	case len(orphans) > 0:
 		d.finding(CheckMembers, app, "flecht status "+d.stageFlags(),
 			"%s(s) %v of group %s are assigned to no member: nothing reads them", what, orphans, app)
@@ -64,6 +70,15 @@ func (d *diagnosis) members() {
 		d.note("%d members for %d %ss: %d stand by (a member takes over when another leaves)", n, tasks, what, n-tasks)
 	}
 	d.done(CheckMembers, before, fmt.Sprintf("%d member(s), %d %s(s), group %s", n, tasks, what, s.Group.State))
+}
+
+// rebalancingNow says a group state is a rebalance in progress.
+func rebalancingNow(state string) bool {
+	switch state {
+	case "PreparingRebalance", "CompletingRebalance", "Reconciling", "Assigning":
+		return true
+	}
+	return false
 }
 
 // lag compares the transformer's lag in the two samples.
@@ -104,6 +119,14 @@ func (d *diagnosis) lag() {
 		}
 		d.finding(CheckLag, d.st.ApplicationID, cmd,
 			"lag %d and no offset committed in %s: the stage is stuck (a batch or a transaction that does not end), cannot keep up at all, or its members stopped without leaving the group (their sessions lapse: flecht group leave removes a static member that is gone)", rep.Lag, textfmt.FormatDuration(d.in.Interval))
+	case rep.Lag > 0 && rep.Lag >= first.Lag && len(d.obs.Second.Group.Members) == 0:
+		// Nothing can have consumed it: a lag that stands is no health.
+		if d.obs.Unread != nil && !*d.obs.Unread {
+			d.note("lag %d is transaction markers or aborted records only: the stage had read every committed record before its members left", rep.Lag)
+			break
+		}
+		d.finding(CheckLag, d.st.ApplicationID, "flecht run "+d.stageFlags()+" --client-id <instance> (or: kubectl get pods; kubectl logs --previous <pod>)",
+			"lag %d and group %s has no member: nothing consumes the input, and the lag stands until an instance runs", rep.Lag, d.st.ApplicationID)
 	case rep.Lag > first.Lag && rep.Lag > int64(batch):
 		d.finding(CheckLag, d.st.ApplicationID, cmd,
 			"lag grew from %d to %d in %s: the stage is slower than its input (more instances, up to the %d input partitions, or a faster transform)",

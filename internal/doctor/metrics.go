@@ -86,8 +86,10 @@ func (d *diagnosis) recordSizes(live []Scrape) {
 	before := d.found
 	limit := NearCeiling * RecordCeiling
 	var largest float64
+	seen := false // a record written or read since an instance started
 	for _, s := range live {
 		for _, se := range s.Second.Series(mStateMax, nil) {
+			seen = seen || se.Value > 0
 			largest = max(largest, se.Value)
 			if se.Value > limit {
 				d.finding(CheckRecordSize, s.URL, "bound the state per key, or refine the state key (flecht lint state-key "+d.stageFlags()+"); then check again",
@@ -97,6 +99,7 @@ func (d *diagnosis) recordSizes(live []Scrape) {
 		}
 		for _, m := range []struct{ name, what string }{{mOutMax, "wrote"}, {mInMax, "read"}} {
 			for _, se := range s.Second.Series(m.name, nil) {
+				seen = seen || se.Value > 0
 				largest = max(largest, se.Value)
 				if se.Value <= limit {
 					continue
@@ -108,6 +111,12 @@ func (d *diagnosis) recordSizes(live []Scrape) {
 					100*se.Value/RecordCeiling, textfmt.FormatBytes(RecordCeiling))
 			}
 		}
+	}
+	if !seen {
+		// The gauges count from each instance's start: a restarted
+		// instance that wrote nothing since has nothing to say.
+		d.done(CheckRecordSize, before, "no record written or read since the instance(s) started: the *_max_bytes gauges count from a start")
+		return
 	}
 	d.done(CheckRecordSize, before, fmt.Sprintf("largest record %s of %s", textfmt.FormatBytes(int64(largest)), textfmt.FormatBytes(RecordCeiling)))
 }
@@ -127,6 +136,9 @@ func (d *diagnosis) invalid(live []Scrape) {
 			}
 			total += se.Value
 			topic, outcome := se.Labels["topic"], se.Labels["outcome"]
+			if outcome == metrics.OutcomeDeadLettered && d.acknowledged(s.URL, topic, se.Value) {
+				continue
+			}
 			was, _ := s.First.Sum(mInvalid, se.Labels)
 			recent := ""
 			if se.Value > was {
@@ -294,4 +306,29 @@ func (d *diagnosis) keyring(live []Scrape) {
 		}
 	}
 	d.done(CheckKeyring, before, fmt.Sprintf("%d reader(s) checked for %s", len(live), strings.Join(want, ", ")))
+}
+
+// acknowledged says whether the dead letters an instance counted for topic
+// are all older than --dlq-since: its dead-letter topic holds no record
+// written since. It notes either way what the topic holds since then.
+func (d *diagnosis) acknowledged(url, topic string, counted float64) bool {
+	if d.in.DLQSince.IsZero() {
+		return false
+	}
+	dlq := stagefile.DLQTopic(topic)
+	since := d.in.DLQSince.UTC().Format(time.RFC3339)
+	if err, failed := d.obs.DeadErr[dlq]; failed {
+		d.note("reading %s since %s (--dlq-since): %v; its dead letters stay a finding", dlq, since, err)
+		return false
+	}
+	n, read := d.obs.DeadLettered[dlq]
+	if !read {
+		return false
+	}
+	if n > 0 {
+		d.note("%s holds %d record(s) written since %s (--dlq-since): not acknowledged", dlq, n, since)
+		return false
+	}
+	d.note("%s sent %.0f invalid record(s) of %s to %s since it started, none since %s: acknowledged (--dlq-since)", url, counted, topic, dlq, since)
+	return true
 }

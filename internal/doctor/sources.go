@@ -33,6 +33,9 @@ func ClusterSources(cl *kgo.Client, hc *http.Client) Sources {
 		Unread: func(ctx context.Context, ranges map[status.TP][2]int64) (bool, error) {
 			return unread(ctx, cl, ranges)
 		},
+		DeadLettered: func(ctx context.Context, topic string, since time.Time) (int, error) {
+			return countSince(ctx, cl, topic, since)
+		},
 		Group: func(ctx context.Context, app string) (*kafkax.Group, error) {
 			return kafkax.DescribeGroup(ctx, kadm.NewClient(cl), app)
 		},
@@ -86,4 +89,20 @@ func unread(ctx context.Context, cl *kgo.Client, ranges map[status.TP][2]int64) 
 		}
 	}
 	return false, nil
+}
+
+// countSince counts the records of topic written at or after since, as a
+// read_committed reader sees them (transaction markers and aborted
+// records are not records).
+func countSince(ctx context.Context, cl *kgo.Client, topic string, since time.Time) (int, error) {
+	starts, err := kafkax.OffsetsAfter(ctx, kadm.NewClient(cl), since.UnixMilli(), topic)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	_, err = kafkax.ReadFrom(ctx, cl, []string{topic}, kafkax.FromOffsets(starts), nil, func(*kgo.Record) error {
+		n++
+		return nil
+	})
+	return n, err
 }

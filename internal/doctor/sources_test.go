@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -63,5 +64,30 @@ func TestUnreadSeesOnlyWhatAConsumerWouldRead(t *testing.T) {
 	check("an open transaction", 8, 10, true)
 	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// countSince counts the records of a dead-letter topic written at or after
+// a time, by their timestamps, as a read_committed reader sees them.
+func TestCountSinceCountsRecordsAfterATime(t *testing.T) {
+	env := devenvtest.Start(t)
+	cl := devenvtest.KafkaClient(t, env, kgo.DefaultProduceTopic("in.dlq"))
+	ctx := context.Background()
+	if err := kafkax.CreateTopic(ctx, kadm.NewClient(cl), "in.dlq", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	for i, at := range []time.Time{since.Add(-time.Minute), since, since.Add(time.Minute)} {
+		rec := &kgo.Record{Key: []byte{byte('a' + i)}, Value: []byte(`{}`), Timestamp: at}
+		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := countSince(ctx, cl, "in.dlq", since)
+	if err != nil || n != 2 {
+		t.Fatalf("since the second record: %d, %v; want 2", n, err)
+	}
+	if n, err := countSince(ctx, cl, "in.dlq", since.Add(2*time.Minute)); err != nil || n != 0 {
+		t.Fatalf("after the last: %d, %v", n, err)
 	}
 }

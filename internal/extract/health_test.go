@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/extract"
 	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/kafkax"
@@ -83,4 +84,47 @@ func TestStalledExtractorFailsLiveness(t *testing.T) {
 	}
 	close(ex.release)
 	f.wait("liveness to recover", func() bool { return probes.Liveness().OK })
+}
+
+// During a Kafka outage an extractor is not ready within its session
+// timeout and says why, in the probe and in the log at once; when Kafka
+// answers again it says "Kafka is back" and is ready once its tokens
+// started again. (It stayed ready, "… (0 tokens)", through a whole outage
+// and logged nothing.)
+func TestExtractorNotReadyDuringOutage(t *testing.T) {
+	f := newEngineFixture(t, 2, map[string]int{"a": 5})
+	probes := health.New()
+	ex := &counter{name: "e0", mu: &f.mu, seen: f.seen, polls: f.polls}
+	f.startProbed("e0", probes, ex, nil)
+	f.wait("ready", func() bool { return probes.Readiness().OK })
+
+	const session = 6 * time.Second
+	end := devenvtest.Outage(t, f.env)
+	began := time.Now()
+	f.wait("not ready", func() bool { return !probes.Readiness().OK })
+	if took := time.Since(began); took > session+time.Second {
+		t.Fatalf("not ready %s after the outage began (session timeout %s)", took, session)
+	}
+	f.wait("the outage named", func() bool {
+		for _, c := range probes.Readiness().Checks {
+			if c.Name == "kafka" && !c.OK && strings.Contains(c.Detail, "the session in group ext is gone: no answer from the group coordinator") {
+				return true
+			}
+		}
+		return false
+	})
+	if took := time.Since(began); took > session+time.Second {
+		t.Fatalf("the outage named %s after it began (session timeout %s)", took, session)
+	}
+	if n := f.logs.Count("level=WARN", "no answer from the group coordinator", "attempt="); n != 1 {
+		t.Fatalf("want the loss said once, at once; got %d:\n%s", n, f.logs.String())
+	}
+	end()
+	f.wait("ready again", func() bool { return probes.Readiness().OK })
+	if n := f.logs.Count("Kafka is back: the group coordinator answers again"); n != 1 {
+		t.Fatalf("want one recovery line, got %d:\n%s", n, f.logs.String())
+	}
+	if n := f.logs.Count("Kafka is back: rejoined group ext after its session failed"); n != 1 {
+		t.Fatalf("want the rejoin said once, got %d:\n%s", n, f.logs.String())
+	}
 }

@@ -59,6 +59,11 @@ type Runner struct {
 	// says whether the member joined and started its tokens.
 	beat  *health.Loop
 	ready *health.Condition
+	// watch follows the group session from the group client's own
+	// requests, so kafkaReady turns within the session timeout of an
+	// outage (kafkax.SessionWatch).
+	watch      *kafkax.SessionWatch
+	kafkaReady *health.Condition
 
 	ex     Extractor
 	admin  *kgo.Client
@@ -76,6 +81,9 @@ type Runner struct {
 
 	mu   sync.Mutex
 	held *lease.Set // the tokens this instance owns
+	// lostSessions counts the group sessions lost since the last
+	// assignment.
+	lostSessions int
 	// cycle is the poll cycle in progress; a revoke cancels it and waits.
 	cycleCancel context.CancelFunc
 	cycleDone   chan struct{}
@@ -103,10 +111,11 @@ func NewRunner(o Options) *Runner {
 		configs:  stage.NewConfigStore(o.Stage.ConfigTopics, o.Log, o.Metrics),
 		problems: logx.NewRecurring(o.Log),
 		// A page may run for its whole transaction timeout.
-		beat:     o.Health.Loop("cycle_loop", TransactionTimeout+time.Minute),
-		ready:    o.Health.Condition("group", "starting: checking topics, not joined yet"),
-		assigned: make(chan struct{}, 1),
-		polledAt: map[int32]time.Time{},
+		beat:       o.Health.Loop("cycle_loop", TransactionTimeout+time.Minute),
+		ready:      o.Health.Condition("group", "starting: checking topics, not joined yet"),
+		kafkaReady: o.Health.Condition("kafka", "starting: not in contact with the group coordinator yet"),
+		assigned:   make(chan struct{}, 1),
+		polledAt:   map[int32]time.Time{},
 	}
 }
 
@@ -180,7 +189,9 @@ func (r *Runner) Run(ctx context.Context, ex Extractor) error {
 	// members are static (group.instance.id = --client-id): a restarted
 	// replica gets its own tokens back at once, with no rebalance of the
 	// others and no wait for its killed incarnation's session to expire.
+	r.watch = kafkax.NewSessionWatch(r.session, rebalanceTimeout)
 	group, err := r.cluster.Client(
+		r.watch.Opt(),
 		kgo.ClientID(r.clientID),
 		kgo.ConsumerGroup(r.stage.ApplicationID),
 		kafkax.StaticMember(r.clientID),
@@ -188,15 +199,23 @@ func (r *Runner) Run(ctx context.Context, ex Extractor) error {
 		kafkax.TaskBalancers(),
 		kgo.DisableAutoCommit(),
 		kgo.SessionTimeout(r.session),
+		kgo.RebalanceTimeout(rebalanceTimeout),
 		kgo.OnPartitionsAssigned(r.onAssigned),
 		kgo.OnPartitionsRevoked(r.onRevoked),
-		kgo.OnPartitionsLost(r.onRevoked),
+		kgo.OnPartitionsLost(r.onLost),
 	)
 	if err != nil {
 		return err
 	}
 	r.group = group
 	defer r.shutdown()
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		r.watch.Follow(watchCtx, r.log, r.kafkaReady, "the session in group "+r.stage.ApplicationID, nil)
+	}()
+	defer func() { stopWatch(); <-watched; r.kafkaReady.Set(false, "stopped") }()
 
 	r.log.Info("extractor running", "application_id", r.stage.ApplicationID, "client_id", r.clientID,
 		"tokens", n, "poll_interval", r.interval)
@@ -308,6 +327,12 @@ func (r *Runner) ensureChangelog(ctx context.Context, adm *kadm.Client) error {
 func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.lostSessions > 0 {
+		// The runbook's check after an outage shorter than the session
+		// timeout too, which the session watch does not call one.
+		r.log.Info("Kafka is back: rejoined group "+r.stage.ApplicationID+" after its session failed", "failed_attempts", r.lostSessions)
+		r.lostSessions = 0
+	}
 	r.held.Assign(assigned)
 	cl.PauseFetchPartitions(assigned) // leased, never fetched
 	select {
@@ -349,6 +374,34 @@ func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 	}
 	r.obs.TokensAssigned.Set(float64(r.held.Len()))
 }
+
+// onLost stops the cycle in flight and closes every token after the
+// group session was lost (a coordinator gone, or this member dropped):
+// their pages could not commit, and another member may own them now.
+// Until franz-go has rejoined and tokens are assigned again, the member
+// is not ready, and says why. franz-go calls it on every failed rejoin,
+// with nothing left to lose.
+func (r *Runner) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.cycleCancel != nil {
+		cancel, done := r.cycleCancel, r.cycleDone
+		r.mu.Unlock()
+		cancel()
+		<-done
+		r.mu.Lock()
+	}
+	r.lostSessions++
+	r.held.Lost("the group session was lost (a coordinator unavailable, or this member dropped)")
+	r.obs.TokensAssigned.Set(0)
+	if kafkax.AnyPartition(lost) {
+		r.log.Warn("group session lost: every token stopped; they start again once the group assigns them", "tokens", kafkax.FormatPartitions(lost))
+	}
+}
+
+// rebalanceTimeout bounds a rebalance of the extractor's group: how long
+// the coordinator waits for every member to rejoin (franz-go's default).
+const rebalanceTimeout = time.Minute
 
 // startPending fences and restores the tokens assigned since the last
 // cycle and returns those it started.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -60,13 +61,39 @@ type LeaveReport struct {
 	// Removed maps each instance ID removed to its member ID.
 	Removed    map[string]string `json:"removed"`
 	GroupAfter string            `json:"group_state_after,omitempty"`
+	// Watched is how long the group was watched after the removal, and
+	// Rejoined maps each removed instance ID that came back meanwhile to
+	// its new member: it was alive (it rejoined at its next heartbeat) and
+	// holds its partitions again.
+	WatchedS float64                `json:"watched_s,omitempty"`
+	Rejoined map[string]GroupMember `json:"rejoined,omitempty"`
 }
+
+// LeaveOptions say what LeaveMembers does beyond reporting.
+type LeaveOptions struct {
+	// Execute removes the members (without it nothing changes).
+	Execute bool
+	// Watch is how long to watch the group after the removal for a
+	// removed member that rejoins: a member still running rejoins at its
+	// next heartbeat (3 s apart by default), so a removal only helps a
+	// member that stopped. 0 does not watch.
+	Watch time.Duration
+	// Sleep waits between two looks at the group (nil: a timer).
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// DefaultLeaveWatch is two heartbeat intervals of flecht's and Kafka's
+// default (3 s) with a join's margin.
+const DefaultLeaveWatch = 8 * time.Second
 
 // LeaveMembers makes the static members with these instance IDs leave
 // group app, as a member stopping with leave-group does (only with
-// execute; without, it reports whom it would remove). An instance ID that
-// is no member of the group is refused, naming the members.
-func LeaveMembers(ctx context.Context, cl *kgo.Client, app string, ids []string, execute bool) (*LeaveReport, error) {
+// Execute; without, it reports whom it would remove). An instance ID that
+// is no member of the group is refused, naming the members. After the
+// removal it watches the group for o.Watch and reports each removed
+// member that rejoined (Rejoined): it is alive, and the removal changed
+// nothing but a rebalance.
+func LeaveMembers(ctx context.Context, cl *kgo.Client, app string, ids []string, o LeaveOptions) (*LeaveReport, error) {
 	adm := kadm.NewClient(cl)
 	g, err := DescribeGroup(ctx, adm, app)
 	if err != nil {
@@ -86,7 +113,7 @@ func LeaveMembers(ctx context.Context, cl *kgo.Client, app string, ids []string,
 		return nil, exitcode.RefusedError(fmt.Errorf("group %s has no static member %s (members: %s); nothing changed",
 			app, strings.Join(unknown, ", "), MembersOrNone(g.Members)))
 	}
-	if execute {
+	if o.Execute {
 		if rep.Removed, err = LeaveStatic(ctx, adm, app, ids); err != nil {
 			return nil, err
 		}
@@ -94,8 +121,54 @@ func LeaveMembers(ctx context.Context, cl *kgo.Client, app string, ids []string,
 		if after, err := DescribeGroup(ctx, adm, app); err == nil {
 			rep.GroupAfter = after.State
 		}
+		if err := watchRejoin(ctx, adm, rep, o); err != nil {
+			return nil, err
+		}
 	}
 	return rep, nil
+}
+
+// leaveLook is how often watchRejoin looks at the group.
+const leaveLook = 250 * time.Millisecond
+
+// watchRejoin looks at the group until every removed member came back
+// or o.Watch passed, and records who came back (by instance ID, with a
+// member ID other than the one removed).
+func watchRejoin(ctx context.Context, adm *kadm.Client, rep *LeaveReport, o LeaveOptions) error {
+	if o.Watch <= 0 {
+		return nil
+	}
+	sleep := o.Sleep
+	if sleep == nil {
+		sleep = func(ctx context.Context, d time.Duration) error {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C:
+				return nil
+			}
+		}
+	}
+	rep.Rejoined = map[string]GroupMember{}
+	for waited := time.Duration(0); waited < o.Watch && len(rep.Rejoined) < len(rep.Removed); waited += leaveLook {
+		if err := sleep(ctx, leaveLook); err != nil {
+			return err
+		}
+		rep.WatchedS = (waited + leaveLook).Seconds()
+		g, err := DescribeGroup(ctx, adm, rep.ApplicationID)
+		if err != nil {
+			continue // a coordinator moving: look again
+		}
+		rep.GroupAfter = g.State
+		for _, m := range g.Members {
+			if old, removed := rep.Removed[m.InstanceID]; removed && m.MemberID != old {
+				rep.Rejoined[m.InstanceID] = m
+			}
+		}
+	}
+	return nil
 }
 
 // MembersOrNone names the members, or says none.

@@ -129,8 +129,12 @@ type Bridge struct {
 	// last complete reconciliation ran on).
 	relayBeat, connBeat *health.Loop
 	ready               *health.Condition
-	reconciled          *session
-	refusedNow          []string // filters the broker refused, for readiness (b.mu)
+	// kafkaReady says whether Kafka answers: the bridge has no group, so
+	// its admin client asks the cluster when nothing else did for a
+	// while (kafkax.SessionWatch).
+	kafkaReady *health.Condition
+	reconciled *session
+	refusedNow []string // filters the broker refused, for readiness (b.mu)
 }
 
 type inbound struct {
@@ -180,10 +184,15 @@ func NewBridge(o Options) (*Bridge, error) {
 		// batch (its transaction times out after a minute).
 		relayBeat: o.Health.Loop("relay_loop", interval+2*time.Minute),
 		// Dial, CONNECT and the early SUBSCRIBE each time out within 15 s.
-		connBeat: o.Health.Loop("mqtt_connection", 2*time.Minute),
-		ready:    o.Health.Condition("mqtt", "starting: config topics and the Kafka producer come first"),
+		connBeat:   o.Health.Loop("mqtt_connection", 2*time.Minute),
+		ready:      o.Health.Condition("mqtt", "starting: config topics and the Kafka producer come first"),
+		kafkaReady: o.Health.Condition("kafka", "starting: not in contact with Kafka yet"),
 	}, nil
 }
+
+// kafkaContactLimit is how long Kafka may not answer before the bridge
+// is not ready: a transformer's default group session timeout.
+const kafkaContactLimit = 10 * time.Second
 
 // TransactionalID is the bridge's producer identity (docs/contract.md §1).
 func (b *Bridge) TransactionalID() string { return b.app + "-" + b.clientID }
@@ -192,11 +201,19 @@ func (b *Bridge) TransactionalID() string { return b.app + "-" + b.clientID }
 // disconnects without unsubscribing, and returns nil) or something fails.
 func (b *Bridge) Run(ctx context.Context) error {
 	defer b.ready.Set(false, "stopped")
-	admin, err := b.cluster.Client(kgo.ClientID(b.clientID))
+	watch := kafkax.NewContactWatch(kafkaContactLimit)
+	admin, err := b.cluster.Client(kgo.ClientID(b.clientID), watch.Opt())
 	if err != nil {
 		return err
 	}
 	defer admin.Close()
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		watch.Follow(watchCtx, b.log, b.kafkaReady, "the bridge's connection to Kafka", admin)
+	}()
+	defer func() { stopWatch(); <-watched; b.kafkaReady.Set(false, "stopped") }()
 	if err := b.cluster.Ping(ctx, admin); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/mqtt"
 )
@@ -102,5 +103,34 @@ func TestBridgeNotReadyWhileTheBrokerIsDown(t *testing.T) {
 	}
 	if l := f.probes.Liveness(); !l.OK {
 		t.Fatalf("retrying is alive: %+v", l)
+	}
+}
+
+// During a Kafka outage an idle bridge (nothing to commit) is not ready
+// within ten seconds and says why, in the probe and in the log at once;
+// when Kafka answers again it says "Kafka is back" and is ready again.
+func TestBridgeNotReadyDuringKafkaOutage(t *testing.T) {
+	f := newBridgeFixture(t)
+	f.probes = health.New()
+	f.config("sensors", map[string]any{"topic": "sensors/+/events", "output_topic": "sensors.raw", "key": "{topic.1}"})
+	rb := f.startBridgeWith("bridge-0", f.env.MQTTURL(), "", nil)
+	eventually(t, "ready", func() bool { return f.probes.Readiness().OK })
+
+	end := devenvtest.Outage(t, f.env)
+	began := time.Now()
+	eventually(t, "not ready", func() bool { return !f.probes.Readiness().OK })
+	if took := time.Since(began); took > 11*time.Second {
+		t.Fatalf("not ready %s after the outage began", took)
+	}
+	if c := check(f.probes.Readiness(), "kafka"); c.OK || !strings.Contains(c.Detail, "the bridge's connection to Kafka is gone: no answer from Kafka") {
+		t.Fatalf("readiness does not say why: %+v", f.probes.Readiness())
+	}
+	if n := strings.Count(rb.logs.String(), "no answer from Kafka for"); n != 1 {
+		t.Fatalf("want the loss said once, at once; got %d:\n%s", n, rb.logs.tail(40))
+	}
+	end()
+	eventually(t, "ready again", func() bool { return f.probes.Readiness().OK })
+	if n := strings.Count(rb.logs.String(), "Kafka is back: Kafka answers again"); n != 1 {
+		t.Fatalf("want one recovery line, got %d:\n%s", n, rb.logs.tail(40))
 	}
 }

@@ -149,7 +149,7 @@ func NewPlan(ctx context.Context, in Inputs) (*Plan, error) {
 	switch {
 	case !kr.Has(newKid):
 		s1.Status, s1.Detail = StepPending, fmt.Sprintf("the keyring does not hold %q yet", newKid)
-		s1.Command = "flecht keys add " + kf + " --kid " + textfmt.ShellQuote(newKid) + scopeFlag + ", roll the file out to every reader, then " + s1.Command
+		s1.Command = "flecht keys add " + kf + " --kid " + textfmt.ShellQuote(newKid) + scopeFlag + ", roll the file out to every reader and restart each, then " + s1.Command
 	case len(in.URLs) == 0:
 		s1.Status, s1.Detail = StepUnknown, "the keyring holds it; give every reader's --metrics-url to check that they have loaded it"
 	default:
@@ -164,7 +164,7 @@ func NewPlan(ctx context.Context, in Inputs) (*Plan, error) {
 				}
 			}
 			s1.Status = StepPending
-			s1.Detail = fmt.Sprintf("%d of %d readers lack it: %s", plan.Readers.Lacking, len(plan.Readers.Readers), strings.Join(lacking, ", "))
+			s1.Detail = fmt.Sprintf("%d of %d readers lack it: %s; %s", plan.Readers.Lacking, len(plan.Readers.Readers), strings.Join(lacking, ", "), RestartReaders)
 		}
 	}
 

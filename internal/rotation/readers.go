@@ -22,6 +22,12 @@ const (
 	ReaderUnreachable = "unreachable"
 )
 
+// RestartReaders says what makes a reader load a key: a stage reads its
+// keyring file once, when it starts, so a reader that reads the same file
+// (a mounted secret updated in place) goes on lacking the key until it
+// restarts.
+const RestartReaders = "a stage reads its keyring when it starts: roll the keyring file out to each reader and restart it, then check again"
+
 // Reader is what one reader's metrics endpoint says.
 type Reader struct {
 	URL    string   `json:"url"`

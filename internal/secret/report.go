@@ -258,7 +258,7 @@ func NextHint(rep KeyringReport) string {
 	switch rep.Action {
 	case ActionAdded, ActionImported:
 		if len(rep.Changes) == 1 {
-			return "next: roll the file out to every reader ('flecht keys check --kid " + textfmt.ShellQuote(rep.Kid) + "'), then give the key a role ('flecht keys promote' or 'flecht keys signing')"
+			return "next: roll the file out to every reader and restart each (a stage reads its keyring when it starts; 'flecht keys check --kid " + textfmt.ShellQuote(rep.Kid) + "'), then give the key a role ('flecht keys promote' or 'flecht keys signing')"
 		}
 		return "note: writers that load this file use the new roles at once: roll it out to every reader first"
 	case ActionPromoted:

@@ -2,8 +2,11 @@ package show
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/textfmt"
@@ -24,7 +27,7 @@ func Cluster(h *ui.Human, info *kafkax.ClusterInfo) error {
 }
 
 // GroupLeave shows the members a leave removed, or would remove.
-func GroupLeave(h *ui.Human, rep *kafkax.LeaveReport) error {
+func GroupLeave(h *ui.Human, rep *kafkax.LeaveReport, forced bool) error {
 	for _, m := range rep.Members {
 		held := "no partitions"
 		if len(m.Assigned) > 0 {
@@ -40,9 +43,28 @@ func GroupLeave(h *ui.Human, rep *kafkax.LeaveReport) error {
 		}
 		h.Printf("%s %s (client id %s, host %s), holding %s\n", verb, textfmt.Escape(m.InstanceID), textfmt.Escape(m.ClientID), textfmt.Escape(m.Host), held)
 	}
-	if rep.Executed {
+	for _, id := range slices.Sorted(maps.Keys(rep.Rejoined)) {
+		m := rep.Rejoined[id]
+		line := fmt.Sprintf("%s is running: it rejoined the group as member %s (host %s) after its removal; a running member rejoins at its next heartbeat and takes its partitions back, so the removal changed nothing",
+			textfmt.Escape(id), textfmt.Escape(m.MemberID), textfmt.Escape(m.Host))
+		if forced {
+			h.Printf("%s\n", h.Warn(line+" (--force)"))
+		} else {
+			h.Printf("%s\n", h.Bad(line+": stop the instance first (for a scale-down: with --leave-group), or give --force"))
+		}
+	}
+	switch {
+	case rep.Executed && len(rep.Rejoined) < len(rep.Removed) && rep.WatchedS > 0:
+		who := "no removed member"
+		if len(rep.Rejoined) > 0 {
+			who = "no other removed member"
+		}
+		h.Printf("group %s rebalances now (state %s; %s rejoined within %s: stopped); 'flecht status %s' shows who holds what\n",
+			rep.ApplicationID, rep.GroupAfter, who, textfmt.FormatDuration(time.Duration(rep.WatchedS*float64(time.Second))), rep.ApplicationID)
+	case rep.Executed && len(rep.Rejoined) < len(rep.Removed):
 		h.Printf("group %s rebalances now (state %s); 'flecht status %s' shows who holds what\n", rep.ApplicationID, rep.GroupAfter, rep.ApplicationID)
-	} else {
+	case rep.Executed:
+	default:
 		h.Printf("dry run: nothing changed; run again with --execute to do it\n")
 	}
 	return nil

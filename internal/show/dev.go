@@ -6,12 +6,17 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/buildinfo"
 	"github.com/flecht-dev/flecht/internal/devenv"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
 
 // DevRunning shows where the dev brokers listen, and their topics.
 func DevRunning(h *ui.Human, info devenv.Info, topics []devenv.Topic) error {
-	h.Printf("%s\n\n", h.Good("flecht dev is running")+h.Faint(" (embedded, in memory, 127.0.0.1 only)"))
+	where := " (embedded, in memory, 127.0.0.1 only)"
+	if info.DataDir != "" {
+		where = " (embedded, 127.0.0.1 only; Kafka's data kept in " + textfmt.Printable(info.DataDir) + " across restarts, MQTT sessions in memory)"
+	}
+	h.Printf("%s\n\n", h.Good("flecht dev is running")+h.Faint(where))
 	pairs := [][2]string{{"kafka", info.Kafka}, {"mqtt", info.MQTTURL}}
 	if len(topics) > 0 {
 		names := make([]string, len(topics))

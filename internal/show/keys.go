@@ -75,8 +75,8 @@ func KeysCheck(h *ui.Human, rep *rotation.ReadersReport) error {
 	if rep.Ready {
 		h.Printf("%s\n", h.Good(fmt.Sprintf("every reader (%d) has loaded key %q: it may be promoted", len(rep.Readers), rep.Kid)))
 	} else {
-		h.Printf("%s\n", h.Bad(fmt.Sprintf("%d of %d readers have not loaded key %q: roll the keyring out to them before 'flecht keys promote'",
-			rep.Lacking, len(rep.Readers), rep.Kid)))
+		h.Printf("%s\n", h.Bad(fmt.Sprintf("%d of %d readers have not loaded key %q; %s, before 'flecht keys promote'",
+			rep.Lacking, len(rep.Readers), rep.Kid, rotation.RestartReaders)))
 	}
 	return nil
 }

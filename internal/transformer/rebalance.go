@@ -20,6 +20,12 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 	}
 	r.forget(assigned, true)
 	r.tasks.Assign(assigned)
+	if n := r.sessionErrs.Swap(0); n > 0 {
+		// The runbook's check after an outage shorter than the session
+		// timeout too, which the session watch does not call one.
+		r.log.Info("Kafka is back: rejoined group "+r.stage.ApplicationID+" after its session failed", "failed_attempts", n)
+	}
+	r.sessionSaid = time.Time{} // a session again: a new failure is news
 	pause := map[string][]int32{}
 	for _, p := range r.tasks.Pending() {
 		for _, t := range r.stage.InputTopics {
@@ -50,12 +56,15 @@ func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 // so their offsets could not commit, and a new owner may already hold them.
 func (r *Runner) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	r.endTasks(lost, endAbort)
+	r.sessionErrs.Add(1)
 	r.mu.Lock()
 	if !r.closed {
 		r.tasks.Lost("the group session was lost (a coordinator unavailable, or this member dropped)")
 	}
 	r.mu.Unlock()
-	r.log.Info("partitions lost", "partitions", kafkax.FormatPartitions(lost))
+	if kafkax.AnyPartition(lost) { // franz-go calls it on every failed rejoin, with nothing to lose
+		r.log.Info("partitions lost", "partitions", kafkax.FormatPartitions(lost))
+	}
 }
 
 func (r *Runner) endTasks(parts map[string][]int32, mode endMode) {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -121,6 +122,16 @@ type Runner struct {
 	beat           *health.Loop      // one round polls and hands out records
 	taskBeat       *health.Workers   // each task's steps: process, commit
 	ready          *health.Condition // joined, every task started
+	// watch follows the group session from the consumer's own requests:
+	// kafkaReady turns within the session timeout of an outage, whatever
+	// the poll loop is doing (kafkax.SessionWatch).
+	watch      *kafkax.SessionWatch
+	kafkaReady *health.Condition
+	// sessionErrs counts the group session's failures since the last
+	// assignment (onLost), and sessionSaid is when the poll loop last
+	// logged one.
+	sessionErrs atomic.Int32
+	sessionSaid time.Time
 
 	wakeMu sync.Mutex
 	wake   context.CancelFunc // ends the poll in progress
@@ -171,9 +182,10 @@ func NewRunner(o Options) *Runner {
 		commitInterval: time.Duration(o.Stage.CommitInterval),
 		// A round may wait for a task that waits for its commit, which
 		// takes up to the transaction timeout; so may a task's step.
-		beat:     o.Health.Loop("poll_loop", o.TransactionTimeout+time.Minute),
-		taskBeat: o.Health.Workers("tasks", "task", o.TransactionTimeout+time.Minute),
-		ready:    o.Health.Condition("group", "starting: checking topics, not joined yet"),
+		beat:       o.Health.Loop("poll_loop", o.TransactionTimeout+time.Minute),
+		taskBeat:   o.Health.Workers("tasks", "task", o.TransactionTimeout+time.Minute),
+		ready:      o.Health.Condition("group", "starting: checking topics, not joined yet"),
+		kafkaReady: o.Health.Condition("kafka", "starting: not in contact with the group coordinator yet"),
 	}
 }
 
@@ -254,7 +266,9 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	spec.Ready, spec.Progress = r.ready, r.beat
 	r.tasks = lease.NewSet(spec)
 
+	r.watch = kafkax.NewSessionWatch(r.session, r.txnTimeout)
 	consumer, err := r.cluster.Client(
+		r.watch.Opt(),
 		kgo.ClientID(r.clientID),
 		kgo.ConsumerGroup(r.stage.ApplicationID),
 		// A static member (group.instance.id = --client-id): a restarted
@@ -285,6 +299,13 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	r.consumer = consumer
 	defer r.shutdown()
 	defer r.abortAll() // after a failure; a clean stop has finished them already
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		r.watch.Follow(watchCtx, r.log, r.kafkaReady, "the session in group "+r.stage.ApplicationID, nil)
+	}()
+	defer func() { stopWatch(); <-watched; r.kafkaReady.Set(false, "stopped") }()
 
 	r.log.Info("transformer running", "application_id", r.stage.ApplicationID, "client_id", r.clientID,
 		"input_topics", strings.Join(r.stage.InputTopics, ","), "state_dir", r.stateDir,
@@ -389,13 +410,28 @@ func (r *Runner) fetchError(fs kgo.Fetches) error {
 			return fmt.Errorf("%w: another process joined group %s with this --client-id (%s), which is its group.instance.id; every instance needs its own client id, and this one, the older, stops",
 				err, r.stage.ApplicationID, r.clientID)
 		case !kafkax.Fatal(err) && kafkax.Retriable(err):
-			kafkax.LogRetry(r.log, what, fe.Err, 1, 0)
+			if fe.Topic != "" {
+				kafkax.LogRetry(r.log, what, fe.Err, 1, 0)
+				continue
+			}
+			// franz-go rejoins after a backoff and says so every few
+			// seconds while Kafka is away: count the failures, and say
+			// so again at most every sessionRepeat (the session watch
+			// says when Kafka answers again).
+			if now := time.Now(); now.Sub(r.sessionSaid) >= sessionRepeat {
+				r.sessionSaid = now
+				kafkax.LogRetry(r.log, what, fe.Err, max(int(r.sessionErrs.Load()), 1), 0)
+			}
 			continue
 		}
 		return err
 	}
 	return nil
 }
+
+// sessionRepeat bounds how often the poll loop repeats that the group
+// session failed again.
+const sessionRepeat = 15 * time.Second
 
 // drainConfigs applies new config records; the config consumer retries
 // what a node's failure costs it, so only other errors end the stage.

@@ -5,10 +5,13 @@ package devenvtest
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flecht-dev/flecht/internal/devenv"
 )
@@ -60,3 +63,26 @@ func Joined(t testing.TB, cl *kgo.Client) {
 		cancel()
 	}
 }
+
+// Outage makes the embedded Kafka refuse every request from now on, as a
+// broker that is gone does: each connection is closed instead of
+// answered (a new one is accepted, and closed at its first request). The
+// returned end lets it answer again; t.Cleanup ends it too.
+func Outage(t testing.TB, env *devenv.Env) (end func()) {
+	t.Helper()
+	var down atomic.Bool
+	down.Store(true)
+	c := env.KafkaCluster()
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !down.Load() {
+			return nil, nil, false
+		}
+		return nil, errOutage, true
+	})
+	end = func() { down.Store(false) }
+	t.Cleanup(end)
+	return end
+}
+
+var errOutage = errors.New("devenvtest: Kafka is down (Outage)")
