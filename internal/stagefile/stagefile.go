@@ -445,7 +445,6 @@ func (s *Stage) validate() error {
 	if dup := duplicate(s.ConfigTopics); dup != "" {
 		bad("config_topics lists %s twice", boundedread.Quote(dup))
 	}
-<<<<<<< HEAD
 	if dup := duplicate(s.IntermediateTopics); dup != "" {
 		bad("intermediate_topics lists %s twice", boundedread.Quote(dup))
 	}
@@ -454,11 +453,8 @@ func (s *Stage) validate() error {
 			bad("intermediate_topics names %s, which is not in input_topics: an intermediate topic is an input the stage also writes; add it to input_topics or remove it", boundedread.Quote(t))
 		}
 	}
-	if s.MaxPollRecords == 0 {
-=======
 	switch {
 	case s.MaxPollRecords == 0 && !s.written["max_poll_records"]:
->>>>>>> t3-records-inputs
 		s.MaxPollRecords = DefaultMaxPollRecords
 	case s.MaxPollRecords <= 0:
 		bad("max_poll_records %d: use 1 or more (default %d)", s.MaxPollRecords, DefaultMaxPollRecords)
