@@ -15,7 +15,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -160,4 +162,14 @@ func (f *Factory) ScanTopics(ctx context.Context, o reencrypt.ScanOptions) (*ree
 	}
 	defer cl.Close()
 	return reencrypt.Scan(ctx, cl, o)
+}
+
+// signalOf is the signal that ended ctx, as signal.NotifyContext names it
+// in the context's cause: SIGTERM when the cause says "terminated", else
+// Ctrl-C (a context a test cancels).
+func signalOf(ctx context.Context) os.Signal {
+	if c := context.Cause(ctx); c != nil && strings.Contains(c.Error(), syscall.SIGTERM.String()) {
+		return syscall.SIGTERM
+	}
+	return os.Interrupt
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/topicio"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -83,7 +85,7 @@ stage's own, which it creates when it starts.`,
 
 // topicSession checks the topic's name, parses the secret fields (loading
 // the keyring they need) and connects: what produce and consume share.
-func topicSession(ctx context.Context, f *Factory, topic string, specs []string, flag, keyring, passwordFile string) ([]topicio.Field, *secret.Keyring, *kgo.Client, error) {
+func topicSession(ctx context.Context, f *Factory, topic string, specs []string, flag, keyring, passwordFile string, opts ...kgo.Opt) ([]topicio.Field, *secret.Keyring, *kgo.Client, error) {
 	if err := stagefile.CheckNames("", []string{topic}); err != nil {
 		return nil, nil, nil, err
 	}
@@ -91,7 +93,7 @@ func topicSession(ctx context.Context, f *Factory, topic string, specs []string,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cl, err := f.KafkaClient(ctx)
+	cl, _, err := f.Kafka(ctx, opts...)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -127,46 +129,84 @@ func newCmdTopicProduce(f *Factory) *cobra.Command {
 		encrypt      []string
 		keyring      string
 		passwordFile string
+		skipLines    int
 	)
 	cmd := &cobra.Command{
-		Use:   "produce TOPIC [--encrypt FIELD[:scope]]... < lines.jsonl",
+		Use:   "produce TOPIC [--encrypt FIELD[:scope]]... [--skip-lines N] < lines.jsonl",
 		Short: "Write JSON lines from standard input to a topic, secret fields sealed",
 		Long: `Read one record a line from standard input and write it to TOPIC:
 
   {"key": "sensor-1", "value": {"temp": 21.5}, "headers": {"h": "v"}}
 
-key may be absent or null (no key), value null writes a tombstone; the
-value is written in the canonical JSON a stage writes. The partition is
-Kafka's default for the key (murmur2), as every Flechtwerk producer's.
---encrypt api_key:api seals the value's top-level field api_key into a
-flenc:jwe: token bound to scope api with the keyring's sealing key (a
-config record for an extractor, say). Records are written idempotently;
-a bad line stops the run naming its line, after the lines before it were
-written.`,
+A line is exactly one JSON object: text after it is refused. key may be
+absent or null (no key); value must be given, and "value": null writes a
+tombstone. The value is written in the canonical JSON a stage writes. The
+partition is Kafka's default for the key (murmur2), as every Flechtwerk
+producer's. --encrypt api_key:api seals the value's top-level field
+api_key into a flenc:jwe: token bound to scope api with the keyring's
+sealing key (a config record for an extractor, say).
+
+What it reports written is what a read_committed reader sees. Records go
+out in order, in transactions committed at least once a second while the
+input pauses (so tail -f log | flecht topic produce writes as it goes)
+and every 500 records. A line that is not a record (bad JSON, over 4 MiB,
+or refused by Kafka) stops the run: the records of every line before it
+are in the topic and none after it, and the error names the line and the
+--skip-lines N that resumes after the last line written. Ctrl-C stops the
+same way, exit 130.`,
 		Example: `  echo '{"key":"s1","value":{"temp":21.5}}' | flecht topic produce sensors.raw
-  echo '{"key":"api","value":{"url":"https://x","api_key":"sk-1"}}' | flecht topic produce configs --encrypt api_key:api --keyring keyring.json`,
+  echo '{"key":"api","value":{"url":"https://x","api_key":"sk-1"}}' | flecht topic produce configs --encrypt api_key:api --keyring keyring.json
+  flecht topic produce sensors.raw --skip-lines 3 < lines.jsonl   # resume after line 3`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic := args[0]
-			fields, kr, cl, err := topicSession(cmd.Context(), f, topic, encrypt, "encrypt", keyring, passwordFile)
+			if skipLines < 0 {
+				return exitcode.Usagef("--skip-lines %d: want 0 or more", skipLines)
+			}
+			fields, kr, cl, err := topicSession(cmd.Context(), f, topic, encrypt, "encrypt", keyring, passwordFile, topicio.ProducerOpts()...)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			n, err := topicio.Produce(cmd.Context(), cl, topic, f.IO.In, fields, kr)
-			if err != nil {
-				return err
+			res, err := topicio.Produce(cmd.Context(), cl, f.IO.In, topicio.ProduceOptions{Topic: topic, Fields: fields, Keyring: kr, SkipLines: skipLines})
+			if perr := f.Printer().Print(res, func(h *ui.Human) error { return show.Produced(h, res) }); perr != nil && err == nil {
+				return perr
 			}
-			return f.Printer().Print(map[string]any{"topic": topic, "records": n}, func(h *ui.Human) error {
-				h.Printf("%d records written to %s\n", n, topic)
-				return nil
-			})
+			return produceFailure(cmd.Context(), res, err)
 		},
 	}
 	cmd.Flags().StringSliceVar(&encrypt, "encrypt", nil, "seal this top-level field of each value: NAME or NAME:scope (repeatable)")
+	cmd.Flags().IntVar(&skipLines, "skip-lines", 0, "read the first N lines without writing them (resume a run that stopped)")
 	addKeyringFlag(cmd, &keyring)
 	addPasswordFileFlag(cmd, &passwordFile)
 	return cmd
+}
+
+// produceFailure says where a produce run stopped, what of it is in the
+// topic and how to resume; an interrupt exits as the signal.
+func produceFailure(ctx context.Context, res topicio.Produced, err error) error {
+	var pe *topicio.ProduceError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	in := fmt.Sprintf("the records of lines 1-%d are in %s (%d written by this run), none after", res.Lines, res.Topic, res.Records)
+	if res.Lines == 0 {
+		in = "no record of this input is in " + res.Topic
+	}
+	switch {
+	case pe.Uncertain[0] > 0:
+		return fmt.Errorf("%w: %s, and whether lines %d-%d are is unknown: read the topic (flecht topic consume %s), then resume with --skip-lines %d or %d",
+			err, in, pe.Uncertain[0], pe.Uncertain[1], textfmt.ShellQuote(res.Topic), res.Lines, pe.Uncertain[1])
+	case pe.Interrupted:
+		return exitcode.SignalError(signalOf(ctx), fmt.Errorf("%w: %s; resume with --skip-lines %d", err, in, res.Lines))
+	case pe.Line > 0:
+		err = fmt.Errorf("%w: %s; fix line %d and resume with --skip-lines %d", err, in, pe.Line, res.Lines)
+		if pe.Usage {
+			return exitcode.UsageError(err)
+		}
+		return err
+	}
+	return fmt.Errorf("%w: %s; resume with --skip-lines %d", err, in, res.Lines)
 }
 
 func newCmdTopicConsume(f *Factory) *cobra.Command {

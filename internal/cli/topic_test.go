@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"encoding/base64"
 	"encoding/json"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/topicio"
+	"github.com/flecht-dev/flecht/internal/ui"
 )
 
 // The operator's topic verbs on the embedded broker: create what a stage
@@ -88,7 +91,8 @@ func TestTopicVerbs(t *testing.T) {
 	}
 
 	r = run(t, e, "{\"key\":\"x\",\"value\":{}}\nnot json\n", "topic", "produce", "raw")
-	if r.code != exitcode.Usage || !strings.Contains(r.err, "line 2:") || !strings.Contains(r.err, "1 records written before it") {
+	if r.code != exitcode.Usage || !strings.Contains(r.err, "line 2:") || !strings.Contains(r.err, "the records of lines 1-1 are in raw (1 written by this run), none after; fix line 2 and resume with --skip-lines 1") ||
+		!strings.Contains(r.out, "1 records written to raw (lines 1-1)") {
 		t.Errorf("a bad line: exit %d %s", r.code, r.err)
 	}
 	if r := run(t, e, "", "topic", "produce", "cfg", "--encrypt", "api_key"); r.code != exitcode.Usage || !strings.Contains(r.err, "--encrypt needs the keyring") {
@@ -107,4 +111,51 @@ func describeConfigs(rc kadm.ResourceConfig) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// Ctrl-C stops topic produce with exit 130 after saying what is in the
+// topic and how to resume; what it says is what a reader sees.
+func TestTopicProduceInterruptExits130(t *testing.T) {
+	env := devenvtest.Start(t)
+	e := map[string]string{"FLECHT_BROKERS": env.KafkaAddr(), "HOME": t.TempDir()}
+	if r := run(t, e, "", "topic", "create", "raw"); r.code != 0 {
+		t.Fatalf("create: %d %s", r.code, r.err)
+	}
+	streams, _, out, errOut := ui.Test()
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	streams.In = pr
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	code := make(chan int, 1)
+	go func() {
+		code <- Main(ctx, &Factory{IO: streams, Getenv: func(k string) string { return e[k] }}, []string{"topic", "produce", "raw"})
+	}()
+	fmt.Fprintln(pw, `{"key":"a","value":1}`)
+	fmt.Fprintln(pw, `{"key":"b","value":2}`)
+	deadline := time.Now().Add(20 * time.Second)
+	for consumed(t, e, "raw") != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the two lines were not written while the input paused")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if c := <-code; c != 130 || !strings.Contains(out.String(), "2 records written to raw (lines 1-2)") ||
+		!strings.Contains(errOut.String(), "interrupted") || !strings.Contains(errOut.String(), "resume with --skip-lines 2") {
+		t.Fatalf("exit %d\n%s%s", c, out, errOut)
+	}
+	if n := consumed(t, e, "raw"); n != 2 {
+		t.Fatalf("the topic holds %d records", n)
+	}
+}
+
+// consumed counts the records topic consume prints.
+func consumed(t *testing.T, e map[string]string, topic string) int {
+	t.Helper()
+	r := run(t, e, "", "topic", "consume", topic)
+	if r.code != 0 {
+		t.Fatalf("consume: %d %s", r.code, r.err)
+	}
+	return strings.Count(r.out, "\n")
 }

@@ -1,7 +1,6 @@
 package topicio
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,54 +126,6 @@ func Create(ctx context.Context, cl *kgo.Client, want []Created) (*CreateResult,
 		res.Topics = append(res.Topics, t)
 	}
 	return res, nil
-}
-
-// Produce writes one record per JSON line of in to topic, idempotently, in
-// batches; a bad line stops it naming the line, after the lines before it
-// were written. It returns the records written.
-func Produce(ctx context.Context, cl *kgo.Client, topic string, in io.Reader, fields []Field, kr *secret.Keyring) (int, error) {
-	if _, err := kafkax.DescribeTopics(ctx, kadm.NewClient(cl), topic); err != nil {
-		return 0, err
-	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 8<<20)
-	var batch []*kgo.Record
-	written, line := 0, 0
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
-			return fmt.Errorf("writing to %s: %w (%d records written before)", topic, err, written)
-		}
-		written += len(batch)
-		batch = batch[:0]
-		return nil
-	}
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" {
-			continue
-		}
-		rec, err := Record(topic, []byte(text), fields, kr)
-		if err != nil {
-			if ferr := flush(); ferr != nil {
-				return written, ferr
-			}
-			return written, exitcode.Usagef("line %d: %w (%d records written before it)", line, err, written)
-		}
-		batch = append(batch, rec)
-		if len(batch) == 500 {
-			if err := flush(); err != nil {
-				return written, err
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return written, fmt.Errorf("reading standard input: %w", err)
-	}
-	return written, flush()
 }
 
 // errEnough ends a read that printed --max records.
