@@ -15,10 +15,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 
+	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
@@ -172,4 +174,34 @@ func signalOf(ctx context.Context) os.Signal {
 		return syscall.SIGTERM
 	}
 	return os.Interrupt
+}
+
+// commandFormats are the -o values of the commands that do not print all
+// three formats; every other command prints table, json and yaml through
+// its Printer. topic consume prints JSON lines; the others print text (a
+// script, a stage's logs, the files written) that has no data form.
+var commandFormats = map[string][]ui.Format{
+	"topic consume": {ui.FormatJSON},
+	"transform new": {ui.FormatTable},
+	"run":           {ui.FormatTable},
+	"completion":    {ui.FormatTable},
+}
+
+// parseOutput is the one check of -o: a known format, and, when -o is
+// given, one that cmd prints (else a usage error listing those it does).
+func (f *Factory) parseOutput(cmd *cobra.Command) (ui.Format, error) {
+	format, err := ui.ParseFormat(f.Output)
+	if err != nil {
+		return "", exitcode.UsageError(err)
+	}
+	path := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+	supported, ok := commandFormats[path]
+	if !ok || !cmd.Flags().Changed("output") || slices.Contains(supported, format) {
+		return format, nil
+	}
+	names := make([]string, len(supported))
+	for i, s := range supported {
+		names[i] = string(s)
+	}
+	return "", exitcode.Usagef("-o %s: flecht %s does not print %s; it prints %s", format, path, format, strings.Join(names, ", "))
 }

@@ -2,10 +2,10 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"

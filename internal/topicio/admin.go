@@ -2,7 +2,6 @@ package topicio
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -134,11 +133,11 @@ var errEnough = errors.New("enough records")
 // Consume prints topic's committed records from start to the end as it is
 // now, one JSON line each (Line), at most maxRecords of them (0: all).
 func Consume(ctx context.Context, cl *kgo.Client, topic string, start kafkax.StartFunc, maxRecords int, fields []Field, kr *secret.Keyring, out io.Writer) error {
-	enc := json.NewEncoder(out)
-	enc.SetEscapeHTML(false)
 	n := 0
 	_, err := kafkax.ReadFrom(ctx, cl, []string{topic}, start, nil, func(r *kgo.Record) error {
-		if err := enc.Encode(Line(r, fields, kr)); err != nil {
+		// Keys, values and headers come from anyone who can write the
+		// topic: every control and bidi override is written escaped.
+		if err := textfmt.EncodeJSON(out, Line(r, fields, kr), ""); err != nil {
 			return err
 		}
 		n++
