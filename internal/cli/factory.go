@@ -92,6 +92,13 @@ func (f *Factory) Resolve() (*profile.Resolved, error) {
 // profile is a usage error (its message lists the known ones); warnings go
 // to standard error, once per process.
 func (f *Factory) resolveProfile(name string, src profile.Source) (*profile.Resolved, error) {
+	getenv := f.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if err := checkBrokerList(f.Brokers, getenv(profile.EnvBrokers)); err != nil {
+		return nil, err
+	}
 	r, err := profile.Resolve(profile.Inputs{
 		Brokers:       f.Brokers,
 		Profile:       name,
@@ -204,4 +211,18 @@ func (f *Factory) parseOutput(cmd *cobra.Command) (ui.Format, error) {
 		names[i] = string(s)
 	}
 	return "", exitcode.Usagef("-o %s: flecht %s does not print %s; it prints %s", format, path, format, strings.Join(names, ", "))
+}
+
+// checkBrokerList refuses a broker list that is given but names no broker
+// (--brokers , or FLECHT_BROKERS=,): a usage error, not a failure to
+// connect.
+func checkBrokerList(flag, env string) error {
+	blank := func(s string) bool { return s != "" && strings.Trim(s, ", \t") == "" }
+	switch {
+	case blank(flag):
+		return exitcode.Usagef("--brokers %q names no broker: give host:port[,host:port...]", flag)
+	case flag == "" && blank(env):
+		return exitcode.Usagef("%s=%q names no broker: give host:port[,host:port...], or unset it", profile.EnvBrokers, env)
+	}
+	return nil
 }

@@ -251,7 +251,11 @@ the error kind in errors. --max stops after N records.`,
 				if err != nil || d <= 0 {
 					return exitcode.Usagef("--since %q: want a duration such as 10m", since)
 				}
-				if start, err = topicio.Since(cmd.Context(), cl, topic, time.Now().Add(-d)); err != nil {
+				from := time.Now().Add(-d)
+				if from.Before(time.Unix(0, 0)) { // Kafka reads a negative time as "latest" or "earliest"
+					return exitcode.Usagef("--since %s reaches back before 1970; to read from the log start, leave --since out", since)
+				}
+				if start, err = topicio.Since(cmd.Context(), cl, topic, from); err != nil {
 					return err
 				}
 			case cmd.Flags().Changed("offset"):

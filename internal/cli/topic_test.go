@@ -44,6 +44,18 @@ func TestTopicVerbs(t *testing.T) {
 	if c, _ := cfgs.On("cfg", nil); !strings.Contains(describeConfigs(c), "cleanup.policy=compact") {
 		t.Errorf("the config topic is not compacted: %s", describeConfigs(c))
 	}
+	// The raw topic is created as a replay needs it, and lint (doctor,
+	// replay plans) finds nothing to say about its retention.
+	cfgs, err = adm.DescribeTopicConfigs(ctx, "raw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := cfgs.On("raw", nil); !strings.Contains(describeConfigs(c), "retention.ms=-1") {
+		t.Errorf("the raw topic's retention: %s", describeConfigs(c))
+	}
+	if r := run(t, e, "", "lint", "topics", "-f", stage, "-o", "json"); strings.Contains(r.out, "retention") && strings.Contains(r.out, `"raw_retention`) {
+		t.Errorf("lint topics flags the raw topic topic create made: %s", r.out)
+	}
 	if r := run(t, e, "", "topic", "create", "raw", "other"); r.code != 0 || !strings.Contains(r.out, "exists") || !strings.Contains(r.out, "created") {
 		t.Errorf("create again: exit %d\n%s%s", r.code, r.out, r.err)
 	}
@@ -158,4 +170,31 @@ func consumed(t *testing.T, e map[string]string, topic string) int {
 		t.Fatalf("consume: %d %s", r.code, r.err)
 	}
 	return strings.Count(r.out, "\n")
+}
+
+// Bad limits of the topic verbs are usage errors that say what is valid:
+// a partition count beyond the range, a --since before 1970 (Kafka would
+// read the negative time as a special offset), a broker list of commas.
+func TestTopicVerbLimits(t *testing.T) {
+	env := devenvtest.Start(t)
+	e := map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}
+	if r := run(t, e, "", "topic", "create", "raw"); r.code != 0 {
+		t.Fatalf("create: %d %s", r.code, r.err)
+	}
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{e, []string{"topic", "create", "x", "--partitions", "2147483648"}, "--partitions 2147483648: want 1 to 1048576"},
+		{e, []string{"topic", "create", "x", "--partitions", "0"}, "want 1 to 1048576"},
+		{e, []string{"topic", "consume", "raw", "--since", "1000000h"}, "--since 1000000h reaches back before 1970"},
+		{map[string]string{"FLECHT_BROKERS": ","}, []string{"topic", "consume", "raw"}, `FLECHT_BROKERS="," names no broker`},
+		{nil, []string{"topic", "consume", "raw", "-b", " , "}, `--brokers " , " names no broker`},
+		{e, []string{"topic", "produce", "raw", "--skip-lines", "-1"}, "--skip-lines -1: want 0 or more"},
+	} {
+		if r := run(t, c.env, "", c.args...); r.code != exitcode.Usage || !strings.Contains(r.err, c.want) {
+			t.Errorf("%v: exit %d %s", c.args, r.code, r.err)
+		}
+	}
 }

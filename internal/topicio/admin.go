@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"time"
 
@@ -34,11 +35,14 @@ type Created struct {
 	Configs    map[string]string `json:"configs,omitempty"`
 }
 
+// MaxPartitions is the most partitions topic create gives a topic.
+const MaxPartitions = 1 << 20
+
 // ToCreate is what the arguments of `flecht topic create` ask for,
 // checked: the topics given, or those a stage file reads and writes.
 func ToCreate(args []string, stageFile string, partitions int, compact bool, configs []string) ([]Created, error) {
-	if partitions < 1 || partitions > 1<<20 {
-		return nil, exitcode.Usagef("--partitions %d: want 1 or more", partitions)
+	if partitions < 1 || partitions > MaxPartitions {
+		return nil, exitcode.Usagef("--partitions %d: want 1 to %d", partitions, MaxPartitions)
 	}
 	cfg := map[string]string{}
 	for _, c := range configs {
@@ -79,8 +83,13 @@ func ToCreate(args []string, stageFile string, partitions int, compact bool, con
 	if err != nil {
 		return nil, exitcode.UsageError(err)
 	}
+	// A transformer's input is a raw topic to lint, doctor and replay: a
+	// history kept whole (retention.ms=-1), so a replay can rebuild from
+	// its start; a --config retention.ms of the operator's wins.
+	raw := map[string]string{"retention.ms": "-1"}
+	maps.Copy(raw, cfg)
 	for _, t := range st.InputTopics {
-		add(t, "input", partitions, cfg)
+		add(t, "input", partitions, raw)
 	}
 	for _, t := range st.ConfigTopics {
 		add(t, "config", partitions, map[string]string{"cleanup.policy": "compact"})
