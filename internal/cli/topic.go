@@ -26,14 +26,15 @@ func NewCmdTopic(f *Factory) *cobra.Command {
 		Use:   "topic <command>",
 		Short: "Create, feed and read the topics of a pipeline (JSON lines, secrets sealed or opened)",
 		Long: `The few topic verbs an operator of these pipelines needs, without an
-outside client: create a stage's topics (config topics compacted), produce
+outside client: create a stage's topics (config topics compacted), change
+a topic's configuration (a dry run unless --execute), produce
 JSON lines (a config record with a secret field sealed from the keyring),
 and consume read_committed as JSON lines (secret fields opened for whoever
 holds the keyring).`,
 		Args: unknownSubcommand,
 		RunE: helpOrUnknown,
 	}
-	cmd.AddCommand(newCmdTopicCreate(f), newCmdTopicProduce(f), newCmdTopicConsume(f))
+	cmd.AddCommand(newCmdTopicCreate(f), newCmdTopicConfig(f), newCmdTopicProduce(f), newCmdTopicConsume(f))
 	return cmd
 }
 
@@ -80,6 +81,59 @@ stage's own, which it creates when it starts.`,
 	fl.IntVar(&partitions, "partitions", 1, "partitions of each topic (with -f: of the input topics)")
 	fl.BoolVar(&compact, "compact", false, "cleanup.policy=compact (a config topic)")
 	fl.StringSliceVar(&configs, "config", nil, "a topic config key=value (repeatable)")
+	return cmd
+}
+
+func newCmdTopicConfig(f *Factory) *cobra.Command {
+	var (
+		sets, deletes []string
+		execute       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "config TOPIC (--set KEY=VALUE | --delete KEY)... [--execute]",
+		Short: "Change a topic's configuration (retention, cleanup policy, limits): a dry run unless --execute",
+		Long: `Change TOPIC's configuration with an incremental alter: --set KEY=VALUE
+sets a key, --delete KEY returns it to the broker's default; keys not
+named stay as they are. Without --execute it is a dry run: it shows each
+key's value now and the one asked for, and has the broker validate the
+change without making it, so a key or value the broker refuses fails
+before anything changes. With --execute it makes the change, reads the
+configuration back and shows what the broker now says of each key.
+The fixes doctor, lint topics and replay print for a topic use it.`,
+		Example: `  flecht topic config sensors.raw --set retention.ms=-1
+  flecht topic config sensors.raw --set retention.ms=-1 --set retention.bytes=-1 --execute
+  flecht topic config sensors.config --set cleanup.policy=compact --execute`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			topic := args[0]
+			if err := stagefile.CheckNames("", []string{topic}); err != nil {
+				return err
+			}
+			changes, err := topicio.ParseConfigChanges(sets, deletes)
+			if err != nil {
+				return exitcode.UsageError(err)
+			}
+			cl, err := f.KafkaClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			plan, err := topicio.PlanConfig(cmd.Context(), cl, topic, changes)
+			if err == nil && execute {
+				err = topicio.ExecuteConfig(cmd.Context(), cl, plan)
+			}
+			if err != nil && (plan == nil || !plan.Executed) {
+				return err
+			}
+			if perr := f.Printer().Print(plan, func(h *ui.Human) error { return show.TopicConfig(h, plan) }); perr != nil && err == nil {
+				return perr
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "set KEY=VALUE (repeatable)")
+	cmd.Flags().StringArrayVar(&deletes, "delete", nil, "return KEY to the broker's default (repeatable)")
+	cmd.Flags().BoolVar(&execute, "execute", false, "make the change (without it: a dry run)")
 	return cmd
 }
 

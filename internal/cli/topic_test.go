@@ -198,3 +198,68 @@ func TestTopicVerbLimits(t *testing.T) {
 		}
 	}
 }
+
+// topic config: a dry run changes nothing and says what would; --execute
+// changes it, and what it reports changed is what a reader of the
+// topic's config then sees; a bad key or value is refused before any
+// change.
+func TestTopicConfig(t *testing.T) {
+	env := devenvtest.Start(t)
+	adm := kadm.NewClient(devenvtest.KafkaClient(t, env))
+	e := map[string]string{"FLECHT_BROKERS": env.KafkaAddr()}
+	if r := run(t, e, "", "topic", "create", "raw"); r.code != 0 {
+		t.Fatalf("create: %d %s", r.code, r.err)
+	}
+	read := func(key string) string {
+		t.Helper()
+		cfgs, err := adm.DescribeTopicConfigs(t.Context(), "raw")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := cfgs.On("raw", nil)
+		for _, kv := range c.Configs {
+			if kv.Key == key && kv.Value != nil {
+				return *kv.Value
+			}
+		}
+		return ""
+	}
+	before := read("retention.ms")
+	r := run(t, e, "", "topic", "config", "raw", "--set", "retention.ms=-1")
+	if r.code != 0 || !strings.Contains(r.out, "dry run") || !strings.Contains(r.out, before) || read("retention.ms") != before {
+		t.Fatalf("dry run: exit %d, retention.ms now %s\n%s%s", r.code, read("retention.ms"), r.out, r.err)
+	}
+	r = run(t, e, "", "topic", "config", "raw", "--set", "retention.ms=-1", "--set", "retention.bytes=-1", "--execute", "-o", "json")
+	var plan topicio.ConfigPlan
+	if err := json.Unmarshal([]byte(r.out), &plan); err != nil || r.code != 0 || !plan.Executed || len(plan.Changes) != 2 {
+		t.Fatalf("execute: exit %d %v\n%s%s", r.code, err, r.out, r.err)
+	}
+	for _, c := range plan.Changes {
+		if c.After == nil || *c.After != c.To || read(c.Key) != c.To {
+			t.Errorf("%s: reported %v, asked %s, a reader sees %s", c.Key, c.After, c.To, read(c.Key))
+		}
+	}
+	r = run(t, e, "", "topic", "config", "raw", "--delete", "retention.ms", "--execute", "-o", "json")
+	if err := json.Unmarshal([]byte(r.out), &plan); err != nil || r.code != 0 || plan.Changes[0].After == nil || *plan.Changes[0].After != read("retention.ms") || read("retention.ms") == "-1" {
+		t.Errorf("delete: exit %d %s %s, a reader sees %s", r.code, r.out, r.err, read("retention.ms"))
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"raw"}, exitcode.Usage, "nothing to change"},
+		{[]string{"raw", "--set", "retention.ms"}, exitcode.Usage, "want KEY=VALUE"},
+		{[]string{"raw", "--set", "a=1", "--delete", "a"}, exitcode.Usage, "given twice"},
+		{[]string{"raw", "--set", "retention.ms=soon", "--execute"}, exitcode.Usage, "retention.ms=soon: want a whole number, -1 or more"},
+		{[]string{"raw", "--set", "cleanup.policy=forever", "--execute"}, exitcode.Usage, "want delete, compact or compact,delete"},
+		{[]string{"nope", "--set", "retention.ms=-1", "--execute"}, exitcode.Failure, "nope"},
+	} {
+		if r := run(t, e, "", append([]string{"topic", "config"}, c.args...)...); r.code != c.code || !strings.Contains(r.err, c.want) {
+			t.Errorf("%v: exit %d %s", c.args, r.code, r.err)
+		}
+	}
+	if got := read("retention.ms"); got == "soon" {
+		t.Errorf("a refused value was written: %s", got)
+	}
+}

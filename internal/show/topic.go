@@ -18,3 +18,35 @@ func Produced(h *ui.Human, res topicio.Produced) error {
 	}
 	return nil
 }
+
+// TopicConfig shows a topic config change: each key now and as asked,
+// and, once made, as the broker reads it back.
+func TopicConfig(h *ui.Human, plan *topicio.ConfigPlan) error {
+	rows := make([][]string, len(plan.Changes))
+	for i, c := range plan.Changes {
+		to := c.To
+		if c.Delete {
+			to = "(default)"
+		}
+		row := []string{c.Key, c.From + " (" + c.Source + ")", to}
+		if plan.Executed {
+			after := "-"
+			if c.After != nil {
+				after = *c.After
+			}
+			row = append(row, after)
+		}
+		rows[i] = row
+	}
+	headers := []string{"key", "now", "asked"}
+	if plan.Executed {
+		headers = []string{"key", "before", "asked", "now"}
+	}
+	h.Table(headers, rows)
+	if plan.Executed {
+		h.Printf("changed %s's config; the table's last column is what the broker reads back\n", plan.Topic)
+	} else {
+		h.Printf("dry run: the broker accepts the change; nothing changed; run again with --execute to make it\n")
+	}
+	return nil
+}
