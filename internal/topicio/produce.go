@@ -341,11 +341,20 @@ func (p *producer) transact(ctx context.Context, batch []*kgo.Record, lines []in
 		p.abort()
 		return 0, nil
 	}
-	results := p.cl.ProduceSync(ctx, batch...)
-	for i, r := range results {
-		if r.Err != nil {
-			return failed(lines[i], r.Err)
+	// Results come in the order the records completed: the first
+	// refused line is the least line of a failed record.
+	lineOf := make(map[*kgo.Record]int, len(batch))
+	for i, r := range batch {
+		lineOf[r] = lines[i]
+	}
+	first, firstErr := 0, error(nil)
+	for _, r := range p.cl.ProduceSync(ctx, batch...) {
+		if l := lineOf[r.Record]; r.Err != nil && (first == 0 || l < first) {
+			first, firstErr = l, r.Err
 		}
+	}
+	if firstErr != nil {
+		return failed(first, firstErr)
 	}
 	// The records are written; a commit that is sent is seen through
 	// even after an interrupt, so the account stays known.

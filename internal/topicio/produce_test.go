@@ -267,3 +267,32 @@ func TestProduceReportEqualsTopic(t *testing.T) {
 		}
 	}
 }
+
+// A record the broker refuses for the topic's max.message.bytes fails the
+// whole batch it went in; the run still stops at its line with exactly
+// the lines before it written (found one by one, committed alone).
+func TestProduceStopsAtARecordTheBrokerRefuses(t *testing.T) {
+	e := newProduceEnv(t)
+	e.topic = "small"
+	adm := kadm.NewClient(devenvtest.KafkaClient(t, e.env))
+	if err := kafkax.CreateTopic(t.Context(), adm, e.topic, 1, map[string]string{"max.message.bytes": "2000"}); err != nil {
+		t.Fatal(err)
+	}
+	noise := make([]byte, 4000)
+	for i := range noise {
+		noise[i] = "0123456789abcdef"[rand.IntN(16)]
+	}
+	var lines []string
+	for i := 1; i <= 10; i++ {
+		lines = append(lines, good(i))
+	}
+	lines[4] = fmt.Sprintf(`{"key":"k5","value":"%s"}`, noise)
+	res, err := e.produce(t.Context(), t, strings.NewReader(strings.Join(lines, "\n")), ProduceOptions{})
+	var pe *ProduceError
+	if !errors.As(err, &pe) || pe.Line != 5 || res.Records != 4 || res.Lines != 4 || !strings.Contains(err.Error(), "MESSAGE_TOO_LARGE") {
+		t.Fatalf("got %+v, %v", res, err)
+	}
+	if got := e.keys(t); !sameKeys(got, wantKeys(1, 2, 3, 4)) {
+		t.Fatalf("the topic holds %v", got)
+	}
+}
