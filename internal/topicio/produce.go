@@ -268,7 +268,7 @@ func (p *producer) commit(ctx context.Context) error {
 		p.res.Lines, p.first = p.last, 0
 		return nil
 	}
-	line, err := p.transact(ctx, p.batch, p.lines, false)
+	_, err := p.transact(ctx, p.batch, p.lines, false)
 	if err == nil {
 		return nil
 	}
@@ -287,13 +287,17 @@ func (p *producer) commit(ctx context.Context) error {
 		return ierr
 	}
 	if berr == nil { // each went through alone: the refusal passed
-		if line, err = p.transact(ctx, p.batch, p.lines, false); err == nil {
+		line, err := p.transact(ctx, p.batch, p.lines, false)
+		if err == nil {
 			return nil
 		}
 		if errors.As(err, &unsure) {
 			return unsure
 		}
 		bad, berr = line, err
+	}
+	if bad == 0 { // no line at fault (a transaction that did not begin)
+		return &ProduceError{Err: fmt.Errorf("writing to %s: %w", p.res.Topic, berr)}
 	}
 	i := 0
 	for i < len(p.lines) && p.lines[i] < bad {
