@@ -243,14 +243,15 @@ func produceFailure(ctx context.Context, res topicio.Produced, err error) error 
 	if !errors.As(err, &pe) {
 		return err
 	}
-	in := fmt.Sprintf("the records of lines 1-%d are in %s (%d written by this run), none after", res.Lines, res.Topic, res.Records)
+	done := fmt.Sprintf("the records of %s are in %s (%d written by this run)", topicio.LineRange(1, res.Lines), res.Topic, res.Records)
 	if res.Lines == 0 {
-		in = "no record of this input is in " + res.Topic
+		done = "no record of this input is in " + res.Topic
 	}
+	in := done + ", none after"
 	switch {
 	case pe.Uncertain[0] > 0:
-		return fmt.Errorf("%w: %s, and whether lines %d-%d are is unknown: read the topic (flecht topic consume %s), then resume with --skip-lines %d or %d",
-			err, in, pe.Uncertain[0], pe.Uncertain[1], textfmt.ShellQuote(res.Topic), res.Lines, pe.Uncertain[1])
+		return fmt.Errorf("%w: %s; whether those of %s are is unknown (the commit was not answered): read the topic (flecht topic consume %s), then resume with --skip-lines %d if they are missing, or %d if they are there",
+			err, done, topicio.LineRange(pe.Uncertain[0], pe.Uncertain[1]), textfmt.ShellQuote(res.Topic), res.Lines, pe.Uncertain[1])
 	case pe.Interrupted:
 		return exitcode.SignalError(signalOf(ctx), fmt.Errorf("%w: %s; resume with --skip-lines %d", err, in, res.Lines))
 	case pe.Line > 0:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -103,8 +104,8 @@ func TestTopicVerbs(t *testing.T) {
 	}
 
 	r = run(t, e, "{\"key\":\"x\",\"value\":{}}\nnot json\n", "topic", "produce", "raw")
-	if r.code != exitcode.Usage || !strings.Contains(r.err, "line 2:") || !strings.Contains(r.err, "the records of lines 1-1 are in raw (1 written by this run), none after; fix line 2 and resume with --skip-lines 1") ||
-		!strings.Contains(r.out, "1 records written to raw (lines 1-1)") {
+	if r.code != exitcode.Usage || !strings.Contains(r.err, "line 2:") || !strings.Contains(r.err, "the records of line 1 are in raw (1 written by this run), none after; fix line 2 and resume with --skip-lines 1") ||
+		!strings.Contains(r.out, "1 records written to raw (line 1)") {
 		t.Errorf("a bad line: exit %d %s", r.code, r.err)
 	}
 	if r := run(t, e, "", "topic", "produce", "cfg", "--encrypt", "api_key"); r.code != exitcode.Usage || !strings.Contains(r.err, "--encrypt needs the keyring") {
@@ -261,5 +262,27 @@ func TestTopicConfig(t *testing.T) {
 	}
 	if got := read("retention.ms"); got == "soon" {
 		t.Errorf("a refused value was written: %s", got)
+	}
+}
+
+// Each way a produce run stops says what is in the topic and how to
+// resume, with the exit code of its kind: a bad line 2, a refused record
+// 1, an interrupt 130, and a commit not answered names both resume points.
+func TestProduceFailureMessages(t *testing.T) {
+	res := topicio.Produced{Topic: "raw", Records: 3, Lines: 4}
+	for _, c := range []struct {
+		err  *topicio.ProduceError
+		code int
+		want string
+	}{
+		{&topicio.ProduceError{Line: 5, Usage: true, Err: errors.New("bad")}, exitcode.Usage, "line 5: bad: the records of lines 1-4 are in raw (3 written by this run), none after; fix line 5 and resume with --skip-lines 4"},
+		{&topicio.ProduceError{Line: 5, Err: errors.New("MESSAGE_TOO_LARGE")}, exitcode.Failure, "fix line 5 and resume with --skip-lines 4"},
+		{&topicio.ProduceError{Interrupted: true, Err: errors.New("interrupted")}, 130, "interrupted: the records of lines 1-4 are in raw (3 written by this run), none after; resume with --skip-lines 4"},
+		{&topicio.ProduceError{Uncertain: [2]int{5, 9}, Err: errors.New("committing lines 5-9")}, exitcode.Failure, "whether those of lines 5-9 are is unknown (the commit was not answered): read the topic (flecht topic consume raw), then resume with --skip-lines 4 if they are missing, or 9 if they are there"},
+	} {
+		err := produceFailure(context.Background(), res, c.err)
+		if exitcode.Code(err) != c.code || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: exit %d %v", c.err, exitcode.Code(err), err)
+		}
 	}
 }

@@ -10,9 +10,9 @@ import (
 func Produced(h *ui.Human, res topicio.Produced) error {
 	switch {
 	case res.Skipped > 0 && res.Lines > res.Skipped:
-		h.Printf("%d records written to %s (lines %d-%d; lines 1-%d skipped)\n", res.Records, res.Topic, res.Skipped+1, res.Lines, res.Skipped)
+		h.Printf("%d records written to %s (%s; %s skipped)\n", res.Records, res.Topic, topicio.LineRange(res.Skipped+1, res.Lines), topicio.LineRange(1, res.Skipped))
 	case res.Lines > 0:
-		h.Printf("%d records written to %s (lines 1-%d)\n", res.Records, res.Topic, res.Lines)
+		h.Printf("%d records written to %s (%s)\n", res.Records, res.Topic, topicio.LineRange(1, res.Lines))
 	default:
 		h.Printf("%d records written to %s\n", res.Records, res.Topic)
 	}

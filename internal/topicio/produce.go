@@ -365,10 +365,18 @@ func (p *producer) transact(ctx context.Context, batch []*kgo.Record, lines []in
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settle)
 	defer cancel()
 	if err := p.cl.EndTransaction(cctx, kgo.TryCommit); err != nil {
-		return 0, &ProduceError{Uncertain: [2]int{p.first, p.last}, Err: fmt.Errorf("committing lines %d-%d to %s: %w", p.first, p.last, p.res.Topic, err)}
+		return 0, &ProduceError{Uncertain: [2]int{p.first, p.last}, Err: fmt.Errorf("committing %s to %s: %w", LineRange(p.first, p.last), p.res.Topic, err)}
 	}
 	p.res.Records += len(batch)
 	p.res.Lines = p.last
 	p.batch, p.lines, p.first = p.batch[:0], p.lines[:0], 0
 	return 0, nil
+}
+
+// LineRange names input lines from to to: "line 3", "lines 1-3".
+func LineRange(from, to int) string {
+	if from == to {
+		return fmt.Sprintf("line %d", from)
+	}
+	return fmt.Sprintf("lines %d-%d", from, to)
 }
