@@ -207,7 +207,8 @@ and every 500 records. A line that is not a record (bad JSON, over 4 MiB,
 or refused by Kafka) stops the run: the records of every line before it
 are in the topic and none after it, and the error names the line and the
 --skip-lines N that resumes after the last line written. Ctrl-C stops the
-same way, exit 130.`,
+same way, exit 130. Each run's transactional ID is flecht-produce- and 16
+random hex digits (what an ACL on transactional IDs must allow).`,
 		Example: `  echo '{"key":"s1","value":{"temp":21.5}}' | flecht topic produce sensors.raw
   echo '{"key":"api","value":{"url":"https://x","api_key":"sk-1"}}' | flecht topic produce configs --encrypt api_key:api --keyring keyring.json
   flecht topic produce sensors.raw --skip-lines 3 < lines.jsonl   # resume after line 3`,
