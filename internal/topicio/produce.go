@@ -235,12 +235,11 @@ func (p *producer) stop(ctx context.Context, why *ProduceError) error {
 	return why
 }
 
-// interrupted aborts the open transaction: an interrupt writes nothing
-// more.
+// interrupted ends the run at an interrupt: the lines read since the
+// last commit are dropped (their records are sent only inside transact,
+// which aborts a transaction it does not commit), so an interrupt writes
+// nothing more.
 func (p *producer) interrupted(ctx context.Context) (Produced, error) {
-	if len(p.batch) > 0 {
-		p.abort()
-	}
 	return p.res, &ProduceError{Interrupted: true, Err: fmt.Errorf("interrupted (%w)", context.Cause(ctx))}
 }
 
