@@ -20,7 +20,8 @@ import (
 // flecht doctor on a real Kafka against a running count stage: clean (exit
 // 0, every Kafka and metrics check ok), then, with the raw topic's
 // retention cut to a day behind the stage's back, one finding (exit 4)
-// naming the topic and the kafka-configs command that restores it.
+// naming the topic and the flecht topic config command that restores it,
+// which, run as printed, makes doctor clean again.
 func TestDoctorOnRealKafka(t *testing.T) {
 	in, out := topicName(t, "raw"), topicName(t, "counted")
 	createTopic(t, in, 3, map[string]string{"retention.ms": "-1"})
@@ -79,8 +80,15 @@ func TestDoctorOnRealKafka(t *testing.T) {
 	}
 	f := rep.Findings[0]
 	if f.Check != doctor.CheckTopics || f.Subject != in || !strings.Contains(f.Message, "retention.ms=86400000") ||
-		f.Command != "kafka-configs.sh --bootstrap-server "+brokers+" --alter --entity-type topics --entity-name "+in+" --add-config retention.ms=-1" {
+		f.Command != "flecht topic config "+in+" --set retention.ms=-1 --execute" {
 		t.Fatalf("finding %+v", f)
+	}
+	// The fix works as printed: run it, and doctor is clean again.
+	if _, errOut, code := runFlecht(t, "", strings.Fields(f.Command)[1:]...); code != 0 {
+		t.Fatalf("%s: exit %d %s", f.Command, code, errOut)
+	}
+	if rep, code, stdout = doc(); code != 0 {
+		t.Fatalf("after %s: exit %d\n%s", f.Command, code, stdout)
 	}
 	p.stop()
 }

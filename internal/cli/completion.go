@@ -15,6 +15,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // CompletionOptions are the inputs of `flecht completion`.
@@ -221,11 +222,14 @@ func registerCompletions(root *cobra.Command, f *Factory) {
 	walk(root)
 }
 
-// matching are the candidates that start with what was typed.
+// matching are the candidates that start with what was typed. Names come
+// from the cluster and from files: one that is not printable (a control,
+// an escape sequence, a bidi override; textfmt's one rule) is left out,
+// since the shell would print it raw and could not insert it as typed.
 func matching(all []string, prefix string) []string {
 	var out []string
 	for _, s := range all {
-		if strings.HasPrefix(s, prefix) {
+		if strings.HasPrefix(s, prefix) && textfmt.IsPrintable(s) {
 			out = append(out, s)
 		}
 	}

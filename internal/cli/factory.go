@@ -15,8 +15,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"sync"
+	"syscall"
 
+	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
@@ -88,6 +92,13 @@ func (f *Factory) Resolve() (*profile.Resolved, error) {
 // profile is a usage error (its message lists the known ones); warnings go
 // to standard error, once per process.
 func (f *Factory) resolveProfile(name string, src profile.Source) (*profile.Resolved, error) {
+	getenv := f.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if err := checkBrokerList(f.Brokers, getenv(profile.EnvBrokers)); err != nil {
+		return nil, err
+	}
 	r, err := profile.Resolve(profile.Inputs{
 		Brokers:       f.Brokers,
 		Profile:       name,
@@ -160,4 +171,58 @@ func (f *Factory) ScanTopics(ctx context.Context, o reencrypt.ScanOptions) (*ree
 	}
 	defer cl.Close()
 	return reencrypt.Scan(ctx, cl, o)
+}
+
+// signalOf is the signal that ended ctx, as signal.NotifyContext names it
+// in the context's cause: SIGTERM when the cause says "terminated", else
+// Ctrl-C (a context a test cancels).
+func signalOf(ctx context.Context) os.Signal {
+	if c := context.Cause(ctx); c != nil && strings.Contains(c.Error(), syscall.SIGTERM.String()) {
+		return syscall.SIGTERM
+	}
+	return os.Interrupt
+}
+
+// commandFormats are the -o values of the commands that do not print all
+// three formats; every other command prints table, json and yaml through
+// its Printer. topic consume prints JSON lines; the others print text (a
+// script, a stage's logs, the files written) that has no data form.
+var commandFormats = map[string][]ui.Format{
+	"topic consume": {ui.FormatJSON},
+	"transform new": {ui.FormatTable},
+	"run":           {ui.FormatTable},
+	"completion":    {ui.FormatTable},
+}
+
+// parseOutput is the one check of -o: a known format, and, when -o is
+// given, one that cmd prints (else a usage error listing those it does).
+func (f *Factory) parseOutput(cmd *cobra.Command) (ui.Format, error) {
+	format, err := ui.ParseFormat(f.Output)
+	if err != nil {
+		return "", exitcode.UsageError(err)
+	}
+	path := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+	supported, ok := commandFormats[path]
+	if !ok || !cmd.Flags().Changed("output") || slices.Contains(supported, format) {
+		return format, nil
+	}
+	names := make([]string, len(supported))
+	for i, s := range supported {
+		names[i] = string(s)
+	}
+	return "", exitcode.Usagef("-o %s: flecht %s does not print %s; it prints %s", format, path, format, strings.Join(names, ", "))
+}
+
+// checkBrokerList refuses a broker list that is given but names no broker
+// (--brokers , or FLECHT_BROKERS=,): a usage error, not a failure to
+// connect.
+func checkBrokerList(flag, env string) error {
+	blank := func(s string) bool { return s != "" && strings.Trim(s, ", \t") == "" }
+	switch {
+	case blank(flag):
+		return exitcode.Usagef("--brokers %q names no broker: give host:port[,host:port...]", flag)
+	case flag == "" && blank(env):
+		return exitcode.Usagef("%s=%q names no broker: give host:port[,host:port...], or unset it", profile.EnvBrokers, env)
+	}
+	return nil
 }

@@ -58,6 +58,31 @@ func TestLintTopicsCommand(t *testing.T) {
 	if rep.ApplicationID != "enrich" || rep.Findings != 3 {
 		t.Errorf("%+v", rep)
 	}
+	// Each config problem names the flecht command that fixes it, and
+	// that command, run as printed, does (the raw topic's; good.raw stays
+	// as it is for the checks below).
+	for _, p := range rep.Problems {
+		if p.Kind == "missing_dlq" {
+			continue
+		}
+		if !strings.HasPrefix(p.Fix, "flecht topic config "+p.Topic+" --set ") {
+			t.Fatalf("%s: fix %q", p.Kind, p.Fix)
+		}
+		if p.Topic != "short.raw" {
+			continue
+		}
+		if r := run(t, e, "", strings.Fields(p.Fix)[1:]...); r.code != 0 {
+			t.Fatalf("%s: exit %d %s", p.Fix, r.code, r.err)
+		}
+	}
+	r = run(t, e, "", "lint", "topics", "-f", bad, "-o", "json")
+	var after lint.TopicsReport
+	if err := json.Unmarshal([]byte(r.out), &after); err != nil {
+		t.Fatal(err)
+	}
+	if got := problemKinds(&after); !reflect.DeepEqual(got, []string{"config_not_compacted:good.raw", "missing_dlq:short.raw.dlq"}) {
+		t.Errorf("after the fixes: %v", got)
+	}
 
 	// Lists instead of a stage file; a missing topic is a finding.
 	r = run(t, e, "", "lint", "topics", "--raw", "good.raw,nope", "--min-retention", "30d")

@@ -40,9 +40,9 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := ui.ParseFormat(f.Output)
+			format, err := f.parseOutput(cmd)
 			if err != nil {
-				return exitcode.UsageError(err)
+				return err
 			}
 			f.format = format
 			if f.NoColor {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 	"github.com/flecht-dev/flecht/internal/topicio"
 	"github.com/flecht-dev/flecht/internal/ui"
 )
@@ -24,14 +26,15 @@ func NewCmdTopic(f *Factory) *cobra.Command {
 		Use:   "topic <command>",
 		Short: "Create, feed and read the topics of a pipeline (JSON lines, secrets sealed or opened)",
 		Long: `The few topic verbs an operator of these pipelines needs, without an
-outside client: create a stage's topics (config topics compacted), produce
+outside client: create a stage's topics (config topics compacted), change
+a topic's configuration (a dry run unless --execute), produce
 JSON lines (a config record with a secret field sealed from the keyring),
 and consume read_committed as JSON lines (secret fields opened for whoever
 holds the keyring).`,
 		Args: unknownSubcommand,
 		RunE: helpOrUnknown,
 	}
-	cmd.AddCommand(newCmdTopicCreate(f), newCmdTopicProduce(f), newCmdTopicConsume(f))
+	cmd.AddCommand(newCmdTopicCreate(f), newCmdTopicConfig(f), newCmdTopicProduce(f), newCmdTopicConsume(f))
 	return cmd
 }
 
@@ -81,9 +84,62 @@ stage's own, which it creates when it starts.`,
 	return cmd
 }
 
+func newCmdTopicConfig(f *Factory) *cobra.Command {
+	var (
+		sets, deletes []string
+		execute       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "config TOPIC (--set KEY=VALUE | --delete KEY)... [--execute]",
+		Short: "Change a topic's configuration (retention, cleanup policy, limits): a dry run unless --execute",
+		Long: `Change TOPIC's configuration with an incremental alter: --set KEY=VALUE
+sets a key, --delete KEY returns it to the broker's default; keys not
+named stay as they are. Without --execute it is a dry run: it shows each
+key's value now and the one asked for, and has the broker validate the
+change without making it, so a key or value the broker refuses fails
+before anything changes. With --execute it makes the change, reads the
+configuration back and shows what the broker now says of each key.
+The fixes doctor, lint topics and replay print for a topic use it.`,
+		Example: `  flecht topic config sensors.raw --set retention.ms=-1
+  flecht topic config sensors.raw --set retention.ms=-1 --set retention.bytes=-1 --execute
+  flecht topic config sensors.config --set cleanup.policy=compact --execute`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			topic := args[0]
+			if err := stagefile.CheckNames("", []string{topic}); err != nil {
+				return err
+			}
+			changes, err := topicio.ParseConfigChanges(sets, deletes)
+			if err != nil {
+				return exitcode.UsageError(err)
+			}
+			cl, err := f.KafkaClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			plan, err := topicio.PlanConfig(cmd.Context(), cl, topic, changes)
+			if err == nil && execute {
+				err = topicio.ExecuteConfig(cmd.Context(), cl, plan)
+			}
+			if err != nil && (plan == nil || !plan.Executed) {
+				return err
+			}
+			if perr := f.Printer().Print(plan, func(h *ui.Human) error { return show.TopicConfig(h, plan) }); perr != nil && err == nil {
+				return perr
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "set KEY=VALUE (repeatable)")
+	cmd.Flags().StringArrayVar(&deletes, "delete", nil, "return KEY to the broker's default (repeatable)")
+	cmd.Flags().BoolVar(&execute, "execute", false, "make the change (without it: a dry run)")
+	return cmd
+}
+
 // topicSession checks the topic's name, parses the secret fields (loading
 // the keyring they need) and connects: what produce and consume share.
-func topicSession(ctx context.Context, f *Factory, topic string, specs []string, flag, keyring, passwordFile string) ([]topicio.Field, *secret.Keyring, *kgo.Client, error) {
+func topicSession(ctx context.Context, f *Factory, topic string, specs []string, flag, keyring, passwordFile string, opts ...kgo.Opt) ([]topicio.Field, *secret.Keyring, *kgo.Client, error) {
 	if err := stagefile.CheckNames("", []string{topic}); err != nil {
 		return nil, nil, nil, err
 	}
@@ -91,7 +147,7 @@ func topicSession(ctx context.Context, f *Factory, topic string, specs []string,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cl, err := f.KafkaClient(ctx)
+	cl, _, err := f.Kafka(ctx, opts...)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -127,46 +183,86 @@ func newCmdTopicProduce(f *Factory) *cobra.Command {
 		encrypt      []string
 		keyring      string
 		passwordFile string
+		skipLines    int
 	)
 	cmd := &cobra.Command{
-		Use:   "produce TOPIC [--encrypt FIELD[:scope]]... < lines.jsonl",
+		Use:   "produce TOPIC [--encrypt FIELD[:scope]]... [--skip-lines N] < lines.jsonl",
 		Short: "Write JSON lines from standard input to a topic, secret fields sealed",
 		Long: `Read one record a line from standard input and write it to TOPIC:
 
   {"key": "sensor-1", "value": {"temp": 21.5}, "headers": {"h": "v"}}
 
-key may be absent or null (no key), value null writes a tombstone; the
-value is written in the canonical JSON a stage writes. The partition is
-Kafka's default for the key (murmur2), as every Flechtwerk producer's.
---encrypt api_key:api seals the value's top-level field api_key into a
-flenc:jwe: token bound to scope api with the keyring's sealing key (a
-config record for an extractor, say). Records are written idempotently;
-a bad line stops the run naming its line, after the lines before it were
-written.`,
+A line is exactly one JSON object: text after it is refused. key may be
+absent or null (no key); value must be given, and "value": null writes a
+tombstone. The value is written in the canonical JSON a stage writes. The
+partition is Kafka's default for the key (murmur2), as every Flechtwerk
+producer's. --encrypt api_key:api seals the value's top-level field
+api_key into a flenc:jwe: token bound to scope api with the keyring's
+sealing key (a config record for an extractor, say).
+
+What it reports written is what a read_committed reader sees. Records go
+out in order, in transactions committed at least once a second while the
+input pauses (so tail -f log | flecht topic produce writes as it goes)
+and every 500 records. A line that is not a record (bad JSON, over 4 MiB,
+or refused by Kafka) stops the run: the records of every line before it
+are in the topic and none after it, and the error names the line and the
+--skip-lines N that resumes after the last line written. Ctrl-C stops the
+same way, exit 130. Each run's transactional ID is flecht-produce- and 16
+random hex digits (what an ACL on transactional IDs must allow).`,
 		Example: `  echo '{"key":"s1","value":{"temp":21.5}}' | flecht topic produce sensors.raw
-  echo '{"key":"api","value":{"url":"https://x","api_key":"sk-1"}}' | flecht topic produce configs --encrypt api_key:api --keyring keyring.json`,
+  echo '{"key":"api","value":{"url":"https://x","api_key":"sk-1"}}' | flecht topic produce configs --encrypt api_key:api --keyring keyring.json
+  flecht topic produce sensors.raw --skip-lines 3 < lines.jsonl   # resume after line 3`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic := args[0]
-			fields, kr, cl, err := topicSession(cmd.Context(), f, topic, encrypt, "encrypt", keyring, passwordFile)
+			if skipLines < 0 {
+				return exitcode.Usagef("--skip-lines %d: want 0 or more", skipLines)
+			}
+			fields, kr, cl, err := topicSession(cmd.Context(), f, topic, encrypt, "encrypt", keyring, passwordFile, topicio.ProducerOpts()...)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			n, err := topicio.Produce(cmd.Context(), cl, topic, f.IO.In, fields, kr)
-			if err != nil {
-				return err
+			res, err := topicio.Produce(cmd.Context(), cl, f.IO.In, topicio.ProduceOptions{Topic: topic, Fields: fields, Keyring: kr, SkipLines: skipLines})
+			if perr := f.Printer().Print(res, func(h *ui.Human) error { return show.Produced(h, res) }); perr != nil && err == nil {
+				return perr
 			}
-			return f.Printer().Print(map[string]any{"topic": topic, "records": n}, func(h *ui.Human) error {
-				h.Printf("%d records written to %s\n", n, topic)
-				return nil
-			})
+			return produceFailure(cmd.Context(), res, err)
 		},
 	}
 	cmd.Flags().StringSliceVar(&encrypt, "encrypt", nil, "seal this top-level field of each value: NAME or NAME:scope (repeatable)")
+	cmd.Flags().IntVar(&skipLines, "skip-lines", 0, "read the first N lines without writing them (resume a run that stopped)")
 	addKeyringFlag(cmd, &keyring)
 	addPasswordFileFlag(cmd, &passwordFile)
 	return cmd
+}
+
+// produceFailure says where a produce run stopped, what of it is in the
+// topic and how to resume; an interrupt exits as the signal.
+func produceFailure(ctx context.Context, res topicio.Produced, err error) error {
+	var pe *topicio.ProduceError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	done := fmt.Sprintf("the records of %s are in %s (%d written by this run)", topicio.LineRange(1, res.Lines), res.Topic, res.Records)
+	if res.Lines == 0 {
+		done = "no record of this input is in " + res.Topic
+	}
+	in := done + ", none after"
+	switch {
+	case pe.Uncertain[0] > 0:
+		return fmt.Errorf("%w: %s; whether those of %s are is unknown (the commit was not answered): read the topic (flecht topic consume %s), then resume with --skip-lines %d if they are missing, or %d if they are there",
+			err, done, topicio.LineRange(pe.Uncertain[0], pe.Uncertain[1]), textfmt.ShellQuote(res.Topic), res.Lines, pe.Uncertain[1])
+	case pe.Interrupted:
+		return exitcode.SignalError(signalOf(ctx), fmt.Errorf("%w: %s; resume with --skip-lines %d", err, in, res.Lines))
+	case pe.Line > 0:
+		err = fmt.Errorf("%w: %s; fix line %d and resume with --skip-lines %d", err, in, pe.Line, res.Lines)
+		if pe.Usage {
+			return exitcode.UsageError(err)
+		}
+		return err
+	}
+	return fmt.Errorf("%w: %s; resume with --skip-lines %d", err, in, res.Lines)
 }
 
 func newCmdTopicConsume(f *Factory) *cobra.Command {
@@ -211,7 +307,11 @@ the error kind in errors. --max stops after N records.`,
 				if err != nil || d <= 0 {
 					return exitcode.Usagef("--since %q: want a duration such as 10m", since)
 				}
-				if start, err = topicio.Since(cmd.Context(), cl, topic, time.Now().Add(-d)); err != nil {
+				from := time.Now().Add(-d)
+				if from.Before(time.Unix(0, 0)) { // Kafka reads a negative time as "latest" or "earliest"
+					return exitcode.Usagef("--since %s reaches back before 1970; to read from the log start, leave --since out", since)
+				}
+				if start, err = topicio.Since(cmd.Context(), cl, topic, from); err != nil {
 					return err
 				}
 			case cmd.Flags().Changed("offset"):

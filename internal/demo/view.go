@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -241,9 +240,7 @@ func summaryLine(s Sample) string {
 }
 
 func writeJSONLine(w io.Writer, s Sample) {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a Sample always marshals; a closed stdout is not worth failing over
+	_ = textfmt.EncodeJSON(w, s, "") // a Sample always marshals; a closed stdout is not worth failing over
 }
 
 // formatRate is a per-second rate with one decimal: "12.0/s".

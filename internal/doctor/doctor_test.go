@@ -160,7 +160,7 @@ flechtwerk_keyring_keys_loaded{kid="k1"} 1
 		{CheckLag, "lag grew from 30 to 1600 in 10s", "flecht status -f stage.yaml --watch"},
 		{CheckTransactions, "app-0 has had a transaction open for 1m40s, past its 1m timeout: it hangs, and every read_committed reader of out/0 stops at it", "restart the instance that owns app-0"},
 		{CheckTransactions, "app-1 has had a transaction open for 35s of its 1m timeout", "flecht status -f stage.yaml --watch"},
-		{CheckTopics, "in has retention.ms=604800000 (7d)", "kafka-configs.sh --bootstrap-server k:9092 --alter --entity-type topics --entity-name in --add-config retention.ms=-1"},
+		{CheckTopics, "in has retention.ms=604800000 (7d)", "flecht topic config in --set retention.ms=-1 --execute"},
 		{CheckMetrics, "http://c1:9464/metrics cannot be scraped: connection refused", "curl -s http://c1:9464/readyz"},
 		{CheckRecordSize, "wrote a state record of 921.6 KiB, 90% of the 1 MiB record ceiling", "flecht lint state-key -f stage.yaml"},
 		{CheckInvalid, "skipped 3 invalid record(s) of in since it started, 2 of them in the last 10s: data lost by policy", "invalid_messages: dlq"},

@@ -301,7 +301,7 @@ func (d *diagnosis) topics() {
 
 func (d *diagnosis) topicFix(p lint.TopicProblem, t *lint.TopicsReport) string {
 	alter := func(kv string) string {
-		return "kafka-configs.sh --bootstrap-server " + d.brokers() + " --alter --entity-type topics --entity-name " + shellQuote(p.Topic) + " --add-config " + kv
+		return "flecht topic config " + shellQuote(p.Topic) + " --set " + kv + " --execute"
 	}
 	switch p.Kind {
 	case lint.ProblemRawRetention:
@@ -321,7 +321,7 @@ func (d *diagnosis) topicFix(p lint.TopicProblem, t *lint.TopicsReport) string {
 				n = tp.Partitions
 			}
 		}
-		return "kafka-topics.sh --bootstrap-server " + d.brokers() + " --create --topic " + shellQuote(p.Topic) + " --partitions " + strconv.Itoa(n)
+		return "flecht topic create " + shellQuote(p.Topic) + " --partitions " + strconv.Itoa(n)
 	}
 	return "flecht lint topics " + d.stageFlags()
 }

@@ -106,7 +106,7 @@ func (d *diagnosis) recordSizes(live []Scrape) {
 				}
 				topic := se.Labels["topic"]
 				d.finding(CheckRecordSize, s.URL,
-					"shrink the records, or raise the topic's limit: kafka-configs.sh --bootstrap-server "+d.brokers()+" --alter --entity-type topics --entity-name "+shellQuote(topic)+" --add-config max.message.bytes=<bytes>",
+					"shrink the records, or raise the topic's limit: flecht topic config "+shellQuote(topic)+" --set max.message.bytes=<bytes> --execute",
 					"%s %s a record of %s to/from %s, %.0f%% of the %s record ceiling", s.URL, m.what, textfmt.FormatBytes(int64(se.Value)), topic,
 					100*se.Value/RecordCeiling, textfmt.FormatBytes(RecordCeiling))
 			}
@@ -146,7 +146,7 @@ func (d *diagnosis) invalid(live []Scrape) {
 			}
 			switch outcome {
 			case metrics.OutcomeDeadLettered:
-				d.finding(CheckInvalid, topic, "kcat -C -b "+d.brokers()+" -t "+shellQuote(stagefile.DLQTopic(topic))+" -e -f '%h %s\\n' (each holds its bytes, offset and error); fix the producer",
+				d.finding(CheckInvalid, topic, "flecht topic consume "+shellQuote(stagefile.DLQTopic(topic))+" (each record's flecht.dlq.* headers name the original's topic, partition and offset, and the error); fix the producer",
 					"%s sent %.0f invalid record(s) of %s to %s since it started%s", s.URL, se.Value, topic, stagefile.DLQTopic(topic), recent)
 			case metrics.OutcomeRaised:
 				d.finding(CheckInvalid, topic, "the stage's exit error names the record (\"invalid message at "+topic+"/<partition> offset <offset>\"); invalid_messages: skip or dlq gets past it",

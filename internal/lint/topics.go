@@ -72,6 +72,23 @@ type TopicProblem struct {
 	Kind    string `json:"kind"`
 	Topic   string `json:"topic,omitempty"`
 	Message string `json:"message"`
+	// Fix is the flecht command that fixes a topic's configuration, as
+	// printed (absent for the problems no one command fixes).
+	Fix string `json:"fix,omitempty"`
+}
+
+// configFixes are the settings that fix each kind of config problem.
+var configFixes = map[string]string{
+	ProblemRawRetention:          "retention.ms=-1",
+	ProblemRawRetentionBytes:     "retention.bytes=-1",
+	ProblemRawCompacted:          "cleanup.policy=delete",
+	ProblemConfigNotCompacted:    "cleanup.policy=compact",
+	ProblemChangelogNotCompacted: "cleanup.policy=compact",
+}
+
+// TopicConfigFix is the command that sets kv on topic.
+func TopicConfigFix(topic, kv string) string {
+	return "flecht topic config " + textfmt.ShellQuote(topic) + " --set " + kv + " --execute"
 }
 
 // Problem kinds.
@@ -234,7 +251,11 @@ func CheckTopics(spec TopicsSpec, facts map[string]TopicFacts) *TopicsReport {
 	}
 	bad := map[string]bool{}
 	problem := func(kind, topic, format string, args ...any) {
-		rep.Problems = append(rep.Problems, TopicProblem{Kind: kind, Topic: topic, Message: fmt.Sprintf(format, args...)})
+		p := TopicProblem{Kind: kind, Topic: topic, Message: fmt.Sprintf(format, args...)}
+		if kv, ok := configFixes[kind]; ok {
+			p.Fix = TopicConfigFix(topic, kv)
+		}
+		rep.Problems = append(rep.Problems, p)
 		if topic != "" {
 			bad[topic] = true
 		}

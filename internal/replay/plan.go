@@ -428,15 +428,18 @@ func topicWarnings(topic string, t Topic, h history, beyond []int32, target Targ
 			"%s is compacted (cleanup.policy=%s): it keeps only the latest record per key, so a replay sees a summary, not the history; keep raw topics retained, not compacted", topic, policy)})
 	}
 	var limits []string
+	fix := "flecht topic config " + textfmt.ShellQuote(topic)
 	if ms, ok := t.Configs["retention.ms"]; ok && ms != "-1" && (policy == "" || hasPolicy(policy, "delete")) {
 		limits = append(limits, "retention.ms="+ms+describeMillis(ms))
+		fix += " --set retention.ms=-1"
 	}
 	if b, ok := t.Configs["retention.bytes"]; ok && b != "-1" && (policy == "" || hasPolicy(policy, "delete")) {
 		limits = append(limits, "retention.bytes="+b)
+		fix += " --set retention.bytes=-1"
 	}
 	if len(limits) > 0 {
 		warn(Warning{Kind: WarnFiniteRetention, Topic: topic, Message: fmt.Sprintf(
-			"%s has finite retention (%s): the replay reaches back only as far as the topic still holds; give raw topics retention.ms=-1 or as long as you may need to reprocess", topic, strings.Join(limits, ", "))})
+			"%s has finite retention (%s): the replay reaches back only as far as the topic still holds; give raw topics retention.ms=-1 or as long as you may need to reprocess (%s --execute)", topic, strings.Join(limits, ", "), fix)})
 	}
 	if len(h.partitions) > 0 {
 		warn(historyWarning(topic, h, target))

@@ -153,7 +153,7 @@ func TestPlanPartialHistory(t *testing.T) {
 	if got := kinds(p.Warnings); !reflect.DeepEqual(got, []string{WarnFiniteRetention, WarnHistoryDeleted}) {
 		t.Fatalf("warnings %v: %+v", got, p.Warnings)
 	}
-	if !strings.Contains(p.Warnings[0].Message, "retention.ms=604800000 (7d)") {
+	if !strings.Contains(p.Warnings[0].Message, "retention.ms=604800000 (7d)") || !strings.Contains(p.Warnings[0].Message, "(flecht topic config raw --set retention.ms=-1 --execute)") {
 		t.Errorf("retention message: %s", p.Warnings[0].Message)
 	}
 	h := p.Warnings[1]

@@ -167,6 +167,9 @@ func LintTopics(h *ui.Human, r *lint.TopicsReport) {
 	}
 	for _, p := range r.Problems {
 		h.Printf("%s %s\n", h.Bad("✗"), p.Message)
+		if p.Fix != "" {
+			h.Printf("  fix: %s\n", p.Fix)
+		}
 	}
 	for _, n := range r.Notes {
 		h.Printf("%s %s\n", h.Faint("note:"), n)

@@ -1,12 +1,11 @@
 package topicio
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"time"
 
@@ -36,11 +35,14 @@ type Created struct {
 	Configs    map[string]string `json:"configs,omitempty"`
 }
 
+// MaxPartitions is the most partitions topic create gives a topic.
+const MaxPartitions = 1 << 20
+
 // ToCreate is what the arguments of `flecht topic create` ask for,
 // checked: the topics given, or those a stage file reads and writes.
 func ToCreate(args []string, stageFile string, partitions int, compact bool, configs []string) ([]Created, error) {
-	if partitions < 1 || partitions > 1<<20 {
-		return nil, exitcode.Usagef("--partitions %d: want 1 or more", partitions)
+	if partitions < 1 || partitions > MaxPartitions {
+		return nil, exitcode.Usagef("--partitions %d: want 1 to %d", partitions, MaxPartitions)
 	}
 	cfg := map[string]string{}
 	for _, c := range configs {
@@ -81,8 +83,13 @@ func ToCreate(args []string, stageFile string, partitions int, compact bool, con
 	if err != nil {
 		return nil, exitcode.UsageError(err)
 	}
+	// A transformer's input is a raw topic to lint, doctor and replay: a
+	// history kept whole (retention.ms=-1), so a replay can rebuild from
+	// its start; a --config retention.ms of the operator's wins.
+	raw := map[string]string{"retention.ms": "-1"}
+	maps.Copy(raw, cfg)
 	for _, t := range st.InputTopics {
-		add(t, "input", partitions, cfg)
+		add(t, "input", partitions, raw)
 	}
 	for _, t := range st.ConfigTopics {
 		add(t, "config", partitions, map[string]string{"cleanup.policy": "compact"})
@@ -129,65 +136,17 @@ func Create(ctx context.Context, cl *kgo.Client, want []Created) (*CreateResult,
 	return res, nil
 }
 
-// Produce writes one record per JSON line of in to topic, idempotently, in
-// batches; a bad line stops it naming the line, after the lines before it
-// were written. It returns the records written.
-func Produce(ctx context.Context, cl *kgo.Client, topic string, in io.Reader, fields []Field, kr *secret.Keyring) (int, error) {
-	if _, err := kafkax.DescribeTopics(ctx, kadm.NewClient(cl), topic); err != nil {
-		return 0, err
-	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 8<<20)
-	var batch []*kgo.Record
-	written, line := 0, 0
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
-			return fmt.Errorf("writing to %s: %w (%d records written before)", topic, err, written)
-		}
-		written += len(batch)
-		batch = batch[:0]
-		return nil
-	}
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" {
-			continue
-		}
-		rec, err := Record(topic, []byte(text), fields, kr)
-		if err != nil {
-			if ferr := flush(); ferr != nil {
-				return written, ferr
-			}
-			return written, exitcode.Usagef("line %d: %w (%d records written before it)", line, err, written)
-		}
-		batch = append(batch, rec)
-		if len(batch) == 500 {
-			if err := flush(); err != nil {
-				return written, err
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return written, fmt.Errorf("reading standard input: %w", err)
-	}
-	return written, flush()
-}
-
 // errEnough ends a read that printed --max records.
 var errEnough = errors.New("enough records")
 
 // Consume prints topic's committed records from start to the end as it is
 // now, one JSON line each (Line), at most maxRecords of them (0: all).
 func Consume(ctx context.Context, cl *kgo.Client, topic string, start kafkax.StartFunc, maxRecords int, fields []Field, kr *secret.Keyring, out io.Writer) error {
-	enc := json.NewEncoder(out)
-	enc.SetEscapeHTML(false)
 	n := 0
 	_, err := kafkax.ReadFrom(ctx, cl, []string{topic}, start, nil, func(r *kgo.Record) error {
-		if err := enc.Encode(Line(r, fields, kr)); err != nil {
+		// Keys, values and headers come from anyone who can write the
+		// topic: every control and bidi override is written escaped.
+		if err := textfmt.EncodeJSON(out, Line(r, fields, kr), ""); err != nil {
 			return err
 		}
 		n++

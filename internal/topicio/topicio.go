@@ -5,10 +5,12 @@
 package topicio
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/secret"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // Field is a top-level field of a record's value that holds a secret, and
@@ -36,28 +39,56 @@ func ParseField(spec string) (Field, error) {
 }
 
 // InLine is one line of `flecht topic produce`: the key (absent or null:
-// none), the value (null: a tombstone) and optional string headers.
+// none), the value (null: a tombstone; absent: refused) and optional
+// string headers.
 type InLine struct {
 	Key     *string           `json:"key"`
 	Value   json.RawMessage   `json:"value"`
 	Headers map[string]string `json:"headers,omitempty"`
 }
 
-// maxLine bounds one input line: a record's value is at most about 1 MiB.
-const maxLine = 4 << 20
+// MaxLine bounds one input line: a record's value is at most about 1 MiB
+// on a default topic, and a line holds its JSON with room for escapes and
+// whitespace the canonical value drops.
+const MaxLine = 4 << 20
+
+// lineShape is the form every refused line is told to take.
+const lineShape = `want one JSON object a line: {"key": "…", "value": {…}, "headers": {…}}`
+
+// ParseLine reads one input line: exactly one JSON object, in UTF-8, with
+// a value (null for a tombstone) and no other fields, and nothing after
+// it. Line numbers are the caller's.
+func ParseLine(line []byte) (InLine, error) {
+	var in InLine
+	if len(line) > MaxLine {
+		return in, fmt.Errorf("the line is %s, over the limit of %s a line", textfmt.FormatBytes(int64(len(line))), textfmt.FormatBytes(MaxLine))
+	}
+	if !utf8.Valid(line) {
+		return in, errors.New("the line is not UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return in, fmt.Errorf("%s: %w", lineShape, err)
+	}
+	after := line[dec.InputOffset():]
+	if rest := bytes.TrimLeft(after, " \t\r\n"); len(rest) > 0 {
+		at := int(dec.InputOffset()) + len(after) - len(rest) + 1
+		return in, fmt.Errorf("text after the JSON object at byte %d: %s (one record a line)", at, lineShape)
+	}
+	if in.Value == nil {
+		return in, errors.New(`no "value": give the record's value, or "value": null for a tombstone`)
+	}
+	return in, nil
+}
 
 // Record turns one input line into a record for topic, its value in the
 // canonical JSON a stage writes, with fields sealed by kr. Line numbers
 // are the caller's.
 func Record(topic string, line []byte, fields []Field, kr *secret.Keyring) (*kgo.Record, error) {
-	if len(line) > maxLine {
-		return nil, fmt.Errorf("the line is %d bytes, over %d", len(line), maxLine)
-	}
-	var in InLine
-	dec := json.NewDecoder(strings.NewReader(string(line)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return nil, fmt.Errorf(`want {"key": "…", "value": {…}, "headers": {…}}: %w`, err)
+	in, err := ParseLine(line)
+	if err != nil {
+		return nil, err
 	}
 	rec := &kgo.Record{Topic: topic}
 	if in.Key != nil {
@@ -66,11 +97,9 @@ func Record(topic string, line []byte, fields []Field, kr *secret.Keyring) (*kgo
 	for k, v := range in.Headers {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 	}
-	if len(in.Value) == 0 || string(in.Value) == "null" {
-		if len(fields) > 0 && len(in.Value) == 0 {
-			return nil, errors.New("no value to encrypt a field of")
-		}
-		return rec, nil // a tombstone
+	slices.SortFunc(rec.Headers, func(a, b kgo.RecordHeader) int { return strings.Compare(a.Key, b.Key) })
+	if string(in.Value) == "null" {
+		return rec, nil // a tombstone, asked for
 	}
 	value, err := attr.ParseJSON(in.Value)
 	if err != nil {

@@ -1,7 +1,9 @@
 package topicio
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -57,9 +59,16 @@ func TestRecordEdges(t *testing.T) {
 	}
 	for line, want := range map[string]string{
 		`{"key":"k","vaule":1}`:     "unknown field",
-		`not json`:                  "want {",
+		`not json`:                  "want one JSON object a line",
 		`{"key":"k","value":[1]}`:   "JSON object",
-		`{"key":"k","value":{"x":1`: "want {",
+		`{"key":"k","value":{"x":1`: "want one JSON object a line",
+		// One record a line: what follows the object is refused, not
+		// dropped; a value must be given (null for a tombstone).
+		`{"key":"c","value":{"n":1}} {"key":"d","value":{"n":2}}`: "text after the JSON object at byte 29",
+		`{"key":"c","value":1} trailing`:                          "text after the JSON object",
+		`{"key":"b"}`:                                             `no "value"`,
+		"{\"key\":\"\xff\",\"value\":1}":                          "not UTF-8",
+		`[1]`:                                                     "want one JSON object a line",
 	} {
 		fields := []Field(nil)
 		if strings.Contains(line, "[1]") {
@@ -84,4 +93,32 @@ func TestLineShowsAnyBytes(t *testing.T) {
 			t.Errorf("%q: %+v %s", value, out, out.Value)
 		}
 	}
+}
+
+// FuzzParseLine: any bytes are refused with an error or read as exactly
+// one record: never a panic, never a record without a value, and what it
+// read is the whole line.
+func FuzzParseLine(f *testing.F) {
+	for _, s := range []string{
+		`{"key":"k","value":{"x":1}}`, `{"value":null}`, `{"key":null,"value":"v","headers":{"h":"v"}}`,
+		`{"key":"c","value":1} {"key":"d","value":2}`, `{"key":"b"}`, `{"value":1}  ` + "\t", "\xff", `{"value":1}x`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		in, err := ParseLine(line)
+		if err != nil {
+			if rec, rerr := Record("t", line, nil, nil); rerr == nil {
+				t.Fatalf("ParseLine refused %q (%v) and Record took it: %v", line, err, rec)
+			}
+			return
+		}
+		if in.Value == nil {
+			t.Fatalf("%q: a record without a value", line)
+		}
+		if !json.Valid(bytes.TrimSpace(line)) {
+			t.Fatalf("%q is not one JSON text but was read as a record", line)
+		}
+		_, _ = Record("t", line, nil, nil)
+	})
 }

@@ -42,18 +42,8 @@ func writeJSON(w io.Writer, v any) error { return encodeJSON(w, v, "  ") }
 // writeJSONLine writes v as compact JSON on one line.
 func writeJSONLine(w io.Writer, v any) error { return encodeJSON(w, v, "") }
 
-// encodeJSON writes v in one write, its strings terminal-safe (escapeJSON).
-func encodeJSON(w io.Writer, v any, indent string) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", indent)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	_, err := w.Write(textfmt.EscapeJSON(buf.Bytes()))
-	return err
-}
+// encodeJSON writes v with the one JSON encoder (textfmt.EncodeJSON).
+func encodeJSON(w io.Writer, v any, indent string) error { return textfmt.EncodeJSON(w, v, indent) }
 
 // writeYAML writes v as YAML with the same field names and order as its JSON
 // form: it goes through JSON so that the json tags are the one schema.
