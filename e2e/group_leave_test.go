@@ -30,8 +30,8 @@ func TestGroupLeaveScalesDownAStaticMember(t *testing.T) {
 		t.Fatalf("the stopped static member left on its own: %+v", g.Members)
 	}
 
-	out1, errOut, code := runFlecht(t, "", "group", "leave", app, "--instance", "count-b", "--execute", "-b", brokers)
-	if code != 0 || !strings.Contains(out1, "removed count-b") {
+	out1, errOut, code := runFlecht(t, "", "group", "leave", app, "--instance", "count-b", "--execute", "--watch", "2s", "-b", brokers)
+	if code != 0 || !strings.Contains(out1, "removed count-b") || !strings.Contains(out1, "no removed member rejoined within 2s") {
 		t.Fatalf("group leave: exit %d\n%s%s", code, out1, errOut)
 	}
 	began := time.Now()
@@ -44,4 +44,15 @@ func TestGroupLeaveScalesDownAStaticMember(t *testing.T) {
 		t.Fatalf("after the leave: %+v", g.Members)
 	}
 	t.Logf("count-a held all 4 partitions %s after the leave", time.Since(began).Round(10*time.Millisecond))
+
+	// count-a runs: removed, it rejoins at its next heartbeat and takes
+	// its partitions back, which the command says, exiting 3.
+	out2, errOut, code := runFlecht(t, "", "group", "leave", app, "--instance", "count-a", "--execute", "-b", brokers)
+	if code != 3 || !strings.Contains(out2, "removed count-a") || !strings.Contains(out2, "count-a is running: it rejoined the group") {
+		t.Fatalf("group leave of a running member: exit %d\n%s%s", code, out2, errOut)
+	}
+	g = rpWaitMembers(t, adm, app, 1, 30*time.Second)
+	if g.Members[0].InstanceID != "count-a" {
+		t.Fatalf("after the leave of a running member: %+v", g.Members)
+	}
 }

@@ -27,8 +27,9 @@ func NewCmdGroup(f *Factory) *cobra.Command {
 A transformer or extractor is a static member of its group: stopped
 without --leave-group, it keeps its partitions (idle) until its session
 times out, so that a restart takes them back at once. For a scale-down,
-'flecht group leave' makes such a member leave now, running or stopped,
-as --leave-group would have.`,
+'flecht group leave' makes such a member leave now once it is stopped, as
+--leave-group would have (a running member rejoins at its next
+heartbeat, which it says).`,
 		Args: unknownSubcommand,
 		RunE: helpOrUnknown,
 	}

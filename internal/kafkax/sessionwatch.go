@@ -208,6 +208,10 @@ type follower struct {
 	what, peer     string
 	lostAt, saidAt time.Time
 	failures       int // while lost: the failed attempts last seen
+	// last is what the previous look saw: an answer after failures
+	// that had lasted a third of the limit is a recovery too, though
+	// short of a loss.
+	last SessionState
 }
 
 func (w *SessionWatch) follower(log *slog.Logger, ready *health.Condition, what string) *follower {
@@ -229,6 +233,8 @@ func (f *follower) step() SessionState {
 	if !s.OK {
 		f.failures = s.Failures
 	}
+	prev := f.last
+	f.last = s
 	switch {
 	case !s.OK && f.lostAt.IsZero():
 		f.lostAt, f.saidAt = now.Add(-s.Silent), now
@@ -246,6 +252,10 @@ func (f *follower) step() SessionState {
 		f.log.Info(fmt.Sprintf("Kafka is back: %s answers again (%s)", f.peer, f.what),
 			"unreachable_for", now.Sub(f.lostAt).Round(time.Millisecond), "failed_attempts", f.failures)
 		f.lostAt = time.Time{}
+		f.ready.Set(true, w.okDetail(s, f.peer, f.what))
+	case prev.Failures > 0 && s.Failures == 0 && prev.Silent >= w.limit/3:
+		f.log.Info(fmt.Sprintf("Kafka is back: %s answers again (%s)", f.peer, f.what),
+			"unreachable_for", prev.Silent.Round(time.Millisecond), "failed_attempts", prev.Failures)
 		f.ready.Set(true, w.okDetail(s, f.peer, f.what))
 	default:
 		f.ready.Set(true, w.okDetail(s, f.peer, f.what))

@@ -117,3 +117,38 @@ func TestSessionWatchJoinInFlightAndContact(t *testing.T) {
 		t.Fatal("any answer is contact for a client in no group")
 	}
 }
+
+// An outage shorter than the limit that still failed requests for a
+// third of it ends with "Kafka is back" too (the runbook's check appears
+// on every recovery); a single failed request among answers does not.
+func TestSessionWatchSaysAShortOutageEnded(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_000_000, 0)}
+	w := newSessionWatch(9*time.Second, time.Minute, false, clk.now)
+	var logs logxtest.Buffer
+	ready := health.New().Condition("kafka", "starting")
+	f := w.follower(logs.Logger(), ready, "the bridge's connection to Kafka")
+	answer(w, kmsg.Metadata)
+	f.step()
+	clk.add(time.Second)
+	fail(w, kmsg.Metadata)
+	f.step()
+	answer(w, kmsg.Metadata) // a blip: one failure, answered a second later
+	clk.add(time.Second)
+	f.step()
+	if n := logs.Count("Kafka is back"); n != 0 {
+		t.Fatalf("a blip called a recovery:\n%s", logs.String())
+	}
+	for range 4 { // 4 s of failures: short of the 9 s limit, past a third of it
+		clk.add(time.Second)
+		fail(w, kmsg.Metadata)
+		f.step()
+	}
+	if !ready.Met() {
+		t.Fatal("not ready within the limit")
+	}
+	answer(w, kmsg.Metadata)
+	f.step()
+	if n := logs.Count("Kafka is back: Kafka answers again (the bridge's connection to Kafka)", "unreachable_for=5s", "failed_attempts=4"); n != 1 {
+		t.Fatalf("want the short outage's end said once:\n%s", logs.String())
+	}
+}

@@ -3,6 +3,7 @@ package transformer_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,5 +113,40 @@ func TestTransformerSaysKafkaIsBackAfterAShortOutage(t *testing.T) {
 	})
 	if n := logs.Count("no answer from the group coordinator"); n != 0 {
 		t.Fatalf("an outage shorter than the session timeout called the session gone:\n%s", logs.String())
+	}
+}
+
+// A poll loop held up by a busy task (its queue full) cannot take the
+// lost session's callback (franz-go blocks rebalances while the loop
+// polls), so the group condition stays as it was; readiness still turns
+// within the session timeout of an outage, from the session watch. (A
+// transformer that was starting tasks when Kafka went away stayed ready
+// for most of a minute.)
+func TestTransformerNotReadyDuringOutageWhileItsPollLoopIsHeld(t *testing.T) {
+	f := newFixture(t)
+	f.topics(1, "in", "out")
+	probes := health.New()
+	tf := &blocking{entered: make(chan struct{}), release: make(chan struct{})}
+	const session = 6 * time.Second
+	f.startProbed("application_id: app\nkind: transformer\ninput_topics: [in]\nmax_poll_records: 1\ntransform: {builtin: passthrough, output_topic: out}\n", probes, tf, nil)
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(tf.release) }) }
+	t.Cleanup(release) // before the runner's cleanup waits for Run
+	waitFor(t, 30*time.Second, "ready", func() bool { return probes.Readiness().OK })
+	f.produce("in", keyed(200, 1, "a")...)
+	select {
+	case <-tf.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the record never reached the transformer")
+	}
+	end := devenvtest.Outage(t, f.env)
+	defer end()
+	began := time.Now()
+	waitFor(t, 2*session, "not ready", func() bool { return !probes.Readiness().OK })
+	if took := time.Since(began); took > session+time.Second {
+		t.Fatalf("not ready %s after the outage began (session timeout %s)", took, session)
+	}
+	if c, _ := kafkaCheck(probes); c.OK || !strings.Contains(c.Detail, "is gone: no answer from the group coordinator") {
+		t.Fatalf("readiness does not say why: %+v", probes.Readiness())
 	}
 }

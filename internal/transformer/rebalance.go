@@ -25,7 +25,7 @@ func (r *Runner) onAssigned(_ context.Context, cl *kgo.Client, assigned map[stri
 		// timeout too, which the session watch does not call one.
 		r.log.Info("Kafka is back: rejoined group "+r.stage.ApplicationID+" after its session failed", "failed_attempts", n)
 	}
-	r.sessionSaid = time.Time{} // a session again: a new failure is news
+	r.sessionSaid.Store(0) // a session again: a new failure is news
 	pause := map[string][]int32{}
 	for _, p := range r.tasks.Pending() {
 		for _, t := range r.stage.InputTopics {

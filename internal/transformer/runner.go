@@ -131,7 +131,7 @@ type Runner struct {
 	// assignment (onLost), and sessionSaid is when the poll loop last
 	// logged one.
 	sessionErrs atomic.Int32
-	sessionSaid time.Time
+	sessionSaid atomic.Int64 // Unix nanoseconds
 
 	wakeMu sync.Mutex
 	wake   context.CancelFunc // ends the poll in progress
@@ -418,8 +418,8 @@ func (r *Runner) fetchError(fs kgo.Fetches) error {
 			// seconds while Kafka is away: count the failures, and say
 			// so again at most every sessionRepeat (the session watch
 			// says when Kafka answers again).
-			if now := time.Now(); now.Sub(r.sessionSaid) >= sessionRepeat {
-				r.sessionSaid = now
+			if now := time.Now(); now.Sub(time.Unix(0, r.sessionSaid.Load())) >= sessionRepeat {
+				r.sessionSaid.Store(now.UnixNano())
 				kafkax.LogRetry(r.log, what, fe.Err, max(int(r.sessionErrs.Load()), 1), 0)
 			}
 			continue
