@@ -62,8 +62,12 @@ type RecordLimits struct {
 // NewRecordLimits returns limits that know no topic yet.
 func NewRecordLimits() *RecordLimits { return &RecordLimits{m: map[string]int32{}} }
 
-// Of is topic's limit: DefaultMaxBatchBytes for a topic not looked up.
+// Of is topic's limit: DefaultMaxBatchBytes for a topic not looked up
+// (and for every topic of nil limits).
 func (l *RecordLimits) Of(topic string) int32 {
+	if l == nil {
+		return DefaultMaxBatchBytes
+	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if n, ok := l.m[topic]; ok {
