@@ -62,8 +62,12 @@ type RecordLimits struct {
 // NewRecordLimits returns limits that know no topic yet.
 func NewRecordLimits() *RecordLimits { return &RecordLimits{m: map[string]int32{}} }
 
-// Of is topic's limit: DefaultMaxBatchBytes for a topic not looked up.
+// Of is topic's limit: DefaultMaxBatchBytes for a topic not looked up
+// (and for every topic of nil limits).
 func (l *RecordLimits) Of(topic string) int32 {
+	if l == nil {
+		return DefaultMaxBatchBytes
+	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if n, ok := l.m[topic]; ok {
@@ -83,16 +87,23 @@ func (l *RecordLimits) Set(topic string, maxMessageBytes int64) {
 
 // Load reads the max.message.bytes of each topic (the broker's
 // message.max.bytes when the topic sets none, as Kafka describes it). A
-// topic whose limit does not read keeps the default.
-func (l *RecordLimits) Load(ctx context.Context, adm *kadm.Client, topics ...string) error {
+// topic whose limit cannot be read (no DescribeConfigs on it, which a
+// stage that only writes the topic is not granted) keeps the default, the
+// limit a producer had without Load; unread says why for each such topic.
+func (l *RecordLimits) Load(ctx context.Context, adm *kadm.Client, topics ...string) (unread map[string]error) {
 	for _, t := range topics {
 		cfg, err := TopicConfigs(ctx, adm, t)
-		if err != nil {
-			return err
+		if err == nil {
+			var n int64
+			if n, err = strconv.ParseInt(cfg["max.message.bytes"], 10, 64); err == nil {
+				l.Set(t, n)
+				continue
+			}
 		}
-		if n, err := strconv.ParseInt(cfg["max.message.bytes"], 10, 64); err == nil {
-			l.Set(t, n)
+		if unread == nil {
+			unread = map[string]error{}
 		}
+		unread[t] = err
 	}
-	return nil
+	return unread
 }

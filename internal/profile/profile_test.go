@@ -334,3 +334,18 @@ func TestSecondDocumentIsRefused(t *testing.T) {
 		t.Errorf("--config with two documents: %v", err)
 	}
 }
+
+// Brokers that are only separators are a usage error (exit 2), from the
+// flag or the environment.
+func TestEmptyBrokerListIsAUsageError(t *testing.T) {
+	for _, in := range []Inputs{
+		{Brokers: ",", Getenv: env(nil)},
+		{Brokers: " , ", Getenv: env(nil)},
+		{Getenv: env(map[string]string{EnvBrokers: ","})},
+	} {
+		_, err := Resolve(in)
+		if err == nil || exitcode.Code(err) != exitcode.Usage || !strings.Contains(err.Error(), "no broker address given") {
+			t.Errorf("%+v: %v (exit %d)", in.Brokers, err, exitcode.Code(err))
+		}
+	}
+}

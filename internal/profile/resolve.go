@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/flecht-dev/flecht/internal/boundedread"
+	"github.com/flecht-dev/flecht/internal/exitcode"
 )
 
 // Inputs are what the command line and environment say.
@@ -169,7 +170,7 @@ func Resolve(in Inputs) (*Resolved, error) {
 		r.Brokers, r.BrokersSource = []string{DefaultBrokers}, SourceDefault
 	}
 	if len(r.Brokers) == 0 {
-		return nil, fmt.Errorf("no broker address given (--brokers or %s is empty)", EnvBrokers)
+		return nil, exitcode.Usagef("no broker address given (--brokers or %s holds only commas and spaces): give host:port, comma-separated", EnvBrokers)
 	}
 	if c := ResolveMQTT("", MQTTEnv(getenv), r.MQTTProfile()); c.URL != "" || c.CAFile != "" || c.CertFile != "" || c.KeyFile != "" {
 		r.MQTTConn = c
