@@ -40,12 +40,12 @@ test: rules
 	$(GO) build -o $(FAILREPORT_BIN) ./e2e/failreport
 	@set -e; for m in $(GO_MODULES); do \
 	  echo "go test $$m"; \
-	  (cd $$m && $(GO) test -race -count=1 -json ./...) | $(FAILREPORT_BIN) -quiet; \
+	  (cd $$m && $(GO) test -race -count=1 -timeout 30m -json ./...) | $(FAILREPORT_BIN) -quiet; \
 	done
 else
 test:
 	$(GO) build -o $(FAILREPORT_BIN) ./e2e/failreport
-	$(GO) test -race -count=1 -json $(if $(RUN),-run '$(RUN)') $(PKG) | $(FAILREPORT_BIN) -quiet
+	$(GO) test -race -count=1 -timeout 30m -json $(if $(RUN),-run '$(RUN)') $(PKG) | $(FAILREPORT_BIN) -quiet
 endif
 
 # The example transform modules, built to WebAssembly in bin/modules: the
