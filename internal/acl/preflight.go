@@ -35,7 +35,7 @@ func (e *MissingError) Error() string {
 // PlanHint is the `flecht acl plan` command of a stage file and role.
 func PlanHint(stageFile string, role Role) string {
 	if stageFile == "" {
-		return ""
+		stageFile = "STAGE.yaml"
 	}
 	return fmt.Sprintf("flecht acl plan -f %s --role %s --principal User:NAME", stageFile, role)
 }
@@ -87,4 +87,25 @@ func TopicNeeds(op Operation, why string, topics ...string) []Need {
 		out = append(out, Need{Resource: Resource{Type: Topic, Name: t, Pattern: Literal}, Operation: op, Why: why})
 	}
 	return out
+}
+
+// ReplayNeeds are the operations the steps of a replay's plan perform:
+// Write on each transactional ID it fences (under the prefix APP-, probed
+// by name), Delete on each topic it deletes, Read on the group and each
+// topic whose offsets it commits, Delete on each output it truncates.
+func ReplayNeeds(app string, fence, deleteTopics, offsetTopics, truncate []string) ([]Need, map[string][]string) {
+	var needs []Need
+	var names map[string][]string
+	if len(fence) > 0 {
+		prefix := app + "-"
+		needs = append(needs, Need{Resource: Resource{Type: TransactionalID, Name: prefix, Pattern: Prefixed}, Operation: Write, Why: "fences the stage's transactional IDs"})
+		names = map[string][]string{prefix: fence}
+	}
+	needs = append(needs, TopicNeeds(Delete, "deletes the changelog", deleteTopics...)...)
+	if len(offsetTopics) > 0 {
+		needs = append(needs, Need{Resource: Resource{Type: Group, Name: app, Pattern: Literal}, Operation: Read, Why: "commits the replay's offsets"})
+		needs = append(needs, TopicNeeds(Read, "commits the replay's offsets on it", offsetTopics...)...)
+	}
+	needs = append(needs, TopicNeeds(Delete, "truncates the output", truncate...)...)
+	return needs, names
 }
