@@ -39,6 +39,7 @@ func TestReplayPreflightRefusesBeforeAnyChange(t *testing.T) {
 		{acl.Topic, "app-changelog", acl.Delete, "Delete on topic app-changelog"},
 		{acl.TransactionalID, "app-", acl.Write, "Write on transactional IDs prefixed app-"},
 		{acl.Topic, "out", acl.Delete, "Describe on topic out"},
+		{acl.Topic, "raw", acl.DescribeConfigs, "DescribeConfigs on topic raw"},
 	} {
 		t.Run(drop.want, func(t *testing.T) {
 			c := acltest.Start(t, acltest.Without(replayACLs(t), drop.typ, drop.name, drop.op), 2, "raw", "out", "app-changelog")
@@ -110,4 +111,26 @@ func TestReplayPreflightRefusesBeforeAnyChange(t *testing.T) {
 			t.Fatalf("replay with its whole plan granted: %v", err)
 		}
 	})
+}
+
+// A replay's plan says a raw topic's retention is unknown when the
+// principal may not describe its configs, instead of aborting.
+func TestReplayPlanSaysRetentionIsUnknown(t *testing.T) {
+	ctx := ctxFor(t)
+	c := acltest.Start(t, acltest.Without(replayACLs(t), acl.Topic, "raw", acl.DescribeConfigs), 2, "raw", "out", "app-changelog")
+	produce(t, c.AdminClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner())), "raw", 5, 2)
+	req, _, err := replay.NewRequest(replay.Flags{ApplicationID: "app", InputTopics: []string{"raw"}, OutputTopics: []string{"out"}, TruncateOutputs: true, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := replay.Run(ctx, c.Client(t), req, replay.RunOptions{NewApp: true, Waiting: func(string) {}, Step: func(string) func() { return func() {} }})
+	if err != nil {
+		t.Fatalf("the dry run aborted: %v", err)
+	}
+	for _, w := range plan.Warnings {
+		if w.Kind == replay.WarnNotAuthorized && w.Topic == "raw" && strings.Contains(w.Message, "unknown: not authorized (needs DescribeConfigs on topic raw)") {
+			return
+		}
+	}
+	t.Errorf("no not_authorized warning: %+v", plan.Warnings)
 }
