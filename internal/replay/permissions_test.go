@@ -134,3 +134,33 @@ func TestReplayPlanSaysRetentionIsUnknown(t *testing.T) {
 	}
 	t.Errorf("no not_authorized warning: %+v", plan.Warnings)
 }
+
+// A permission revoked while the replay runs stops it part-way: the error
+// names the steps that ran and says that running it again finishes it.
+func TestReplayStoppedPartWaySaysSo(t *testing.T) {
+	ctx := ctxFor(t)
+	grant := replayACLs(t)
+	c := acltest.Start(t, grant, 2, "raw", "out", "app-changelog")
+	produce(t, c.AdminClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner())), "raw", 5, 2)
+	req, _, err := replay.NewRequest(replay.Flags{ApplicationID: "app", InputTopics: []string{"raw"}, OutputTopics: []string{"out"}, TruncateOutputs: true, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(label string) func() {
+		if strings.HasSuffix(label, ": delete_topics") {
+			for _, a := range grant {
+				if a.ResourceName == "app-changelog" && a.Operation == acl.Delete {
+					c.Revoke(t, a)
+				}
+			}
+		}
+		return func() {}
+	}
+	plan, err := replay.Run(ctx, c.Client(t), req, replay.RunOptions{Execute: true, NewApp: true, Waiting: func(string) {}, Step: step})
+	if err == nil || !strings.Contains(err.Error(), "replay stopped part-way after fence") || !strings.Contains(err.Error(), "run the same command again to finish it") {
+		t.Fatalf("replay: %v", err)
+	}
+	if plan == nil || plan.Executed || len(plan.Steps) != 1 || plan.Steps[0].Step != "fence" {
+		t.Errorf("plan %+v", plan)
+	}
+}
