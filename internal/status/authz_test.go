@@ -83,3 +83,27 @@ func TestChangelogTheOperatorCannotSeeIsUnknown(t *testing.T) {
 		t.Errorf("changelog %+v", cl)
 	}
 }
+
+// A principal that may describe the inputs but not read them gets the lag
+// by offsets and a note saying why the records are not counted.
+func TestUnreadTheOperatorCannotReadIsUnknown(t *testing.T) {
+	top := acl.Topics{Kind: "transformer", ApplicationID: "app", Inputs: []string{"raw"}, Changelog: "app-changelog"}
+	plan, err := acl.NewPlan(acltest.Principal, top, acl.Options{Role: acl.RoleOperate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant := acltest.Without(plan.ACLs, acl.Topic, "raw", acl.Read)
+	grant = append(grant, acl.ACL{Principal: acltest.Principal, ResourceType: acl.Topic, ResourceName: "raw", PatternType: acl.Literal, Operation: acl.Describe, Permission: "allow", Host: "*"})
+	c := acltest.Start(t, grant, 1, "raw", "app-changelog")
+	admin := c.AdminClient(t, kgo.DefaultProduceTopic("raw"))
+	if err := admin.ProduceSync(t.Context(), &kgo.Record{Value: []byte("{}")}, &kgo.Record{Value: []byte("{}")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := status.Take(t.Context(), c.Client(t), status.Request{ApplicationID: "app", InputTopics: []string{"raw"}})
+	if err != nil {
+		t.Fatalf("status aborted: %v", err)
+	}
+	if s.UnreadUnauthorized != "unknown: not authorized (needs Read on topic raw)" {
+		t.Errorf("unread %v, %q", s.Unread, s.UnreadUnauthorized)
+	}
+}

@@ -94,9 +94,12 @@ type Sample struct {
 	// counted (transaction markers and aborted records are not), plus the
 	// records of transactions still open. Absent where the distance was
 	// too large to count: the lag is then the offset distance.
-	Unread      map[TP]int64
-	Changelog   Changelog
-	Transaction Transactions
+	Unread map[TP]int64
+	// UnreadUnauthorized says why Unread is empty when the principal may
+	// not read the inputs: the lag is then by offsets only.
+	UnreadUnauthorized string
+	Changelog          Changelog
+	Transaction        Transactions
 	// Instances say what each of Request.MetricsURLs runs (nil without).
 	Instances []Instance
 }
@@ -207,7 +210,9 @@ func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
 				s.Committed[TP{Topic: r.Topic, Partition: r.Partition}] = r.At
 			}
 		})
-		if s.Unread, err = countUnread(ctx, cl, adm, s, details); err != nil {
+		if s.Unread, err = countUnread(ctx, cl, adm, s, details); kafkax.Unauthorized(err) {
+			s.Unread, s.UnreadUnauthorized = map[TP]int64{}, "unknown: not authorized (needs Read on topic "+strings.Join(s.Inputs, ", ")+")"
+		} else if err != nil {
 			return nil, err
 		}
 	}
@@ -299,6 +304,9 @@ func countUnread(ctx context.Context, cl *kgo.Client, adm *kadm.Client, s *Sampl
 	}); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if kafkax.Unauthorized(err) {
+			return nil, err
 		}
 		return map[TP]int64{}, nil // retention passed a position meanwhile: the offsets will do
 	}
