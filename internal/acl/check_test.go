@@ -3,10 +3,15 @@ package acl
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -256,5 +261,28 @@ func TestRequireLeaveAndSweep(t *testing.T) {
 	err = RequireSweep(ctx, cl, []string{"cfg"}, "flecht-reencrypt-1")
 	if exitcode.Code(err) != exitcode.Refused || !strings.Contains(err.Error(), "Write on transactional ID flecht-reencrypt-1") {
 		t.Errorf("sweep with Describe only on its transactional ID: %v", err)
+	}
+}
+
+// Explain names the plan's ACL where Kafka names only the Describe it
+// implies.
+func TestExplainNamesThePlansACL(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "count.yaml")
+	if err := os.WriteFile(path, []byte(countStage), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, p := stagePlan(t, countStage, Options{Role: RoleReplay})
+	cl := secured(t, without(p.ACLs, Topic, "sensors.raw", Read), "sensors.raw", "sensors.refined")
+	failure := fmt.Errorf("describing topic %q: %w", "sensors.raw", kerr.TopicAuthorizationFailed)
+	err := Explain(ctx, cl, failure, path, RoleReplay, false)
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) || !strings.Contains(err.Error(), "of the replay role's ACLs the principal lacks Read on topic sensors.raw (flecht acl plan -f "+path+" --role replay") {
+		t.Errorf("explained as %v", err)
+	}
+	if got := Explain(ctx, cl, io.EOF, path, RoleReplay, false); got != io.EOF {
+		t.Errorf("another error changed: %v", got)
+	}
+	if got := Explain(ctx, cl, failure, "", RoleReplay, false); got != failure {
+		t.Errorf("without a stage file: %v", got)
 	}
 }

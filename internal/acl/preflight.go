@@ -2,6 +2,7 @@ package acl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -151,4 +152,39 @@ func RequireSweep(ctx context.Context, cl *kgo.Client, topics []string, txnID st
 	needs := append(TopicNeeds(Read, "reads the records to sweep", topics...), TopicNeeds(Write, "writes the swept records", topics...)...)
 	needs = append(needs, Need{Resource: Resource{Type: TransactionalID, Name: txnID, Pattern: Literal}, Operation: Write, Why: "writes the sweep in transactions"})
 	return Require(ctx, cl, "sweep "+strings.Join(topics, ", "), "", needs, nil)
+}
+
+// Explain adds to a verb's authorization failure the ACLs of its role
+// (for the stage file) that the principal lacks, as the plan names them:
+// Kafka's refusal names what the request needed (Describe on a topic),
+// the plan what to grant (Read on it, which implies Describe). Any other
+// error, or one without a stage file, is returned as it is.
+func Explain(ctx context.Context, cl *kgo.Client, err error, stageFile string, role Role, truncateOutputs bool) error {
+	var refused *MissingError
+	if err == nil || cl == nil || stageFile == "" || !kafkax.Unauthorized(err) && !errors.As(err, &refused) {
+		return err
+	}
+	t, o, lerr := Load(Flags{StageFile: stageFile, Role: string(role), TruncateOutputs: truncateOutputs})
+	if lerr != nil {
+		return err
+	}
+	needs, _ := Needs(t, o)
+	names, nerr := TxnNames(ctx, cl, t, "")
+	if nerr != nil {
+		return err
+	}
+	res, perr := Probe(ctx, cl, needs, names)
+	if perr != nil {
+		return err
+	}
+	var missing []string
+	for _, r := range res {
+		if r.Status == Missing {
+			missing = append(missing, r.Need.String())
+		}
+	}
+	if len(missing) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w; of the %s role's ACLs the principal lacks %s (%s prints them)", err, role, strings.Join(missing, ", "), PlanHint(stageFile, role))
 }

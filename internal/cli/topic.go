@@ -69,7 +69,7 @@ stage's own, which it creates when it starts.`,
 			defer cl.Close()
 			res, err := topicio.Create(cmd.Context(), cl, want)
 			if err != nil {
-				return err
+				return acl.Explain(cmd.Context(), cl, err, stageFile, acl.RoleFeed, false)
 			}
 			return f.Printer().Print(res, func(h *ui.Human) error { return show.TopicsCreated(h, res) })
 		},

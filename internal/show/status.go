@@ -54,6 +54,9 @@ func Status(h *ui.Human, r *status.Report) {
 		pairs = append(pairs, [2]string{"changelog", cl.Topic + " " + h.Faint("(does not exist)")})
 	default:
 		bytes := "size unknown"
+		if cl.BytesError != "" {
+			bytes += ": " + cl.BytesError
+		}
 		if cl.Bytes != nil {
 			bytes = textfmt.FormatBytes(*cl.Bytes)
 		}
