@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/acl"
 	"github.com/flecht-dev/flecht/internal/doctor"
 	"github.com/flecht-dev/flecht/internal/secret"
 	"github.com/flecht-dev/flecht/internal/show"
@@ -145,7 +146,7 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 	rep, err := doctor.Run(ctx, in, opts.Sources(cl))
 	progress.Done()
 	if err != nil {
-		return fmt.Errorf("checking %s: %w", in.Stage.ApplicationID, err)
+		return acl.Explain(ctx, cl, fmt.Errorf("checking %s: %w", in.Stage.ApplicationID, err), opts.StageFile, acl.RoleOperate, false)
 	}
 	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { show.Doctor(h, rep); return nil }, len(rep.Findings) > 0)
 }
