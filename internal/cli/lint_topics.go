@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/acl"
 	"github.com/flecht-dev/flecht/internal/lint"
 	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/ui"
@@ -93,7 +94,7 @@ func runLintTopics(ctx context.Context, opts *LintTopicsOptions) error {
 	defer cl.Close()
 	rep, err := lint.Topics(ctx, cl, spec)
 	if err != nil {
-		return err
+		return acl.Explain(ctx, cl, err, opts.StageFile, acl.RoleOperate, false)
 	}
 	rep.ApplicationID = app
 	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { show.LintTopics(h, rep); return nil }, rep.Findings > 0)

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/acl"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/replay"
 	"github.com/flecht-dev/flecht/internal/show"
@@ -160,7 +161,11 @@ func runReplay(ctx context.Context, opts *ReplayOptions) error {
 			return &exitcode.Silent{Code: exitcode.Code(err)}
 		}
 	}
-	return err
+	role := acl.RoleOperate
+	if opts.Execute {
+		role = acl.RoleReplay
+	}
+	return acl.Explain(ctx, cl, err, opts.StageFile, role, opts.Execute && opts.TruncateOutputs)
 }
 
 func printReplay(opts *ReplayOptions, plan *replay.Plan) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/acl"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/status"
@@ -106,7 +107,7 @@ func runStatus(ctx context.Context, opts *StatusOptions) error {
 
 	prev, err := status.Take(ctx, cl, req)
 	if err != nil {
-		return err
+		return acl.Explain(ctx, cl, err, opts.StageFile, acl.RoleOperate, false)
 	}
 	if !opts.NewApp && !prev.Group.Exists() && len(prev.Committed) == 0 && !prev.Changelog.Exists {
 		return kafkax.UnknownApp(ctx, cl, req.ApplicationID)

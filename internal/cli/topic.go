@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/acl"
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
@@ -71,7 +72,7 @@ stage's own, which it creates when it starts.`,
 			defer cl.Close()
 			res, err := topicio.Create(cmd.Context(), cl, want)
 			if err != nil {
-				return err
+				return acl.Explain(cmd.Context(), cl, err, stageFile, acl.RoleFeed, false)
 			}
 			return f.Printer().Print(res, func(h *ui.Human) error { return show.TopicsCreated(h, res) })
 		},
@@ -223,6 +224,9 @@ random hex digits (what an ACL on transactional IDs must allow).`,
 				return err
 			}
 			defer cl.Close()
+			if err := acl.RequireProduce(cmd.Context(), cl, topic); err != nil {
+				return err
+			}
 			res, err := topicio.Produce(cmd.Context(), cl, f.IO.In, topicio.ProduceOptions{Topic: topic, Fields: fields, Keyring: kr, SkipLines: skipLines})
 			if perr := f.Printer().Print(res, func(h *ui.Human) error { return show.Produced(h, res) }); perr != nil && err == nil {
 				return perr

@@ -29,6 +29,11 @@ func (e *UnknownApplicationError) Error() string {
 	return msg + " (--new-app if it is new)"
 }
 
+// ProduceTransactionalIDPrefix begins the transactional ID of each
+// `flecht topic produce` run (docs/contract.md §1): a run commits or
+// aborts as a whole, and an ACL prefixed with it lets the runs write.
+const ProduceTransactionalIDPrefix = "flecht-produce-"
+
 // changelogSuffix is what every stage's changelog topic name ends with.
 const changelogSuffix = "-changelog"
 

@@ -61,6 +61,9 @@ func Execute(ctx context.Context, cl *kgo.Client, plan *Plan, opts ExecOptions) 
 	if err := requireEmpty(ctx, adm, plan.ApplicationID); err != nil {
 		return err
 	}
+	if err := checkPermissions(ctx, cl, plan); err != nil {
+		return err
+	}
 
 	// 1. Fence every transactional ID: InitProducerId bumps its epoch and
 	// makes the coordinator abort whatever transaction it had open.
@@ -224,7 +227,7 @@ func Fence(ctx context.Context, cl *kgo.Client, id string) error {
 			}
 			backoff = min(backoff*2, time.Second)
 		default:
-			return fmt.Errorf("fencing transactional ID %s: %w", id, err)
+			return fmt.Errorf("fencing transactional ID %s: %w", id, kafkax.NeedsACL(err, "Write on transactional ID "+id))
 		}
 	}
 }

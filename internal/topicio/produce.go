@@ -95,7 +95,7 @@ func ProducerOpts() []kgo.Opt {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return []kgo.Opt{
-		kgo.TransactionalID("flecht-produce-" + hex.EncodeToString(b)),
+		kgo.TransactionalID(kafkax.ProduceTransactionalIDPrefix + hex.EncodeToString(b)),
 		kgo.TransactionTimeout(30 * time.Second),
 	}
 }

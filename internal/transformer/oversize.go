@@ -113,10 +113,10 @@ func (r *Runner) fitDeadLetter(dl, rec *kgo.Record) (*kgo.Record, error) {
 // its size despite the check (the topic's limit was lowered after the
 // stage started) is named with its size: the transaction fails, and a
 // restart reads the limit again and applies invalid_messages to the
-// record.
+// record. Any other failure names the topic (kafkax.ProduceError).
 func produceFailure(out *kgo.Record, err error) error {
 	if !errors.Is(err, kerr.MessageTooLarge) && !errors.Is(err, kerr.RecordListTooLarge) {
-		return err
+		return kafkax.ProduceError(out.Topic, err)
 	}
 	return fmt.Errorf("record of %d bytes to %s/%d: %w (the topic's max.message.bytes is lower than when the stage started; a restart reads it again and applies invalid_messages to the record)",
 		kafkax.BatchBytes(out), out.Topic, out.Partition, err)
