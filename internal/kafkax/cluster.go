@@ -63,6 +63,17 @@ func FromProfile(r *profile.Resolved, getenv func(string) string, log *slog.Logg
 		}
 		c.TLS, c.tlsFiles = tc, kafkaTLSFiles(r.TLS)
 	}
+	if r.SASL != nil && r.SASL.Mechanism == profile.MechOAuthBearer {
+		if r.SASL.OAuth == nil {
+			return nil, errors.New("sasl: OAUTHBEARER needs an sasl.oauth block")
+		}
+		ts, err := NewTokenSource(r.SASL.OAuth, getenv)
+		if err != nil {
+			return nil, fmt.Errorf("sasl: %w", err)
+		}
+		c.SASL = ts.Mechanism()
+		return c, nil
+	}
 	if r.SASL != nil {
 		pw, err := r.SASL.Password.Resolve(getenv)
 		if err != nil {
