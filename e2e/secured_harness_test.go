@@ -89,7 +89,7 @@ func secured(t *testing.T) *securedTier {
 }
 
 func scramPassword(user string) string { return user + "-scram-secret" }
-func oauthSecret(client string) string  { return client + "-oauth-secret" }
+func oauthSecret(client string) string { return client + "-oauth-secret" }
 
 func startSecured(t *testing.T) (*securedTier, error) {
 	port, err := strconv.Atoi(envOr("FLECHT_E2E_SECURED_PORT", "29100"))

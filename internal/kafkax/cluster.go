@@ -109,11 +109,12 @@ func kafkaTLSFiles(t *profile.TLS) tlsclient.Files {
 // tlsPeer is how TLS errors name Kafka and where its TLS is configured.
 func (c *Cluster) tlsPeer() tlsclient.Peer {
 	return tlsclient.Peer{
-		Name:      "the Kafka broker",
-		Files:     c.tlsFiles,
-		CAHint:    "the profile's tls.ca_file",
-		CertHint:  "the profile's tls.cert_file and tls.key_file",
-		PlainHint: "If it is a plaintext listener, remove tls from the profile.",
+		Name:        "the Kafka broker",
+		Files:       c.tlsFiles,
+		CAHint:      "the profile's tls.ca_file",
+		CertHint:    "the profile's tls.cert_file and tls.key_file",
+		PlainHint:   "If it is a plaintext listener, remove tls from the profile.",
+		ClientTrust: "Kafka: the listener's ssl.truststore.location",
 	}
 }
 
@@ -191,9 +192,15 @@ func (c *Cluster) Addrs() string { return strings.Join(c.Brokers, ",") }
 type UnreachableError struct {
 	Brokers string
 	Err     error
+	// Hint, when set, replaces the advice to check the addresses: what
+	// else the way the connection ended points to.
+	Hint string
 }
 
 func (e *UnreachableError) Error() string {
+	if e.Hint != "" {
+		return fmt.Sprintf("cannot reach Kafka at %s: %v (%s)", e.Brokers, e.Err, e.Hint)
+	}
 	return fmt.Sprintf("cannot reach Kafka at %s: %v (check --brokers, FLECHT_BROKERS or the profile)", e.Brokers, e.Err)
 }
 
@@ -219,9 +226,16 @@ type AuthError struct {
 	Brokers   string
 	Mechanism string
 	Err       error
+	// Reason, when set, is the whole explanation (a mechanism the
+	// listener does not enable, a token endpoint that refused), in place
+	// of the advice on a refused password.
+	Reason string
 }
 
 func (e *AuthError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("Kafka at %s: %s", e.Brokers, e.Reason)
+	}
 	return fmt.Sprintf("Kafka at %s: %s authentication failed (%v); check the profile's sasl.mechanism, sasl.username and the password in password_env or password_file", e.Brokers, e.Mechanism, e.Err)
 }
 
@@ -269,6 +283,9 @@ func (c *Cluster) Ping(ctx context.Context, cl *kgo.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := cl.Ping(ctx); err != nil {
+		if e := c.explainConnect(err); e != nil {
+			return e
+		}
 		if c.loginRefused(err) {
 			return &AuthError{Brokers: c.Addrs(), Mechanism: c.SASL.Name(), Err: err}
 		}
@@ -280,7 +297,41 @@ func (c *Cluster) Ping(ctx context.Context, cl *kgo.Client) error {
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within %s", timeout)
 		}
-		return &UnreachableError{Brokers: c.Addrs(), Err: err}
+		u := &UnreachableError{Brokers: c.Addrs(), Err: err}
+		if c.SASL == nil && tlsclient.ClosedEarly(err) {
+			// A SASL listener hangs up on a client that sends its first
+			// request without logging in.
+			u.Hint = "the broker closed the connection: if this listener requires SASL, set sasl in the profile (mechanism and credentials); else check --brokers, FLECHT_BROKERS or the profile"
+		}
+		return u
+	}
+	return nil
+}
+
+// explainConnect turns the failures of connecting that franz-go reports
+// in its own words into one line naming the profile setting to change; nil
+// when err is none of them.
+func (c *Cluster) explainConnect(err error) error {
+	mech := ""
+	if c.SASL != nil {
+		mech = c.SASL.Name()
+	}
+	if te, ok := errors.AsType[*TokenError](err); ok {
+		return &AuthError{Brokers: c.Addrs(), Mechanism: mech, Err: err, Reason: te.Error()}
+	}
+	switch {
+	case errors.Is(err, kerr.UnsupportedSaslMechanism):
+		return &AuthError{Brokers: c.Addrs(), Mechanism: mech, Err: err,
+			Reason: fmt.Sprintf("this listener does not enable SASL mechanism %s (UNSUPPORTED_SASL_MECHANISM): set the profile's sasl.mechanism to one in the listener's sasl.enabled.mechanisms, or connect to the listener that enables %s", mech, mech)}
+	case errors.Is(err, kerr.IllegalSaslState) && c.SASL != nil:
+		return &AuthError{Brokers: c.Addrs(), Mechanism: mech, Err: err,
+			Reason: fmt.Sprintf("this listener does not take SASL (ILLEGAL_SASL_STATE): remove sasl from the profile for an SSL or PLAINTEXT listener, or connect to the broker's SASL_SSL listener for %s", mech)}
+	case c.TLS == nil && strings.Contains(err.Error(), "plaintext connection speaking to a tls endpoint"):
+		// franz-go read a TLS alert where a response's size should be.
+		return &TLSError{Brokers: c.Addrs(), Err: errors.New("this listener speaks TLS but the profile connects in plaintext: set tls.enabled: true in the profile (with tls.ca_file for a private CA)")}
+	case c.TLS == nil && strings.Contains(err.Error(), "is TLS missing?"):
+		// franz-go's words for a connection closed at the first request.
+		return &TLSError{Brokers: c.Addrs(), Err: errors.New("the broker closed the connection at the first request, as a TLS listener does to a plaintext client: if this listener uses TLS, set tls.enabled: true in the profile (with tls.ca_file for a private CA)")}
 	}
 	return nil
 }

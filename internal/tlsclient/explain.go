@@ -52,6 +52,18 @@ type Peer struct {
 	// PlainHint, when set, is advice for a server that does not speak TLS
 	// ("use mqtt:// for a plain listener").
 	PlainHint string
+	// ClientTrust, when set, names where the server keeps the CAs it
+	// trusts for client certificates ("Mosquitto: cafile"), for the advice
+	// on a refused one.
+	ClientTrust string
+}
+
+// clientTrust is the parenthetical naming the server's client CA setting.
+func (p Peer) clientTrust() string {
+	if p.ClientTrust == "" {
+		return ""
+	}
+	return " (" + p.ClientTrust + ")"
 }
 
 // Error is a TLS failure explained. Its message says what happened and
@@ -177,20 +189,20 @@ func explainAlert(alert string, err error, p Peer) (Problem, string) {
 		if gaveCert {
 			// crypto/tls sends no certificate rather than one whose
 			// issuer is not among the CAs the server asked for.
-			return ClientCertRefused, fmt.Sprintf("%s requires a client certificate and did not take %s (%v): the server names the CAs it accepts and this certificate's issuer is not one of them (or its key type is not accepted); use a certificate signed by a CA the server trusts for clients (Mosquitto: cafile)",
-				p.Name, p.Files.CertFile, err)
+			return ClientCertRefused, fmt.Sprintf("%s requires a client certificate and did not take %s (%v): the server names the CAs it accepts and this certificate's issuer is not one of them (or its key type is not accepted); use a certificate signed by a CA the server trusts for clients%s, or add its CA there",
+				p.Name, p.Files.CertFile, err, p.clientTrust())
 		}
 		return ClientCertRequired, fmt.Sprintf("%s requires a client certificate (mutual TLS) and none was given (%v): set %s",
 			p.Name, err, p.CertHint)
 	case "expired certificate":
 		if gaveCert {
-			return ClientCertExpired, fmt.Sprintf("%s refused the client certificate %s as expired or not yet valid (%v): renew it",
-				p.Name, p.Files.CertFile, err)
+			return ClientCertExpired, fmt.Sprintf("%s refused the client certificate %s as expired or not yet valid (%v): renew it, and point %s at the new one",
+				p.Name, p.Files.CertFile, err, p.CertHint)
 		}
 	case "unknown certificate authority", "bad certificate", "unknown certificate", "unsupported certificate", "revoked certificate", "access denied":
 		if gaveCert {
-			return ClientCertRefused, fmt.Sprintf("%s refused the client certificate %s (%v): it must be signed by a CA the server trusts for clients (Mosquitto: cafile), be valid now and allow client authentication",
-				p.Name, p.Files.CertFile, err)
+			return ClientCertRefused, fmt.Sprintf("%s refused the client certificate %s (%v): it must be signed by a CA the server trusts for clients%s, be valid now and allow client authentication",
+				p.Name, p.Files.CertFile, err, p.clientTrust())
 		}
 	case "handshake failure":
 		if !gaveCert {
