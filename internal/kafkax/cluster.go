@@ -192,15 +192,9 @@ func (c *Cluster) Addrs() string { return strings.Join(c.Brokers, ",") }
 type UnreachableError struct {
 	Brokers string
 	Err     error
-	// Hint, when set, replaces the advice to check the addresses: what
-	// else the way the connection ended points to.
-	Hint string
 }
 
 func (e *UnreachableError) Error() string {
-	if e.Hint != "" {
-		return fmt.Sprintf("cannot reach Kafka at %s: %v (%s)", e.Brokers, e.Err, e.Hint)
-	}
 	return fmt.Sprintf("cannot reach Kafka at %s: %v (check --brokers, FLECHT_BROKERS or the profile)", e.Brokers, e.Err)
 }
 
@@ -297,13 +291,7 @@ func (c *Cluster) Ping(ctx context.Context, cl *kgo.Client) error {
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within %s", timeout)
 		}
-		u := &UnreachableError{Brokers: c.Addrs(), Err: err}
-		if c.SASL == nil && tlsclient.ClosedEarly(err) {
-			// A SASL listener hangs up on a client that sends its first
-			// request without logging in.
-			u.Hint = "the broker closed the connection: if this listener requires SASL, set sasl in the profile (mechanism and credentials); else check --brokers, FLECHT_BROKERS or the profile"
-		}
-		return u
+		return &UnreachableError{Brokers: c.Addrs(), Err: err}
 	}
 	return nil
 }
@@ -326,6 +314,12 @@ func (c *Cluster) explainConnect(err error) error {
 	case errors.Is(err, kerr.IllegalSaslState) && c.SASL != nil:
 		return &AuthError{Brokers: c.Addrs(), Mechanism: mech, Err: err,
 			Reason: fmt.Sprintf("this listener does not take SASL (ILLEGAL_SASL_STATE): remove sasl from the profile for an SSL or PLAINTEXT listener, or connect to the broker's SASL_SSL listener for %s", mech)}
+	case c.SASL == nil && strings.Contains(err.Error(), "is SASL missing?"):
+		// franz-go's words for a connection closed at the first request
+		// after ApiVersions, as a SASL listener does to a client that
+		// did not log in.
+		return &AuthError{Brokers: c.Addrs(), Err: err,
+			Reason: "the broker closed the connection at the first request, as a SASL listener does to a client that does not log in: set sasl in the profile (mechanism with username and password_env or password_file, or OAUTHBEARER with sasl.oauth)"}
 	case c.TLS == nil && strings.Contains(err.Error(), "plaintext connection speaking to a tls endpoint"):
 		// franz-go read a TLS alert where a response's size should be.
 		return &TLSError{Brokers: c.Addrs(), Err: errors.New("this listener speaks TLS but the profile connects in plaintext: set tls.enabled: true in the profile (with tls.ca_file for a private CA)")}
