@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/acl"
 	"github.com/flecht-dev/flecht/internal/brokerview"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/extract"
@@ -144,6 +145,9 @@ func (l *Launcher) runTransformer(ctx context.Context, st *stagefile.Stage, stat
 		tf = mt
 	} else if tf, err = builtin.NewTransformer(st.Transform, builtin.Env{Configs: configsOrNil(st, runner)}); err != nil {
 		return exitcode.Usagef("stage %s: %w", st.Path, err)
+	}
+	if err := preflight(ctx, st, cluster, l.o.ClientID, log); err != nil {
+		return err
 	}
 	stop, err := serveStage(ctx, st, listen, obs, probes, cluster, l.o.ClientID, log)
 	if err != nil {
@@ -325,6 +329,9 @@ func (l *Launcher) serve(ctx context.Context, st *stagefile.Stage, log *slog.Log
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
+	if err := preflight(ctx, st, cluster, l.o.ClientID, log); err != nil {
+		return nil, nil, nil, nil, err
+	}
 	probes := health.New()
 	obs, listen := stageObserver(st, l.o.MetricsListen)
 	stop, err := serveStage(ctx, st, listen, obs, probes, cluster, l.o.ClientID, log)
@@ -332,6 +339,30 @@ func (l *Launcher) serve(ctx context.Context, st *stagefile.Stage, log *slog.Log
 		return nil, nil, nil, nil, err
 	}
 	return cluster, obs, probes, stop, nil
+}
+
+// preflight checks every permission the stage needs (acl.RoleRun) before
+// it joins its group or writes anything: a missing one refuses the start
+// (exit 3) naming the resource, the operation and `flecht acl plan`. A
+// check that cannot be made (a broker too old to answer) is logged and
+// the stage starts: its own requests then name what they are refused.
+func preflight(ctx context.Context, st *stagefile.Stage, cluster *kafkax.Cluster, clientID string, log *slog.Logger) error {
+	t, err := acl.StageTopics(st, nil)
+	if err != nil {
+		return exitcode.Usagef("stage %s: %w", st.Path, err)
+	}
+	cl, err := cluster.Client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	err = acl.RequireStage(ctx, cl, t, acl.Options{Role: acl.RoleRun}, st.Path, clientID)
+	var missing *acl.MissingError
+	if err != nil && !errors.As(err, &missing) && ctx.Err() == nil {
+		log.Warn("could not check the stage's permissions before the start", "error", err)
+		return nil
+	}
+	return err
 }
 
 // stageObserver makes a stage's observer, with the stage's metric labels,

@@ -1,0 +1,204 @@
+package acl
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/flecht-dev/flecht/internal/exitcode"
+)
+
+// kfakeACL is one plan entry as kfake seeds it.
+func kfakeACL(t *testing.T, a ACL) kfake.ACL {
+	t.Helper()
+	rt := map[ResourceType]kmsg.ACLResourceType{
+		Topic: kmsg.ACLResourceTypeTopic, Group: kmsg.ACLResourceTypeGroup,
+		TransactionalID: kmsg.ACLResourceTypeTransactionalId, Cluster: kmsg.ACLResourceTypeCluster,
+	}[a.ResourceType]
+	pt := kmsg.ACLResourcePatternTypeLiteral
+	if a.PatternType == Prefixed {
+		pt = kmsg.ACLResourcePatternTypePrefixed
+	}
+	op, ok := opCode(a.Operation)
+	if !ok || rt == 0 {
+		t.Fatalf("cannot seed %+v", a)
+	}
+	return kfake.ACL{Resource: rt, Name: a.ResourceName, Pattern: pt, Operation: op, Allow: true}
+}
+
+// secured starts a kfake cluster with ACLs on, the topics seeded, and a
+// user "p" holding exactly acls; it returns a client logged in as p.
+func secured(t *testing.T, acls []ACL, topics ...string) *kgo.Client {
+	t.Helper()
+	seeds := make([]kfake.ACL, 0, len(acls))
+	for _, a := range acls {
+		seeds = append(seeds, kfakeACL(t, a))
+	}
+	c, err := kfake.NewCluster(
+		kfake.NumBrokers(1),
+		kfake.SeedTopics(3, topics...),
+		kfake.EnableSASL(),
+		kfake.Superuser("SCRAM-SHA-256", "admin", "admin"),
+		kfake.EnableACLs(),
+		kfake.User("SCRAM-SHA-256", "p", "pw", seeds...),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.SASL(scram.Auth{User: "p", Pass: "pw"}.AsSha256Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func stagePlan(t *testing.T, yaml string, o Options) (Topics, *Plan) {
+	t.Helper()
+	top, err := StageTopics(load(t, yaml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPlan("User:p", top, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top, p
+}
+
+func probeAll(t *testing.T, cl *kgo.Client, top Topics, o Options) []Result {
+	t.Helper()
+	needs, err := Needs(top, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := TxnNames(context.Background(), cl, top, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Probe(context.Background(), cl, needs, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func verdicts(res []Result, s Status) []string {
+	var out []string
+	for _, r := range res {
+		if r.Status == s {
+			out = append(out, r.Need.String())
+		}
+	}
+	return out
+}
+
+func without(acls []ACL, typ ResourceType, name string, op Operation) []ACL {
+	return slices.DeleteFunc(slices.Clone(acls), func(a ACL) bool {
+		return a.ResourceType == typ && a.ResourceName == name && a.Operation == op
+	})
+}
+
+func TestCheckTheFullRunPlanMissesNothing(t *testing.T) {
+	top, p := stagePlan(t, countStage, Options{Role: RoleRun})
+	cl := secured(t, p.ACLs, "sensors.raw", "sensors.refined")
+	res := probeAll(t, cl, top, Options{Role: RoleRun})
+	if m := verdicts(res, Missing); len(m) > 0 {
+		t.Errorf("missing with the whole plan granted: %v", m)
+	}
+	// The changelog does not exist yet: Create and DescribeConfigs are
+	// proven, Read and Write cannot be.
+	wantUnknown := []string{"Read on topic sensors-count-changelog", "Write on topic sensors-count-changelog"}
+	if u := verdicts(res, Unknown); !slices.Equal(u, wantUnknown) {
+		t.Errorf("unknown %v, want %v", u, wantUnknown)
+	}
+	for _, r := range res {
+		if r.Status == Unknown && r.Authorized != nil {
+			t.Errorf("%s is unknown but says authorized=%v", r.Need, *r.Authorized)
+		}
+		if r.Type == TransactionalID && !slices.Equal(r.Probed, []string{"sensors-count-0", "sensors-count-1", "sensors-count-2"}) {
+			t.Errorf("probed %v, want one transactional ID per input partition", r.Probed)
+		}
+	}
+}
+
+// TestCheckNamesEachMissingACL removes one ACL of the run plan at a time:
+// the check names exactly that one.
+func TestCheckNamesEachMissingACL(t *testing.T) {
+	top, p := stagePlan(t, countStage, Options{Role: RoleRun})
+	for _, drop := range []struct {
+		typ  ResourceType
+		name string
+		op   Operation
+		want string
+	}{
+		{Topic, "sensors.refined", Write, "Write on topic sensors.refined"},
+		{Topic, "sensors.raw", Read, "Read on topic sensors.raw"},
+		{Group, "sensors-count", Read, "Read on group sensors-count"},
+		{TransactionalID, "sensors-count-", Write, "Write on transactional IDs prefixed sensors-count-"},
+		{Topic, "sensors-count-changelog", Create, "Create on topic sensors-count-changelog"},
+		{Topic, "sensors-count-changelog", DescribeConfigs, "DescribeConfigs on topic sensors-count-changelog"},
+	} {
+		t.Run(drop.want, func(t *testing.T) {
+			cl := secured(t, without(p.ACLs, drop.typ, drop.name, drop.op), "sensors.raw", "sensors.refined")
+			res := probeAll(t, cl, top, Options{Role: RoleRun})
+			if m := verdicts(res, Missing); !slices.Equal(m, []string{drop.want}) {
+				t.Errorf("missing %v, want exactly %q", m, drop.want)
+			}
+		})
+	}
+}
+
+// TestCheckTransactionalIDsWithoutDescribe: the operator principal that
+// may describe everything but the transactional IDs is told so.
+func TestCheckOperateWithoutTransactionalIDs(t *testing.T) {
+	top, p := stagePlan(t, countStage, Options{Role: RoleOperate})
+	cl := secured(t, without(p.ACLs, TransactionalID, "sensors-count-", Describe), "sensors.raw", "sensors.refined", "sensors-count-changelog")
+	res := probeAll(t, cl, top, Options{Role: RoleOperate})
+	if m := verdicts(res, Missing); !slices.Equal(m, []string{"Describe on transactional IDs prefixed sensors-count-"}) {
+		t.Errorf("missing %v", m)
+	}
+	if u := verdicts(res, Unknown); len(u) > 0 {
+		t.Errorf("unknown %v with every topic existing", u)
+	}
+}
+
+func TestCheckClusterDescribe(t *testing.T) {
+	top, p := stagePlan(t, countStage, Options{Role: RoleOperate})
+	cl := secured(t, without(p.ACLs, Cluster, ClusterName, Describe), "sensors.raw", "sensors.refined", "sensors-count-changelog")
+	if m := verdicts(probeAll(t, cl, top, Options{Role: RoleOperate}), Missing); !slices.Equal(m, []string{"Describe on the cluster"}) {
+		t.Errorf("missing %v", m)
+	}
+}
+
+func TestRequireRefusesNamingEachMissingACL(t *testing.T) {
+	top, p := stagePlan(t, countStage, Options{Role: RoleReplay, TruncateOutputs: true})
+	acls := without(without(p.ACLs, Topic, "sensors.refined", Delete), Topic, "sensors-count-changelog", Delete)
+	cl := secured(t, acls, "sensors.raw", "sensors.refined", "sensors-count-changelog")
+	needs, _ := Needs(top, Options{Role: RoleReplay, TruncateOutputs: true})
+	names, _ := TxnNames(context.Background(), cl, top, "")
+	err := Require(context.Background(), cl, "replay sensors-count", PlanHint("count.yaml", RoleReplay), needs, names)
+	var me *MissingError
+	if !errors.As(err, &me) || exitcode.Code(err) != exitcode.Refused {
+		t.Fatalf("err %v (exit %d), want a refusal", err, exitcode.Code(err))
+	}
+	msg := err.Error()
+	for _, want := range []string{"Delete on topic sensors-count-changelog", "Delete on topic sensors.refined", "flecht acl plan -f count.yaml --role replay"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q does not name %q", msg, want)
+		}
+	}
+	// With the plan granted, nothing is refused.
+	cl = secured(t, p.ACLs, "sensors.raw", "sensors.refined", "sensors-count-changelog")
+	if err := Require(context.Background(), cl, "replay", "", needs, names); err != nil {
+		t.Errorf("refused with the whole plan: %v", err)
+	}
+}
