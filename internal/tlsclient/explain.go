@@ -248,7 +248,7 @@ func explainAlert(alert string, err error, p Peer) (Problem, string) {
 	case "unknown certificate authority", "bad certificate", "unknown certificate", "unsupported certificate", "revoked certificate", "access denied":
 		if !gaveCert && (alert == "bad certificate" || alert == "unknown certificate") {
 			// Java servers (Kafka) answer a missing client certificate so.
-			return ClientCertRequired, fmt.Sprintf("%s refused the TLS handshake (%v) and no client certificate was given: it requires one (mutual TLS); set %s",
+			return ClientCertRequired, fmt.Sprintf("%s refused the TLS handshake (%v): it requires a client certificate (mutual TLS) and none was given; set %s",
 				p.Name, err, p.CertHint)
 		}
 		if gaveCert {

@@ -179,7 +179,7 @@ func TestHandshakeOutcomesExplained(t *testing.T) {
 		{"expired client cert, refused as a bad one", unlisted, tlsclient.Files{CAFile: pki.CAFile, CertFile: pki.ExpiredClient.CertFile, KeyFile: pki.ExpiredClient.KeyFile}, nil, tlsclient.ClientCertExpired,
 			[]string{"refused the client certificate " + pki.ExpiredClient.CertFile, "bad certificate", "is valid only from", "not now: renew it", "HINT-CERT"}},
 		{"no client cert, refused as a bad one", javaLike, tlsclient.Files{CAFile: pki.CAFile}, nil, tlsclient.ClientCertRequired,
-			[]string{"bad certificate", "no client certificate was given", "set cert_file and key_file (HINT-CERT)"}},
+			[]string{"bad certificate", "requires a client certificate (mutual TLS) and none was given", "set cert_file and key_file (HINT-CERT)"}},
 		{"expired client cert", mutual, tlsclient.Files{CAFile: pki.CAFile, CertFile: pki.ExpiredClient.CertFile, KeyFile: pki.ExpiredClient.KeyFile}, nil, tlsclient.ClientCertExpired,
 			[]string{"refused the client certificate " + pki.ExpiredClient.CertFile + " as expired", "renew it"}},
 	} {
