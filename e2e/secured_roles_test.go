@@ -136,22 +136,6 @@ transform:
 	s.grant(t, plan...)
 	cfg := s.profile(t, mechSCRAM, principal)
 
-	// Each ACL left out in turn: the stage refuses before it joins.
-	for _, a := range plan {
-		t.Run("without "+needText(a), func(t *testing.T) {
-			s.revoke(t, a)
-			defer s.grant(t, a)
-			p := startSecuredRun(t, cfg, stage, "minimal-0")
-			code := p.wait(60 * time.Second)
-			if code == 0 {
-				t.Fatalf("ran without %s", a)
-			}
-			if !strings.Contains(p.logs(), needText(a)) {
-				t.Errorf("exit %d; the error does not name %q:\n%s", code, needText(a), tail(p.logs(), 10))
-			}
-		})
-	}
-
 	// The whole plan: the stage runs, counts, and dead-letters the record
 	// that is not JSON.
 	s.produceAsAdmin(t, raw, `{"n":1}`, `{"n":2}`, `{"n":3}`, `not json`, `{"n":4}`)
@@ -160,4 +144,25 @@ transform:
 	s.waitRecords(t, raw+".dlq", 1, 30*time.Second)
 	p.alive()
 	p.stop()
+
+	// Each ACL left out in turn: the stage, restarting with state to
+	// restore from its changelog, refuses before it joins, naming the ACL.
+	for _, a := range plan {
+		t.Run("without "+needText(a), func(t *testing.T) {
+			s.revoke(t, a)
+			defer s.grant(t, a)
+			p := startSecuredRun(t, cfg, stage, "count-0")
+			select {
+			case <-p.done:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("ran for a minute without %s:\n%s", needText(a), tail(p.logs(), 10))
+			}
+			if p.code == 0 {
+				t.Fatalf("ran without %s", needText(a))
+			}
+			if !strings.Contains(p.logs(), needText(a)) {
+				t.Errorf("exit %d; the error does not name %q:\n%s", p.code, needText(a), tail(p.logs(), 10))
+			}
+		})
+	}
 }
