@@ -55,7 +55,7 @@ const (
 // certificates; tests grant them ACLs (each test its own principal, so
 // grants never leak between tests).
 var securedPrincipals = []string{
-	"lp-run", "lp-run-mod", "lp-bridge", "lp-extract", "lp-ops", "lp-feed", "lp-replay", "lp-group", "lp-secrets", "lp-noacl", "lp-minimal",
+	"lp-run", "lp-run-mod", "lp-bridge", "lp-extract", "lp-ops", "lp-feed", "lp-replay", "lp-group", "lp-secrets", "lp-noacl", "lp-minimal", "lp-refresh",
 }
 
 type securedTier struct {

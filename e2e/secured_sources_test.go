@@ -132,3 +132,45 @@ func TestSecuredExtractorAndSecrets(t *testing.T) {
 		t.Fatalf("group leave: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestSecuredOAuthTokenRefresh: with tokens that live 8 s (the broker
+// ends a session at its token's expiry), a transformer over OAUTHBEARER
+// sits idle for three lifetimes and then processes the next inputs: its
+// idle connections re-authenticated with fresh tokens, fetched at 80% of
+// the lifetime rather than per connection.
+func TestSecuredOAuthTokenRefresh(t *testing.T) {
+	s := secured(t)
+	s.tokens.lifetime.Store(8)
+	t.Cleanup(func() { s.tokens.lifetime.Store(3600) })
+	app := topicName(t, "app")
+	raw, out := app+".raw", app+".refined"
+	s.createTopic(t, raw, 2, nil)
+	s.createTopic(t, out, 2, nil)
+	stage := writeStage(t, fmt.Sprintf("application_id: %s\nkind: transformer\ninput_topics: [%s]\ntransform:\n  builtin: count\n  output_topic: %s\n", app, raw, out))
+	s.grant(t, aclPlan(t, stage, "lp-refresh", "run")...)
+	before := s.tokens.issued.Load()
+	p := startSecuredRun(t, s.profile(t, mechOAuth, "lp-refresh"), stage, "refresh-0")
+	s.produceAsAdmin(t, raw, `{"n":1}`, `{"n":2}`)
+	s.waitRecords(t, out, 2, 90*time.Second)
+	first := s.tokens.issued.Load() - before
+
+	idle := time.Now()
+	waitUntil(t, 60*time.Second, "three token lifetimes", func() bool {
+		p.alive()
+		return time.Since(idle) > 24*time.Second
+	})
+	s.produceAsAdmin(t, raw, `{"n":3}`, `{"n":4}`)
+	s.waitRecords(t, out, 4, 60*time.Second)
+	p.alive()
+	total := s.tokens.issued.Load() - before
+	if total <= first {
+		t.Errorf("no token fetched while idle: %d at start, %d in all", first, total)
+	}
+	// One token per 80% of 8 s over about 30 s, not one per connection
+	// and re-authentication (several connections, each re-authenticating).
+	if total > 12 {
+		t.Errorf("%d tokens fetched in about 30 s of 8 s tokens: not cached", total)
+	}
+	t.Logf("tokens: %d at start, %d in all", first, total)
+	p.stop()
+}
