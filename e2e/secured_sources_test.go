@@ -94,8 +94,9 @@ func TestSecuredBridge(t *testing.T) {
 
 // TestSecuredExtractorAndSecrets: the http-poll extractor runs over
 // SCRAM-SHA-512 with exactly its run plan, its API key sealed in its
-// config topic; `secrets scan` reads that topic over mutual TLS with a
-// hand-written least set (Read on the config topic), and `group leave`
+// config topic; `secrets scan` and the plan of `secrets reencrypt` read
+// that topic over mutual TLS with a hand-written least set (Read on the
+// config topic), and `group leave`
 // removes the extractor's static member over OAUTHBEARER with Read on its
 // group.
 func TestSecuredExtractorAndSecrets(t *testing.T) {
@@ -117,9 +118,14 @@ func TestSecuredExtractorAndSecrets(t *testing.T) {
 
 	// secrets scan, read-only, while it runs.
 	s.grant(t, allow("lp-secrets", "topic", cfg, "literal", "read")...)
-	out, errOut, code := runSecured(t, s.profile(t, mechMTLS, "lp-secrets"), "", "secrets", "scan", "-f", stage, "--keyring", keyring, "-o", "json")
+	out, errOut, code := runSecured(t, s.profile(t, mechMTLS, "lp-secrets"), "", "secrets", "scan", "--topics", cfg, "--field", "headers.X-Api-Key", "--keyring", keyring, "-o", "json")
 	if code != 0 || !strings.Contains(out, cfg) {
 		t.Fatalf("secrets scan: exit %d\n%s%s", code, out, errOut)
+	}
+
+	out, errOut, code = runSecured(t, s.profile(t, mechMTLS, "lp-secrets"), "", "secrets", "reencrypt", "--topics", cfg, "--field", "headers.X-Api-Key", "--keyring", keyring, "-o", "json")
+	if code != 0 || !strings.Contains(out, cfg) {
+		t.Fatalf("secrets reencrypt (plan): exit %d\n%s%s", code, out, errOut)
 	}
 
 	// group leave, once it stopped (a static member stays until it leaves
