@@ -208,9 +208,18 @@ func (s *TokenSource) fetch(ctx context.Context) (string, time.Duration, error) 
 	return tr.AccessToken, tokenLifetime(tr.ExpiresIn, tr.AccessToken, s.now()), nil
 }
 
+// maxTokenLifetime caps what a token endpoint may claim: a day, so the
+// refresh arithmetic cannot overflow and a token is fetched anew daily.
+const maxTokenLifetime = 24 * time.Hour
+
 // tokenLifetime is expires_in (a number, or a string of one, as some
-// servers send it), else the JWT's exp claim, else defaultTokenLifetime.
+// servers send it), else the JWT's exp claim, else defaultTokenLifetime;
+// at most maxTokenLifetime.
 func tokenLifetime(expiresIn json.RawMessage, token string, now time.Time) time.Duration {
+	return min(claimedLifetime(expiresIn, token, now), maxTokenLifetime)
+}
+
+func claimedLifetime(expiresIn json.RawMessage, token string, now time.Time) time.Duration {
 	if len(expiresIn) > 0 {
 		var n json.Number
 		if err := json.Unmarshal(expiresIn, &n); err == nil {

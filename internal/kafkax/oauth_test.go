@@ -171,6 +171,7 @@ func TestTokenLifetime(t *testing.T) {
 		{`-5`, "x", defaultTokenLifetime},
 		{`"soon"`, "x", defaultTokenLifetime},
 		{``, "a.!!.c", defaultTokenLifetime},
+		{`2000000000`, "x", maxTokenLifetime},
 	} {
 		if got := tokenLifetime(json.RawMessage(c.in), c.token, now); got != c.want {
 			t.Errorf("tokenLifetime(%s, %s) = %s, want %s", c.in, c.token, got, c.want)
@@ -248,3 +249,18 @@ func TestOAuthSecretFile(t *testing.T) {
 }
 
 func base64Std(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// The lifetime of whatever a token endpoint answers is positive and never
+// a panic.
+func FuzzTokenLifetime(f *testing.F) {
+	f.Add([]byte(`3600`), "x")
+	f.Add([]byte(`"120"`), "e30.eyJleHAiOjE3MDAwMDAzMDB9.sig")
+	f.Add([]byte(``), "a.!!.c")
+	f.Add([]byte(`1e309`), "..")
+	now := time.Unix(1_700_000_000, 0)
+	f.Fuzz(func(t *testing.T, expiresIn []byte, token string) {
+		if d := tokenLifetime(json.RawMessage(expiresIn), token, now); d <= 0 || d*8/10 <= 0 || d > maxTokenLifetime {
+			t.Fatalf("lifetime %s", d)
+		}
+	})
+}
