@@ -94,9 +94,11 @@ func TestSecuredBridge(t *testing.T) {
 
 // TestSecuredExtractorAndSecrets: the http-poll extractor runs over
 // SCRAM-SHA-512 with exactly its run plan, its API key sealed in its
-// config topic; `secrets scan` and the plan of `secrets reencrypt` read
-// that topic over mutual TLS with a hand-written least set (Read on the
-// config topic), and `group leave`
+// config topic; `secrets scan`, `keys rotate-plan` and `secrets
+// reencrypt` (plan, then the sweep under a new primary key) work on that
+// topic over mutual TLS with hand-written least sets (Read on the config
+// topic; the sweep adds Write on it and on the transactional IDs prefixed
+// flecht-reencrypt-), and `group leave`
 // removes the extractor's static member over OAUTHBEARER with Read on its
 // group.
 func TestSecuredExtractorAndSecrets(t *testing.T) {
@@ -128,10 +130,27 @@ func TestSecuredExtractorAndSecrets(t *testing.T) {
 		t.Fatalf("secrets reencrypt (plan): exit %d\n%s%s", code, out, errOut)
 	}
 
-	// group leave, once it stopped (a static member stays until it leaves
-	// or its session ends).
+	// A rotation: a new primary key, its plan, and the sweep, which
+	// writes the config topic in transactions of its own transactional ID.
 	p.signal(9)
 	<-p.done
+	if _, errOut, code := runFlecht(t, "", "keys", "add", "--keyring", keyring, "--kid", "k2", "--primary"); code != 0 {
+		t.Fatalf("keys add: exit %d %s", code, errOut)
+	}
+	secrets := s.profile(t, mechMTLS, "lp-secrets")
+	out, errOut, code = runSecured(t, secrets, "", "keys", "rotate-plan", "--kid", "k2", "--topics", cfg, "--field", "headers.X-Api-Key", "--keyring", keyring)
+	if (code != 0 && code != 4) || strings.Contains(strings.ToLower(out+errOut), "authoriz") {
+		t.Fatalf("keys rotate-plan: exit %d\n%s%s", code, out, errOut)
+	}
+	s.grant(t, allow("lp-secrets", "topic", cfg, "literal", "write")...)
+	s.grant(t, allow("lp-secrets", "transactional_id", "flecht-reencrypt-", "prefixed", "write")...)
+	out, errOut, code = runSecured(t, secrets, "", "secrets", "reencrypt", "--topics", cfg, "--field", "headers.X-Api-Key", "--keyring", keyring, "--execute", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"written": 1`) {
+		t.Fatalf("secrets reencrypt --execute: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// group leave, once it stopped (a static member stays until it leaves
+	// or its session ends).
 	s.grant(t, allow("lp-group", "group", app, "literal", "read")...)
 	out, errOut, code = runSecured(t, s.profile(t, mechOAuth, "lp-group"), "", "group", "leave", app, "--instance", "poll-0", "--execute")
 	if code != 0 {

@@ -202,3 +202,59 @@ func TestRequireRefusesNamingEachMissingACL(t *testing.T) {
 		t.Errorf("refused with the whole plan: %v", err)
 	}
 }
+
+func TestRequireProduceAndCreate(t *testing.T) {
+	ctx := context.Background()
+	_, p := stagePlan(t, countStage, Options{Role: RoleFeed})
+	// The feed plan without Write on the input: produce is refused naming
+	// it (Kafka itself would say CLUSTER_AUTHORIZATION_FAILED, from the
+	// idempotent producer's InitProducerId).
+	cl := secured(t, without(p.ACLs, Topic, "sensors.raw", Write), "sensors.refined")
+	err := RequireProduce(ctx, cl, "sensors.raw")
+	if exitcode.Code(err) != exitcode.Refused || !strings.Contains(err.Error(), "Write on topic sensors.raw") {
+		t.Errorf("produce without Write: %v", err)
+	}
+	if err := RequireProduce(ctx, cl, "sensors.refined"); exitcode.Code(err) != exitcode.Refused {
+		t.Errorf("produce to an output the feed only reads: %v", err)
+	}
+	// Create: sensors.refined exists (no Create needed), sensors.raw does
+	// not and its Create was dropped.
+	cl = secured(t, without(p.ACLs, Topic, "sensors.raw", Create), "sensors.refined")
+	err = RequireCreate(ctx, cl, []string{"sensors.raw", "sensors.refined"})
+	if exitcode.Code(err) != exitcode.Refused || !strings.Contains(err.Error(), "Create on topic sensors.raw") || strings.Contains(err.Error(), "sensors.refined") {
+		t.Errorf("create without Create on the missing topic: %v", err)
+	}
+	cl = secured(t, p.ACLs, "sensors.refined")
+	if err := RequireCreate(ctx, cl, []string{"sensors.raw", "sensors.refined"}); err != nil {
+		t.Errorf("create with the feed plan: %v", err)
+	}
+	if err := RequireProduce(ctx, cl, "sensors.raw"); err != nil {
+		t.Errorf("produce with the feed plan: %v", err)
+	}
+}
+
+func TestRequireLeaveAndSweep(t *testing.T) {
+	ctx := context.Background()
+	g := Resource{Type: Group, Name: "app", Pattern: Literal}
+	cl := secured(t, ACLs("User:p", []Need{{Resource: g, Operation: Describe}}))
+	if err := RequireLeave(ctx, cl, "app"); exitcode.Code(err) != exitcode.Refused || !strings.Contains(err.Error(), "Read on group app") {
+		t.Errorf("leave with Describe only: %v", err)
+	}
+	cl = secured(t, ACLs("User:p", []Need{{Resource: g, Operation: Read}}))
+	if err := RequireLeave(ctx, cl, "app"); err != nil {
+		t.Errorf("leave with Read: %v", err)
+	}
+
+	cfg := Resource{Type: Topic, Name: "cfg", Pattern: Literal}
+	txn := Resource{Type: TransactionalID, Name: "flecht-reencrypt-1", Pattern: Literal}
+	cl = secured(t, ACLs("User:p", []Need{{Resource: cfg, Operation: Read}, {Resource: txn, Operation: Write}}), "cfg")
+	err := RequireSweep(ctx, cl, []string{"cfg"}, "flecht-reencrypt-1")
+	if exitcode.Code(err) != exitcode.Refused || !strings.Contains(err.Error(), "Write on topic cfg") || strings.Contains(err.Error(), "transactional") {
+		t.Errorf("sweep without Write on the topic: %v", err)
+	}
+	cl = secured(t, ACLs("User:p", []Need{{Resource: cfg, Operation: Read}, {Resource: cfg, Operation: Write}, {Resource: txn, Operation: Describe}}), "cfg")
+	err = RequireSweep(ctx, cl, []string{"cfg"}, "flecht-reencrypt-1")
+	if exitcode.Code(err) != exitcode.Refused || !strings.Contains(err.Error(), "Write on transactional ID flecht-reencrypt-1") {
+		t.Errorf("sweep with Describe only on its transactional ID: %v", err)
+	}
+}

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/kafkax"
 )
 
 // MissingError refuses a verb before its first change: the principal
@@ -35,7 +37,7 @@ func (e *MissingError) Error() string {
 // PlanHint is the `flecht acl plan` command of a stage file and role.
 func PlanHint(stageFile string, role Role) string {
 	if stageFile == "" {
-		return ""
+		stageFile = "STAGE.yaml"
 	}
 	return fmt.Sprintf("flecht acl plan -f %s --role %s --principal User:NAME", stageFile, role)
 }
@@ -87,4 +89,63 @@ func TopicNeeds(op Operation, why string, topics ...string) []Need {
 		out = append(out, Need{Resource: Resource{Type: Topic, Name: t, Pattern: Literal}, Operation: op, Why: why})
 	}
 	return out
+}
+
+// ReplayNeeds are the operations the steps of a replay's plan perform:
+// Write on each transactional ID it fences (under the prefix APP-, probed
+// by name), Delete on each topic it deletes, Read on the group and each
+// topic whose offsets it commits, Delete on each output it truncates.
+func ReplayNeeds(app string, fence, deleteTopics, offsetTopics, truncate []string) ([]Need, map[string][]string) {
+	var needs []Need
+	var names map[string][]string
+	if len(fence) > 0 {
+		prefix := app + "-"
+		needs = append(needs, Need{Resource: Resource{Type: TransactionalID, Name: prefix, Pattern: Prefixed}, Operation: Write, Why: "fences the stage's transactional IDs"})
+		names = map[string][]string{prefix: fence}
+	}
+	needs = append(needs, TopicNeeds(Delete, "deletes the changelog", deleteTopics...)...)
+	if len(offsetTopics) > 0 {
+		needs = append(needs, Need{Resource: Resource{Type: Group, Name: app, Pattern: Literal}, Operation: Read, Why: "commits the replay's offsets"})
+		needs = append(needs, TopicNeeds(Read, "commits the replay's offsets on it", offsetTopics...)...)
+	}
+	needs = append(needs, TopicNeeds(Delete, "truncates the output", truncate...)...)
+	return needs, names
+}
+
+// RequireCreate is the preflight of `topic create`: Describe on every
+// topic (it lists them first) and Create on each the cluster lacks, or
+// that the principal cannot see.
+func RequireCreate(ctx context.Context, cl *kgo.Client, topics []string) error {
+	listed, err := kafkax.ListTopicsEach(ctx, kadm.NewClient(cl), topics...)
+	if err != nil {
+		return err
+	}
+	var needs []Need
+	for _, t := range topics {
+		needs = append(needs, TopicNeeds(Describe, "lists it", t)...)
+		if d, ok := listed[t]; !ok || d.Err != nil {
+			needs = append(needs, TopicNeeds(Create, "creates it", t)...)
+		}
+	}
+	return Require(ctx, cl, "create topics", PlanHint("", RoleFeed), needs, nil)
+}
+
+// RequireProduce is the preflight of `topic produce`: Write on the topic.
+func RequireProduce(ctx context.Context, cl *kgo.Client, topic string) error {
+	return Require(ctx, cl, "produce to "+topic, PlanHint("", RoleFeed), TopicNeeds(Write, "produces to it", topic), nil)
+}
+
+// RequireLeave is the preflight of `group leave --execute`: Read on the
+// group (Kafka's LeaveGroup).
+func RequireLeave(ctx context.Context, cl *kgo.Client, group string) error {
+	n := Need{Resource: Resource{Type: Group, Name: group, Pattern: Literal}, Operation: Read, Why: "removes members from it"}
+	return Require(ctx, cl, "remove members of group "+group, "", []Need{n}, nil)
+}
+
+// RequireSweep is the preflight of a `secrets reencrypt` sweep: Read and
+// Write on each config topic and Write on its transactional ID.
+func RequireSweep(ctx context.Context, cl *kgo.Client, topics []string, txnID string) error {
+	needs := append(TopicNeeds(Read, "reads the records to sweep", topics...), TopicNeeds(Write, "writes the swept records", topics...)...)
+	needs = append(needs, Need{Resource: Resource{Type: TransactionalID, Name: txnID, Pattern: Literal}, Operation: Write, Why: "writes the sweep in transactions"})
+	return Require(ctx, cl, "sweep "+strings.Join(topics, ", "), "", needs, nil)
 }

@@ -471,3 +471,20 @@ func (a *answers) txns(ctx context.Context, cl *kgo.Client, ids []string, needs 
 	}
 	return nil
 }
+
+// Undescribable returns the transactional IDs of ids the principal may not
+// describe. Kafka leaves those out of ListTransactions without a word, so
+// whoever lists open transactions must say they are unknown, not none.
+func Undescribable(ctx context.Context, cl *kgo.Client, ids []string) ([]string, error) {
+	a := answers{}
+	if err := a.txns(ctx, cl, ids, nil); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, id := range ids {
+		if a.get(Resource{Type: TransactionalID, Name: id, Pattern: Literal}, Describe).status == Missing {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}

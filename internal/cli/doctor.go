@@ -36,8 +36,11 @@ type DoctorOptions struct {
 
 	// Kafka connects to the cluster; the caller closes the client.
 	Kafka func(ctx context.Context) (*kgo.Client, error)
-	// Brokers names the cluster in the findings' commands.
-	Brokers func() string
+	// Brokers names the cluster in the findings' commands; Secured says
+	// its profile uses TLS or SASL, so they carry --command-config.
+	Brokers       func() string
+	Secured       func() bool
+	CommandConfig string
 	// Sources gathers from a connected client (tests replace it).
 	Sources func(cl *kgo.Client) doctor.Sources
 }
@@ -93,6 +96,10 @@ func NewCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
 			}
 			return ""
 		},
+		Secured: func() bool {
+			r, err := f.Resolve()
+			return err == nil && (r.SASL != nil || r.TLS != nil && r.TLS.Enabled)
+		},
 		Sources: func(cl *kgo.Client) doctor.Sources { return doctor.ClusterSources(cl, nil) },
 	}
 	cmd := &cobra.Command{
@@ -114,6 +121,7 @@ func NewCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
 	addPasswordFileFlag(cmd, &opts.PasswordFile)
 	fl.Int64Var(&opts.QueueLimit, "queue-limit", doctor.DefaultQueueLimit, "the MQTT broker's per-session queue (Mosquitto max_queued_messages)")
 	fl.StringVar(&opts.MinBudget, "min-budget", textfmt.FormatDuration(doctor.DefaultMinBudget), "the least MQTT outage budget that is no finding")
+	fl.StringVar(&opts.CommandConfig, "command-config", "", "the client properties file the printed kafka-*.sh commands pass (default client.properties on a TLS or SASL profile)")
 	fl.StringVar(&opts.MinRetention, "min-retention", "", "the least retention.ms of a raw topic (e.g. 365d); default: only infinite (-1)")
 	_ = cmd.RegisterFlagCompletionFunc("file", cobra.FixedCompletions([]string{"yaml", "yml"}, cobra.ShellCompDirectiveFilterFileExt))
 	return cmd
@@ -129,7 +137,10 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 		return err
 	}
 	defer cl.Close()
-	in.Brokers = opts.Brokers()
+	in.Brokers, in.CommandConfig = opts.Brokers(), opts.CommandConfig
+	if in.CommandConfig == "" && opts.Secured != nil && opts.Secured() {
+		in.CommandConfig = "client.properties"
+	}
 	progress := ui.NewProgress(opts.IO, fmt.Sprintf("sampling %s (twice, %s apart, while it runs)", in.Stage.ApplicationID, textfmt.FormatDuration(in.Interval)))
 	rep, err := doctor.Run(ctx, in, opts.Sources(cl))
 	progress.Done()

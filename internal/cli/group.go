@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/acl"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/show"
@@ -84,6 +85,11 @@ func runGroupLeave(ctx context.Context, opts *GroupLeaveOptions) error {
 		return err
 	}
 	defer cl.Close()
+	if opts.Execute {
+		if err := acl.RequireLeave(ctx, cl, app); err != nil {
+			return err
+		}
+	}
 	rep, err := kafkax.LeaveMembers(ctx, cl, app, ids, opts.Execute)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/acl"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/reencrypt"
 	"github.com/flecht-dev/flecht/internal/show"
@@ -138,6 +140,9 @@ func NewCmdSecretsReencrypt(f *Factory, runF func(*SecretsReencryptOptions) erro
 			return nil, err
 		}
 		defer cl.Close()
+		if err := acl.RequireSweep(ctx, cl, o.Topics, cmp.Or(o.TransactionalID, reencrypt.TransactionalID(o.Topics))); err != nil {
+			return nil, err
+		}
 		prod, err := c.Client(reencrypt.ProducerOpts(o.TransactionalID)...)
 		if err != nil {
 			return nil, err

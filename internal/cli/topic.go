@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/acl"
 	"github.com/flecht-dev/flecht/internal/budget"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
@@ -153,6 +154,9 @@ written.`,
 				return err
 			}
 			defer cl.Close()
+			if err := acl.RequireProduce(cmd.Context(), cl, topic); err != nil {
+				return err
+			}
 			n, err := topicio.Produce(cmd.Context(), cl, topic, f.IO.In, fields, kr)
 			if err != nil {
 				return err

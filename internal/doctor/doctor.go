@@ -48,8 +48,11 @@ const (
 // Inputs say what to check and against what limits.
 type Inputs struct {
 	Stage *stagefile.Stage
-	// Brokers name the cluster in the commands of findings.
-	Brokers string
+	// Brokers name the cluster in the commands of findings, and
+	// CommandConfig the client properties file a secured cluster needs
+	// there (--command-config; "" for none).
+	Brokers       string
+	CommandConfig string
 	// MetricsURLs are the instances' metrics endpoints. MetricsFromStage
 	// says the one URL is the stage file's metrics.listen, not given: when
 	// it does not answer here (the doctor runs on another host), the
@@ -349,8 +352,12 @@ func (d *diagnosis) stageFlags() string {
 }
 
 func (d *diagnosis) brokers() string {
+	b := "<brokers>"
 	if d.in.Brokers != "" {
-		return d.in.Brokers
+		b = d.in.Brokers
 	}
-	return "<brokers>"
+	if d.in.CommandConfig != "" {
+		b += " --command-config " + shellQuote(d.in.CommandConfig)
+	}
+	return b
 }

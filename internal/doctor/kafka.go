@@ -243,6 +243,10 @@ func (d *diagnosis) transactions() {
 	if oldest > 0 {
 		detail += ", the oldest for " + textfmt.FormatDuration(oldest)
 	}
+	if why := tx.NotAuthorized(); why != "" {
+		detail = why // Kafka leaves out what it may not see: never "0 open"
+		d.finding(CheckTransactions, "", "flecht acl plan "+d.stageFlags()+" --role operate --principal User:NAME", "open transactions are %s", why)
+	}
 	if tx.Error != "" {
 		d.note("describing the open transactions: %s", tx.Error)
 	}

@@ -139,11 +139,11 @@ func (p *page) State(ctx context.Context, s attr.State) error {
 
 func (p *page) produce(rec *kgo.Record) {
 	p.produced++
-	p.tk.Prod.Produce(p.ctx, rec, func(_ *kgo.Record, err error) {
+	p.tk.Prod.Produce(p.ctx, rec, func(r *kgo.Record, err error) {
 		if err != nil {
 			p.mu.Lock()
 			if p.prodErr == nil {
-				p.prodErr = err
+				p.prodErr = kafkax.ProduceError(r.Topic, err)
 			}
 			p.mu.Unlock()
 		}
@@ -159,7 +159,7 @@ func (p *page) produceChangelog(rec *kgo.Record) {
 		defer p.mu.Unlock()
 		if err != nil {
 			if p.prodErr == nil {
-				p.prodErr = err
+				p.prodErr = kafkax.ProduceError(r.Topic, err)
 			}
 			return
 		}

@@ -56,11 +56,11 @@ func DescribeGroup(ctx context.Context, adm *kadm.Client, group string) (*Group,
 	out := &Group{Group: group, State: GroupStateDead, Members: []GroupMember{}}
 	described, err := adm.DescribeGroups(ctx, group)
 	if err != nil {
-		return nil, fmt.Errorf("describing group %q: %w", group, err)
+		return nil, fmt.Errorf("describing group %q: %w", group, NeedsACL(err, "Describe on group "+group))
 	}
 	g, ok := described[group]
 	if ok && g.Err != nil && !errors.Is(g.Err, kerr.GroupIDNotFound) {
-		return nil, fmt.Errorf("describing group %q: %w", group, g.Err)
+		return nil, fmt.Errorf("describing group %q: %w", group, NeedsACL(g.Err, "Describe on group "+group))
 	}
 	if ok && g.Err == nil && g.State != GroupStateDead && g.State != "" {
 		out.State, out.Protocol = g.State, "classic"

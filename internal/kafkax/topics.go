@@ -39,9 +39,9 @@ func DescribeTopics(ctx context.Context, adm *kadm.Client, topics ...string) (ka
 	if len(topics) == 0 {
 		return kadm.TopicDetails{}, nil
 	}
-	details, err := adm.ListTopics(ctx, topics...)
+	details, err := ListTopicsEach(ctx, adm, topics...)
 	if err != nil {
-		return nil, fmt.Errorf("describing topics: %w", err)
+		return nil, fmt.Errorf("describing topics %s: %w", strings.Join(topics, ", "), NeedsACL(err, "Describe on each of them"))
 	}
 	var missing []string
 	for _, t := range topics {
@@ -51,7 +51,7 @@ func DescribeTopics(ctx context.Context, adm *kadm.Client, topics ...string) (ka
 			continue
 		}
 		if d.Err != nil {
-			return nil, fmt.Errorf("describing topic %q: %w", t, d.Err)
+			return nil, fmt.Errorf("describing topic %q: %w", t, NeedsACL(d.Err, "Describe on topic "+t))
 		}
 	}
 	if len(missing) > 0 {

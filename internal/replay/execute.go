@@ -58,6 +58,9 @@ func Execute(ctx context.Context, cl *kgo.Client, plan *Plan, opts ExecOptions) 
 	if err := requireEmpty(ctx, adm, plan.ApplicationID); err != nil {
 		return err
 	}
+	if err := checkPermissions(ctx, cl, plan); err != nil {
+		return err
+	}
 
 	// 1. Fence every transactional ID: InitProducerId bumps its epoch and
 	// makes the coordinator abort whatever transaction it had open.

@@ -122,13 +122,15 @@ func Observe(ctx context.Context, cl *kgo.Client, req Request) (*Observed, error
 	}
 
 	changelog := stagefile.ChangelogTopic(req.ApplicationID)
-	listed, err := adm.ListTopics(ctx, changelog)
+	listed, err := kafkax.ListTopicsEach(ctx, adm, changelog)
 	if err != nil {
 		return nil, fmt.Errorf("describing %s: %w", changelog, err)
 	}
 	if d, ok := listed[changelog]; ok && d.Err == nil {
 		o.ChangelogExists = true
 		o.ChangelogPartitions = len(d.Partitions)
+	} else if ok && errors.Is(d.Err, kerr.TopicAuthorizationFailed) {
+		o.ChangelogExists = true // unseen: planned for deletion, which the preflight checks
 	} else if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
 		return nil, fmt.Errorf("describing %s: %w", changelog, d.Err)
 	}

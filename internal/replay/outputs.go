@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
 )
 
 // What a replay does to the topics the stage writes. A rebuild writes
@@ -70,7 +72,7 @@ func observeOutputs(ctx context.Context, adm *kadm.Client, outs []OutputTopic) (
 	for i, o := range outs {
 		names[i] = o.Topic
 	}
-	listed, err := adm.ListTopics(ctx, names...)
+	listed, err := kafkax.ListTopicsEach(ctx, adm, names...)
 	if err != nil {
 		return nil, fmt.Errorf("describing the output topics: %w", err)
 	}
@@ -79,7 +81,7 @@ func observeOutputs(ctx context.Context, adm *kadm.Client, outs []OutputTopic) (
 		if d, ok := listed[t]; ok && d.Err == nil {
 			present = append(present, t)
 		} else if ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-			return nil, fmt.Errorf("describing output topic %q: %w", t, d.Err)
+			return nil, fmt.Errorf("describing output topic %q: %w", t, kafkax.NeedsACL(d.Err, "Describe on topic "+t))
 		}
 	}
 	starts, ends := kadm.ListedOffsets{}, kadm.ListedOffsets{}

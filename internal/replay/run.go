@@ -109,7 +109,7 @@ func Run(ctx context.Context, cl *kgo.Client, req Request, opts RunOptions) (*Pl
 			if errors.As(err, &live) {
 				return plan, exitcode.RefusedError(fmt.Errorf("replay stopped: %w; run it again once the stage has stopped", err))
 			}
-			return plan, fmt.Errorf("replay failed (it is safe to run it again): %w", err)
+			return plan, stoppedError(plan, err)
 		}
 	}
 	return plan, nil

@@ -18,6 +18,8 @@ func Replay(h *ui.Human, plan *replay.Plan) error {
 		mode = h.Good("executed")
 	} else if plan.Refused != "" {
 		mode = h.Bad("refused")
+	} else if len(plan.Steps) > 0 {
+		mode = h.Bad("stopped part-way")
 	}
 	group := fmt.Sprintf("%s; members: %s", plan.GroupState, kafkax.MembersOrNone(plan.Members))
 	if plan.Executed {
@@ -100,6 +102,7 @@ func Replay(h *ui.Human, plan *replay.Plan) error {
 		}
 		switch {
 		case len(plan.Steps) > 0:
+			h.Printf("%s the steps above ran, the rest did not; run the same command again to finish the replay\n", h.Bad("stopped part-way:"))
 		case plan.ModuleRefusal() != "":
 			h.Printf("dry run: nothing changed; --execute is refused until the module can run\n")
 		case plan.OutputRefusal() != "":

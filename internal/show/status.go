@@ -93,6 +93,8 @@ func Status(h *ui.Human, r *status.Report) {
 	switch {
 	case !tx.Supported:
 		h.Printf("%s\n", h.Faint("not listed by this broker: "+tx.Error))
+	case tx.NotAuthorized() != "" && len(tx.Pending) == 0:
+		h.Printf("%s\n", h.Warn(tx.NotAuthorized()))
 	case len(tx.Pending) == 0:
 		h.Printf("%s\n", h.Faint("(none)"))
 	default:
@@ -105,6 +107,9 @@ func Status(h *ui.Human, r *status.Report) {
 			rows = append(rows, []string{p.TransactionalID, p.State, strconv.FormatInt(p.ProducerID, 10), strconv.Itoa(int(p.ProducerEpoch)), age, strings.Join(p.Partitions, ", ")})
 		}
 		h.Table([]string{"transactional id", "state", "producer id", "epoch", "open for", "partitions"}, rows)
+		if tx.NotAuthorized() != "" {
+			h.Printf("%s\n", h.Warn(tx.NotAuthorized()))
+		}
 	}
 	for _, n := range r.Notes {
 		h.Printf("%s %s\n", h.Faint("note:"), n)

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/acl"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 )
@@ -121,6 +122,24 @@ type Transactions struct {
 	Supported bool                 `json:"supported"`
 	Error     string               `json:"error,omitempty"`
 	Pending   []PendingTransaction `json:"pending"`
+	// Authorized is false when the principal may not describe some of
+	// the stage's transactional IDs (Unauthorized): Kafka leaves them out
+	// of ListTransactions, so whether they are open is unknown.
+	Authorized   bool     `json:"authorized"`
+	Unauthorized []string `json:"unauthorized,omitempty"`
+}
+
+// NotAuthorized is what cannot be seen of the open transactions, "" when
+// everything can.
+func (t Transactions) NotAuthorized() string {
+	if len(t.Unauthorized) == 0 {
+		return ""
+	}
+	ids := strings.Join(t.Unauthorized, ", ")
+	if n := len(t.Unauthorized); n > 3 {
+		ids = fmt.Sprintf("%s and %d more", strings.Join(t.Unauthorized[:3], ", "), n-3)
+	}
+	return fmt.Sprintf("unknown: not authorized (needs Describe on transactional ID %s)", ids)
 }
 
 // PendingTransaction is an open transaction of one of the stage's IDs.
@@ -193,6 +212,7 @@ func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
 		return nil, err
 	}
 	s.Transaction = takeTransactions(ctx, adm, req)
+	s.Transaction.Unauthorized, s.Transaction.Authorized = unseenTransactions(ctx, cl, req, s.Partitions)
 	if len(req.MetricsURLs) > 0 {
 		s.Instances = ScrapeInstances(ctx, nil, req.MetricsURLs)
 	}
@@ -404,6 +424,32 @@ func takeTransactions(ctx context.Context, adm *kadm.Client, req Request) Transa
 		tx.Pending = append(tx.Pending, pt)
 	}
 	return tx
+}
+
+// unseenTransactions are the stage's transactional IDs the principal may
+// not describe (APP-p for each input partition p, APP-CLIENT_ID for each
+// bridge instance named), and whether there is none. A probe that fails
+// leaves them as seen: the listing's own error says so.
+func unseenTransactions(ctx context.Context, cl *kgo.Client, req Request, partitions map[string][]int32) ([]string, bool) {
+	seen := map[int32]bool{}
+	var ids []string
+	for _, ps := range partitions {
+		for _, p := range ps {
+			if !seen[p] {
+				seen[p] = true
+				ids = append(ids, stagefile.TransactionalID(req.ApplicationID, p))
+			}
+		}
+	}
+	for _, c := range req.ClientIDs {
+		ids = append(ids, req.ApplicationID+"-"+c)
+	}
+	sort.Strings(ids)
+	unseen, err := acl.Undescribable(ctx, cl, ids)
+	if err != nil || len(unseen) == 0 {
+		return nil, true
+	}
+	return unseen, false
 }
 
 // Sleep waits d, or until ctx ends (and returns its error): the wait

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/acl"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/replay"
@@ -108,6 +109,9 @@ func Create(ctx context.Context, cl *kgo.Client, want []Created) (*CreateResult,
 	names := make([]string, len(want))
 	for i, t := range want {
 		names[i] = t.Topic
+	}
+	if err := acl.RequireCreate(ctx, cl, names); err != nil {
+		return nil, err
 	}
 	listed, err := adm.ListTopics(ctx, names...)
 	if err != nil {

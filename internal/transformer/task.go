@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/health"
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lease"
 	"github.com/flecht-dev/flecht/internal/state"
 )
@@ -414,6 +415,7 @@ func (t *task) produceNow(tx *txn, rec *kgo.Record) {
 	changelog := t.r.changelog
 	t.lease.Prod.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
 		if err != nil {
+			err = kafkax.ProduceError(r.Topic, err)
 			tx.firstErr.CompareAndSwap(nil, &err)
 			return
 		}

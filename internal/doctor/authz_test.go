@@ -1,0 +1,47 @@
+package doctor
+
+import (
+	"github.com/flecht-dev/flecht/internal/lint"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Transactional IDs the principal may not describe are a finding and
+// "unknown" in the check's detail, never "0 open" (Kafka leaves them out
+// of ListTransactions).
+func TestDiagnoseUnseenTransactionsAreAFinding(t *testing.T) {
+	st := stage(t, countYAML)
+	members := map[string][]int32{"c0": {0}, "c1": {1}}
+	second := sample(t0.Add(10*time.Second), "Stable", members, [2]int64{180, 100}, [2]int64{185, 100})
+	second.Transaction.Unauthorized = []string{"app-0", "app-1"}
+	obs := Observations{First: sample(t0, "Stable", members, [2]int64{90, 50}, [2]int64{100, 60}), Second: second, Topics: cleanTopics()}
+	r := Diagnose(Inputs{Stage: st, Interval: 10 * time.Second}, obs)
+	fs := findings(r, CheckTransactions)
+	if len(fs) != 1 || !strings.Contains(fs[0].Message, "unknown: not authorized (needs Describe on transactional ID app-0, app-1)") || !strings.Contains(fs[0].Command, "flecht acl plan") {
+		t.Fatalf("findings %+v", fs)
+	}
+	for _, c := range r.Checks {
+		if c.Name == CheckTransactions && (c.Status != StatusFindings || !strings.HasPrefix(c.Detail, "unknown: not authorized")) {
+			t.Errorf("check %+v", c)
+		}
+	}
+}
+
+// On a secured cluster the commands a finding prints carry the client
+// properties the Kafka tools need there.
+func TestDiagnoseCommandsCarryTheCommandConfig(t *testing.T) {
+	st := stage(t, countYAML)
+	members := map[string][]int32{"c0": {0}, "c1": {1}}
+	obs := Observations{
+		First:  sample(t0, "Stable", members, [2]int64{90, 50}, [2]int64{100, 60}),
+		Second: sample(t0.Add(10*time.Second), "Stable", members, [2]int64{180, 100}, [2]int64{185, 100}),
+		Topics: cleanTopics(),
+	}
+	obs.Topics.Problems = append(obs.Topics.Problems, lint.TopicProblem{Kind: lint.ProblemRawRetention, Topic: "in", Message: "in has retention.ms=1"})
+	r := Diagnose(Inputs{Stage: st, Interval: 10 * time.Second, Brokers: "k:9093", CommandConfig: "admin client.properties"}, obs)
+	fs := findings(r, CheckTopics)
+	if len(fs) != 1 || !strings.Contains(fs[0].Command, "--bootstrap-server k:9093 --command-config 'admin client.properties' --alter") {
+		t.Fatalf("findings %+v", fs)
+	}
+}

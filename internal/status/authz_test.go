@@ -1,0 +1,65 @@
+package status_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flecht-dev/flecht/internal/acl"
+	"github.com/flecht-dev/flecht/internal/acl/acltest"
+	"github.com/flecht-dev/flecht/internal/status"
+)
+
+// An operator that may describe the group and the topics but not the
+// transactional IDs sees "unknown: not authorized", never "none": Kafka
+// leaves the IDs it may not describe out of ListTransactions, so the
+// open transaction of app-0 would otherwise read as health.
+func TestTransactionsTheOperatorCannotSeeAreUnknown(t *testing.T) {
+	top := acl.Topics{Kind: "transformer", ApplicationID: "app", Inputs: []string{"raw"}, Outputs: []string{"out"}, Changelog: "app-changelog"}
+	plan, err := acl.NewPlan(acltest.Principal, top, acl.Options{Role: acl.RoleOperate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		name       string
+		acls       []acl.ACL
+		authorized bool
+	}{
+		{"without Describe on the transactional IDs", acltest.Without(plan.ACLs, acl.TransactionalID, "app-", acl.Describe), false},
+		{"with the operate plan", plan.ACLs, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cluster := acltest.Start(t, c.acls, 2, "raw", "out", "app-changelog")
+			zombie := cluster.AdminClient(t, kgo.TransactionalID("app-0"), kgo.DefaultProduceTopic("out"))
+			if err := zombie.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if err := zombie.ProduceSync(ctx, &kgo.Record{Value: []byte("{}")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			s, err := status.Take(ctx, cluster.Client(t), status.Request{ApplicationID: "app", InputTopics: []string{"raw"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx := s.Transaction
+			if tx.Authorized != c.authorized {
+				t.Fatalf("authorized %v, want %v (%+v)", tx.Authorized, c.authorized, tx)
+			}
+			if !c.authorized {
+				if !slices.Equal(tx.Unauthorized, []string{"app-0", "app-1"}) || !strings.Contains(tx.NotAuthorized(), "unknown: not authorized (needs Describe on transactional ID app-0, app-1)") {
+					t.Errorf("unauthorized %v, %q", tx.Unauthorized, tx.NotAuthorized())
+				}
+				return
+			}
+			if len(tx.Pending) != 1 || tx.Pending[0].TransactionalID != "app-0" || tx.NotAuthorized() != "" {
+				t.Errorf("pending %+v", tx)
+			}
+		})
+	}
+}
