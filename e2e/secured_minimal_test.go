@@ -23,7 +23,7 @@ func (s *securedTier) minimalProof(t *testing.T, plan []aclEntry, work func(t *t
 				t.Fatalf("succeeded without %s", needText(a))
 			}
 			if !strings.Contains(output, needText(a)) {
-				t.Errorf("does not name %q:\n%s", needText(a), tail(output, 8))
+				t.Errorf("does not name %q:\n%s", needText(a), whyLines(output))
 			}
 		})
 	}
@@ -127,4 +127,20 @@ func TestSecuredRolePlansAreMinimal(t *testing.T) {
 			t.Fatalf("replay with its whole plan failed:\n%s", o)
 		}
 	})
+}
+
+// whyLines are the lines of output that say what failed or what is not
+// authorized, else its last lines.
+func whyLines(output string) string {
+	var why []string
+	for line := range strings.SplitSeq(output, "\n") {
+		l := strings.ToLower(line)
+		if strings.Contains(l, "authoriz") || strings.Contains(l, "error") || strings.Contains(l, "refused") {
+			why = append(why, line)
+		}
+	}
+	if len(why) == 0 {
+		return tail(output, 8)
+	}
+	return strings.Join(why[:min(len(why), 10)], "\n")
 }
