@@ -40,6 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/tlsclient"
 	"github.com/flecht-dev/flecht/internal/tlsclient/tlstest"
 )
 
@@ -65,6 +66,7 @@ type securedTier struct {
 	scram, mtls, oauth   string // listener addresses
 	tokens               *tokenServer
 	clientCerts          map[string]tlstest.Pair
+	caPool               *x509.CertPool
 	expiredCN, untrusted tlstest.Pair
 }
 
@@ -105,6 +107,9 @@ func startSecured(t *testing.T) (*securedTier, error) {
 	s.mtls = fmt.Sprintf("127.0.0.1:%d", port+1)
 	s.oauth = fmt.Sprintf("127.0.0.1:%d", port+2)
 	s.pki = tlstest.NewIn(t, dir)
+	if s.caPool, err = tlsclient.LoadCAFile(s.pki.CAFile); err != nil {
+		return nil, err
+	}
 	for _, p := range append([]string{securedAdmin}, securedPrincipals...) {
 		s.clientCerts[p] = s.pki.ClientFor(t, p)
 	}
@@ -166,13 +171,9 @@ func startSecured(t *testing.T) (*securedTier, error) {
 
 // adminCluster is the super user over SASL_SSL SCRAM-SHA-512.
 func (s *securedTier) adminCluster() *kafkax.Cluster {
-	pool := x509.NewCertPool()
-	pool.AddCert(s.pki.Server.Cert) // leaf trusted via its CA below
-	caPEM, _ := os.ReadFile(s.pki.CAFile)
-	pool.AppendCertsFromPEM(caPEM)
 	return &kafkax.Cluster{
 		Brokers: []string{s.scram},
-		TLS:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: "127.0.0.1"},
+		TLS:     &tls.Config{RootCAs: s.caPool, MinVersion: tls.VersionTLS12, ServerName: "127.0.0.1"},
 		SASL:    scram.Auth{User: securedAdmin, Pass: scramPassword(securedAdmin)}.AsSha512Mechanism(),
 	}
 }
