@@ -94,8 +94,10 @@ func TopicNeeds(op Operation, why string, topics ...string) []Need {
 // ReplayNeeds are the operations the steps of a replay's plan perform:
 // Write on each transactional ID it fences (under the prefix APP-, probed
 // by name), Delete on each topic it deletes, Read on the group and each
-// topic whose offsets it commits, Delete on each output it truncates.
-func ReplayNeeds(app string, fence, deleteTopics, offsetTopics, truncate []string) ([]Need, map[string][]string) {
+// topic whose offsets it commits, DescribeConfigs on each input (its
+// retention decides how far back the replay reaches), Delete on each
+// output it truncates.
+func ReplayNeeds(app string, fence, deleteTopics, offsetTopics, inputs, truncate []string) ([]Need, map[string][]string) {
 	var needs []Need
 	var names map[string][]string
 	if len(fence) > 0 {
@@ -108,6 +110,7 @@ func ReplayNeeds(app string, fence, deleteTopics, offsetTopics, truncate []strin
 		needs = append(needs, Need{Resource: Resource{Type: Group, Name: app, Pattern: Literal}, Operation: Read, Why: "commits the replay's offsets"})
 		needs = append(needs, TopicNeeds(Read, "commits the replay's offsets on it", offsetTopics...)...)
 	}
+	needs = append(needs, TopicNeeds(DescribeConfigs, "checks its retention", inputs...)...)
 	needs = append(needs, TopicNeeds(Delete, "truncates the output", truncate...)...)
 	return needs, names
 }

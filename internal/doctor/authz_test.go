@@ -1,10 +1,11 @@
 package doctor
 
 import (
-	"github.com/flecht-dev/flecht/internal/lint"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flecht-dev/flecht/internal/lint"
 )
 
 // Transactional IDs the principal may not describe are a finding and
@@ -42,6 +43,26 @@ func TestDiagnoseCommandsCarryTheCommandConfig(t *testing.T) {
 	r := Diagnose(Inputs{Stage: st, Interval: 10 * time.Second, Brokers: "k:9093", CommandConfig: "admin client.properties"}, obs)
 	fs := findings(r, CheckTopics)
 	if len(fs) != 1 || !strings.Contains(fs[0].Command, "--bootstrap-server k:9093 --command-config 'admin client.properties' --alter") {
+		t.Fatalf("findings %+v", fs)
+	}
+}
+
+// A changelog the principal may not describe is a finding that says so,
+// not "the stage's state is gone".
+func TestDiagnoseUnseenChangelogIsNotLost(t *testing.T) {
+	st := stage(t, countYAML)
+	members := map[string][]int32{"c0": {0}, "c1": {1}}
+	no := false
+	topics := cleanTopics()
+	topics.Topics = append(topics.Topics, lint.Topic{Topic: "app-changelog", Roles: []string{lint.RoleChangelog}, Authorized: &no})
+	topics.Problems = append(topics.Problems, lint.TopicProblem{Kind: lint.ProblemNotAuthorized, Topic: "app-changelog", Message: "app-changelog: unknown: not authorized (needs Describe on topic app-changelog)"})
+	obs := Observations{
+		First:  sample(t0, "Stable", members, [2]int64{90, 50}, [2]int64{100, 60}),
+		Second: sample(t0.Add(10*time.Second), "Stable", members, [2]int64{180, 100}, [2]int64{185, 100}),
+		Topics: topics,
+	}
+	fs := findings(Diagnose(Inputs{Stage: st, Interval: 10 * time.Second}, obs), CheckTopics)
+	if len(fs) != 1 || !strings.Contains(fs[0].Message, "not authorized") || !strings.Contains(fs[0].Command, "flecht acl plan") {
 		t.Fatalf("findings %+v", fs)
 	}
 }

@@ -267,7 +267,7 @@ func (d *diagnosis) topics() {
 	ran := len(s.Committed) > 0 || len(s.Group.Members) > 0
 	keepsState := d.st.Kind == stagefile.KindExtractor || d.st.Kind == stagefile.KindTransformer && !d.in.Stateless
 	for _, tp := range t.Topics {
-		if slices.Contains(tp.Roles, lint.RoleChangelog) && !tp.Exists && ran && keepsState {
+		if slices.Contains(tp.Roles, lint.RoleChangelog) && !tp.Exists && tp.Authorized == nil && ran && keepsState {
 			d.finding(CheckTopics, tp.Topic, "flecht replay "+d.stageFlags()+" --execute (stop the stage first; it rebuilds the state from the raw topics)",
 				"changelog %s does not exist, but group %s has run: the stage's state is gone, and its tasks restore empty stores", tp.Topic, d.st.ApplicationID)
 		}
@@ -293,6 +293,8 @@ func (d *diagnosis) topicFix(p lint.TopicProblem, t *lint.TopicsReport) string {
 		return alter("cleanup.policy=delete")
 	case lint.ProblemConfigNotCompacted, lint.ProblemChangelogNotCompacted:
 		return alter("cleanup.policy=compact")
+	case lint.ProblemNotAuthorized:
+		return "flecht acl plan " + d.stageFlags() + " --role operate --principal User:NAME (the ACLs to grant)"
 	case lint.ProblemChangelogPartitions:
 		return "flecht replay " + d.stageFlags() + " --execute (stop the stage first: it rebuilds the changelog with one partition per task)"
 	case lint.ProblemMissing, lint.ProblemMissingDLQ:

@@ -59,3 +59,25 @@ func ListTopicsEach(ctx context.Context, adm *kadm.Client, topics ...string) (ka
 	}
 	return out, nil
 }
+
+// DescribeTopicConfigsEach is adm.DescribeTopicConfigs with an
+// authorization failure kept per topic, as ListTopicsEach.
+func DescribeTopicConfigsEach(ctx context.Context, adm *kadm.Client, topics ...string) (kadm.ResourceConfigs, error) {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topics...)
+	if err == nil || len(topics) == 0 || !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		return rcs, err
+	}
+	out := kadm.ResourceConfigs{}
+	for _, t := range topics {
+		one, err := adm.DescribeTopicConfigs(ctx, t)
+		switch {
+		case errors.Is(err, kerr.TopicAuthorizationFailed):
+			out = append(out, kadm.ResourceConfig{Name: t, Err: err})
+		case err != nil:
+			return nil, err
+		default:
+			out = append(out, one...)
+		}
+	}
+	return out, nil
+}

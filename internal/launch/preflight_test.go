@@ -63,3 +63,29 @@ func TestRunRefusesAMissingPermissionBeforeItJoins(t *testing.T) {
 		t.Error("the changelog was created before the refusal")
 	}
 }
+
+// A bridge whose principal lacks Write on its output refuses to start the
+// same way, before it serves or connects to MQTT.
+func TestBridgeRefusesAMissingPermissionBeforeItStarts(t *testing.T) {
+	dir := t.TempDir()
+	path := writeStage(t, dir, "bridge.yaml", "application_id: br\nkind: mqtt\nconfig_topics: [br.config]\nextract: {builtin: mqtt-relay, output_topic: br.raw}\n")
+	l := New(Options{Log: slog.New(slog.DiscardHandler), Getenv: func(string) string { return "" }, ClientID: "edge-0", StateDir: dir})
+	st, err := l.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, _ := acl.StageTopics(st, nil)
+	plan, err := acl.NewPlan(acltest.Principal, top, acl.Options{Role: acl.RoleRun})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := acltest.Start(t, acltest.Without(plan.ACLs, acl.TransactionalID, "br-", acl.Write), 1, "br.config", "br.raw")
+	l.o.Cluster = func() (*kafkax.Cluster, error) { return c.Kafka(), nil }
+	l.o.Resolve = func() (*profile.Resolved, error) { return &profile.Resolved{}, nil }
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	err = l.Run(ctx, st, dir)
+	if exitcode.Code(err) != exitcode.Refused || !strings.Contains(err.Error(), "Write on transactional IDs prefixed br-") {
+		t.Fatalf("run: %v (exit %d), want a refusal naming the transactional ID", err, exitcode.Code(err))
+	}
+}

@@ -124,7 +124,7 @@ func Start(ctx context.Context, s *Spec, n int32) (*Lease, error) {
 	start := time.Now()
 	if _, _, err := prod.ProducerID(ctx); err != nil {
 		l.Close()
-		return nil, fmt.Errorf("%s %d: initializing producer %s (fencing): %w", s.What, n, l.TxnID, err)
+		return nil, fmt.Errorf("%s %d: initializing producer %s (fencing): %w", s.What, n, l.TxnID, kafkax.NeedsACL(err, "Write on transactional ID "+l.TxnID))
 	}
 	log.Debug(s.What+" fenced", "n", n, "transactional_id", l.TxnID, "took", time.Since(start))
 	if s.Changelog == "" {

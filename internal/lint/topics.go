@@ -32,6 +32,9 @@ type TopicFacts struct {
 	Exists     bool
 	Partitions int
 	Configs    map[string]string
+	// Unauthorized is the ACL a look at the topic lacks ("Describe on
+	// topic T", "DescribeConfigs on topic T"); what it hides is unknown.
+	Unauthorized string
 }
 
 // Topic roles in a pipeline.
@@ -65,6 +68,9 @@ type Topic struct {
 	RetentionMs    string   `json:"retention_ms,omitempty"`
 	RetentionBytes string   `json:"retention_bytes,omitempty"`
 	OK             bool     `json:"ok"`
+	// Authorized is false when the principal may not see all of the
+	// topic (a not_authorized problem says what it needs).
+	Authorized *bool `json:"authorized,omitempty"`
 }
 
 // TopicProblem is one finding; Kind is stable for scripts.
@@ -77,6 +83,7 @@ type TopicProblem struct {
 // Problem kinds.
 const (
 	ProblemMissing               = "missing_topic"
+	ProblemNotAuthorized         = "not_authorized"
 	ProblemRawCompacted          = "raw_compacted"
 	ProblemRawRetention          = "raw_retention"
 	ProblemRawRetentionBytes     = "raw_retention_bytes"
@@ -259,9 +266,17 @@ func CheckTopics(spec TopicsSpec, facts map[string]TopicFacts) *TopicsReport {
 	}
 	addRole(RoleDLQ, spec.DLQ)
 
+	for _, t := range order {
+		if u := facts[t].Unauthorized; u != "" {
+			problem(ProblemNotAuthorized, t, "%s: unknown: not authorized (needs %s)", t, u)
+		}
+	}
 	missing := func(t, role string) bool {
 		if facts[t].Exists {
 			return false
+		}
+		if facts[t].Unauthorized != "" {
+			return true // unknown, said above
 		}
 		switch role {
 		case RoleChangelog:
@@ -301,7 +316,7 @@ func CheckTopics(spec TopicsSpec, facts map[string]TopicFacts) *TopicsReport {
 		}
 	}
 	for _, t := range spec.Config {
-		if missing(t, RoleConfig) {
+		if missing(t, RoleConfig) || facts[t].Configs == nil {
 			continue
 		}
 		if policy := facts[t].Configs["cleanup.policy"]; policy != "compact" {
@@ -323,7 +338,7 @@ func CheckTopics(spec TopicsSpec, facts map[string]TopicFacts) *TopicsReport {
 		problem(ProblemInputPartitions, "", "the input topics must have equal partition counts (one task per partition number spans them all): %s", kafkax.DescribeCounts(counts))
 	}
 	if cl := spec.Changelog; cl != "" && !missing(cl, RoleChangelog) {
-		if policy := facts[cl].Configs["cleanup.policy"]; policy != "compact" {
+		if policy := facts[cl].Configs["cleanup.policy"]; facts[cl].Configs != nil && policy != "compact" {
 			problem(ProblemChangelogNotCompacted, cl, "changelog %s has cleanup.policy=%s: it must be compact, or it grows without bound (and with delete it loses state); set cleanup.policy=compact", cl, orDash(policy))
 		}
 		tasks := 0
@@ -344,8 +359,12 @@ func CheckTopics(spec TopicsSpec, facts map[string]TopicFacts) *TopicsReport {
 		if f.Configs != nil {
 			lt.CleanupPolicy, lt.RetentionMs, lt.RetentionBytes = f.Configs["cleanup.policy"], f.Configs["retention.ms"], f.Configs["retention.bytes"]
 		}
-		if !f.Exists && slices.Contains(roles[t], RoleChangelog) && len(roles[t]) == 1 {
+		if !f.Exists && slices.Contains(roles[t], RoleChangelog) && len(roles[t]) == 1 && f.Unauthorized == "" {
 			lt.OK = true
+		}
+		if f.Unauthorized != "" {
+			no := false
+			lt.Authorized = &no
 		}
 		rep.Topics = append(rep.Topics, lt)
 	}
@@ -377,7 +396,7 @@ func DescribeTopicFacts(ctx context.Context, adm *kadm.Client, topics []string) 
 	if len(topics) == 0 {
 		return out, nil
 	}
-	listed, err := adm.ListTopics(ctx, topics...)
+	listed, err := kafkax.ListTopicsEach(ctx, adm, topics...)
 	if err != nil {
 		return nil, fmt.Errorf("describing topics: %w", err)
 	}
@@ -387,6 +406,8 @@ func DescribeTopicFacts(ctx context.Context, adm *kadm.Client, topics []string) 
 		switch {
 		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
 			out[t] = TopicFacts{}
+		case errors.Is(d.Err, kerr.TopicAuthorizationFailed):
+			out[t] = TopicFacts{Unauthorized: "Describe on topic " + t}
 		case d.Err != nil:
 			return nil, fmt.Errorf("describing topic %q: %w", t, d.Err)
 		default:
@@ -397,11 +418,17 @@ func DescribeTopicFacts(ctx context.Context, adm *kadm.Client, topics []string) 
 	if len(existing) == 0 {
 		return out, nil
 	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, existing...)
+	rcs, err := kafkax.DescribeTopicConfigsEach(ctx, adm, existing...)
 	if err != nil {
 		return nil, fmt.Errorf("describing topic configs: %w", err)
 	}
 	for _, rc := range rcs {
+		if errors.Is(rc.Err, kerr.TopicAuthorizationFailed) {
+			f := out[rc.Name]
+			f.Configs, f.Unauthorized = nil, "DescribeConfigs on topic "+rc.Name
+			out[rc.Name] = f
+			continue
+		}
 		if rc.Err != nil {
 			return nil, fmt.Errorf("describing configs of %q: %w", rc.Name, rc.Err)
 		}

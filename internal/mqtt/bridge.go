@@ -262,7 +262,7 @@ func (b *Bridge) initProducer(ctx context.Context) error {
 	}
 	if _, _, err := prod.ProducerID(ctx); err != nil {
 		prod.Close()
-		return fmt.Errorf("initializing producer %s (fencing a previous incarnation): %w", b.TransactionalID(), err)
+		return fmt.Errorf("initializing producer %s (fencing a previous incarnation): %w", b.TransactionalID(), kafkax.NeedsACL(err, "Write on transactional ID "+b.TransactionalID()))
 	}
 	if b.prod != nil {
 		b.prod.Close()

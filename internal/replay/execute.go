@@ -224,7 +224,7 @@ func Fence(ctx context.Context, cl *kgo.Client, id string) error {
 			}
 			backoff = min(backoff*2, time.Second)
 		default:
-			return fmt.Errorf("fencing transactional ID %s: %w", id, err)
+			return fmt.Errorf("fencing transactional ID %s: %w", id, kafkax.NeedsACL(err, "Write on transactional ID "+id))
 		}
 	}
 }

@@ -151,11 +151,17 @@ func Observe(ctx context.Context, cl *kgo.Client, req Request) (*Observed, error
 
 // observeConfigs reads the configs a preflight warning looks at.
 func observeConfigs(ctx context.Context, adm *kadm.Client, topics []string, into map[string]Topic) error {
-	rcs, err := adm.DescribeTopicConfigs(ctx, topics...)
+	rcs, err := kafkax.DescribeTopicConfigsEach(ctx, adm, topics...)
 	if err != nil {
-		return fmt.Errorf("describing topic configs: %w", err)
+		return fmt.Errorf("describing the configs of %s: %w", strings.Join(topics, ", "), err)
 	}
 	for _, rc := range rcs {
+		if errors.Is(rc.Err, kerr.TopicAuthorizationFailed) {
+			top := into[rc.Name]
+			top.Unauthorized = "DescribeConfigs on topic " + rc.Name
+			into[rc.Name] = top
+			continue
+		}
 		if rc.Err != nil {
 			return fmt.Errorf("describing configs of %q: %w", rc.Name, rc.Err)
 		}

@@ -17,16 +17,19 @@ import (
 // authorization failure never leaves a half-done replay: the plan is
 // marked refused, naming each missing ACL.
 func checkPermissions(ctx context.Context, cl *kgo.Client, plan *Plan) error {
-	var offsets, truncate []string
+	var offsets, inputs, truncate []string
 	for _, o := range plan.Offsets {
 		offsets = append(offsets, o.Topic)
+		if o.Role != RoleIntermediate {
+			inputs = append(inputs, o.Topic)
+		}
 	}
 	for _, o := range plan.Outputs {
 		if o.Action == ActionTruncate {
 			truncate = append(truncate, o.Topic)
 		}
 	}
-	needs, names := acl.ReplayNeeds(plan.ApplicationID, plan.Fence, plan.DeleteTopics, textfmt.Dedupe(offsets), truncate)
+	needs, names := acl.ReplayNeeds(plan.ApplicationID, plan.Fence, plan.DeleteTopics, textfmt.Dedupe(offsets), textfmt.Dedupe(inputs), truncate)
 	err := acl.Require(ctx, cl, "replay "+plan.ApplicationID, acl.PlanHint("", acl.RoleReplay), needs, names)
 	var missing *acl.MissingError
 	if errors.As(err, &missing) {

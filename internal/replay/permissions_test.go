@@ -39,6 +39,7 @@ func TestReplayPreflightRefusesBeforeAnyChange(t *testing.T) {
 		{acl.Topic, "app-changelog", acl.Delete, "Delete on topic app-changelog"},
 		{acl.TransactionalID, "app-", acl.Write, "Write on transactional IDs prefixed app-"},
 		{acl.Topic, "out", acl.Delete, "Describe on topic out"},
+		{acl.Topic, "raw", acl.DescribeConfigs, "DescribeConfigs on topic raw"},
 	} {
 		t.Run(drop.want, func(t *testing.T) {
 			c := acltest.Start(t, acltest.Without(replayACLs(t), drop.typ, drop.name, drop.op), 2, "raw", "out", "app-changelog")
@@ -110,4 +111,56 @@ func TestReplayPreflightRefusesBeforeAnyChange(t *testing.T) {
 			t.Fatalf("replay with its whole plan granted: %v", err)
 		}
 	})
+}
+
+// A replay's plan says a raw topic's retention is unknown when the
+// principal may not describe its configs, instead of aborting.
+func TestReplayPlanSaysRetentionIsUnknown(t *testing.T) {
+	ctx := ctxFor(t)
+	c := acltest.Start(t, acltest.Without(replayACLs(t), acl.Topic, "raw", acl.DescribeConfigs), 2, "raw", "out", "app-changelog")
+	produce(t, c.AdminClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner())), "raw", 5, 2)
+	req, _, err := replay.NewRequest(replay.Flags{ApplicationID: "app", InputTopics: []string{"raw"}, OutputTopics: []string{"out"}, TruncateOutputs: true, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := replay.Run(ctx, c.Client(t), req, replay.RunOptions{NewApp: true, Waiting: func(string) {}, Step: func(string) func() { return func() {} }})
+	if err != nil {
+		t.Fatalf("the dry run aborted: %v", err)
+	}
+	for _, w := range plan.Warnings {
+		if w.Kind == replay.WarnNotAuthorized && w.Topic == "raw" && strings.Contains(w.Message, "unknown: not authorized (needs DescribeConfigs on topic raw)") {
+			return
+		}
+	}
+	t.Errorf("no not_authorized warning: %+v", plan.Warnings)
+}
+
+// A permission revoked while the replay runs stops it part-way: the error
+// names the steps that ran and says that running it again finishes it.
+func TestReplayStoppedPartWaySaysSo(t *testing.T) {
+	ctx := ctxFor(t)
+	grant := replayACLs(t)
+	c := acltest.Start(t, grant, 2, "raw", "out", "app-changelog")
+	produce(t, c.AdminClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner())), "raw", 5, 2)
+	req, _, err := replay.NewRequest(replay.Flags{ApplicationID: "app", InputTopics: []string{"raw"}, OutputTopics: []string{"out"}, TruncateOutputs: true, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(label string) func() {
+		if strings.HasSuffix(label, ": delete_topics") {
+			for _, a := range grant {
+				if a.ResourceName == "app-changelog" && a.Operation == acl.Delete {
+					c.Revoke(t, a)
+				}
+			}
+		}
+		return func() {}
+	}
+	plan, err := replay.Run(ctx, c.Client(t), req, replay.RunOptions{Execute: true, NewApp: true, Waiting: func(string) {}, Step: step})
+	if err == nil || !strings.Contains(err.Error(), "replay stopped part-way after fence") || !strings.Contains(err.Error(), "run the same command again to finish it") {
+		t.Fatalf("replay: %v", err)
+	}
+	if plan == nil || plan.Executed || len(plan.Steps) != 1 || plan.Steps[0].Step != "fence" {
+		t.Errorf("plan %+v", plan)
+	}
 }

@@ -56,6 +56,7 @@ const (
 	WarnChangelogCount    = "changelog_partitions"
 	WarnExtractor         = "extractor_repoll" // an extractor's replay asks its external source again
 	WarnModule            = "module_unusable"  // flecht run would refuse the module the stage file names
+	WarnNotAuthorized     = "not_authorized"   // the principal may not see a topic's configs: its retention is unknown
 )
 
 // Request is what the operator asked for.
@@ -121,6 +122,8 @@ type Topic struct {
 	// Configs holds the effective cleanup.policy, retention.ms and
 	// retention.bytes (absent when the broker did not say).
 	Configs map[string]string
+	// Unauthorized is the ACL the look at Configs lacked, "" when seen.
+	Unauthorized string
 }
 
 // Partition is one partition's log bounds: the log start offset and the
@@ -403,6 +406,10 @@ func (h *history) add(partition int32, missing int64, upperBound bool) {
 
 // topicWarnings adds the preflight warnings of one input (raw) topic.
 func topicWarnings(topic string, t Topic, h history, beyond []int32, target Target, warn func(Warning)) {
+	if t.Unauthorized != "" {
+		warn(Warning{Kind: WarnNotAuthorized, Topic: topic, Message: fmt.Sprintf(
+			"%s: retention and cleanup.policy unknown: not authorized (needs %s)", topic, t.Unauthorized)})
+	}
 	policy := t.Configs["cleanup.policy"]
 	if hasPolicy(policy, "compact") {
 		warn(Warning{Kind: WarnCompacted, Topic: topic, Message: fmt.Sprintf(

@@ -48,6 +48,8 @@ func Status(h *ui.Human, r *status.Report) {
 	}
 	cl := r.Changelog
 	switch {
+	case cl.Unauthorized != "":
+		pairs = append(pairs, [2]string{"changelog", cl.Topic + " " + h.Warn(cl.Unauthorized)})
 	case !cl.Exists:
 		pairs = append(pairs, [2]string{"changelog", cl.Topic + " " + h.Faint("(does not exist)")})
 	default:

@@ -48,7 +48,7 @@ func TestTransactionsTheOperatorCannotSeeAreUnknown(t *testing.T) {
 				t.Fatal(err)
 			}
 			tx := s.Transaction
-			if tx.Authorized != c.authorized {
+			if (tx.Authorized == nil) != c.authorized || tx.Authorized != nil && *tx.Authorized {
 				t.Fatalf("authorized %v, want %v (%+v)", tx.Authorized, c.authorized, tx)
 			}
 			if !c.authorized {
@@ -61,5 +61,49 @@ func TestTransactionsTheOperatorCannotSeeAreUnknown(t *testing.T) {
 				t.Errorf("pending %+v", tx)
 			}
 		})
+	}
+}
+
+// A changelog the principal may not describe is unknown, not missing, and
+// the sample goes on.
+func TestChangelogTheOperatorCannotSeeIsUnknown(t *testing.T) {
+	top := acl.Topics{Kind: "transformer", ApplicationID: "app", Inputs: []string{"raw"}, Changelog: "app-changelog"}
+	plan, err := acl.NewPlan(acltest.Principal, top, acl.Options{Role: acl.RoleOperate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant := acltest.Without(acltest.Without(plan.ACLs, acl.Topic, "app-changelog", acl.Describe), acl.Topic, "app-changelog", acl.DescribeConfigs)
+	c := acltest.Start(t, grant, 2, "raw", "app-changelog")
+	s, err := status.Take(t.Context(), c.Client(t), status.Request{ApplicationID: "app", InputTopics: []string{"raw"}})
+	if err != nil {
+		t.Fatalf("status aborted: %v", err)
+	}
+	cl := s.Changelog
+	if cl.Authorized == nil || *cl.Authorized || cl.Unauthorized != "unknown: not authorized (needs Describe on topic app-changelog)" {
+		t.Errorf("changelog %+v", cl)
+	}
+}
+
+// A principal that may describe the inputs but not read them gets the lag
+// by offsets and a note saying why the records are not counted.
+func TestUnreadTheOperatorCannotReadIsUnknown(t *testing.T) {
+	top := acl.Topics{Kind: "transformer", ApplicationID: "app", Inputs: []string{"raw"}, Changelog: "app-changelog"}
+	plan, err := acl.NewPlan(acltest.Principal, top, acl.Options{Role: acl.RoleOperate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant := acltest.Without(plan.ACLs, acl.Topic, "raw", acl.Read)
+	grant = append(grant, acl.ACL{Principal: acltest.Principal, ResourceType: acl.Topic, ResourceName: "raw", PatternType: acl.Literal, Operation: acl.Describe, Permission: "allow", Host: "*"})
+	c := acltest.Start(t, grant, 1, "raw", "app-changelog")
+	admin := c.AdminClient(t, kgo.DefaultProduceTopic("raw"))
+	if err := admin.ProduceSync(t.Context(), &kgo.Record{Value: []byte("{}")}, &kgo.Record{Value: []byte("{}")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := status.Take(t.Context(), c.Client(t), status.Request{ApplicationID: "app", InputTopics: []string{"raw"}})
+	if err != nil {
+		t.Fatalf("status aborted: %v", err)
+	}
+	if s.UnreadUnauthorized != "unknown: not authorized (needs Read on topic raw)" {
+		t.Errorf("unread %v, %q", s.Unread, s.UnreadUnauthorized)
 	}
 }

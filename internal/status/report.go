@@ -110,6 +110,9 @@ func Build(app string, prev, cur *Sample) *Report {
 	for _, in := range r.Inputs {
 		r.LagCounted = r.LagCounted && in.LagCounted
 	}
+	if cur.UnreadUnauthorized != "" {
+		r.Notes = append(r.Notes, "the records past the committed offsets are not counted (lag by offsets): "+cur.UnreadUnauthorized)
+	}
 	if !cur.Group.Exists() {
 		r.Notes = append(r.Notes, "group "+app+" does not exist: the stage has never committed, or its offsets expired")
 	}

@@ -94,9 +94,12 @@ type Sample struct {
 	// counted (transaction markers and aborted records are not), plus the
 	// records of transactions still open. Absent where the distance was
 	// too large to count: the lag is then the offset distance.
-	Unread      map[TP]int64
-	Changelog   Changelog
-	Transaction Transactions
+	Unread map[TP]int64
+	// UnreadUnauthorized says why Unread is empty when the principal may
+	// not read the inputs: the lag is then by offsets only.
+	UnreadUnauthorized string
+	Changelog          Changelog
+	Transaction        Transactions
 	// Instances say what each of Request.MetricsURLs runs (nil without).
 	Instances []Instance
 }
@@ -113,6 +116,10 @@ type Changelog struct {
 	// DescribeLogDirs; null when the broker would not say.
 	Bytes      *int64 `json:"bytes"`
 	BytesError string `json:"bytes_error,omitempty"`
+	// Authorized is false (absent when true) when the principal may not
+	// describe the changelog: whether it exists is unknown (Unauthorized says why).
+	Authorized   *bool  `json:"authorized,omitempty"`
+	Unauthorized string `json:"unauthorized,omitempty"`
 }
 
 // Transactions are the pending transactions of the stage's IDs.
@@ -122,10 +129,11 @@ type Transactions struct {
 	Supported bool                 `json:"supported"`
 	Error     string               `json:"error,omitempty"`
 	Pending   []PendingTransaction `json:"pending"`
-	// Authorized is false when the principal may not describe some of
-	// the stage's transactional IDs (Unauthorized): Kafka leaves them out
-	// of ListTransactions, so whether they are open is unknown.
-	Authorized   bool     `json:"authorized"`
+	// Authorized is false (and absent when true) when the principal may
+	// not describe some of the stage's transactional IDs (Unauthorized):
+	// Kafka leaves them out of ListTransactions, so whether they are open
+	// is unknown.
+	Authorized   *bool    `json:"authorized,omitempty"`
 	Unauthorized []string `json:"unauthorized,omitempty"`
 }
 
@@ -202,7 +210,9 @@ func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
 				s.Committed[TP{Topic: r.Topic, Partition: r.Partition}] = r.At
 			}
 		})
-		if s.Unread, err = countUnread(ctx, cl, adm, s, details); err != nil {
+		if s.Unread, err = countUnread(ctx, cl, adm, s, details); kafkax.Unauthorized(err) {
+			s.Unread, s.UnreadUnauthorized = map[TP]int64{}, "unknown: not authorized (needs Read on topic "+strings.Join(s.Inputs, ", ")+")"
+		} else if err != nil {
 			return nil, err
 		}
 	}
@@ -212,7 +222,9 @@ func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
 		return nil, err
 	}
 	s.Transaction = takeTransactions(ctx, adm, req)
-	s.Transaction.Unauthorized, s.Transaction.Authorized = unseenTransactions(ctx, cl, req, s.Partitions)
+	if s.Transaction.Unauthorized = unseenTransactions(ctx, cl, req, s.Partitions); len(s.Transaction.Unauthorized) > 0 {
+		s.Transaction.Authorized = new(bool)
+	}
 	if len(req.MetricsURLs) > 0 {
 		s.Instances = ScrapeInstances(ctx, nil, req.MetricsURLs)
 	}
@@ -293,6 +305,9 @@ func countUnread(ctx context.Context, cl *kgo.Client, adm *kadm.Client, s *Sampl
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if kafkax.Unauthorized(err) {
+			return nil, err
+		}
 		return map[TP]int64{}, nil // retention passed a position meanwhile: the offsets will do
 	}
 	out := make(map[TP]int64, len(after))
@@ -340,12 +355,16 @@ func bounds(ctx context.Context, adm *kadm.Client, topics []string, starts, ends
 
 func takeChangelog(ctx context.Context, adm *kadm.Client, topic string) (Changelog, error) {
 	c := Changelog{Topic: topic}
-	listed, err := adm.ListTopics(ctx, topic)
+	listed, err := kafkax.ListTopicsEach(ctx, adm, topic)
 	if err != nil {
 		return c, fmt.Errorf("describing %s: %w", topic, err)
 	}
 	d, ok := listed[topic]
 	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return c, nil
+	}
+	if errors.Is(d.Err, kerr.TopicAuthorizationFailed) {
+		c.Authorized, c.Unauthorized = new(bool), "unknown: not authorized (needs Describe on topic "+topic+")"
 		return c, nil
 	}
 	if d.Err != nil {
@@ -366,7 +385,7 @@ func takeChangelog(ctx context.Context, adm *kadm.Client, topic string) (Changel
 	}
 	dirs, err := adm.DescribeAllLogDirs(ctx, set)
 	if err != nil {
-		c.BytesError = err.Error()
+		c.BytesError = kafkax.NeedsACL(err, "Describe on the cluster").Error()
 		return c, nil
 	}
 	size := map[int32]int64{}
@@ -430,7 +449,7 @@ func takeTransactions(ctx context.Context, adm *kadm.Client, req Request) Transa
 // not describe (APP-p for each input partition p, APP-CLIENT_ID for each
 // bridge instance named), and whether there is none. A probe that fails
 // leaves them as seen: the listing's own error says so.
-func unseenTransactions(ctx context.Context, cl *kgo.Client, req Request, partitions map[string][]int32) ([]string, bool) {
+func unseenTransactions(ctx context.Context, cl *kgo.Client, req Request, partitions map[string][]int32) []string {
 	seen := map[int32]bool{}
 	var ids []string
 	for _, ps := range partitions {
@@ -446,10 +465,10 @@ func unseenTransactions(ctx context.Context, cl *kgo.Client, req Request, partit
 	}
 	sort.Strings(ids)
 	unseen, err := acl.Undescribable(ctx, cl, ids)
-	if err != nil || len(unseen) == 0 {
-		return nil, true
+	if err != nil {
+		return nil
 	}
-	return unseen, false
+	return unseen
 }
 
 // Sleep waits d, or until ctx ends (and returns its error): the wait

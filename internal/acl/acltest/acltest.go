@@ -4,6 +4,7 @@
 package acltest
 
 import (
+	"context"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -109,4 +110,21 @@ func seed(t testing.TB, a acl.ACL) kfake.ACL {
 		t.Fatalf("acltest: cannot seed %+v", a)
 	}
 	return kfake.ACL{Resource: rt, Name: a.ResourceName, Pattern: pt, Operation: op, Allow: true}
+}
+
+// Revoke deletes the ACL a as the super user: a permission taken away
+// while a verb runs.
+func (c *Cluster) Revoke(t testing.TB, a acl.ACL) {
+	t.Helper()
+	s := seed(t, a)
+	f := kmsg.NewDeleteACLsRequestFilter()
+	f.ResourceType, f.ResourceName, f.ResourcePatternType = s.Resource, kmsg.StringPtr(s.Name), s.Pattern
+	f.Principal, f.Host = kmsg.StringPtr(Principal), kmsg.StringPtr("*")
+	f.Operation, f.PermissionType = s.Operation, kmsg.ACLPermissionTypeAllow
+	req := kmsg.NewPtrDeleteACLsRequest()
+	req.Filters = append(req.Filters, f)
+	resp, err := req.RequestWith(context.Background(), c.AdminClient(t))
+	if err != nil || len(resp.Results) != 1 || resp.Results[0].ErrorCode != 0 || len(resp.Results[0].MatchingACLs) != 1 {
+		t.Fatalf("acltest: revoking %+v: %v %+v", a, err, resp)
+	}
 }
