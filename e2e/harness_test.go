@@ -45,6 +45,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
+	defer stopSecured() // the secured tier's node, if a test started it
 
 	flechtBin = filepath.Join(tmp, "flecht")
 	build := exec.Command("go", "build", "-o", flechtBin, "./cmd/flecht")

@@ -21,7 +21,7 @@ $XDG_CONFIG_HOME/flecht/config.yaml (or --config, FLECHT_CONFIG):
         cert_file: /etc/kafka/client.pem   # optional, with key_file
         key_file: /etc/kafka/client.key
       sasl:
-        mechanism: SCRAM-SHA-512         # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+        mechanism: SCRAM-SHA-512         # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (docs/connecting.md)
         username: flecht
         password_env: KAFKA_PASSWORD     # or password_file: /run/secrets/kafka
       mqtt:

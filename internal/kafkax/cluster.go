@@ -63,6 +63,17 @@ func FromProfile(r *profile.Resolved, getenv func(string) string, log *slog.Logg
 		}
 		c.TLS, c.tlsFiles = tc, kafkaTLSFiles(r.TLS)
 	}
+	if r.SASL != nil && r.SASL.Mechanism == profile.MechOAuthBearer {
+		if r.SASL.OAuth == nil {
+			return nil, errors.New("sasl: OAUTHBEARER needs an sasl.oauth block")
+		}
+		ts, err := NewTokenSource(r.SASL.OAuth, getenv)
+		if err != nil {
+			return nil, fmt.Errorf("sasl: %w", err)
+		}
+		c.SASL = ts.Mechanism()
+		return c, nil
+	}
 	if r.SASL != nil {
 		pw, err := r.SASL.Password.Resolve(getenv)
 		if err != nil {
@@ -98,11 +109,12 @@ func kafkaTLSFiles(t *profile.TLS) tlsclient.Files {
 // tlsPeer is how TLS errors name Kafka and where its TLS is configured.
 func (c *Cluster) tlsPeer() tlsclient.Peer {
 	return tlsclient.Peer{
-		Name:      "the Kafka broker",
-		Files:     c.tlsFiles,
-		CAHint:    "the profile's tls.ca_file",
-		CertHint:  "the profile's tls.cert_file and tls.key_file",
-		PlainHint: "If it is a plaintext listener, remove tls from the profile.",
+		Name:        "the Kafka broker",
+		Files:       c.tlsFiles,
+		CAHint:      "the profile's tls.ca_file",
+		CertHint:    "the profile's tls.cert_file and tls.key_file",
+		PlainHint:   "If it is a plaintext listener, remove tls from the profile.",
+		ClientTrust: "Kafka: the listener's ssl.truststore.location",
 	}
 }
 
@@ -208,9 +220,16 @@ type AuthError struct {
 	Brokers   string
 	Mechanism string
 	Err       error
+	// Reason, when set, is the whole explanation (a mechanism the
+	// listener does not enable, a token endpoint that refused), in place
+	// of the advice on a refused password.
+	Reason string
 }
 
 func (e *AuthError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("Kafka at %s: %s", e.Brokers, e.Reason)
+	}
 	return fmt.Sprintf("Kafka at %s: %s authentication failed (%v); check the profile's sasl.mechanism, sasl.username and the password in password_env or password_file", e.Brokers, e.Mechanism, e.Err)
 }
 
@@ -258,6 +277,9 @@ func (c *Cluster) Ping(ctx context.Context, cl *kgo.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := cl.Ping(ctx); err != nil {
+		if e := c.explainConnect(err); e != nil {
+			return e
+		}
 		if c.loginRefused(err) {
 			return &AuthError{Brokers: c.Addrs(), Mechanism: c.SASL.Name(), Err: err}
 		}
@@ -270,6 +292,40 @@ func (c *Cluster) Ping(ctx context.Context, cl *kgo.Client) error {
 			err = fmt.Errorf("no answer within %s", timeout)
 		}
 		return &UnreachableError{Brokers: c.Addrs(), Err: err}
+	}
+	return nil
+}
+
+// explainConnect turns the failures of connecting that franz-go reports
+// in its own words into one line naming the profile setting to change; nil
+// when err is none of them.
+func (c *Cluster) explainConnect(err error) error {
+	mech := ""
+	if c.SASL != nil {
+		mech = c.SASL.Name()
+	}
+	if te, ok := errors.AsType[*TokenError](err); ok {
+		return &AuthError{Brokers: c.Addrs(), Mechanism: mech, Err: err, Reason: te.Error()}
+	}
+	switch {
+	case errors.Is(err, kerr.UnsupportedSaslMechanism):
+		return &AuthError{Brokers: c.Addrs(), Mechanism: mech, Err: err,
+			Reason: fmt.Sprintf("this listener does not enable SASL mechanism %s (UNSUPPORTED_SASL_MECHANISM): set the profile's sasl.mechanism to one in the listener's sasl.enabled.mechanisms, or connect to the listener that enables %s", mech, mech)}
+	case errors.Is(err, kerr.IllegalSaslState) && c.SASL != nil:
+		return &AuthError{Brokers: c.Addrs(), Mechanism: mech, Err: err,
+			Reason: fmt.Sprintf("this listener does not take SASL (ILLEGAL_SASL_STATE): remove sasl from the profile for an SSL or PLAINTEXT listener, or connect to the broker's SASL_SSL listener for %s", mech)}
+	case c.SASL == nil && strings.Contains(err.Error(), "is SASL missing?"):
+		// franz-go's words for a connection closed at the first request
+		// after ApiVersions, as a SASL listener does to a client that
+		// did not log in.
+		return &AuthError{Brokers: c.Addrs(), Err: err,
+			Reason: "the broker closed the connection at the first request, as a SASL listener does to a client that does not log in: set sasl in the profile (mechanism with username and password_env or password_file, or OAUTHBEARER with sasl.oauth)"}
+	case c.TLS == nil && strings.Contains(err.Error(), "plaintext connection speaking to a tls endpoint"):
+		// franz-go read a TLS alert where a response's size should be.
+		return &TLSError{Brokers: c.Addrs(), Err: errors.New("this listener speaks TLS but the profile connects in plaintext: set tls.enabled: true in the profile (with tls.ca_file for a private CA)")}
+	case c.TLS == nil && strings.Contains(err.Error(), "is TLS missing?"):
+		// franz-go's words for a connection closed at the first request.
+		return &TLSError{Brokers: c.Addrs(), Err: errors.New("the broker closed the connection at the first request, as a TLS listener does to a plaintext client: if this listener uses TLS, set tls.enabled: true in the profile (with tls.ca_file for a private CA)")}
 	}
 	return nil
 }

@@ -222,11 +222,12 @@ func (c *MQTTConn) Peer() tlsclient.Peer {
 		cert = append(cert, l.Names.Pair)
 	}
 	return tlsclient.Peer{
-		Name:      "the MQTT broker",
-		Files:     c.Files(),
-		CAHint:    "the CA file (" + joinList(ca, "or") + ")",
-		CertHint:  "a client certificate and key (" + joinList(cert, "or") + ")",
-		PlainHint: "For a plain listener write mqtt:// instead of mqtts://.",
+		Name:        "the MQTT broker",
+		Files:       c.Files(),
+		CAHint:      "the CA file (" + joinList(ca, "or") + ")",
+		CertHint:    "a client certificate and key (" + joinList(cert, "or") + ")",
+		PlainHint:   "For a plain listener write mqtt:// instead of mqtts://.",
+		ClientTrust: "Mosquitto: cafile",
 	}
 }
 

@@ -62,11 +62,74 @@ func (t *TLS) configured() bool {
 	return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.InsecureSkipVerify
 }
 
-// SASL configures SASL authentication to the Kafka brokers.
+// SASL configures SASL authentication to the Kafka brokers: a username
+// and password for PLAIN and SCRAM, an OAuth client for OAUTHBEARER.
 type SASL struct {
 	Mechanism string `yaml:"mechanism" json:"mechanism"`
 	Username  string `yaml:"username" json:"username"`
 	Password  `yaml:",inline"`
+	OAuth     *OAuth `yaml:"oauth,omitempty" json:"oauth,omitempty"`
+}
+
+// OAuth is the OIDC client of OAUTHBEARER: flecht fetches a token from
+// TokenURL with the client-credentials grant (RFC 6749 §4.4) and presents
+// it to the broker. The secret comes from an environment variable or a
+// file, never from the config itself; CAFile is the token endpoint's CA
+// (default: the system roots), read as the other TLS settings are.
+type OAuth struct {
+	TokenURL   string `yaml:"token_url" json:"token_url"`
+	ClientID   string `yaml:"client_id" json:"client_id"`
+	SecretEnv  string `yaml:"client_secret_env,omitempty" json:"client_secret_env,omitempty"`
+	SecretFile string `yaml:"client_secret_file,omitempty" json:"client_secret_file,omitempty"`
+	Scope      string `yaml:"scope,omitempty" json:"scope,omitempty"`
+	CAFile     string `yaml:"ca_file,omitempty" json:"ca_file,omitempty"`
+}
+
+// Secret is where the client secret comes from, as a Password.
+func (o *OAuth) Secret() Password { return Password{Env: o.SecretEnv, File: o.SecretFile} }
+
+// ResolveSecret reads the client secret; errors name the setting, never
+// the value.
+func (o *OAuth) ResolveSecret(getenv func(string) string) (string, error) {
+	switch {
+	case o.SecretEnv != "":
+		v := getenv(o.SecretEnv)
+		if v == "" {
+			return "", fmt.Errorf("sasl.oauth.client_secret_env: environment variable %s is empty or unset", o.SecretEnv)
+		}
+		return v, nil
+	case o.SecretFile != "":
+		v, err := o.Secret().Resolve(getenv)
+		if err != nil {
+			return "", fmt.Errorf("sasl.oauth.client_secret_file: %w", err)
+		}
+		if v == "" {
+			return "", fmt.Errorf("sasl.oauth.client_secret_file: %s is empty", o.SecretFile)
+		}
+		return v, nil
+	}
+	return "", errors.New("sasl.oauth needs client_secret_env or client_secret_file")
+}
+
+func (o *OAuth) validate(where string) error {
+	u, err := url.Parse(o.TokenURL)
+	switch {
+	case o.TokenURL == "":
+		return fmt.Errorf("%s: sasl.oauth.token_url is required (the OIDC token endpoint, https://…)", where)
+	case err != nil || u.Host == "":
+		return fmt.Errorf("%s: sasl.oauth.token_url is not a URL like https://idp.example/oauth2/token", where)
+	case u.User != nil:
+		return fmt.Errorf("%s: sasl.oauth.token_url carries credentials; the client secret goes in client_secret_env or client_secret_file", where)
+	case u.Scheme != "https":
+		return fmt.Errorf("%s: sasl.oauth.token_url must be https:// (the client secret is sent to it); for a private CA set sasl.oauth.ca_file", where)
+	case o.ClientID == "":
+		return fmt.Errorf("%s: sasl.oauth.client_id is required", where)
+	case o.SecretEnv != "" && o.SecretFile != "":
+		return fmt.Errorf("%s: set sasl.oauth.client_secret_env or client_secret_file, not both", where)
+	case o.SecretEnv == "" && o.SecretFile == "":
+		return fmt.Errorf("%s: sasl.oauth needs client_secret_env or client_secret_file", where)
+	}
+	return nil
 }
 
 // MQTT is where the MQTT broker is and how to log in to it. The URL
@@ -158,7 +221,10 @@ type Password struct {
 }
 
 // Mechanisms lists the accepted SASL mechanisms.
-var Mechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+var Mechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", MechOAuthBearer}
+
+// MechOAuthBearer is the SASL mechanism of OIDC tokens.
+const MechOAuthBearer = "OAUTHBEARER"
 
 // Resolve reads the password. getenv is os.Getenv outside tests.
 func (p Password) Resolve(getenv func(string) string) (string, error) {
@@ -224,13 +290,17 @@ func (p *Profile) Validate(name string) error {
 		if !ok {
 			return fmt.Errorf("%s: sasl.mechanism %s is not one of %s", where, boundedread.Quote(s.Mechanism), strings.Join(Mechanisms, ", "))
 		}
-		if s.Username == "" {
-			return fmt.Errorf("%s: sasl.username is required", where)
-		}
-		if s.Password.Env == "" && s.Password.File == "" {
-			return fmt.Errorf("%s: sasl needs password_env or password_file", where)
-		}
-		if err := s.Password.validate(where + " sasl"); err != nil {
+		if s.Mechanism == MechOAuthBearer {
+			if s.OAuth == nil {
+				return fmt.Errorf("%s: sasl.mechanism OAUTHBEARER needs an sasl.oauth block (token_url, client_id, client_secret_env or client_secret_file)", where)
+			}
+			if s.Username != "" || s.Password.Env != "" || s.Password.File != "" {
+				return fmt.Errorf("%s: sasl.username and password_env/password_file do not apply to OAUTHBEARER; the client id and secret go in sasl.oauth", where)
+			}
+			if err := s.OAuth.validate(where); err != nil {
+				return err
+			}
+		} else if err := s.validatePassword(where); err != nil {
 			return err
 		}
 	}
@@ -238,6 +308,19 @@ func (p *Profile) Validate(name string) error {
 		return p.MQTT.validate(where)
 	}
 	return nil
+}
+
+func (s *SASL) validatePassword(where string) error {
+	if s.OAuth != nil {
+		return fmt.Errorf("%s: sasl.oauth applies only to mechanism OAUTHBEARER, not %s", where, s.Mechanism)
+	}
+	if s.Username == "" {
+		return fmt.Errorf("%s: sasl.username is required", where)
+	}
+	if s.Password.Env == "" && s.Password.File == "" {
+		return fmt.Errorf("%s: sasl needs password_env or password_file", where)
+	}
+	return s.Password.validate(where + " sasl")
 }
 
 // Parse decodes a config file strictly: unknown fields are errors, so a

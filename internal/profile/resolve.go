@@ -145,6 +145,9 @@ func Resolve(in Inputs) (*Resolved, error) {
 		var pws []Password
 		if p.SASL != nil {
 			pws = append(pws, p.SASL.Password)
+			if p.SASL.OAuth != nil {
+				pws = append(pws, p.SASL.OAuth.Secret())
+			}
 		}
 		if p.MQTT != nil {
 			pws = append(pws, p.MQTT.Password)

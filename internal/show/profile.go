@@ -50,7 +50,11 @@ func Profile(h *ui.Human, r *profile.Resolved) error {
 		pairs = append(pairs, [2]string{"tls", "off"})
 	}
 	if r.SASL != nil {
-		pairs = append(pairs, [2]string{"sasl", r.SASL.Mechanism + " as " + r.SASL.Username + ", password from " + PasswordSource(r.SASL.Password)})
+		if o := r.SASL.OAuth; o != nil {
+			pairs = append(pairs, [2]string{"sasl", r.SASL.Mechanism + " as client " + o.ClientID + " of " + o.TokenURL + ", secret from " + PasswordSource(o.Secret())})
+		} else {
+			pairs = append(pairs, [2]string{"sasl", r.SASL.Mechanism + " as " + r.SASL.Username + ", password from " + PasswordSource(r.SASL.Password)})
+		}
 	} else {
 		pairs = append(pairs, [2]string{"sasl", "off"})
 	}

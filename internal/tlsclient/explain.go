@@ -3,12 +3,15 @@ package tlsclient
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Problem is what went wrong in a TLS handshake, as far as the client can
@@ -52,6 +55,18 @@ type Peer struct {
 	// PlainHint, when set, is advice for a server that does not speak TLS
 	// ("use mqtt:// for a plain listener").
 	PlainHint string
+	// ClientTrust, when set, names where the server keeps the CAs it
+	// trusts for client certificates ("Mosquitto: cafile"), for the advice
+	// on a refused one.
+	ClientTrust string
+}
+
+// clientTrust is the parenthetical naming the server's client CA setting.
+func (p Peer) clientTrust() string {
+	if p.ClientTrust == "" {
+		return ""
+	}
+	return " (" + p.ClientTrust + ")"
 }
 
 // Error is a TLS failure explained. Its message says what happened and
@@ -169,6 +184,49 @@ func remoteAlert(err error) (string, bool) {
 	return "", false
 }
 
+// readLeaf reads the first certificate of a client certificate file, nil
+// when that fails (the file was read once already, to connect).
+func readLeaf(path string) *x509.Certificate {
+	data, err := clientCertFile.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	for rest := data; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			return nil
+		}
+		if block.Type == "CERTIFICATE" {
+			cert, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				return nil
+			}
+			return cert
+		}
+	}
+}
+
+// untrustedIssuer reports the issuer of cert, quoted for printing, when
+// caFile is set and does not lead cert to a root: a client certificate
+// of another CA than the one the server's certificate comes from.
+func untrustedIssuer(cert *x509.Certificate, caFile string) (string, bool) {
+	if caFile == "" {
+		return "", false
+	}
+	pool, err := LoadCAFile(caFile)
+	if err != nil {
+		return "", false
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, CurrentTime: cert.NotBefore.Add(time.Second)}); err == nil {
+		return "", false
+	}
+	name := cert.Issuer.CommonName
+	if name == "" {
+		name = "an issuer without a common name"
+	}
+	return strconv.Quote(name), true
+}
+
 // explainAlert covers the server's verdict, sent as an alert.
 func explainAlert(alert string, err error, p Peer) (Problem, string) {
 	gaveCert := p.Files.CertFile != ""
@@ -177,20 +235,38 @@ func explainAlert(alert string, err error, p Peer) (Problem, string) {
 		if gaveCert {
 			// crypto/tls sends no certificate rather than one whose
 			// issuer is not among the CAs the server asked for.
-			return ClientCertRefused, fmt.Sprintf("%s requires a client certificate and did not take %s (%v): the server names the CAs it accepts and this certificate's issuer is not one of them (or its key type is not accepted); use a certificate signed by a CA the server trusts for clients (Mosquitto: cafile)",
-				p.Name, p.Files.CertFile, err)
+			return ClientCertRefused, fmt.Sprintf("%s requires a client certificate and did not take %s (%v): the server names the CAs it accepts and this certificate's issuer is not one of them (or its key type is not accepted); use a certificate signed by a CA the server trusts for clients%s, or add its CA there",
+				p.Name, p.Files.CertFile, err, p.clientTrust())
 		}
 		return ClientCertRequired, fmt.Sprintf("%s requires a client certificate (mutual TLS) and none was given (%v): set %s",
 			p.Name, err, p.CertHint)
 	case "expired certificate":
 		if gaveCert {
-			return ClientCertExpired, fmt.Sprintf("%s refused the client certificate %s as expired or not yet valid (%v): renew it",
-				p.Name, p.Files.CertFile, err)
+			return ClientCertExpired, fmt.Sprintf("%s refused the client certificate %s as expired or not yet valid (%v): renew it, and point %s at the new one",
+				p.Name, p.Files.CertFile, err, p.CertHint)
 		}
 	case "unknown certificate authority", "bad certificate", "unknown certificate", "unsupported certificate", "revoked certificate", "access denied":
+		if !gaveCert && (alert == "bad certificate" || alert == "unknown certificate") {
+			// Java servers (Kafka) answer a missing client certificate so.
+			return ClientCertRequired, fmt.Sprintf("%s refused the TLS handshake (%v): it requires a client certificate (mutual TLS) and none was given; set %s",
+				p.Name, err, p.CertHint)
+		}
 		if gaveCert {
-			return ClientCertRefused, fmt.Sprintf("%s refused the client certificate %s (%v): it must be signed by a CA the server trusts for clients (Mosquitto: cafile), be valid now and allow client authentication",
-				p.Name, p.Files.CertFile, err)
+			// Java servers (Kafka) send the same alert for an expired
+			// client certificate as for an untrusted one; the
+			// certificate itself tells them apart.
+			if cert := readLeaf(p.Files.CertFile); cert != nil {
+				if now := time.Now(); now.After(cert.NotAfter) || now.Before(cert.NotBefore) {
+					return ClientCertExpired, fmt.Sprintf("%s refused the client certificate %s (%v): it is valid only from %s to %s, not now: renew it, and point %s at the new one",
+						p.Name, p.Files.CertFile, err, cert.NotBefore.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339), p.CertHint)
+				}
+				if issuer, ok := untrustedIssuer(cert, p.Files.CAFile); ok {
+					return ClientCertRefused, fmt.Sprintf("%s refused the client certificate %s (%v): it is issued by %s, which the CA file %s does not hold: use a certificate signed by a CA the server trusts for clients%s, or have the server trust that issuer",
+						p.Name, p.Files.CertFile, err, issuer, p.Files.CAFile, p.clientTrust())
+				}
+			}
+			return ClientCertRefused, fmt.Sprintf("%s refused the client certificate %s (%v): it must be signed by a CA the server trusts for clients%s, be valid now and allow client authentication",
+				p.Name, p.Files.CertFile, err, p.clientTrust())
 		}
 	case "handshake failure":
 		if !gaveCert {

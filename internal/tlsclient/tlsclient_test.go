@@ -17,7 +17,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/tlsclient/tlstest"
 )
 
-var peer = tlsclient.Peer{Name: "the test server", CAHint: "ca_file (HINT-CA)", CertHint: "cert_file and key_file (HINT-CERT)", PlainHint: "use plain:// for a plain listener"}
+var peer = tlsclient.Peer{Name: "the test server", CAHint: "ca_file (HINT-CA)", CertHint: "cert_file and key_file (HINT-CERT)", PlainHint: "use plain:// for a plain listener", ClientTrust: "HINT-TRUST"}
 
 // serve runs a TLS server with cfg on loopback that answers each
 // connection's first byte with "ok", and returns its address.
@@ -132,6 +132,17 @@ func TestHandshakeOutcomesExplained(t *testing.T) {
 	wrongHost := serve(t, pki.ServerConfig(pki.WrongHost, false))
 	expired := serve(t, pki.ServerConfig(pki.ExpiredServer, false))
 	unlisted := serve(t, pki.ServerConfigUnlisted(pki.Server))
+	// As a Java server (Kafka) does: a missing client certificate is
+	// answered "bad certificate", not "certificate required".
+	javaCfg := pki.ServerConfig(pki.Server, false)
+	javaCfg.ClientAuth = tls.RequestClientCert
+	javaCfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("empty client certificate chain")
+		}
+		return nil
+	}
+	javaLike := serve(t, javaCfg)
 	client := tlsclient.Files{CAFile: pki.CAFile, CertFile: pki.Client.CertFile, KeyFile: pki.Client.KeyFile}
 	other := tlsclient.Files{CAFile: pki.CAFile, CertFile: pki.OtherClient.CertFile, KeyFile: pki.OtherClient.KeyFile}
 
@@ -163,6 +174,12 @@ func TestHandshakeOutcomesExplained(t *testing.T) {
 		{"client cert of another CA, CAs not named", unlisted, other, nil, tlsclient.ClientCertRefused,
 			[]string{"refused the client certificate " + pki.OtherClient.CertFile, "bad certificate", "signed by a CA the server trusts"}},
 		{"mutual TLS, CAs not named", unlisted, client, nil, 0, nil},
+		{"client cert of another CA, told apart by its issuer", unlisted, other, nil, tlsclient.ClientCertRefused,
+			[]string{`issued by "some other CA", which the CA file ` + pki.CAFile + " does not hold", "(HINT-TRUST)"}},
+		{"expired client cert, refused as a bad one", unlisted, tlsclient.Files{CAFile: pki.CAFile, CertFile: pki.ExpiredClient.CertFile, KeyFile: pki.ExpiredClient.KeyFile}, nil, tlsclient.ClientCertExpired,
+			[]string{"refused the client certificate " + pki.ExpiredClient.CertFile, "bad certificate", "is valid only from", "not now: renew it", "HINT-CERT"}},
+		{"no client cert, refused as a bad one", javaLike, tlsclient.Files{CAFile: pki.CAFile}, nil, tlsclient.ClientCertRequired,
+			[]string{"bad certificate", "requires a client certificate (mutual TLS) and none was given", "set cert_file and key_file (HINT-CERT)"}},
 		{"expired client cert", mutual, tlsclient.Files{CAFile: pki.CAFile, CertFile: pki.ExpiredClient.CertFile, KeyFile: pki.ExpiredClient.KeyFile}, nil, tlsclient.ClientCertExpired,
 			[]string{"refused the client certificate " + pki.ExpiredClient.CertFile + " as expired", "renew it"}},
 	} {

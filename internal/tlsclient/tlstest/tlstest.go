@@ -49,7 +49,14 @@ type PKI struct {
 // New makes the certificates in a fresh temporary directory.
 func New(t testing.TB) *PKI {
 	t.Helper()
-	p := &PKI{Dir: t.TempDir()}
+	return NewIn(t, t.TempDir())
+}
+
+// NewIn is New writing into dir, for certificates that outlive one test
+// (a broker a whole test binary shares); the caller removes dir.
+func NewIn(t testing.TB, dir string) *PKI {
+	t.Helper()
+	p := &PKI{Dir: dir}
 	now := time.Now()
 	p.ca, p.caKey, p.CAFile = p.newCA(t, "flecht test CA", "ca.pem")
 	p.otherCA, p.otherCAKey, p.OtherCAFile = p.newCA(t, "some other CA", "other-ca.pem")
@@ -62,6 +69,15 @@ func New(t testing.TB) *PKI {
 	p.ExpiredClient = p.leaf(t, "expired-client", p.ca, p.caKey, leafTemplate("flecht-client", x509.ExtKeyUsageClientAuth, now.Add(-48*time.Hour), now.Add(-time.Hour), nil))
 	p.OtherClient = p.leaf(t, "other-client", p.otherCA, p.otherCAKey, leafTemplate("flecht-client", x509.ExtKeyUsageClientAuth, now.Add(-time.Hour), now.Add(24*time.Hour), nil))
 	return p
+}
+
+// ClientFor issues a client certificate for the common name cn (a
+// broker that maps the CN to a principal sees User:cn), written as
+// client-<cn>.pem and client-<cn>.key.
+func (p *PKI) ClientFor(t testing.TB, cn string) Pair {
+	t.Helper()
+	now := time.Now()
+	return p.leaf(t, "client-"+cn, p.ca, p.caKey, leafTemplate(cn, x509.ExtKeyUsageClientAuth, now.Add(-time.Hour), now.Add(24*time.Hour), nil))
 }
 
 // ServerConfig is a TLS server config presenting srv; with requireClient
