@@ -86,17 +86,23 @@ func runMain(m *testing.M) int {
 // it creates __consumer_offsets and __transaction_state on first use, and
 // until then answers COORDINATOR_NOT_AVAILABLE, which no test is about.
 func warmUp(brokers string) error {
+	return waitCoordinators(&kafkax.Cluster{Brokers: strings.Split(brokers, ",")}, "flecht-e2e-warmup")
+}
+
+// waitCoordinators waits until c's group and transaction coordinators
+// answer (a new node loads its internal topics first), asking for the
+// group and transactional ID name.
+func waitCoordinators(c *kafkax.Cluster, name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := &kafkax.Cluster{Brokers: strings.Split(brokers, ",")}
-	cl, err := c.Client(kgo.TransactionalID("flecht-e2e-warmup"))
+	cl, err := c.Client(kgo.TransactionalID(name))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	for {
-		_, gerr := adm.FetchOffsets(ctx, "flecht-e2e-warmup")
+		_, gerr := adm.FetchOffsets(ctx, name)
 		_, _, terr := cl.ProducerID(ctx)
 		if gerr == nil && terr == nil {
 			return nil

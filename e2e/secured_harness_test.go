@@ -11,7 +11,6 @@ package e2e
 // FLECHT_E2E_SECURED_PORT (default 29100) to that port + 4.
 
 import (
-	"context"
 	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
@@ -35,7 +34,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -179,26 +177,7 @@ func (s *securedTier) adminCluster() *kafkax.Cluster {
 }
 
 func (s *securedTier) warmUp() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl, err := s.adminCluster().Client(kgo.TransactionalID("flecht-e2e-secured-warmup"))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	for {
-		_, gerr := adm.FetchOffsets(ctx, "flecht-e2e-secured-warmup")
-		_, _, terr := cl.ProducerID(ctx)
-		if gerr == nil && terr == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("group coordinator: %v; transaction coordinator: %v", gerr, terr)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+	return waitCoordinators(s.adminCluster(), "flecht-e2e-secured-warmup")
 }
 
 // admin is a kadm client as the super user, closed when the test ends.

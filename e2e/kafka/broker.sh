@@ -57,24 +57,21 @@ java_run() {
 
 write_config() {
   mkdir -p "$run/data"
-  if [ -n "$secured" ]; then write_secured_config; return; fi
-  cat > "$run/server.properties" <<PROPS
-process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
-controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+  if [ -n "$secured" ]; then write_secured_listeners; else write_plain_listeners; fi
+  # What both kinds of node share: one node, and timings short enough for tests.
+  # The secured node has fewer coordinator partitions: it starts within a
+  # test's budget.
+  local coordinator_partitions=6
+  [ -n "$secured" ] && coordinator_partitions=3
+  cat >> "$run/server.properties" <<PROPS
 log.dirs=$run/data
 num.partitions=1
 default.replication.factor=1
 offsets.topic.replication.factor=1
-offsets.topic.num.partitions=6
+offsets.topic.num.partitions=$coordinator_partitions
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
-transaction.state.log.num.partitions=6
+transaction.state.log.num.partitions=$coordinator_partitions
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
@@ -88,7 +85,20 @@ delete.topic.enable=true
 PROPS
 }
 
-write_secured_config() {
+write_plain_listeners() {
+  cat > "$run/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+PROPS
+}
+
+write_secured_listeners() {
   cat > "$run/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
@@ -116,22 +126,6 @@ connections.max.reauth.ms=10000
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 allow.everyone.if.no.acl.found=false
 super.users=User:admin;User:ANONYMOUS
-log.dirs=$run/data
-num.partitions=1
-default.replication.factor=1
-offsets.topic.replication.factor=1
-offsets.topic.num.partitions=3
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-transaction.state.log.num.partitions=3
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-group.initial.rebalance.delay.ms=0
-group.consumer.min.session.timeout.ms=6000
-group.min.session.timeout.ms=1000
-transaction.abort.timed.out.transaction.cleanup.interval.ms=5000
-auto.create.topics.enable=false
-delete.topic.enable=true
 PROPS
 }
 

@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/flecht-dev/flecht/internal/boundedread"
+	"github.com/flecht-dev/flecht/internal/yamldoc"
 )
 
 // DefaultBrokers is used when no flag, env var or profile names brokers.
@@ -335,18 +336,10 @@ func Parse(data []byte) (*File, error) {
 	// A second document would be ignored, as a stage file's would: a
 	// profile pasted after --- must not pass for one that is read. An
 	// empty one (a trailing ---) holds nothing to ignore.
-	for {
-		var next yaml.Node
-		err := dec.Decode(&next)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if !emptyDocument(&next) {
-			return nil, fmt.Errorf("line %d: a second YAML document starts here (after ---): a config file holds one; put every profile under its one profiles key", next.Line)
-		}
+	if line, err := yamldoc.SecondDocument(dec); err != nil {
+		return nil, err
+	} else if line > 0 {
+		return nil, fmt.Errorf("line %d: a second YAML document starts here (after ---): a config file holds one; put every profile under its one profiles key", line)
 	}
 	if f.Profiles == nil {
 		f.Profiles = map[string]*Profile{}
@@ -366,15 +359,6 @@ func Parse(data []byte) (*File, error) {
 		}
 	}
 	return f, nil
-}
-
-// emptyDocument reports whether a YAML document holds no value.
-func emptyDocument(doc *yaml.Node) bool {
-	if len(doc.Content) == 0 {
-		return true
-	}
-	c := doc.Content[0]
-	return c.Kind == yaml.ScalarNode && c.Tag == "!!null" && c.Value == ""
 }
 
 // ModeWarning warns when the config file at path is open to group or

@@ -22,6 +22,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/profile"
 	"github.com/flecht-dev/flecht/internal/statekey"
+	"github.com/flecht-dev/flecht/internal/yamldoc"
 )
 
 // Kinds of stage.
@@ -383,18 +384,10 @@ func Parse(data []byte) (*Stage, error) {
 	// A second document would be ignored: a stage pasted after --- must
 	// not pass for one that runs. An empty one (a trailing ---) holds
 	// nothing to ignore.
-	for {
-		var next yaml.Node
-		err := dec.Decode(&next)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if !emptyDocument(&next) {
-			return nil, fmt.Errorf("line %d: a second YAML document starts here (after ---): a stage file holds one stage; give each stage its own file", next.Line)
-		}
+	if line, err := yamldoc.SecondDocument(dec); err != nil {
+		return nil, err
+	} else if line > 0 {
+		return nil, fmt.Errorf("line %d: a second YAML document starts here (after ---): a stage file holds one stage; give each stage its own file", line)
 	}
 	if err := s.validate(); err != nil {
 		return nil, err
@@ -403,15 +396,6 @@ func Parse(data []byte) (*Stage, error) {
 		s.Transform.Module.resolve("") // Load resolves it against the file's directory
 	}
 	return s, nil
-}
-
-// emptyDocument reports whether a YAML document holds no value.
-func emptyDocument(doc *yaml.Node) bool {
-	if len(doc.Content) == 0 {
-		return true
-	}
-	c := doc.Content[0]
-	return c.Kind == yaml.ScalarNode && c.Tag == "!!null" && c.Value == ""
 }
 
 // maxProblem clips a problem whose text comes from elsewhere (a state_key
