@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 
 // offline lists every command that prints a result without a cluster,
 // with arguments that make it succeed; the fixture's files are named by
-// the placeholders KEYRING, TOKEN, SIGNED, MODULE and DIR.
+// the placeholders KEYRING, TOKEN, SIGNED, MODULE, STAGE and DIR.
 var offline = map[string][][]string{
 	"flecht":                   {{}, {"--help"}},
 	"flecht help":              {{"help"}, {"help", "keys"}},
@@ -53,6 +53,8 @@ var offline = map[string][][]string{
 	"flecht lint state-key":    {{"lint", "state-key", "--state-key", "{key}"}},
 	"flecht group":             {{"group"}},
 	"flecht topic":             {{"topic"}},
+	"flecht acl":               {{"acl"}},
+	"flecht acl plan":          {{"acl", "plan", "-f", "STAGE", "--principal", "User:count", "--role", "run"}, {"acl", "plan", "-f", "STAGE", "--principal", "User:count", "--role", "feed", "-o", "json"}},
 }
 
 // elsewhere are the commands the table leaves out, and why: each needs a
@@ -72,6 +74,7 @@ var elsewhere = map[string]string{
 	"flecht transform test": "a module and its samples",
 	"flecht group leave":    "a cluster", "flecht topic create": "a cluster",
 	"flecht topic produce": "a cluster", "flecht topic consume": "a cluster",
+	"flecht topic config": "a cluster", "flecht acl check": "a cluster",
 }
 
 // Item 2: every command that prints a result, run as a process with its
@@ -180,7 +183,7 @@ func subcommands(help string) []string {
 var closedStdout = &os.File{}
 
 type fixture struct {
-	dir, keyring, token, signed, module, config string
+	dir, keyring, token, signed, module, config, stage string
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -211,6 +214,11 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	fx.module = moduletest.Example(t, "count")
+	fx.stage = filepath.Join(dir, "count.yaml")
+	stage := "application_id: sensors-count\nkind: transformer\ninput_topics: [sensors.raw]\ntransform: {builtin: count, output_topic: sensors.refined}\n"
+	if err := os.WriteFile(fx.stage, []byte(stage), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	return fx
 }
 
@@ -218,7 +226,7 @@ func (fx *fixture) expand(args []string, n int) []string {
 	out := make([]string, len(args))
 	for i, a := range args {
 		a = strings.NewReplacer("DIRKID", "k"+strings.Repeat("x", n%7)+string(rune('a'+n%26))+string(rune('a'+n/26%26)),
-			"DIR", fx.dir, "TOKEN", fx.token, "SIGNED", fx.signed, "MODULE", fx.module).Replace(a)
+			"DIR", fx.dir, "STAGE", fx.stage, "TOKEN", fx.token, "SIGNED", fx.signed, "MODULE", fx.module).Replace(a)
 		if strings.HasSuffix(a, "new.json") {
 			a = strings.TrimSuffix(a, "new.json") + "new" + string(rune('a'+n%26)) + string(rune('a'+n/26%26)) + ".json"
 		}

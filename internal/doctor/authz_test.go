@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flecht-dev/flecht/internal/lint"
+	"github.com/flecht-dev/flecht/internal/status"
 )
 
 // Transactional IDs the principal may not describe are a finding and
@@ -29,20 +30,21 @@ func TestDiagnoseUnseenTransactionsAreAFinding(t *testing.T) {
 	}
 }
 
-// On a secured cluster the commands a finding prints carry the client
-// properties the Kafka tools need there.
+// On a secured cluster the Kafka tool commands a finding prints carry the
+// client properties the tools need there (every other fix is a flecht
+// command, which reads the profile).
 func TestDiagnoseCommandsCarryTheCommandConfig(t *testing.T) {
 	st := stage(t, countYAML)
 	members := map[string][]int32{"c0": {0}, "c1": {1}}
+	hanging := status.PendingTransaction{TransactionalID: "app-0", StartedAt: t0.Add(-90 * time.Second), TimeoutMillis: 60000, Partitions: []string{"out/0"}}
 	obs := Observations{
 		First:  sample(t0, "Stable", members, [2]int64{90, 50}, [2]int64{100, 60}),
-		Second: sample(t0.Add(10*time.Second), "Stable", members, [2]int64{180, 100}, [2]int64{185, 100}),
+		Second: sample(t0.Add(10*time.Second), "Stable", members, [2]int64{180, 100}, [2]int64{185, 100}, hanging),
 		Topics: cleanTopics(),
 	}
-	obs.Topics.Problems = append(obs.Topics.Problems, lint.TopicProblem{Kind: lint.ProblemRawRetention, Topic: "in", Message: "in has retention.ms=1"})
 	r := Diagnose(Inputs{Stage: st, Interval: 10 * time.Second, Brokers: "k:9093", CommandConfig: "admin client.properties"}, obs)
-	fs := findings(r, CheckTopics)
-	if len(fs) != 1 || !strings.Contains(fs[0].Command, "--bootstrap-server k:9093 --command-config 'admin client.properties' --alter") {
+	fs := findings(r, CheckTransactions)
+	if len(fs) != 1 || !strings.Contains(fs[0].Command, "kafka-transactions.sh --bootstrap-server k:9093 --command-config 'admin client.properties' find-hanging") {
 		t.Fatalf("findings %+v", fs)
 	}
 }

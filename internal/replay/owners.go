@@ -134,6 +134,22 @@ func observeWriters(ctx context.Context, adm *kadm.Client, o *Observed, topics [
 	own := map[int64]bool{}
 	if len(ids) > 0 {
 		described, err := adm.DescribeTransactions(ctx, ids...)
+		unauthorized := errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
+		for _, d := range described {
+			unauthorized = unauthorized || errors.Is(d.Err, kerr.TransactionalIDAuthorizationFailed)
+		}
+		if unauthorized {
+			// Its own writes cannot be told from others': unknown, which
+			// refuses the truncation, naming the ACL the replay needs
+			// anyway (Write implies Describe; the fence step writes).
+			why := fmt.Sprintf("the stage's transactional IDs could not be described to tell its own writes from others': not authorized (needs Write on transactional IDs prefixed %s-)", o.ApplicationID)
+			for _, t := range topics {
+				ow := o.Owners[t]
+				ow.Unknown = joinWhy(ow.Unknown, why)
+				o.Owners[t] = ow
+			}
+			return nil
+		}
 		if err != nil && described == nil {
 			return fmt.Errorf("describing the stage's transactional IDs, to tell its own writes from others': %w", err)
 		}
