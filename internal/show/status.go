@@ -97,10 +97,11 @@ func Status(h *ui.Human, r *status.Report) {
 		if !in.LagCounted {
 			lag = "≤" + lag
 		}
+		member := Dash(in.Member)
 		if in.Authorized != nil && !*in.Authorized {
-			committed, lag = "unknown", "unknown"
+			committed, lag, member = "unknown", "unknown", "unknown"
 		}
-		rows = append(rows, []string{in.Topic, strconv.Itoa(int(in.Partition)), committed, strconv.FormatInt(in.End, 10), lag, Dash(in.Member)})
+		rows = append(rows, []string{in.Topic, strconv.Itoa(int(in.Partition)), committed, strconv.FormatInt(in.End, 10), lag, member})
 	}
 	h.Table([]string{"topic", "partition", "committed", "end", "lag", "member"}, rows)
 
