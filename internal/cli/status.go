@@ -59,6 +59,12 @@ committed offsets for or has assigned. --interval 0 skips the second sample
 Ctrl-C; with -o json it prints one compact JSON report per line and refresh.
 During a replay it is the progress view: the lag falls to 0.
 
+What the principal may not see (Describe on the group, which its
+members, committed offsets and lag need; on the changelog; on the
+transactional IDs) is reported "unknown: not authorized (needs OPERATION
+on RESOURCE)", authorized: false in JSON, and the rest as usual; status
+then exits 4, as a check with findings (without --watch).
+
 --metrics-url (each instance's endpoint; host:port means
 http://host:port/metrics) scrapes every instance once per sample and shows
 which module it runs (name, sha256, ABI), "builtin", or why it could not be
@@ -128,7 +134,8 @@ func runStatus(ctx context.Context, opts *StatusOptions) error {
 			prev = nil
 		}
 		rep := status.Build(req.ApplicationID, prev, cur)
-		return opts.Printer().Print(rep, func(h *ui.Human) error { show.Status(h, rep); return nil })
+		// A part the principal may not see is reported unknown: exit 4.
+		return printCheck(opts.Printer(), rep, func(h *ui.Human) error { show.Status(h, rep); return nil }, len(rep.Unseen()) > 0)
 	}
 
 	// --watch: draw the first sample at once, then every interval with the

@@ -68,3 +68,42 @@ func TestDiagnoseUnseenChangelogIsNotLost(t *testing.T) {
 		t.Fatalf("findings %+v", fs)
 	}
 }
+
+// A group the principal may not describe is a finding of the members and
+// lag checks that says "unknown", never "no member" or a lag of 0, and
+// the other checks still run.
+func TestDiagnoseUnseenGroupIsAFinding(t *testing.T) {
+	st := stage(t, countYAML)
+	unseen := func(at time.Time) *status.Sample {
+		s := sample(at, status.GroupStateUnknown, nil, [2]int64{}, [2]int64{100, 60})
+		s.Committed = map[status.TP]int64{}
+		s.GroupUnauthorized = status.GroupNotAuthorized("app")
+		return s
+	}
+	obs := Observations{First: unseen(t0), Second: unseen(t0), OneSample: true, Topics: cleanTopics()}
+	r := Diagnose(Inputs{Stage: st, Interval: 10 * time.Second}, obs)
+	const why = "unknown: not authorized (needs Describe on group app)"
+	for _, check := range []string{CheckMembers, CheckLag} {
+		fs := findings(r, check)
+		if len(fs) != 1 || !strings.Contains(fs[0].Message, why) || !strings.Contains(fs[0].Command, "flecht acl plan") {
+			t.Errorf("%s findings %+v", check, fs)
+		}
+	}
+	for _, c := range r.Checks {
+		switch c.Name {
+		case CheckMembers, CheckLag:
+			if c.Status != StatusFindings || c.Detail != why {
+				t.Errorf("check %+v", c)
+			}
+		case CheckTransactions, CheckTopics:
+			if c.Status != StatusOK {
+				t.Errorf("check %+v", c)
+			}
+		}
+	}
+	for _, n := range r.Notes {
+		if strings.Contains(n, "no member") {
+			t.Errorf("note %q", n)
+		}
+	}
+}

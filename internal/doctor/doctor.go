@@ -331,7 +331,11 @@ func Diagnose(in Inputs, obs Observations) *Report {
 		ApplicationID: in.Stage.ApplicationID, Kind: in.Stage.Kind, IntervalS: in.Interval.Seconds(),
 		Checks: []Check{}, Findings: []Finding{}, Notes: []string{},
 	}}
-	if obs.OneSample {
+	switch {
+	case obs.OneSample && obs.First.GroupUnauthorized != "":
+		d.rep.IntervalS = 0
+		d.rep.Notes = append(d.rep.Notes, fmt.Sprintf("sampled once: the members of group %s are %s and no instance answered (--interval samples twice regardless)", in.Stage.ApplicationID, obs.First.GroupUnauthorized))
+	case obs.OneSample:
 		d.rep.IntervalS = 0
 		d.rep.Notes = append(d.rep.Notes, fmt.Sprintf("sampled once: group %s has no member and no instance answered, so nothing moves between two samples (--interval samples twice regardless)", in.Stage.ApplicationID))
 	}

@@ -27,6 +27,13 @@ func (d *diagnosis) members() {
 		what = "token"
 	}
 	s := d.obs.Second
+	if why := s.GroupUnauthorized; why != "" {
+		// Kafka refuses the whole group: who runs the stage is unknown,
+		// never "no member".
+		d.finding(CheckMembers, d.st.ApplicationID, d.aclPlanHint(), "the members of group %s are %s", d.st.ApplicationID, why)
+		d.done(CheckMembers, before, why)
+		return
+	}
 	tasks := 0
 	for _, ps := range s.Partitions {
 		tasks = max(tasks, len(ps))
@@ -72,6 +79,12 @@ func (d *diagnosis) members() {
 	d.done(CheckMembers, before, fmt.Sprintf("%d member(s), %d %s(s), group %s", n, tasks, what, s.Group.State))
 }
 
+// aclPlanHint is the command that lists the ACLs an operator needs to see
+// all of the stage.
+func (d *diagnosis) aclPlanHint() string {
+	return "flecht acl plan " + d.stageFlags() + " --role operate --principal User:NAME"
+}
+
 // rebalancingNow says a group state is a rebalance in progress.
 func rebalancingNow(state string) bool {
 	switch state {
@@ -88,6 +101,12 @@ func (d *diagnosis) lag() {
 		return
 	}
 	before := d.found
+	if why := d.obs.Second.GroupUnauthorized; why != "" {
+		// The lag is measured from the group's committed offsets.
+		d.finding(CheckLag, d.st.ApplicationID, d.aclPlanHint(), "the lag of %s is %s (its committed offsets are the group's)", d.st.ApplicationID, why)
+		d.done(CheckLag, before, why)
+		return
+	}
 	first := status.Build(d.st.ApplicationID, nil, d.obs.First)
 	rep := status.Build(d.st.ApplicationID, d.obs.First, d.obs.Second)
 	th := rep.Throughput
@@ -187,7 +206,7 @@ func (d *diagnosis) unreachable() []string {
 // Partitions whose lag status counted are left out: their lag is records
 // only, and a range of markers alone counts 0.
 func standingLag(st *stagefile.Stage, first, second *status.Sample) map[status.TP][2]int64 {
-	if st.Kind != stagefile.KindTransformer || first == nil || second == nil {
+	if st.Kind != stagefile.KindTransformer || first == nil || second == nil || second.GroupUnauthorized != "" {
 		return nil
 	}
 	from := func(s *status.Sample, tp status.TP) int64 {
@@ -268,7 +287,7 @@ func (d *diagnosis) transactions() {
 	}
 	if why := tx.NotAuthorized(); why != "" {
 		detail = why // Kafka leaves out what it may not see: never "0 open"
-		d.finding(CheckTransactions, "", "flecht acl plan "+d.stageFlags()+" --role operate --principal User:NAME", "open transactions are %s", why)
+		d.finding(CheckTransactions, "", d.aclPlanHint(), "open transactions are %s", why)
 	}
 	if tx.Error != "" {
 		d.note("describing the open transactions: %s", tx.Error)

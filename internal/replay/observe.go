@@ -44,7 +44,12 @@ func Observe(ctx context.Context, cl *kgo.Client, req Request) (*Observed, error
 	}
 
 	g, err := kafkax.DescribeGroup(ctx, adm, req.ApplicationID)
-	if err != nil {
+	switch {
+	case errors.Is(err, kerr.GroupAuthorizationFailed):
+		// Unseen, not absent: the plan says so and is refused.
+		g = &kafkax.Group{Group: req.ApplicationID, State: status.GroupStateUnknown, Members: []kafkax.GroupMember{}}
+		o.GroupUnauthorized = status.GroupNotAuthorized(req.ApplicationID)
+	case err != nil:
 		return nil, err
 	}
 	o.Group = *g
@@ -101,7 +106,7 @@ func Observe(ctx context.Context, cl *kgo.Client, req Request) (*Observed, error
 		}
 	}
 
-	if g.Exists() && len(offsetTopics) > 0 {
+	if g.Exists() && o.GroupUnauthorized == "" && len(offsetTopics) > 0 {
 		committed, err := adm.FetchOffsets(ctx, req.ApplicationID)
 		if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
 			return nil, fmt.Errorf("fetching the committed offsets of group %q: %w", req.ApplicationID, err)

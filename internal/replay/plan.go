@@ -91,6 +91,10 @@ type Observed struct {
 	Request
 
 	Group kafkax.Group
+	// GroupUnauthorized says the principal may not describe the group
+	// (status.GroupNotAuthorized): its members and committed offsets are
+	// unknown, and the plan is refused.
+	GroupUnauthorized string
 	// Topics holds the input, intermediate and config topics.
 	Topics map[string]Topic
 	// Committed holds the group's committed offsets; a partition without
@@ -152,6 +156,12 @@ type Plan struct {
 	// GroupStateAfter is the group's state as Execute left it (empty
 	// before executing, or when it could not be read).
 	GroupStateAfter string `json:"group_state_after,omitempty"`
+	// GroupAuthorized is false (absent when true) when the principal may
+	// not describe the group (GroupUnauthorized says so): whether a
+	// member is live and each offset's Current are unknown, and the plan
+	// is refused.
+	GroupAuthorized   *bool  `json:"group_authorized,omitempty"`
+	GroupUnauthorized string `json:"group_unauthorized,omitempty"`
 	// Module is the module the stage file names, as read: what the
 	// restart after the replay runs (absent for a builtin).
 	Module *status.ModuleFile `json:"module,omitempty"`
@@ -265,7 +275,12 @@ func BuildPlan(o *Observed) *Plan {
 		p.Refused = fmt.Sprintf("group %q has %d live %s (%s): %s",
 			app, len(p.Members), textfmt.PluralForm(len(p.Members), "member", "members"), kafkax.DescribeMembers(p.Members), stopHint(p.Members))
 	}
-	if !o.Group.Exists() {
+	if o.GroupUnauthorized != "" {
+		// A replay of a running stage corrupts its state: members that
+		// cannot be seen are no "none".
+		p.GroupAuthorized, p.GroupUnauthorized = new(bool), o.GroupUnauthorized
+		p.Refused = fmt.Sprintf("whether group %q has live members, and its committed offsets, are %s: a replay runs only on a stopped stage", app, o.GroupUnauthorized)
+	} else if !o.Group.Exists() {
 		note("group %q does not exist: no member, no committed offset", app)
 	}
 
@@ -339,7 +354,7 @@ func BuildPlan(o *Observed) *Plan {
 		}
 		topicWarnings(t, top, h, beyond, o.Target, warn)
 	}
-	if len(o.InputTopics) > 0 && !committedAny {
+	if len(o.InputTopics) > 0 && !committedAny && o.GroupUnauthorized == "" {
 		note("group %q has no committed offsets on the input topics: the stage would start from the earliest offsets anyway; the plan commits the targets explicitly", app)
 	}
 	for _, t := range o.IntermediateTopics {

@@ -439,3 +439,25 @@ func TestPlanNamesTheModule(t *testing.T) {
 		}
 	}
 }
+
+// A group the principal may not describe is no empty group: the plan says
+// its members and offsets are unknown and is refused, and notes neither
+// "does not exist" nor "no committed offsets".
+func TestPlanUnseenGroupIsRefused(t *testing.T) {
+	o := observed([2]int64{0, 10}, [2]int64{0, 20})
+	o.Group = kafkax.Group{Group: "app", State: status.GroupStateUnknown, Members: []kafkax.GroupMember{}}
+	o.Committed = map[TP]int64{}
+	o.GroupUnauthorized = status.GroupNotAuthorized("app")
+	p := BuildPlan(o)
+	if p.GroupAuthorized == nil || *p.GroupAuthorized || p.GroupUnauthorized != "unknown: not authorized (needs Describe on group app)" {
+		t.Errorf("group authorized %v %q", p.GroupAuthorized, p.GroupUnauthorized)
+	}
+	if !strings.Contains(p.Refused, "live members, and its committed offsets, are unknown: not authorized (needs Describe on group app)") {
+		t.Errorf("refused %q", p.Refused)
+	}
+	for _, n := range p.Notes {
+		if strings.Contains(n, "does not exist: no member") || strings.Contains(n, "no committed offsets") {
+			t.Errorf("note %q", n)
+		}
+	}
+}

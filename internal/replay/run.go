@@ -77,7 +77,7 @@ func Run(ctx context.Context, cl *kgo.Client, req Request, opts RunOptions) (*Pl
 	if why := plan.TruncateRefusal(); why != "" && opts.Execute {
 		return plan, refuse(why, exitcode.RefusedError)
 	}
-	if plan.Refused != "" && opts.Wait > 0 {
+	if plan.Refused != "" && opts.Wait > 0 && plan.GroupUnauthorized == "" {
 		opts.Waiting(fmt.Sprintf("waiting up to %s for group %s to empty (%s)", textfmt.FormatDuration(opts.Wait), req.ApplicationID, textfmt.Escape(kafkax.DescribeMembers(plan.Members))))
 		start := time.Now()
 		poll := opts.WaitPoll

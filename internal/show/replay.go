@@ -22,6 +22,9 @@ func Replay(h *ui.Human, plan *replay.Plan) error {
 		mode = h.Bad("stopped part-way")
 	}
 	group := fmt.Sprintf("%s; members: %s", plan.GroupState, kafkax.MembersOrNone(plan.Members))
+	if plan.GroupUnauthorized != "" {
+		group = h.Warn(plan.GroupUnauthorized) // members unseen are not "none"
+	}
 	if plan.Executed {
 		group = fmt.Sprintf("%s before executing (members: %s)", plan.GroupState, kafkax.MembersOrNone(plan.Members))
 		if plan.GroupStateAfter != "" {
@@ -66,6 +69,9 @@ func Replay(h *ui.Human, plan *replay.Plan) error {
 			cur := "-"
 			if o.Current != nil {
 				cur = strconv.FormatInt(*o.Current, 10)
+			}
+			if plan.GroupUnauthorized != "" {
+				cur = "unknown"
 			}
 			topic := o.Topic
 			if o.Role == replay.RoleIntermediate {

@@ -33,6 +33,10 @@ func Status(h *ui.Human, r *status.Report) {
 	if !r.LagCounted {
 		lag += h.Faint(" (at most: partitions marked ≤ are too far behind to count, their transaction markers included)")
 	}
+	if r.GroupUnauthorized != "" {
+		// Neither members nor committed offsets: never "0" or "(none)".
+		state, lag = h.Warn(r.GroupUnauthorized), h.Warn(r.GroupUnauthorized)
+	}
 	pairs := [][2]string{
 		{"stage", r.ApplicationID},
 		{"group", state},
@@ -73,7 +77,11 @@ func Status(h *ui.Human, r *status.Report) {
 		}
 		rows = append(rows, []string{m.ClientID, m.Host, strings.Join(parts, "; ")})
 	}
-	h.Table([]string{"client id", "host", "assigned"}, rows)
+	if r.GroupUnauthorized != "" {
+		h.Printf("%s\n", h.Warn(r.GroupUnauthorized))
+	} else {
+		h.Table([]string{"client id", "host", "assigned"}, rows)
+	}
 	if r.Modules != nil {
 		Instances(h, r.Modules)
 	}
@@ -89,7 +97,11 @@ func Status(h *ui.Human, r *status.Report) {
 		if !in.LagCounted {
 			lag = "≤" + lag
 		}
-		rows = append(rows, []string{in.Topic, strconv.Itoa(int(in.Partition)), committed, strconv.FormatInt(in.End, 10), lag, Dash(in.Member)})
+		member := Dash(in.Member)
+		if in.Authorized != nil && !*in.Authorized {
+			committed, lag, member = "unknown", "unknown", "unknown"
+		}
+		rows = append(rows, []string{in.Topic, strconv.Itoa(int(in.Partition)), committed, strconv.FormatInt(in.End, 10), lag, member})
 	}
 	h.Table([]string{"topic", "partition", "committed", "end", "lag", "member"}, rows)
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/acl"
@@ -105,5 +106,56 @@ func TestUnreadTheOperatorCannotReadIsUnknown(t *testing.T) {
 	}
 	if s.UnreadUnauthorized != "unknown: not authorized (needs Read on topic raw)" {
 		t.Errorf("unread %v, %q", s.Unread, s.UnreadUnauthorized)
+	}
+}
+
+// A group the principal may not describe is unknown, not empty: its
+// members, committed offsets and lag say so, authorized: false, and the
+// sample goes on with what the principal can see (the inputs' ends, the
+// changelog).
+func TestGroupTheOperatorCannotSeeIsUnknown(t *testing.T) {
+	top := acl.Topics{Kind: "transformer", ApplicationID: "app", Inputs: []string{"raw"}, Changelog: "app-changelog"}
+	plan, err := acl.NewPlan(acltest.Principal, top, acl.Options{Role: acl.RoleOperate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := acltest.Start(t, acltest.Without(plan.ACLs, acl.Group, "app", acl.Describe), 2, "raw", "app-changelog")
+	admin := c.AdminClient(t, kgo.DefaultProduceTopic("raw"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for range 3 {
+		if err := admin.ProduceSync(t.Context(), &kgo.Record{Value: []byte("{}")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "raw", Partition: 0, At: 3, LeaderEpoch: -1})
+	if err := kadm.NewClient(admin).CommitAllOffsets(t.Context(), "app", offs); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := status.Take(t.Context(), c.Client(t), status.Request{ApplicationID: "app", InputTopics: []string{"raw"}})
+	if err != nil {
+		t.Fatalf("status aborted: %v", err)
+	}
+	const why = "unknown: not authorized (needs Describe on group app)"
+	if s.GroupUnauthorized != why || s.Group.State != status.GroupStateUnknown || len(s.Committed) != 0 {
+		t.Fatalf("group %+v, %q, committed %v", s.Group, s.GroupUnauthorized, s.Committed)
+	}
+	if !s.Changelog.Exists || s.Ends[status.TP{Topic: "raw", Partition: 0}] != 3 {
+		t.Errorf("what the principal can see is missing: changelog %+v, ends %v", s.Changelog, s.Ends)
+	}
+	r := status.Build("app", s, s)
+	if r.GroupAuthorized == nil || *r.GroupAuthorized || r.GroupUnauthorized != why || r.LagCounted || r.Throughput != nil {
+		t.Errorf("report: authorized %v %q, lag counted %v, throughput %+v", r.GroupAuthorized, r.GroupUnauthorized, r.LagCounted, r.Throughput)
+	}
+	if len(r.Inputs) != 2 {
+		t.Fatalf("inputs %+v", r.Inputs)
+	}
+	for _, in := range r.Inputs {
+		if in.Authorized == nil || *in.Authorized || in.Committed != nil || in.LagCounted {
+			t.Errorf("input %+v", in)
+		}
+	}
+	if u := r.Unseen(); len(u) != 1 || u[0] != "group: "+why {
+		t.Errorf("unseen %q", u)
 	}
 }

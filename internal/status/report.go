@@ -15,7 +15,14 @@ type Report struct {
 	GroupState    string               `json:"group_state"`
 	Protocol      string               `json:"protocol,omitempty"`
 	Members       []kafkax.GroupMember `json:"members"`
-	Inputs        []Input              `json:"inputs"`
+	// GroupAuthorized is false (absent when true) when the principal may
+	// not describe the group (GroupUnauthorized says so): its state is
+	// Unknown, and its members, every input's committed offset and lag
+	// (each input then says authorized: false), the total lag and the
+	// throughput are unknown, not none.
+	GroupAuthorized   *bool   `json:"group_authorized,omitempty"`
+	GroupUnauthorized string  `json:"group_unauthorized,omitempty"`
+	Inputs            []Input `json:"inputs"`
 	// Lag is the sum of the inputs' lag; LagCounted says every input's
 	// was counted.
 	Lag          int64        `json:"lag"`
@@ -47,6 +54,10 @@ type Input struct {
 	LagCounted bool  `json:"lag_counted"`
 	// Member is the client id of the member the partition is assigned to.
 	Member string `json:"member,omitempty"`
+	// Authorized is false (absent when true) when the principal may not
+	// describe the group: Committed and Lag are then unknown (null and
+	// 0), and LagCounted false.
+	Authorized *bool `json:"authorized,omitempty"`
 }
 
 // Throughput compares two samples.
@@ -91,6 +102,11 @@ func Build(app string, prev, cur *Sample) *Report {
 		for _, p := range cur.Partitions[t] {
 			tp := TP{Topic: t, Partition: p}
 			in := Input{Topic: t, Partition: p, LogStart: cur.Starts[tp], End: cur.Ends[tp], Member: owner[tp]}
+			if cur.GroupUnauthorized != "" {
+				in.Authorized = new(bool)
+				r.Inputs = append(r.Inputs, in)
+				continue
+			}
 			if c, ok := cur.Committed[tp]; ok {
 				in.Committed = &c
 			}
@@ -106,7 +122,7 @@ func Build(app string, prev, cur *Sample) *Report {
 		}
 		return a.Partition < b.Partition
 	})
-	r.LagCounted = true
+	r.LagCounted = cur.GroupUnauthorized == ""
 	for _, in := range r.Inputs {
 		r.LagCounted = r.LagCounted && in.LagCounted
 	}
@@ -128,7 +144,11 @@ func Build(app string, prev, cur *Sample) *Report {
 			r.Notes = append(r.Notes, n)
 		}
 	}
-	if prev != nil {
+	if cur.GroupUnauthorized != "" {
+		r.GroupAuthorized, r.GroupUnauthorized = new(bool), cur.GroupUnauthorized
+		r.Notes = append(r.Notes, "the members, committed offsets, lag and throughput of group "+app+" are "+cur.GroupUnauthorized+"; the rest is what the principal can see")
+	}
+	if prev != nil && cur.GroupUnauthorized == "" {
 		r.Throughput = throughput(prev, cur, r.Lag)
 		// A member that stopped without leaving stays listed until its
 		// session times out: say which ones commit nothing while the
@@ -141,6 +161,23 @@ func Build(app string, prev, cur *Sample) *Report {
 		}
 	}
 	return r
+}
+
+// Unseen are the parts of the report the principal may not see, each as
+// "unknown: not authorized (needs OPERATION on RESOURCE)": what makes
+// `flecht status` exit 4 (docs/security.md).
+func (r *Report) Unseen() []string {
+	var out []string
+	if r.GroupUnauthorized != "" {
+		out = append(out, "group: "+r.GroupUnauthorized)
+	}
+	if r.Changelog.Unauthorized != "" {
+		out = append(out, "changelog: "+r.Changelog.Unauthorized)
+	}
+	if why := r.Transactions.NotAuthorized(); why != "" {
+		out = append(out, "transactions: "+why)
+	}
+	return out
 }
 
 func throughput(prev, cur *Sample, lag int64) *Throughput {

@@ -82,7 +82,13 @@ type Sample struct {
 	Request Request
 	At      time.Time
 	Group   kafkax.Group
-	Inputs  []string
+	// GroupUnauthorized says why Group is unknown when the principal may
+	// not describe it ("unknown: not authorized (needs Describe on group
+	// APP)"): its State is GroupStateUnknown, its members and committed
+	// offsets (OffsetFetch needs Describe on the group too) are unknown,
+	// and so is every lag; the rest of the sample is what it can see.
+	GroupUnauthorized string
+	Inputs            []string
 	// Partitions per input topic, sorted.
 	Partitions map[string][]int32
 	// Committed holds the group's commits on the inputs (absent: none).
@@ -162,18 +168,34 @@ type PendingTransaction struct {
 	Partitions []string `json:"partitions"`
 }
 
-// Take samples the stage now, scraping Request.MetricsURLs when given.
+// GroupStateUnknown is the state of a group the principal may not
+// describe (Sample.GroupUnauthorized).
+const GroupStateUnknown = "Unknown"
+
+// GroupNotAuthorized is what a principal without Describe on group app
+// is told of the group, its members, offsets and lag.
+func GroupNotAuthorized(app string) string {
+	return "unknown: not authorized (needs Describe on group " + app + ")"
+}
+
+// Take samples the stage now, scraping Request.MetricsURLs when given. A
+// group the principal may not describe does not end the sample: it is
+// unknown (Sample.GroupUnauthorized), as is everything read from it.
 func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
 	adm := kadm.NewClient(cl)
 	s := &Sample{Request: req, At: time.Now(), Partitions: map[string][]int32{}, Committed: map[TP]int64{}, Starts: map[TP]int64{}, Ends: map[TP]int64{}, Unread: map[TP]int64{}}
 	g, err := kafkax.DescribeGroup(ctx, adm, req.ApplicationID)
-	if err != nil {
+	switch {
+	case errors.Is(err, kerr.GroupAuthorizationFailed):
+		g = &kafkax.Group{Group: req.ApplicationID, State: GroupStateUnknown, Members: []kafkax.GroupMember{}}
+		s.GroupUnauthorized = GroupNotAuthorized(req.ApplicationID)
+	case err != nil:
 		return nil, err
 	}
 	s.Group = *g
 
 	var committed kadm.OffsetResponses
-	if g.Exists() {
+	if g.Exists() && s.GroupUnauthorized == "" {
 		committed, err = adm.FetchOffsets(ctx, req.ApplicationID)
 		if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
 			return nil, fmt.Errorf("fetching the committed offsets of group %q: %w", req.ApplicationID, err)
@@ -210,7 +232,10 @@ func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
 				s.Committed[TP{Topic: r.Topic, Partition: r.Partition}] = r.At
 			}
 		})
-		if s.Unread, err = countUnread(ctx, cl, adm, s, details); kafkax.Unauthorized(err) {
+		// Without the group's offsets there is no position to count from.
+		if s.GroupUnauthorized != "" {
+			s.Unread = map[TP]int64{}
+		} else if s.Unread, err = countUnread(ctx, cl, adm, s, details); kafkax.Unauthorized(err) {
 			s.Unread, s.UnreadUnauthorized = map[TP]int64{}, "unknown: not authorized (needs Read on topic "+strings.Join(s.Inputs, ", ")+")"
 		} else if err != nil {
 			return nil, err
