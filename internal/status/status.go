@@ -22,6 +22,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/acl"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // TP is shorthand for a topic partition.
@@ -474,6 +475,7 @@ func unseenTransactions(ctx context.Context, cl *kgo.Client, req Request, partit
 	for _, c := range req.ClientIDs {
 		ids = append(ids, req.ApplicationID+"-"+c)
 	}
+	ids = textfmt.Dedupe(ids) // an extractor's config topics given as inputs too (doctor)
 	sort.Strings(ids)
 	unseen, err := acl.Undescribable(ctx, cl, ids)
 	if err != nil {
