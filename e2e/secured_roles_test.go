@@ -147,22 +147,7 @@ transform:
 
 	// Each ACL left out in turn: the stage, restarting with state to
 	// restore from its changelog, refuses before it joins, naming the ACL.
-	for _, a := range plan {
-		t.Run("without "+needText(a), func(t *testing.T) {
-			s.revoke(t, a)
-			defer s.grant(t, a)
-			p := startSecuredRun(t, cfg, stage, "count-0")
-			select {
-			case <-p.done:
-			case <-time.After(60 * time.Second):
-				t.Fatalf("ran for a minute without %s:\n%s", needText(a), tail(p.logs(), 10))
-			}
-			if p.code == 0 {
-				t.Fatalf("ran without %s", needText(a))
-			}
-			if !strings.Contains(p.logs(), needText(a)) {
-				t.Errorf("exit %d; the error does not name %q:\n%s", p.code, needText(a), tail(p.logs(), 10))
-			}
-		})
-	}
+	s.minimalProof(t, plan, refusedStart(func(t *testing.T) *proc {
+		return startSecuredRun(t, cfg, stage, "count-0")
+	}))
 }

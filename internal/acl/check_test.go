@@ -310,3 +310,38 @@ func TestExplainNamesThePlansACL(t *testing.T) {
 		t.Errorf("without a stage file: %v", got)
 	}
 }
+
+// TestExplainForNamesAnExtractorsOutputs: a replay of an extractor that
+// truncates the outputs its --output-topics name, refused on one of them,
+// is explained with the Delete on it the plan grants; without the
+// outputs the plan cannot name it.
+func TestExplainForNamesAnExtractorsOutputs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stage.yaml")
+	if err := os.WriteFile(path, []byte("application_id: ex\nkind: extractor\nconfig_topics: [ex.config]\nextract: {builtin: http-poll}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := Flags{StageFile: path, Role: string(RoleReplay), OutputTopics: []string{"items"}, TruncateOutputs: true}
+	p, err := NewPlanFrom(Flags{StageFile: path, Principal: "User:p", Role: f.Role, OutputTopics: f.OutputTopics, TruncateOutputs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acls []ACL
+	for _, a := range p.ACLs {
+		if a.ResourceName != "items" {
+			acls = append(acls, a)
+		}
+	}
+	if len(acls) == len(p.ACLs) {
+		t.Fatalf("the plan has no ACL on items: %+v", p.ACLs)
+	}
+	cl := secured(t, acls, "ex.config", "items", "ex-changelog")
+	refused := fmt.Errorf("describing output topic %q: %w", "items", kerr.TopicAuthorizationFailed)
+	got := ExplainFor(context.Background(), cl, refused, f)
+	if !strings.Contains(got.Error(), "lacks Delete on topic items") || !errors.Is(got, kerr.TopicAuthorizationFailed) {
+		t.Errorf("ExplainFor: %v", got)
+	}
+	f.OutputTopics = nil
+	if got := ExplainFor(context.Background(), cl, refused, f); strings.Contains(got.Error(), "Delete on topic items") {
+		t.Errorf("named an output it was not given: %v", got)
+	}
+}

@@ -179,7 +179,13 @@ func Needs(t Topics, o Options) ([]Need, error) {
 		}
 		add(Topic, Literal, t.Inputs, "reads the input's offsets, records and retention", Read, DescribeConfigs)
 		add(Topic, Literal, t.Configs, "reads the config topics and their configs", Read, DescribeConfigs)
-		add(Topic, Literal, append(slices.Clone(t.Outputs), t.DeadLetters...), "reads the outputs' offsets", Describe)
+		if t.OutputsFromConfigs {
+			// A source's outputs are raw topics: lint checks their retention.
+			add(Topic, Literal, t.Outputs, "reads the raw topics' offsets and retention", Describe, DescribeConfigs)
+		} else {
+			add(Topic, Literal, t.Outputs, "reads the outputs' offsets", Describe)
+		}
+		add(Topic, Literal, t.DeadLetters, "reads the outputs' offsets", Describe)
 		add(Topic, Literal, changelog, "describes the changelog and its configs", Describe, DescribeConfigs)
 		add(TransactionalID, Prefixed, txn, "describes open transactions", Describe)
 		add(Cluster, Literal, []string{ClusterName}, "reads the size of the changelog on the brokers' disks", Describe)

@@ -157,6 +157,20 @@ func TestPlanOfStageKinds(t *testing.T) {
 			t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	})
+	t.Run("extractor operate: its raw topics' retention", func(t *testing.T) {
+		// lint topics reads the raw topics' configs (their retention), so
+		// DescribeConfigs beside Describe, which it does not imply.
+		got := plan(t, "application_id: ex\nkind: extractor\nconfig_topics: [ex.config]\nextract: {builtin: http-poll}\n", Options{Role: RoleOperate}, "items")
+		want := []string{
+			"group ex literal describe", "topic ex.config literal read", "topic ex.config literal describe_configs",
+			"topic items literal describe", "topic items literal describe_configs",
+			"topic ex-changelog literal describe", "topic ex-changelog literal describe_configs",
+			"transactional_id ex- prefixed describe", "cluster kafka-cluster literal describe",
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
 	t.Run("bridge: no group, no changelog, its default output", func(t *testing.T) {
 		got := plan(t, "application_id: br\nkind: mqtt\nconfig_topics: [br.config]\nextract: {builtin: mqtt-relay, output_topic: sensors.raw}\n", run)
 		want := []string{"topic br.config literal read", "topic sensors.raw literal write", "transactional_id br- prefixed write"}

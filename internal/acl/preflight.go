@@ -169,11 +169,19 @@ func RequireSweep(ctx context.Context, cl *kgo.Client, topics []string, txnID st
 // the plan what to grant (Read on it, which implies Describe). Any other
 // error, or one without a stage file, is returned as it is.
 func Explain(ctx context.Context, cl *kgo.Client, err error, stageFile string, role Role, truncateOutputs bool) error {
+	return ExplainFor(ctx, cl, err, Flags{StageFile: stageFile, Role: string(role), TruncateOutputs: truncateOutputs})
+}
+
+// ExplainFor is Explain for the plan f names: f.OutputTopics names an
+// extractor's outputs (a replay's --output-topics), which its stage file
+// does not.
+func ExplainFor(ctx context.Context, cl *kgo.Client, err error, f Flags) error {
 	var refused *MissingError
+	stageFile, role := f.StageFile, Role(f.Role)
 	if err == nil || cl == nil || stageFile == "" || !kafkax.Unauthorized(err) && !errors.As(err, &refused) {
 		return err
 	}
-	t, o, lerr := Load(Flags{StageFile: stageFile, Role: string(role), TruncateOutputs: truncateOutputs})
+	t, o, lerr := Load(f)
 	if lerr != nil {
 		return err
 	}

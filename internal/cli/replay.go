@@ -165,7 +165,7 @@ func runReplay(ctx context.Context, opts *ReplayOptions) error {
 	if opts.Execute {
 		role = acl.RoleReplay
 	}
-	return acl.Explain(ctx, cl, err, opts.StageFile, role, opts.Execute && opts.TruncateOutputs)
+	return acl.ExplainFor(ctx, cl, err, acl.Flags{StageFile: opts.StageFile, Role: string(role), OutputTopics: opts.OutputTopics, TruncateOutputs: opts.Execute && opts.TruncateOutputs})
 }
 
 func printReplay(opts *ReplayOptions, plan *replay.Plan) error {

@@ -354,17 +354,25 @@ func (l *Launcher) serve(ctx context.Context, st *stagefile.Stage, log *slog.Log
 // it joins its group or writes anything: a missing one refuses the start
 // (exit 3) naming the resource, the operation and `flecht acl plan`. A
 // check that cannot be made (a broker too old to answer) is logged and
-// the stage starts: its own requests then name what they are refused.
+// the stage starts: its own requests then name what they are refused. An
+// extractor's or a bridge's outputs are the output_topic of its active
+// config records, read here as `flecht lint topics` reads them (a refused
+// produce would otherwise only stall the stage); when the config topics
+// cannot be read, their Read need says so.
 func preflight(ctx context.Context, st *stagefile.Stage, cluster *kafkax.Cluster, clientID string, log *slog.Logger) error {
-	t, err := acl.StageTopics(st, nil)
-	if err != nil {
-		return exitcode.Usagef("stage %s: %w", st.Path, err)
-	}
 	cl, err := cluster.Client()
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	var outputs []string
+	if st.Kind != stagefile.KindTransformer && len(st.ConfigTopics) > 0 {
+		outputs, _ = lint.ExtractorRawTopics(ctx, cl, st.ConfigTopics, "")
+	}
+	t, err := acl.StageTopics(st, outputs)
+	if err != nil {
+		return exitcode.Usagef("stage %s: %w", st.Path, err)
+	}
 	err = acl.RequireStage(ctx, cl, t, acl.Options{Role: acl.RoleRun}, st.Path, clientID)
 	var missing *acl.MissingError
 	if err != nil && !errors.As(err, &missing) && ctx.Err() == nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/acl"
 	"github.com/flecht-dev/flecht/internal/acl/acltest"
@@ -87,5 +88,36 @@ func TestBridgeRefusesAMissingPermissionBeforeItStarts(t *testing.T) {
 	err = l.Run(ctx, st, dir)
 	if exitcode.Code(err) != exitcode.Refused || !strings.Contains(err.Error(), "Write on transactional IDs prefixed br-") {
 		t.Fatalf("run: %v (exit %d), want a refusal naming the transactional ID", err, exitcode.Code(err))
+	}
+}
+
+// An extractor's outputs are the output_topic of its config records: a
+// principal without Write on the one its config names refuses to start
+// naming it, where it would otherwise start and stall on the produce.
+func TestExtractorRefusesAMissingWriteOnItsConfigsOutput(t *testing.T) {
+	dir := t.TempDir()
+	path := writeStage(t, dir, "poll.yaml", "application_id: ex\nkind: extractor\nconfig_topics: [ex.config]\nextract: {builtin: http-poll}\npoll_interval: 1s\n")
+	l := New(Options{Log: slog.New(slog.DiscardHandler), Getenv: func(string) string { return "" }, ClientID: "poll-0", StateDir: dir})
+	st, err := l.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, _ := acl.StageTopics(st, []string{"ex.items"})
+	plan, err := acl.NewPlan(acltest.Principal, top, acl.Options{Role: acl.RoleRun})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := acltest.Start(t, acltest.Without(plan.ACLs, acl.Topic, "ex.items", acl.Write), 1, "ex.config", "ex.items")
+	rec := &kgo.Record{Topic: "ex.config", Key: []byte("feed-a"), Value: []byte(`{"url":"http://127.0.0.1:1/feed","output_topic":"ex.items","items":"items","id":"id"}`)}
+	if err := c.AdminClient(t).ProduceSync(t.Context(), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	l.o.Cluster = func() (*kafkax.Cluster, error) { return c.Kafka(), nil }
+	l.o.Resolve = func() (*profile.Resolved, error) { return &profile.Resolved{}, nil }
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	err = l.Run(ctx, st, dir)
+	if exitcode.Code(err) != exitcode.Refused || !strings.Contains(err.Error(), "Write on topic ex.items") {
+		t.Fatalf("run: %v (exit %d), want a refusal naming Write on topic ex.items", err, exitcode.Code(err))
 	}
 }

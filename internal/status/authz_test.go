@@ -159,3 +159,34 @@ func TestGroupTheOperatorCannotSeeIsUnknown(t *testing.T) {
 		t.Errorf("unseen %q", u)
 	}
 }
+
+// An extractor's transactional IDs are APP-<token>, a token per partition
+// of its config topics: an operator that may not describe them sees
+// "unknown: not authorized" for them too, though the extractor has no
+// input partition to derive them from.
+func TestAnExtractorsTransactionsTheOperatorCannotSeeAreUnknown(t *testing.T) {
+	top := acl.Topics{Kind: "extractor", ApplicationID: "ex", Configs: []string{"ex.config"}, Outputs: []string{"items"}, Changelog: "ex-changelog", OutputsFromConfigs: true}
+	plan, err := acl.NewPlan(acltest.Principal, top, acl.Options{Role: acl.RoleOperate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := status.Request{ApplicationID: "ex", Kind: "extractor", ConfigTopics: []string{"ex.config"}}
+	without := acltest.Start(t, acltest.Without(plan.ACLs, acl.TransactionalID, "ex-", acl.Describe), 2, "ex.config", "items", "ex-changelog")
+	s, err := status.Take(ctx, without.Client(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tx := s.Transaction; !slices.Equal(tx.Unauthorized, []string{"ex-0", "ex-1"}) || tx.Authorized == nil || *tx.Authorized {
+		t.Errorf("without Describe on ex-: unauthorized %v, authorized %v", tx.Unauthorized, tx.Authorized)
+	}
+	with := acltest.Start(t, plan.ACLs, 2, "ex.config", "items", "ex-changelog")
+	s, err = status.Take(ctx, with.Client(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tx := s.Transaction; len(tx.Unauthorized) > 0 || tx.NotAuthorized() != "" {
+		t.Errorf("with the operate plan: %+v", tx)
+	}
+}

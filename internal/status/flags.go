@@ -33,6 +33,9 @@ func NewRequest(opts Flags) (Request, time.Duration, error) {
 		}
 		req.ApplicationID = st.ApplicationID
 		req.Kind = st.Kind
+		if st.Kind == stagefile.KindExtractor {
+			req.ConfigTopics = st.ConfigTopics
+		}
 		if len(req.InputTopics) == 0 {
 			req.InputTopics = st.InputTopics
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/acl"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // TP is shorthand for a topic partition.
@@ -39,6 +40,9 @@ type Request struct {
 	// ClientIDs name MQTT bridge instances: their transactional IDs are
 	// APP-<client_id> (docs/contract.md §1).
 	ClientIDs []string
+	// ConfigTopics are an extractor's: its tokens are their partitions,
+	// its transactional IDs APP-<token>.
+	ConfigTopics []string
 	// MetricsURLs are the instances' metrics endpoints: each sample
 	// scrapes them once to tell which module each runs.
 	MetricsURLs []string
@@ -471,12 +475,20 @@ func takeTransactions(ctx context.Context, adm *kadm.Client, req Request) Transa
 }
 
 // unseenTransactions are the stage's transactional IDs the principal may
-// not describe (APP-p for each input partition p, APP-CLIENT_ID for each
-// bridge instance named), and whether there is none. A probe that fails
-// leaves them as seen: the listing's own error says so.
+// not describe (APP-p for each input partition p, APP-t for each token of
+// an extractor, APP-CLIENT_ID for each bridge instance named), and
+// whether there is none. A probe that fails leaves them as seen: the
+// listing's own error says so.
 func unseenTransactions(ctx context.Context, cl *kgo.Client, req Request, partitions map[string][]int32) []string {
 	seen := map[int32]bool{}
 	var ids []string
+	if req.Kind == stagefile.KindExtractor && len(req.ConfigTopics) > 0 {
+		names, err := acl.TxnNames(ctx, cl, acl.Topics{Kind: req.Kind, ApplicationID: req.ApplicationID, Configs: req.ConfigTopics}, "")
+		if err != nil {
+			return nil
+		}
+		ids = append(ids, names[req.ApplicationID+"-"]...)
+	}
 	for _, ps := range partitions {
 		for _, p := range ps {
 			if !seen[p] {
@@ -488,6 +500,7 @@ func unseenTransactions(ctx context.Context, cl *kgo.Client, req Request, partit
 	for _, c := range req.ClientIDs {
 		ids = append(ids, req.ApplicationID+"-"+c)
 	}
+	ids = textfmt.Dedupe(ids) // an extractor's config topics given as inputs too (doctor)
 	sort.Strings(ids)
 	unseen, err := acl.Undescribable(ctx, cl, ids)
 	if err != nil {
