@@ -272,8 +272,9 @@ func (r *rotation) requireScan(step string, kids map[string]string) {
 func (r *rotation) deleteConfigs(py *proc) {
 	t := r.t
 	t.Helper()
-	in := topicName(t, "idle")
+	in, out := topicName(t, "idle"), topicName(t, "idle-out")
 	createTopic(t, in, 1, nil)
+	createTopic(t, out, 1, nil)
 	stage := filepath.Join(t.TempDir(), "stage.yaml")
 	if err := os.WriteFile(stage, fmt.Appendf(nil, `application_id: %s
 kind: transformer
@@ -282,7 +283,7 @@ config_topics: [%s]
 transform:
   builtin: count
   output_topic: %s
-`, topicName(t, "app-fl"), in, r.cfg, in), 0o600); err != nil {
+`, topicName(t, "app-fl"), in, r.cfg, out), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	fl := startRun(t, stage, "flecht-reader", t.TempDir())

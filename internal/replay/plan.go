@@ -279,7 +279,14 @@ func BuildPlan(o *Observed) *Plan {
 		// A replay of a running stage corrupts its state: members that
 		// cannot be seen are no "none".
 		p.GroupAuthorized, p.GroupUnauthorized = new(bool), o.GroupUnauthorized
-		p.Refused = fmt.Sprintf("whether group %q has live members, and its committed offsets, are %s: a replay runs only on a stopped stage", app, o.GroupUnauthorized)
+		// The grant to name is the replay plan's: Read where it commits
+		// offsets (a transformer), Describe where it only looks (an
+		// extractor); either lets it see the group.
+		grant := "Describe"
+		if len(o.InputTopics) > 0 {
+			grant = "Read"
+		}
+		p.Refused = fmt.Sprintf("whether group %q has live members, and its committed offsets, are %s: a replay runs only on a stopped stage; grant %s on group %s (flecht acl plan --role replay lists every ACL a replay needs)", app, o.GroupUnauthorized, grant, app)
 	} else if !o.Group.Exists() {
 		note("group %q does not exist: no member, no committed offset", app)
 	}

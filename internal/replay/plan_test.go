@@ -452,7 +452,7 @@ func TestPlanUnseenGroupIsRefused(t *testing.T) {
 	if p.GroupAuthorized == nil || *p.GroupAuthorized || p.GroupUnauthorized != "unknown: not authorized (needs Describe on group app)" {
 		t.Errorf("group authorized %v %q", p.GroupAuthorized, p.GroupUnauthorized)
 	}
-	if !strings.Contains(p.Refused, "live members, and its committed offsets, are unknown: not authorized (needs Describe on group app)") {
+	if !strings.Contains(p.Refused, "live members, and its committed offsets, are unknown: not authorized (needs Describe on group app)") || !strings.Contains(p.Refused, "grant Read on group app") {
 		t.Errorf("refused %q", p.Refused)
 	}
 	for _, n := range p.Notes {
