@@ -159,8 +159,15 @@ func createTopic(t *testing.T, name string, partitions int32, configs map[string
 // runFlecht runs the built binary and returns stdout, stderr and exit code.
 func runFlecht(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
+	return runFlechtEnv(t, append(os.Environ(), "FLECHT_BROKERS="+brokers, "NO_COLOR=1", "HOME="+t.TempDir()), stdin, args...)
+}
+
+// runFlechtEnv runs the built binary in env and returns stdout, stderr and
+// exit code.
+func runFlechtEnv(t *testing.T, env []string, stdin string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.Command(flechtBin, args...)
-	cmd.Env = append(os.Environ(), "FLECHT_BROKERS="+brokers, "NO_COLOR=1", "HOME="+t.TempDir())
+	cmd.Env = env
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut

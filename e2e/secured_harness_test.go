@@ -262,19 +262,7 @@ func securedEnv(t *testing.T, config string) []string {
 // stderr and the exit code.
 func runSecured(t *testing.T, config, stdin string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(flechtBin, args...)
-	cmd.Env = securedEnv(t, config)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errOut strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errOut.String(), code
+	return runFlechtEnv(t, securedEnv(t, config), stdin, args...)
 }
 
 // aclEntry is one ALLOW ACL, as `flecht acl plan -o json` spells it.
