@@ -8,7 +8,6 @@ import (
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/textfmt"
-	"github.com/flecht-dev/flecht/internal/transformer"
 	"github.com/flecht-dev/flecht/internal/transformer/builtin"
 )
 
@@ -69,31 +68,13 @@ func StageTopics(st *stagefile.Stage, outputs []string) (Topics, error) {
 	t := Topics{Kind: st.Kind, ApplicationID: st.ApplicationID, Inputs: st.InputTopics, Configs: st.ConfigTopics}
 	switch st.Kind {
 	case stagefile.KindTransformer:
-		stateful, usesDLQ := true, st.InvalidMessages == stagefile.InvalidDLQ
-		if m := st.Transform.Module; m != nil {
-			t.Outputs, stateful = m.OutputTopics, !m.Stateless
-		} else {
-			tf, err := builtin.NewTransformer(st.Transform, builtin.Env{Configs: builtin.NoConfigs{}})
-			if err != nil {
-				return t, err
-			}
-			if d, ok := tf.(transformer.OutputDeclarer); ok {
-				t.Outputs = d.OutputTopics()
-			}
-			if d, ok := tf.(transformer.DLQUser); ok && d.UsesDLQ() {
-				usesDLQ = true
-			}
-			if s, ok := tf.(transformer.Stateless); ok && s.Stateless() {
-				stateful = false
-			}
+		w, err := builtin.StageWrites(st)
+		if err != nil {
+			return t, err
 		}
-		if stateful {
+		t.Outputs, t.DeadLetters = w.Outputs, w.DeadLetters
+		if !w.Stateless {
 			t.Changelog = stagefile.ChangelogTopic(st.ApplicationID)
-		}
-		if usesDLQ {
-			for _, in := range st.InputTopics {
-				t.DeadLetters = append(t.DeadLetters, stagefile.DLQTopic(in))
-			}
 		}
 	case stagefile.KindExtractor:
 		t.Changelog = stagefile.ChangelogTopic(st.ApplicationID)

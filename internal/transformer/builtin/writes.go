@@ -18,6 +18,9 @@ type Writes struct {
 	// DeadLetters are the dead-letter topics of its inputs, when invalid
 	// messages (or the builtin itself) go there.
 	DeadLetters []string
+	// Stateless: the stage keeps no state, and so writes no changelog
+	// (a builtin that says so, a module with stateless: true).
+	Stateless bool
 }
 
 // StageWrites lists the topics a transformer's stage file writes.
@@ -28,7 +31,7 @@ func StageWrites(st *stagefile.Stage) (Writes, error) {
 		return w, nil
 	}
 	if m := st.Transform.Module; m != nil {
-		w.Outputs = textfmt.Dedupe(m.OutputTopics)
+		w.Outputs, w.Stateless = textfmt.Dedupe(m.OutputTopics), m.Stateless
 	} else {
 		tf, err := NewTransformer(st.Transform, Env{Configs: NoConfigs{}})
 		if err != nil {
@@ -39,6 +42,9 @@ func StageWrites(st *stagefile.Stage) (Writes, error) {
 		}
 		if d, ok := tf.(transformer.DLQUser); ok && d.UsesDLQ() {
 			usesDLQ = true
+		}
+		if d, ok := tf.(transformer.Stateless); ok && d.Stateless() {
+			w.Stateless = true
 		}
 	}
 	if usesDLQ {
