@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"os"
@@ -34,6 +35,8 @@ func TestKeptStoreRefusedWhenCompactionPassedIt(t *testing.T) {
 		"min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0",
 	})
 	owner := client(t, kgo.TransactionalID(app+"-0"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	reader := client(t, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	adm := kadm.NewClient(reader)
 	commit := func(kv ...string) {
 		t.Helper()
 		if err := owner.BeginTransaction(); err != nil {
@@ -52,9 +55,8 @@ func TestKeptStoreRefusedWhenCompactionPassedIt(t *testing.T) {
 		if err := owner.EndTransaction(ctx, kgo.TryCommit); err != nil {
 			t.Fatal(err)
 		}
+		waitStable(t, ctx, adm, changelog)
 	}
-	reader := client(t, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	adm := kadm.NewClient(reader)
 	bringUp := func(dir string, plan *state.Plan) (*state.Store, state.Plan) {
 		t.Helper()
 		cl, err := state.DescribeChangelog(ctx, adm, changelog, 0)
@@ -135,5 +137,43 @@ func TestKeptStoreRefusedWhenCompactionPassedIt(t *testing.T) {
 	}
 	if _, ok := dump(ks)["gone"]; ok {
 		t.Error("the restored store still holds gone")
+	}
+}
+
+// waitStable waits until topic's last stable offsets reach its end offsets:
+// EndTxn is answered before the commit markers are written, and until they
+// are, a restore (which stops at the last stable offset) sees nothing of
+// the transaction.
+func waitStable(t *testing.T, ctx context.Context, adm *kadm.Client, topic string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		stable, err := adm.ListCommittedOffsets(ctx, topic)
+		if err == nil {
+			err = stable.Error()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		settled := true
+		ends.Each(func(e kadm.ListedOffset) {
+			if s, ok := stable.Lookup(e.Topic, e.Partition); !ok || s.Offset < e.Offset {
+				settled = false
+			}
+		})
+		if settled {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: last stable offsets %v still behind end offsets %v after 30 s", topic, stable, ends)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
