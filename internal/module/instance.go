@@ -50,6 +50,13 @@ type Instance struct {
 	// 0 between calls); timer calls expire then.
 	deadline atomic.Int64
 	timer    *time.Timer
+	// image is what the instance is reset to before each record (record
+	// isolation: isolation.go), nil under task isolation; dirty says a
+	// call ran since the last reset.
+	image *instanceImage
+	dirty bool
+	// calls counts the batch calls, to tell their records apart.
+	calls uint64
 }
 
 // Batch is the input of one call: the records, in the ABI's layout, and
@@ -128,6 +135,12 @@ func (m *Module) NewInstance(ctx context.Context, partition int32) (*Instance, e
 	if err := inst.setup(startLimit); err != nil {
 		inst.Close(ctx)
 		return nil, err
+	}
+	if m.spec.Isolation != IsolationTask {
+		if err := inst.freeze(); err != nil {
+			inst.Close(ctx)
+			return nil, err
+		}
 	}
 	return inst, nil
 }
@@ -279,11 +292,20 @@ func (inst *Instance) Transform(b *Batch) ([]byte, error) {
 	if inst.broken != nil {
 		return nil, inst.broken
 	}
+	if inst.image != nil {
+		if inst.dirty {
+			if err := inst.reset(); err != nil {
+				return nil, err
+			}
+		}
+		inst.dirty = true
+	}
 	if err := inst.write(b.w.Bytes()); err != nil {
 		return nil, err
 	}
 	limit := inst.m.spec.TimeLimit * time.Duration(b.Len())
 	inst.batch = b
+	inst.calls++
 	inst.log.callStarts()
 	start := time.Now()
 	inst.stack[0] = api.EncodeI32(int32(b.w.Size()))
@@ -292,6 +314,9 @@ func (inst *Instance) Transform(b *Batch) ([]byte, error) {
 		o(b.Len(), time.Since(start))
 	}
 	if errors.Is(err, errTimeLimit) {
+		if b.Len() == 1 {
+			return nil, inst.brk(fmt.Errorf("%s ran over its time limit (time_limit %s) on %s", inst.m.label(), inst.m.spec.TimeLimit, inst.where()))
+		}
 		return nil, inst.brk(fmt.Errorf("%s ran over its time limit (time_limit %s per record, %d in the call) on %s",
 			inst.m.label(), inst.m.spec.TimeLimit, b.Len(), inst.where()))
 	}
@@ -309,19 +334,39 @@ func (inst *Instance) Transform(b *Batch) ([]byte, error) {
 	return out, nil
 }
 
-// current is the record the module works on, for the clock and the random
-// source: the cursor in the batch's header says which.
-func (inst *Instance) current() (int64, [32]byte, bool) {
+// current is the record the module works on, for the clocks and the
+// random source: the cursor in the batch's header says which; its id is
+// the call's number and the record's place in the call.
+func (inst *Instance) current() (uint64, int64, bool) {
+	i, ok := inst.cursor()
+	if !ok {
+		return 0, 0, false
+	}
+	return inst.calls<<32 | uint64(i), inst.batch.meta[i].timestamp, true
+}
+
+// seed is the current record's random seed.
+func (inst *Instance) seed() [32]byte {
+	i, ok := inst.cursor()
+	if !ok {
+		return [32]byte{}
+	}
+	r := inst.batch.meta[i]
+	return recordSeed(r.topic, r.partition, r.offset)
+}
+
+// cursor is the index of the record the module works on in the call in
+// progress.
+func (inst *Instance) cursor() (int, bool) {
 	b := inst.batch
 	if b == nil || inst.mod == nil {
-		return 0, [32]byte{}, false
+		return 0, false
 	}
 	i, ok := inst.mod.Memory().ReadUint32Le(inst.bufPtr + abi.CursorOffset)
 	if !ok || int(i) >= len(b.meta) {
-		return 0, [32]byte{}, false
+		return 0, false
 	}
-	r := b.meta[i]
-	return r.timestamp, recordSeed(r.topic, r.partition, r.offset), true
+	return int(i), true
 }
 
 // where names the record the module was working on, from its cursor, or

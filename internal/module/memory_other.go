@@ -7,6 +7,8 @@ package module
 type linearMemory struct {
 	buf []byte
 	max uint64
+
+	image []byte // the image an instance is reset to (see freeze)
 }
 
 func newLinearMemory(capacity, max uint64) *linearMemory {
@@ -23,6 +25,8 @@ func (m *linearMemory) Reallocate(size uint64) []byte {
 	m.buf = m.buf[:size]
 	return m.buf
 }
+
+func (m *linearMemory) bytes() []byte { return m.buf }
 
 func (m *linearMemory) Free() {}
 

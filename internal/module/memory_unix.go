@@ -17,6 +17,19 @@ type linearMemory struct {
 	mapped []byte // the mapping, or nil
 	buf    []byte // the slice instead
 	max    uint64
+
+	// The image an instance is reset to (see freeze): the memory is a
+	// private mapping of it and image a read-only view (frozen), or image
+	// is a copy.
+	frozen bool
+	image  []byte
+	// own are the pages of the memory that are the process's own (written
+	// since the freeze) as of the last walk of the page map, which found
+	// the memory at ownSize bytes; faults is the count of page faults of
+	// the thread of the last revert (reset_linux.go).
+	own     []pageRange
+	ownSize uint64
+	faults  uint64
 }
 
 func newLinearMemory(capacity, max uint64) *linearMemory {
@@ -41,6 +54,14 @@ func (m *linearMemory) Reallocate(size uint64) []byte {
 	return m.buf
 }
 
+// bytes is the whole memory, at least as long as its current size.
+func (m *linearMemory) bytes() []byte {
+	if m.mapped != nil {
+		return m.mapped
+	}
+	return m.buf
+}
+
 // Free is wazero closing the module, which an exit or a trap does in the
 // middle of a call: the host still reads the memory then (the cursor, its
 // size), so it stays until the instance is closed (release).
@@ -48,6 +69,10 @@ func (m *linearMemory) Free() {}
 
 // release unmaps the memory.
 func (m *linearMemory) release() {
+	if m.frozen && m.image != nil {
+		_ = syscall.Munmap(m.image)
+	}
+	m.image, m.frozen = nil, false
 	if m.mapped != nil {
 		_ = syscall.Munmap(m.mapped)
 		m.mapped = nil

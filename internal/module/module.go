@@ -65,6 +65,9 @@ type Spec struct {
 	// Stateless: the stage keeps no state (no changelog), and the module
 	// may set none; its setup says so.
 	Stateless bool
+	// Isolation is IsolationRecord ("" too) or IsolationTask: whether
+	// each record runs on the instance as it was after setup.
+	Isolation string
 }
 
 // Options are what a module may use of its host.

@@ -172,7 +172,7 @@ func TestFailuresNameTheModuleAndTheRecord(t *testing.T) {
 		"panic":      "panic: asked to panic (in main.handle at ",
 		"fail":       "failed on in/2@7: asked to fail",
 		"exit":       `it exited with code 3; it wrote to standard error: "exiting as asked"`,
-		"busy":       "ran over its time limit (time_limit 200ms per record, 2 in the call) on in/2@7",
+		"busy":       "ran over its time limit (time_limit 200ms) on in/2@7",
 		"hog":        "MiB of its memory_limit 16 MiB in use",
 		"big":        "over the limit of 1048576 (1 MiB)",
 		"undeclared": `it sent to topic "elsewhere", which is not among the stage's output_topics ["out"]`,

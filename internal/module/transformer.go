@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -71,9 +72,29 @@ type Task struct {
 // Close ends the instance.
 func (k *Task) Close(ctx context.Context) { k.inst.Close(ctx) }
 
-// TransformBatch runs one call of the module over calls and fills in
-// their results.
+// TransformBatch runs the module over calls and fills in their results:
+// a call per record under record isolation, one call for all under task
+// isolation.
 func (k *Task) TransformBatch(ctx context.Context, calls []transformer.Call) error {
+	if k.inst.image == nil {
+		return k.transformCalls(calls)
+	}
+	// One thread for the batch: the resets between its records know from
+	// the thread's page faults whether the module wrote a page it had not
+	// written before (linearMemory.revert).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	k.inst.memory.otherThread()
+	for i := range calls {
+		if err := k.transformCalls(calls[i : i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// transformCalls runs one call of the module over calls.
+func (k *Task) transformCalls(calls []transformer.Call) error {
 	k.batch.Reset()
 	for i := range calls {
 		k.encode(&calls[i])

@@ -34,8 +34,30 @@ func flechtBuffer(size int32) int32 {
 //go:wasmexport flecht_init
 func flechtInit(n int32) int64 {
 	refusal := setup(buffer[:n])
+	if refusal == "" {
+		warmAllocator()
+	}
 	return answer([]byte(refusal))
 }
+
+// warmAllocator leaves the Go allocator with a span at hand for every
+// small size, with and without pointers. The host resets the module to
+// its memory after setup before each record (docs/modules.md, record
+// isolation), so whatever the allocator first sets up on a record's
+// behalf it would set up again on every record.
+func warmAllocator() {
+	runtime.GC()
+	for n := 8; n <= 32<<10; n += max(8, n/16) {
+		warmBytes = make([]byte, n)
+		warmPointers = make([]*byte, (n+7)/8)
+	}
+	warmBytes, warmPointers = nil, nil
+}
+
+var (
+	warmBytes    []byte
+	warmPointers []*byte
+)
 
 //go:wasmexport flecht_transform
 func flechtTransform(n int32) int64 {
