@@ -62,8 +62,9 @@ The team's own logic runs as a WebAssembly module instead of a builtin
 
 exactly once like a builtin, one instance per task, deterministic (no
 clock but the event time, no randomness but a seed per record, no files,
-network or environment), under memory_limit (64MiB) and time_limit (1s
-per record). A module that cannot run (not WebAssembly, another sha256
+network or environment, and each record on the instance as it was after
+setup unless isolation: task), under memory_limit (64MiB) and time_limit
+(1s per record). A module that cannot run (not WebAssembly, another sha256
 than the stage file pins, an unknown ABI version, a missing export, a
 refused import or config) exits 2 before anything connects; one that
 fails on a record (a trap, its limits, an output over 1 MiB or to an

@@ -35,13 +35,16 @@ of a builtin:
       output_topics: [sensors.enriched]
       config: {lookup: device}       # the module's own settings
       memory_limit: 64MiB            # per instance; one instance per task
-      time_limit: 1s                 # per record of a call
+      time_limit: 1s                 # per record
+      isolation: record              # default; task keeps memory across records
 
 The module runs exactly once like a builtin: its outputs, its state and the
 input offsets commit in one transaction per task. It is deterministic by
 construction (no clock but the record's event time, no randomness but a
-seed per record, no files, network or environment), so a replay with a
-fixed module rewrites what the broken one wrote.
+seed per record, no files, network or environment), and each record runs
+on the instance as it was right after setup, so nothing a record leaves in
+memory reaches the next: a restart, a rebalance or a replay with a fixed
+module writes the bytes an uninterrupted run writes.
 
 The ABI (ABI v` + fmt.Sprint(abi.Version) + `) is language-neutral; docs/modules.md in the repository
 describes it. Go modules use the SDK in sdk/ (package transform), which

@@ -521,7 +521,11 @@ func (l *Launcher) moduleTransformer(ctx context.Context, st *stagefile.Stage, l
 	lm.metrics.RunsModule(m.Name(), m.SHA256(), m.ABI())
 	spec := m.Spec()
 	log.Info("module loaded", "module", m.Name(), "sha256", m.SHA256(), "abi", m.ABI(), "path", spec.Path,
-		"memory_limit", stagefile.ByteSize(spec.MemoryLimit).String(), "time_limit", spec.TimeLimit)
+		"memory_limit", stagefile.ByteSize(spec.MemoryLimit).String(), "time_limit", spec.TimeLimit, "isolation", spec.IsolationName())
+	if spec.IsolationName() == module.IsolationTask {
+		log.Warn("isolation: task keeps the module's memory from record to record: what a record produces may depend on the records this instance ran before it, which a restart, a rebalance or a replay changes; 'flecht transform test --determinism' shows whether it does",
+			"module", m.Name())
+	}
 	return module.NewTransformer(m), func() { m.Close(context.Background()) }, nil
 }
 

@@ -27,6 +27,14 @@ const (
 	IsolationTask = "task"
 )
 
+// IsolationName is the spec's isolation, the default spelt out.
+func (s Spec) IsolationName() string {
+	if s.Isolation == "" {
+		return IsolationRecord
+	}
+	return s.Isolation
+}
+
 // instanceImage is what a reset restores besides the memory's pages.
 type instanceImage struct {
 	size           uint32 // bytes of memory after setup

@@ -152,7 +152,7 @@ func writtenPages(mem []byte, fn func(from, to uint64) error) error {
 	if len(mem) == 0 {
 		return nil
 	}
-	base := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem))))
+	base := uint64(uintptrOf(mem))
 	end := base + uint64(len(mem))
 	if !pageMap.noScan {
 		err := scanPages(base, end, fn)
@@ -223,3 +223,5 @@ func readPageEntries(base, end uint64, fn func(from, to uint64) error) error {
 	}
 	return nil
 }
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }

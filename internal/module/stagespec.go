@@ -23,7 +23,7 @@ func SpecFromStage(st *stagefile.Stage) (Spec, error) {
 	return Spec{
 		Path: m.Path, Name: filepath.Base(m.File), SHA256: m.SHA256, Config: config,
 		OutputTopics: m.OutputTopics, MemoryLimit: int64(m.MemoryLimit), TimeLimit: time.Duration(m.TimeLimit),
-		ApplicationID: st.ApplicationID, Stateless: m.Stateless,
+		ApplicationID: st.ApplicationID, Stateless: m.Stateless, Isolation: m.Isolation,
 	}, nil
 }
 

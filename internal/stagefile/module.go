@@ -23,8 +23,9 @@ import (
 //	  output_topics: [sensors.enriched]
 //	  config: {lookup: device}
 //	  memory_limit: 64MiB    # per instance (one per task)
-//	  time_limit: 1s         # per record of a call
+//	  time_limit: 1s         # per record
 //	  stateless: false       # true: no changelog, no state
+//	  isolation: record      # or task: memory kept across records
 type Module struct {
 	// File is the module file as the stage file writes it; Path is it
 	// resolved against the stage file's directory.
@@ -36,6 +37,11 @@ type Module struct {
 	MemoryLimit  ByteSize       `yaml:"memory_limit,omitempty" json:"memory_limit,omitempty"`
 	TimeLimit    Duration       `yaml:"time_limit,omitempty" json:"time_limit,omitempty"`
 	Stateless    bool           `yaml:"stateless,omitempty" json:"stateless,omitempty"`
+	// Isolation is "record" (the default: every record runs on the
+	// instance as it was after setup) or "task" (one instance's memory
+	// carries from record to record: faster, but a record's result may
+	// then depend on the records before it, which a restart changes).
+	Isolation string `yaml:"isolation,omitempty" json:"isolation,omitempty"`
 }
 
 // Limits of a module's settings.
@@ -90,6 +96,9 @@ func (m *Module) problems(written map[string]bool) []string {
 	}
 	if v := int64(m.MemoryLimit); (v != 0 || written["transform.memory_limit"]) && (v < minModuleMemory || v > maxModuleMemory || v%(64<<10) != 0) {
 		out = append(out, fmt.Sprintf("memory_limit %s: use 1MiB to 4GiB, in whole 64KiB pages (default 64MiB)", m.MemoryLimit))
+	}
+	if m.Isolation != "" && m.Isolation != "record" && m.Isolation != "task" {
+		out = append(out, fmt.Sprintf("isolation %s: use record (each record runs on the instance as it was after setup: the default) or task (memory kept across a task's records: faster, but what a record produces may then depend on the records before it, which a restart or a rebalance changes)", boundedread.Quote(m.Isolation)))
 	}
 	if v := time.Duration(m.TimeLimit); (v != 0 || written["transform.time_limit"]) && (v < time.Millisecond || v > maxTimeLimit) {
 		out = append(out, fmt.Sprintf("time_limit %s: use 1ms to %s per record (default 1s)", v, maxTimeLimit))

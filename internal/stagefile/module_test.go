@@ -19,6 +19,7 @@ transform:
   memory_limit: 32MiB
   time_limit: 250ms
   stateless: true
+  isolation: task
 `
 
 func TestModuleSection(t *testing.T) {
@@ -38,7 +39,7 @@ func TestModuleSection(t *testing.T) {
 	if m.File != "./enrich.wasm" || m.Path != filepath.Join(dir, "enrich.wasm") {
 		t.Errorf("the module's path is not resolved against the stage file: %q → %q", m.File, m.Path)
 	}
-	if int64(m.MemoryLimit) != 32<<20 || time.Duration(m.TimeLimit) != 250*time.Millisecond || !m.Stateless ||
+	if int64(m.MemoryLimit) != 32<<20 || time.Duration(m.TimeLimit) != 250*time.Millisecond || !m.Stateless || m.Isolation != "task" ||
 		len(m.OutputTopics) != 2 || m.Config["lookup"] != "device" {
 		t.Errorf("module %+v", m)
 	}
@@ -65,6 +66,7 @@ func TestModuleSectionRefusals(t *testing.T) {
 		base + "transform: {module: x.wasm, output_topics: [o], memory_limit: 0MiB}\n":        "memory_limit 0B: use 1MiB to 4GiB",
 		base + "transform: {module: x.wasm, output_topics: [o], time_limit: 0s}\n":            "time_limit 0s: use 1ms to 1m0s",
 		base + "transform: {module: x.wasm, output_topics: [o], timeout: 1s}\n":               `unknown option "timeout"`,
+		base + "transform: {module: x.wasm, output_topics: [o], isolation: none}\n":           `isolation "none": use record`,
 		base + "transform: {module: x.wasm, builtin: count, output_topics: [o]}\n":            "names both a builtin and a module",
 		base + "transform: {output_topics: [o]}\n":                                            "a transformer needs transform: {builtin: NAME, ...} or transform: {module:",
 		"application_id: e\nkind: extractor\nconfig_topics: [c]\nextract: {module: x.wasm}\n": "a WebAssembly module runs in a transformer",
