@@ -67,6 +67,7 @@ type Task struct {
 	rec   abi.Record
 	rr    abi.ResultReader
 	res   abi.Result
+	arena []byte // the batch's results, copied out of the module's memory
 }
 
 // Close ends the instance.
@@ -76,6 +77,9 @@ func (k *Task) Close(ctx context.Context) { k.inst.Close(ctx) }
 // a call per record under record isolation, one call for all under task
 // isolation.
 func (k *Task) TransformBatch(ctx context.Context, calls []transformer.Call) error {
+	// A new arena for each batch: the outputs of the batch before live
+	// on in the old one until their transaction is produced.
+	k.arena = make([]byte, 0, max(4<<10, 2*cap(k.arena)/3))
 	if k.inst.image == nil {
 		return k.transformCalls(calls)
 	}
@@ -105,9 +109,12 @@ func (k *Task) transformCalls(calls []transformer.Call) error {
 		return err
 	}
 	// The results alias the module's memory until its next call, and the
-	// outputs live until their transaction is produced: one copy for all.
-	owned := append([]byte(nil), out...)
-	k.rr.Reset(owned)
+	// outputs live until their transaction is produced: copied into the
+	// batch's arena. An arena that grows leaves the outputs of its records
+	// before in the array they were copied to, which they keep alive.
+	start := len(k.arena)
+	k.arena = append(k.arena, out...)
+	k.rr.Reset(k.arena[start:len(k.arena):len(k.arena)])
 	for i := range calls {
 		if err := k.rr.Next(&k.res); err != nil {
 			return k.inst.brk(fmt.Errorf("%s answered with results that do not read (ABI v%d): %w", k.t.m.label(), abi.Version, err))
