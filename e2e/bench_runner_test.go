@@ -118,7 +118,8 @@ func benchRunnerCount(b *testing.B, records int) {
 }
 
 // BenchmarkRunnerModule: the count example module (examples/modules/count,
-// Go, WebAssembly) beside the count builtin and Kafka Streams, on the same
+// Go, WebAssembly) under record isolation (the default) and under task
+// isolation, beside the count builtin and Kafka Streams, on the same
 // input, alternating: records/s, peak RSS, and the CPU per record of the
 // host and of the module.
 func BenchmarkRunnerModule(b *testing.B) {
@@ -136,33 +137,38 @@ func BenchmarkRunnerModule(b *testing.B) {
 		defer cancel()
 		cl := benchClient(b)
 		in := benchInput(ctx, b, cl, "bench-module-in", records, benchKeys)
-		var mod, builtin, streams []benchRun
+		var mod, task, builtin, streams []benchRun
 		for r := range rounds {
 			builtin = append(builtin, runContender(ctx, b, cl, flechtStage(b, r, "flecht builtin", func(out string) string {
 				return "  builtin: count\n  output_topic: " + out + "\n"
 			}, true), in, records))
-			mod = append(mod, runContender(ctx, b, cl, moduleContender(b, r, wasm, cacheDir), in, records))
+			mod = append(mod, runContender(ctx, b, cl, moduleContender(b, r, wasm, cacheDir, "record"), in, records))
+			task = append(task, runContender(ctx, b, cl, moduleContender(b, r, wasm, cacheDir, "task"), in, records))
 			streams = append(streams, runContender(ctx, b, cl, streamsContender(jar), in, records))
-			for _, runs := range [][]benchRun{builtin, mod, streams} {
+			for _, runs := range [][]benchRun{builtin, mod, task, streams} {
 				runs[r].name += fmt.Sprintf(" (round %d)", r+1)
 			}
 		}
-		for _, r := range slices.Concat(builtin, mod, streams) {
+		for _, r := range slices.Concat(builtin, mod, task, streams) {
 			b.Logf("%s", r)
 		}
 		mRate, bRate, sRate := medianOf(mod, benchRun.rate), medianOf(builtin, benchRun.rate), medianOf(streams, benchRun.rate)
+		tRate, tCPU, tIn := medianOf(task, benchRun.rate), medianOf(task, benchRun.cpuPerRecord), medianOf(task, benchRun.modulePerRecord)
 		mRSS, sRSS := medianOf(mod, benchRun.rssMiB), medianOf(streams, benchRun.rssMiB)
 		mCPU, mIn := medianOf(mod, benchRun.cpuPerRecord), medianOf(mod, benchRun.modulePerRecord)
 		b.ReportMetric(mRate, "records/s")
 		b.ReportMetric(mRate/bRate, "x-builtin")
+		b.ReportMetric(tRate/bRate, "task-x-builtin")
 		b.ReportMetric(mRate/sRate, "x-streams")
 		b.ReportMetric(mRSS/sRSS, "rss-x-streams")
 		b.Logf("load average before %s, after %s", load0, loadAvg())
-		b.Logf("SUMMARY count module %d records, %d keys, %d partitions, medians of %d alternating runs each: module %.0f records/s at %.0f MiB peak RSS, "+
-			"builtin %.0f records/s at %.0f MiB, Kafka Streams %.0f records/s at %.0f MiB; module/builtin %.2fx (goal >= 0.7), module/Streams %.2fx (goal >= 1.5), "+
-			"peak RSS module/Streams %.2fx (goal <= 0.5); CPU per input record: module stage %.1f us (host %.1f + module %.1f), builtin %.1f us, Streams %.1f us",
-			records, benchKeys, benchPartitions, rounds, mRate, mRSS, bRate, medianOf(builtin, benchRun.rssMiB), sRate, sRSS,
-			mRate/bRate, mRate/sRate, mRSS/sRSS, mCPU, mCPU-mIn, mIn, medianOf(builtin, benchRun.cpuPerRecord), medianOf(streams, benchRun.cpuPerRecord))
+		b.Logf("SUMMARY count module %d records, %d keys, %d partitions, medians of %d alternating runs each: module (isolation: record) %.0f records/s at %.0f MiB peak RSS, "+
+			"module (isolation: task) %.0f records/s, builtin %.0f records/s at %.0f MiB, Kafka Streams %.0f records/s at %.0f MiB; "+
+			"module/builtin %.2fx (goal >= 0.9), under isolation: task %.2fx; module/Streams %.2fx (goal >= 1.5), "+
+			"peak RSS module/Streams %.2fx (goal <= 0.5); CPU per input record: module stage %.1f us (host %.1f + module %.1f), under isolation: task %.1f us (host %.1f + module %.1f), builtin %.1f us, Streams %.1f us",
+			records, benchKeys, benchPartitions, rounds, mRate, mRSS, tRate, bRate, medianOf(builtin, benchRun.rssMiB), sRate, sRSS,
+			mRate/bRate, tRate/bRate, mRate/sRate, mRSS/sRSS, mCPU, mCPU-mIn, mIn, tCPU, tCPU-tIn, tIn,
+			medianOf(builtin, benchRun.cpuPerRecord), medianOf(streams, benchRun.cpuPerRecord))
 	}
 }
 
@@ -336,12 +342,13 @@ func flechtContender(b *testing.B, round int) contender {
 }
 
 // moduleContender runs the count example module (examples/modules/count)
-// in flecht; it serves metrics so the time spent inside the module can be
-// read off at the end. cacheDir holds the module compiled (warmModule), as
-// on a machine that has run it before: a deploy compiles a module once.
-func moduleContender(b *testing.B, round int, wasm, cacheDir string) contender {
-	c := flechtStage(b, round, "flecht module", func(out string) string {
-		return "  module: " + wasm + "\n  output_topics: [" + out + "]\n"
+// in flecht under the isolation given; it serves metrics so the time spent
+// inside the module can be read off at the end. cacheDir holds the module
+// compiled (warmModule), as on a machine that has run it before: a deploy
+// compiles a module once.
+func moduleContender(b *testing.B, round int, wasm, cacheDir, isolation string) contender {
+	c := flechtStage(b, round, "flecht module (isolation: "+isolation+")", func(out string) string {
+		return "  module: " + wasm + "\n  output_topics: [" + out + "]\n  isolation: " + isolation + "\n"
 	}, true)
 	start := c.start
 	c.start = func(app, in, out, stateDir string, w *syncBuffer) *exec.Cmd {
