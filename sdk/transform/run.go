@@ -19,9 +19,10 @@ import (
 //
 // A handler must be deterministic: its result may depend on the record,
 // the state, the setup and the config records, and on nothing else, so a
-// replay writes what the first run wrote. Keep no state of your own in
-// variables: an instance lives as long as its task, and a replay or a
-// rebalance starts a new one.
+// replay writes what the first run wrote. flecht runs every record on the
+// instance as it was after setup (isolation: record, the default), so
+// what a handler leaves in variables is gone before the next record: keep
+// what must outlive a record in the state.
 type Handler func(rec *Record, out *Output) error
 
 // Setup is what the stage file gives the module: its config, and the
