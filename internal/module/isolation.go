@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 
 	"github.com/tetratelabs/wazero/api"
 )
@@ -34,6 +35,9 @@ func (s Spec) IsolationName() string {
 	}
 	return s.Isolation
 }
+
+// imageCopyWarning says once per process that images are copies.
+var imageCopyWarning sync.Once
 
 // instanceImage is what a reset restores besides the memory's pages.
 type instanceImage struct {
@@ -78,6 +82,12 @@ func (inst *Instance) freeze() error {
 	}
 	if err := inst.memory.freeze(uint64(img.size)); err != nil {
 		return err
+	}
+	if !inst.memory.mapsImage() {
+		imageCopyWarning.Do(func() {
+			inst.m.opts.Log.Warn("the module's memory after setup is kept as a copy, put back whole before every record (record isolation): the kernel's page map (/proc/self/pagemap) cannot be read here, so each record costs a copy of the module's memory; isolation: task avoids it, at the cost docs/modules.md describes",
+				"module", inst.m.spec.Name, "memory_bytes", img.size)
+		})
 	}
 	inst.image = img
 	return nil

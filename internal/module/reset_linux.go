@@ -225,3 +225,6 @@ func readPageEntries(base, end uint64, fn func(from, to uint64) error) error {
 }
 
 func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// mapsImage says whether the image is mapped (else it is a copy).
+func (m *linearMemory) mapsImage() bool { return m.frozen }

@@ -12,3 +12,5 @@ func (m *linearMemory) freeze(size uint64) error {
 func (m *linearMemory) revert(size uint64) error { return m.revertByCopy(size) }
 
 func (m *linearMemory) otherThread() {}
+
+func (m *linearMemory) mapsImage() bool { return false }
