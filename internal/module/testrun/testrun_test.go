@@ -19,9 +19,9 @@ func FuzzParseTestRecord(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		rec, err := parseRecord(line, DefaultInputTopic, map[string]int64{})
-		if err == nil && (rec == nil || rec.Topic == "" || rec.Partition < 0 || rec.Offset < 0) {
-			t.Fatalf("%q parsed to %+v", line, rec)
+		p, err := parseRecord(line, DefaultInputTopic)
+		if err == nil && (p.rec == nil || p.rec.Topic == "" || p.rec.Partition < 0 || p.rec.Offset < 0) {
+			t.Fatalf("%q parsed to %+v", line, p.rec)
 		}
 	})
 }
