@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -31,6 +32,7 @@ type TransformTestOptions struct {
 	OutputTopics []string
 	StateKey     string
 	Partitions   int
+	Determinism  bool
 	Log          *slog.Logger
 	// CacheDir keeps compiled modules (FLECHT_CACHE_DIR).
 	CacheDir string
@@ -38,7 +40,7 @@ type TransformTestOptions struct {
 	OnStuck func(error)
 }
 
-const transformTestLong = `Run a module over sample records, without Kafka, as 'flecht run' runs it: one
+var transformTestLong = `Run a module over sample records, without Kafka, as 'flecht run' runs it: one
 instance per input partition, set up with that partition and given the
 partition's records in input order, the same checks of what it answers, its
 state carried from record to record per state key, its config records looked
@@ -77,7 +79,19 @@ before reaching it). -o json prints one JSON line per record, which is the
 format of --expect: with it, the results are compared with the file's, and
 a difference exits 4 with a diff (a file without a result, which would
 check nothing, exits 2). A module that fails (a trap, an error, its time
-limit) exits 1, naming the record.`
+limit) exits 1, naming the record.
+
+--determinism then runs each record that reached the module twice more,
+each alone and from the state it had: on a fresh instance of its
+partition, and on a fresh instance set up as another partition (the next
+one). It prints, instead of the results, every field where the test's run
+and the fresh instance disagree (what the module carried over from the
+records before), and where the two fresh instances disagree (what it took
+from its partition), naming the line, topic/partition@offset and the
+field's JSON path with both values; -o json prints the report as one JSON
+document. A difference exits 4, none exits 0. Each record costs two more
+instances of the module (milliseconds each): the check takes up to
+` + strconv.Itoa(testrun.MaxDeterminismRecords) + ` records that reach the module; check a sample of a larger file.`
 
 // NewCmdTransformTest builds `flecht transform test`.
 func NewCmdTransformTest(f *Factory, runF func(*TransformTestOptions) error) *cobra.Command {
@@ -111,6 +125,7 @@ func NewCmdTransformTest(f *Factory, runF func(*TransformTestOptions) error) *co
 	fl.StringSliceVar(&opts.OutputTopics, "output-topics", nil, "topics the module may write to (with -m; default output)")
 	fl.StringVar(&opts.StateKey, "state-key", "", "state-key template (with -m; default {key})")
 	fl.IntVar(&opts.Partitions, "partitions", 0, "the input topics' partition count, over which keys are placed (default: the input's largest partition + 1, or 1)")
+	fl.BoolVar(&opts.Determinism, "determinism", false, "also run each record alone on fresh instances of its partition and another, and report every field that differs")
 	return cmd
 }
 
@@ -151,8 +166,10 @@ func runTransformTest(ctx context.Context, opts *TransformTestOptions) error {
 	}
 	defer tester.Close(ctx)
 	res := tester.Run(ctx, in)
-	if err := printTransformCases(opts, res.Cases); err != nil {
-		return err
+	if !opts.Determinism || res.Err != nil {
+		if err := printTransformCases(opts, res.Cases); err != nil {
+			return err
+		}
 	}
 	if res.Err != nil {
 		return fmt.Errorf("%s: %w", opts.Input, res.Err)
@@ -165,6 +182,25 @@ func runTransformTest(ctx context.Context, opts *TransformTestOptions) error {
 		if opts.Format() == ui.FormatTable {
 			fmt.Fprintf(opts.IO.Out, "\nall %d records as %s expects\n", len(res.Cases), textfmt.Escape(opts.Expect))
 		}
+	}
+	if opts.Determinism {
+		return checkDeterminism(ctx, opts, tester, in, res)
+	}
+	return nil
+}
+
+// checkDeterminism prints the determinism report; a difference exits 4,
+// as a check that found problems.
+func checkDeterminism(ctx context.Context, opts *TransformTestOptions, tester *testrun.Tester, in testrun.Input, res testrun.Result) error {
+	rep, err := tester.CheckDeterminism(ctx, in, res)
+	if err != nil {
+		return fmt.Errorf("%s: %w", opts.Input, err)
+	}
+	if err := opts.Printer().Print(rep, func(h *ui.Human) error { show.DeterminismReport(h, rep); return nil }); err != nil {
+		return err
+	}
+	if len(rep.Differences) > 0 {
+		return &exitcode.Silent{Code: exitcode.Findings}
 	}
 	return nil
 }

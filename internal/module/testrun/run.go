@@ -26,6 +26,8 @@ type Options struct {
 // would run it.
 type Tester struct {
 	m        *module.Module
+	spec     module.Spec
+	opts     Options
 	template *statekey.Template
 	start    map[string][]byte
 }
@@ -41,7 +43,7 @@ func Load(ctx context.Context, spec module.Spec, template *statekey.Template, st
 		}
 		return nil, err
 	}
-	return &Tester{m: m, template: template, start: start}, nil
+	return &Tester{m: m, spec: spec, opts: o, template: template, start: start}, nil
 }
 
 // Close releases the module.
@@ -55,6 +57,8 @@ type Result struct {
 	// Err is the module's failure that stopped its partition's task; the
 	// stage would stop.
 	Err error
+	// results are the runner's, one per case.
+	results []module.OfflineResult
 }
 
 // Run runs the module over in as flecht run's tasks would: one instance
@@ -102,6 +106,7 @@ func (t *Tester) Run(ctx context.Context, in Input) Result {
 	}
 	for i := 0; i < cut && results[i] != nil; i++ {
 		res.Cases = append(res.Cases, NewCase(in.Records[i], *results[i]))
+		res.results = append(res.results, *results[i])
 	}
 	return res
 }

@@ -65,3 +65,50 @@ func FuzzJSONStringBytes(f *testing.F) {
 		}
 	})
 }
+
+// A difference is named by its JSON path, down to the leaf; JSON that
+// differs only in member order, number spelling or spacing is a
+// difference too, at the value that holds it: a replay must reproduce
+// the bytes.
+func TestDiffCasesNamesFields(t *testing.T) {
+	base := Case{Topic: "in", Verdict: VerdictOK, Outputs: []Output{
+		{Topic: "out", Value: json.RawMessage(`{"a":{"b":[1,2]},"odd name":1,"n":1}`)},
+	}}
+	for _, tc := range []struct {
+		name  string
+		value string
+		want  []fieldDiff
+	}{
+		{"a leaf in an array", `{"a":{"b":[1,3]},"odd name":1,"n":1}`, []fieldDiff{{"outputs[0].value.a.b[1]", []byte("2"), []byte("3")}}},
+		{"a longer array", `{"a":{"b":[1,2,5]},"odd name":1,"n":1}`, []fieldDiff{{"outputs[0].value.a.b[2]", nil, []byte("5")}}},
+		{"a member missing", `{"a":{"b":[1,2]},"n":1}`, []fieldDiff{{`outputs[0].value["odd name"]`, []byte("1"), nil}}},
+		{"number spelling", `{"a":{"b":[1,2]},"odd name":1,"n":1.0}`, []fieldDiff{{"outputs[0].value.n", []byte("1"), []byte("1.0")}}},
+		{"member order", `{"odd name":1,"a":{"b":[1,2]},"n":1}`, []fieldDiff{{"outputs[0].value", base.Outputs[0].Value, []byte(`{"odd name":1,"a":{"b":[1,2]},"n":1}`)}}},
+		{"spacing", `{"a":{"b":[1,2]}, "odd name":1,"n":1}`, []fieldDiff{{"outputs[0].value", quoteRaw(base.Outputs[0].Value), quoteRaw([]byte(`{"a":{"b":[1,2]}, "odd name":1,"n":1}`))}}},
+		{"the same", string(base.Outputs[0].Value), nil},
+	} {
+		other := base
+		other.Outputs = []Output{{Topic: "out", Value: json.RawMessage(tc.value)}}
+		got := diffCases(base, other)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i].path != tc.want[i].path || string(got[i].a) != string(tc.want[i].a) || string(got[i].b) != string(tc.want[i].b) {
+				t.Errorf("%s: %s %s %s, want %s %s %s", tc.name, got[i].path, got[i].a, got[i].b, tc.want[i].path, tc.want[i].a, tc.want[i].b)
+			}
+		}
+	}
+	// A verdict and an output that only one run sent.
+	other := base
+	other.Verdict, other.Reason, other.Outputs = VerdictRejected, "no", []Output{}
+	got := diffCases(base, other)
+	paths := []string{}
+	for _, f := range got {
+		paths = append(paths, f.path)
+	}
+	if want := "outputs[0] reason verdict"; strings.Join(paths, " ") != want {
+		t.Errorf("paths %q, want %s", paths, want)
+	}
+}
