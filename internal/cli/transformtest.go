@@ -40,11 +40,12 @@ type TransformTestOptions struct {
 	OnStuck func(error)
 }
 
-var transformTestLong = `Run a module over sample records, without Kafka, as 'flecht run' runs it: one
-instance per input partition, set up with that partition and given the
+var transformTestLong = `Run a module over sample records, without Kafka, as 'flecht run' runs it:
+one instance per input partition, set up with that partition and given the
 partition's records in input order, the same checks of what it answers, its
-state carried from record to record per state key, its config records looked
-up in --configs. It is the unit test of a transform, for a laptop and for CI.
+state carried from record to record per state key, its config records
+looked up in --configs. It is the unit test of a transform, for a laptop
+and for CI.
 
 --input is JSON lines, one record each ("-" reads standard input):
 
@@ -81,17 +82,18 @@ a difference exits 4 with a diff (a file without a result, which would
 check nothing, exits 2). A module that fails (a trap, an error, its time
 limit) exits 1, naming the record.
 
---determinism then runs each record that reached the module twice more,
-each alone and from the state it had: on a fresh instance of its
-partition, and on a fresh instance set up as another partition (the next
-one). It prints, instead of the results, every field where the test's run
-and the fresh instance disagree (what the module carried over from the
-records before), and where the two fresh instances disagree (what it took
-from its partition), naming the line, topic/partition@offset and the
-field's JSON path with both values; -o json prints the report as one JSON
-document. A difference exits 4, none exits 0. Each record costs two more
-instances of the module (milliseconds each): the check takes up to
-` + strconv.Itoa(testrun.MaxDeterminismRecords) + ` records that reach the module; check a sample of a larger file.`
+--determinism is the check to run before shipping a module. Each record
+that reached the module runs twice more, alone and from the state it had:
+on a fresh instance of its partition, and on a fresh instance set up as the
+next partition. Instead of the results (after --expect's comparison, if
+given), it prints every field where the test's run and the fresh instance
+disagree (what the module carried over from the records before) and where
+the two fresh instances disagree (what it took from its partition), naming
+the line, topic/partition@offset and the field's JSON path with both
+values; -o json prints the report as one JSON document. A difference exits
+4, none exits 0. Each record costs two more instances of the module
+(milliseconds each): the check takes up to ` + strconv.Itoa(testrun.MaxDeterminismRecords) + ` records that
+reach the module; check a sample of a larger file.`
 
 // NewCmdTransformTest builds `flecht transform test`.
 func NewCmdTransformTest(f *Factory, runF func(*TransformTestOptions) error) *cobra.Command {
@@ -103,7 +105,8 @@ func NewCmdTransformTest(f *Factory, runF func(*TransformTestOptions) error) *co
 		Example: `  flecht transform test -m count.wasm --output-topics counted --input records.jsonl
   flecht transform test -f enrich.yaml --input records.jsonl --configs devices.json --expect expected.jsonl
   flecht transform test -m alarm.wasm --output-topics alarms --config '{"field":"t","high":30,"low":25}' \
-    --input readings.jsonl -o json > expected.jsonl`,
+    --input readings.jsonl -o json > expected.jsonl
+  flecht transform test -f stage.yaml --input records.jsonl --partitions 6 --determinism`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Log = runLogger(f)

@@ -16,10 +16,12 @@ import (
 	"github.com/flecht-dev/flecht/internal/module"
 )
 
-// MaxDeterminismRecords bounds the records a determinism check runs: it
-// instantiates the module twice per record, about 3.5 ms of CPU each for
-// the count example (Go), so a test file of a few thousand records takes
-// seconds and this many about a minute on two cores.
+// MaxDeterminismRecords bounds the records a determinism check runs. It
+// instantiates the module twice per record: for the count example (Go),
+// 3.3 ms of CPU each (wazero copying the data segments, most of it), 6 ms
+// with the host's garbage collection and memory mappings, measured over
+// 1,000 records. A test file of a few thousand records takes seconds, and
+// this many about a minute on two cores.
 const MaxDeterminismRecords = 10_000
 
 // The checks of a record's result, each comparing two runs of it.
