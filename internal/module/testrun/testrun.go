@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -261,14 +262,15 @@ func parseRecord(line []byte, topic string) (parsed, error) {
 		rec.Topic = *tr.Topic
 	}
 	if tr.Partition != nil {
-		if *tr.Partition < 0 {
-			return parsed{}, fmt.Errorf("partition %d: want 0 or more", *tr.Partition)
+		if *tr.Partition < 0 || *tr.Partition >= kafkax.MaxPartitions {
+			return parsed{}, fmt.Errorf("partition %d: want 0 to %d (a topic has at most %d partitions)", *tr.Partition, kafkax.MaxPartitions-1, kafkax.MaxPartitions)
 		}
 		rec.Partition = *tr.Partition
 	}
 	if tr.Offset != nil {
-		if *tr.Offset < 0 {
-			return parsed{}, fmt.Errorf("offset %d: want 0 or more", *tr.Offset)
+		// The next record's offset counts on from this one: it must fit.
+		if *tr.Offset < 0 || *tr.Offset == math.MaxInt64 {
+			return parsed{}, fmt.Errorf("offset %d: want 0 to %d", *tr.Offset, int64(math.MaxInt64-1))
 		}
 		rec.Offset = *tr.Offset
 	}

@@ -1,10 +1,13 @@
 package testrun
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/flecht-dev/flecht/internal/kafkax"
 )
 
 // FuzzParseTestRecord: whatever a line of --input holds, it is a record or
@@ -111,4 +114,48 @@ func TestDiffCasesNamesFields(t *testing.T) {
 	if want := "outputs[0] reason verdict"; strings.Join(paths, " ") != want {
 		t.Errorf("paths %q, want %s", paths, want)
 	}
+}
+
+// Whatever partitions a file names, placing its keys never divides by a
+// count no topic can have; the last partition number a topic can have is
+// one less than the largest count.
+func TestReadInputPartitionBounds(t *testing.T) {
+	for _, tc := range []struct {
+		lines string
+		want  string // an error; "" places the key
+	}{
+		{`{"key":"a","value":{},"partition":2147483647}` + "\n" + `{"key":"b","value":{}}`, "line 1: partition 2147483647: want 0 to 2147483646"},
+		{`{"key":"a","value":{},"partition":2147483646}` + "\n" + `{"key":"b","value":{}}`, ""},
+		{"\n# a comment\n" + `{"key":"a","value":{},"partition":-1}`, "line 3: partition -1"},
+	} {
+		in, err := ReadInput("-", strings.NewReader(tc.lines), DefaultInputTopic, 0)
+		switch {
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: %v, want %q", tc.lines, err, tc.want)
+		case tc.want == "" && (err != nil || in.Partitions != 2147483647):
+			t.Errorf("%q: %v, %d partitions", tc.lines, err, in.Partitions)
+		}
+	}
+}
+
+// FuzzReadInput: whatever a file holds and whatever count is given (the
+// command refuses one outside [0, MaxPartitions]), the input reads or is
+// an error, never a panic, and every record is on a partition below the
+// count.
+func FuzzReadInput(f *testing.F) {
+	f.Add([]byte(`{"key":"a","value":{}}`+"\n"+`{"key":null,"value":{},"partition":3}`), uint32(0))
+	f.Add([]byte(`{"key":"a","value":{},"offset":7}`), uint32(5))
+	f.Add([]byte(`{"key":"a","value":{},"offset":9223372036854775807}`+"\n"+`{"key":"a","value":{}}`), uint32(1))
+	f.Fuzz(func(t *testing.T, data []byte, n uint32) {
+		partitions := int(n % (kafkax.MaxPartitions + 1))
+		in, err := ReadInput("-", bytes.NewReader(data), DefaultInputTopic, partitions)
+		if err != nil {
+			return
+		}
+		for _, rec := range in.Records {
+			if rec.Partition < 0 || int(rec.Partition) >= in.Partitions || rec.Offset < 0 {
+				t.Fatalf("%q over %d: %s/%d@%d", data, in.Partitions, rec.Topic, rec.Partition, rec.Offset)
+			}
+		}
+	})
 }
