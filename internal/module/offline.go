@@ -11,8 +11,8 @@ import (
 	"github.com/flecht-dev/flecht/internal/transformer"
 )
 
-// Offline runs a module over records without Kafka, the way the runner
-// does: one instance, batches cut where a state key repeats, every answer
+// Offline runs a module over records without Kafka, the way one task of
+// the runner does: one instance, batches cut where a state key repeats, every answer
 // checked as in a stage, state carried per state key. It is the unit test
 // of a transform (`flecht transform test`).
 type Offline struct {
@@ -44,14 +44,20 @@ type OfflineResult struct {
 	StateAfter   []byte
 }
 
-// NewOffline makes the offline runner of m, deriving state keys with
-// template (nil: the message key); a stateless stage's module may set no
-// state.
+// NewOffline makes the offline runner of m as partition 0's task,
+// deriving state keys with template (nil: the message key); a stateless
+// stage's module may set no state.
 func NewOffline(ctx context.Context, m *Module, template *statekey.Template) (*Offline, error) {
+	return NewPartitionOffline(ctx, m, template, 0)
+}
+
+// NewPartitionOffline is NewOffline for partition's task: its instance is
+// set up with that partition, as flecht run sets up the task's.
+func NewPartitionOffline(ctx context.Context, m *Module, template *statekey.Template, partition int32) (*Offline, error) {
 	if template == nil {
 		template, _ = statekey.Parse(statekey.Default)
 	}
-	k, err := NewTransformer(m).NewBatchTask(ctx, 0)
+	k, err := NewTransformer(m).NewBatchTask(ctx, partition)
 	if err != nil {
 		return nil, err
 	}

@@ -90,3 +90,42 @@ func TransformCases(h *ui.Human, cases []testrun.Case) {
 		}
 	}
 }
+
+// DeterminismReport shows each field two runs of a record disagree on,
+// then the verdict.
+func DeterminismReport(h *ui.Human, rep testrun.Report) {
+	records := map[int]bool{}
+	for _, d := range rep.Differences {
+		records[d.Line] = true
+		where := h.Bold(fmt.Sprintf("line %d (%s/%d@%d)", d.Line, textfmt.Printable(d.Topic), d.Partition, d.Offset))
+		// The two runs compared, first the one of reference.
+		runs := [2]string{"in the test's run", "on a fresh instance"}
+		values := [2][]byte{d.TestRun, d.FreshInstance}
+		if d.Check == testrun.CheckOtherPartition && d.InstancePartition != nil {
+			runs = [2]string{"on a fresh instance", fmt.Sprintf("on partition %d's instance", *d.InstancePartition)}
+			values = [2][]byte{d.FreshInstance, d.OtherPartition}
+		}
+		if d.Failure != "" {
+			h.Printf("%s %s: %s\n", where, runs[1], h.Bad("failed: "+textfmt.Printable(d.Failure)))
+			continue
+		}
+		h.Printf("%s %s: %s %s, %s %s\n", where, textfmt.Printable(d.Path), shownValue(values[0]), runs[0], shownValue(values[1]), runs[1])
+	}
+	if len(rep.Differences) > 0 {
+		h.Printf("\n")
+	}
+	summary := fmt.Sprintf("%d records, each also run alone on a fresh instance of its partition and of another: ", rep.Records)
+	if len(rep.Differences) == 0 {
+		h.Printf("%s%s\n", summary, h.Good("all agree"))
+		return
+	}
+	h.Printf("%s%s\n", summary, h.Bad(fmt.Sprintf("%d differences in %d records", len(rep.Differences), len(records))))
+}
+
+// shownValue is a field's JSON, or that the run had no such field.
+func shownValue(v []byte) string {
+	if v == nil {
+		return "(absent)"
+	}
+	return textfmt.Printable(string(v))
+}

@@ -7,13 +7,12 @@ package testrun
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/boundedread"
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/module"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/statekey"
@@ -169,67 +169,115 @@ type inputRecord struct {
 	Headers     map[string]*string `json:"headers"`
 }
 
-// ReadRecords reads --input: JSON lines, blank lines and lines
-// starting with # skipped; a record that names no topic comes from topic.
-func ReadRecords(path string, stdin io.Reader, topic string) ([]*kgo.Record, error) {
-	var lines [][]byte
-	var err error
-	if path == "-" {
-		lines, err = splitLines(io.LimitReader(stdin, MaxInput+1))
-	} else {
-		lines, err = ReadJSONLines(path)
-	}
-	if err != nil {
-		return nil, err
-	}
-	next := map[string]int64{} // topic/partition → next offset
-	var recs []*kgo.Record
-	for i, line := range lines {
-		rec, err := parseRecord(line, topic, next)
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", i+1, err)
-		}
-		recs = append(recs, rec)
-	}
-	if len(recs) == 0 {
-		return nil, errors.New("no records")
-	}
-	return recs, nil
+// Input is --input's records in the order of its lines, each placed on
+// its partition and given its offset.
+type Input struct {
+	Records []*kgo.Record
+	// Lines are the records' line numbers in the file, for messages.
+	Lines []int
+	// Partitions is the partition count keys were placed over.
+	Partitions int
 }
 
-func parseRecord(line []byte, topic string, next map[string]int64) (*kgo.Record, error) {
+// ReadInput reads --input: JSON lines, blank lines and lines starting
+// with # skipped; a record that names no topic comes from topic.
+//
+// A record that names no partition goes where Kafka's default
+// partitioner puts it among partitions: murmur2 of its key, as the Java
+// client and flecht's own producers place it (kafkax.Partition). A null
+// key goes to partition 0: Kafka spreads null keys by batch, which
+// nothing in the record decides. partitions 0 is the fewest the input
+// allows: its largest partition + 1, or 1. A record that names no offset
+// takes the next one of its topic and partition.
+func ReadInput(path string, stdin io.Reader, topic string, partitions int) (Input, error) {
+	var lines []line
+	var err error
+	if path == "-" {
+		lines, err = splitNumbered(io.LimitReader(stdin, MaxInput+1))
+	} else {
+		var b []byte
+		if b, err = testDataFile.ReadFile(path); err == nil {
+			lines, err = splitNumbered(bytes.NewReader(b))
+		}
+	}
+	if err != nil {
+		return Input{}, err
+	}
+	in := Input{Partitions: partitions}
+	var given []parsed
+	for _, l := range lines {
+		p, err := parseRecord(l.text, topic)
+		if err != nil {
+			return Input{}, fmt.Errorf("line %d: %w", l.n, err)
+		}
+		given = append(given, p)
+		in.Records = append(in.Records, p.rec)
+		in.Lines = append(in.Lines, l.n)
+		if p.partition && partitions == 0 {
+			in.Partitions = max(in.Partitions, int(p.rec.Partition)+1)
+		}
+	}
+	if len(in.Records) == 0 {
+		return Input{}, errors.New("no records")
+	}
+	in.Partitions = max(in.Partitions, 1)
+	next := map[string]int64{} // topic/partition → next offset
+	for i, p := range given {
+		rec := p.rec
+		switch {
+		case !p.partition && rec.Key != nil:
+			rec.Partition = kafkax.Partition(rec.Key, in.Partitions)
+		case int(rec.Partition) >= in.Partitions:
+			return Input{}, fmt.Errorf("line %d: partition %d, but the input topics have %d partitions (0 to %d)", in.Lines[i], rec.Partition, in.Partitions, in.Partitions-1)
+		}
+		tp := rec.Topic + "/" + strconv.Itoa(int(rec.Partition))
+		if !p.offset {
+			rec.Offset = next[tp]
+		}
+		next[tp] = rec.Offset + 1
+	}
+	return in, nil
+}
+
+// parsed is one line's record and which of its place it names.
+type parsed struct {
+	rec       *kgo.Record
+	partition bool
+	offset    bool
+}
+
+func parseRecord(line []byte, topic string) (parsed, error) {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	var tr inputRecord
 	if err := dec.Decode(&tr); err != nil {
-		return nil, fmt.Errorf("not a record (want {\"key\": ..., \"value\": ...}): %w", err)
+		return parsed{}, fmt.Errorf("not a record (want {\"key\": ..., \"value\": ...}): %w", err)
 	}
 	rec := &kgo.Record{Topic: topic, Timestamp: time.UnixMilli(0)}
+	p := parsed{rec: rec, partition: tr.Partition != nil, offset: tr.Offset != nil}
 	if tr.Topic != nil {
 		if err := stagefile.CheckTopicName(*tr.Topic); err != nil {
-			return nil, err
+			return parsed{}, err
 		}
 		rec.Topic = *tr.Topic
 	}
 	if tr.Partition != nil {
-		if *tr.Partition < 0 {
-			return nil, fmt.Errorf("partition %d: want 0 or more", *tr.Partition)
+		if *tr.Partition < 0 || *tr.Partition >= kafkax.MaxPartitions {
+			return parsed{}, fmt.Errorf("partition %d: want 0 to %d (a topic has at most %d partitions)", *tr.Partition, kafkax.MaxPartitions-1, kafkax.MaxPartitions)
 		}
 		rec.Partition = *tr.Partition
 	}
-	tp := rec.Topic + "/" + strconv.Itoa(int(rec.Partition))
-	rec.Offset = next[tp]
 	if tr.Offset != nil {
-		if *tr.Offset < 0 {
-			return nil, fmt.Errorf("offset %d: want 0 or more", *tr.Offset)
+		// The next record's offset counts on from this one: it must fit.
+		if *tr.Offset < 0 || *tr.Offset == math.MaxInt64 {
+			return parsed{}, fmt.Errorf("offset %d: want 0 to %d", *tr.Offset, int64(math.MaxInt64-1))
 		}
 		rec.Offset = *tr.Offset
 	}
-	next[tp] = rec.Offset + 1
 	if len(tr.Timestamp) > 0 && string(tr.Timestamp) != "null" {
 		ts, err := parseTimestamp(tr.Timestamp)
 		if err != nil {
-			return nil, err
+			return parsed{}, err
 		}
 		rec.Timestamp = ts
 	}
@@ -240,7 +288,7 @@ func parseRecord(line []byte, topic string, next map[string]int64) (*kgo.Record,
 	default:
 		key, err := jsonStringBytes(k)
 		if err != nil {
-			return nil, errors.New("key: want a string or null")
+			return parsed{}, errors.New("key: want a string or null")
 		}
 		rec.Key = key
 	}
@@ -252,13 +300,13 @@ func parseRecord(line []byte, topic string, next map[string]int64) (*kgo.Record,
 	}
 	switch {
 	case given > 1:
-		return nil, errors.New("give one of value, value_text and value_base64")
+		return parsed{}, errors.New("give one of value, value_text and value_base64")
 	case tr.ValueText != nil:
 		rec.Value = []byte(*tr.ValueText)
 	case tr.ValueBase64 != nil:
 		b, err := base64.StdEncoding.DecodeString(*tr.ValueBase64)
 		if err != nil {
-			return nil, fmt.Errorf("value_base64: %w", err)
+			return parsed{}, fmt.Errorf("value_base64: %w", err)
 		}
 		rec.Value = b
 	case len(tr.Value) == 0 || string(tr.Value) == "null":
@@ -274,7 +322,7 @@ func parseRecord(line []byte, topic string, next map[string]int64) (*kgo.Record,
 		rec.Headers = append(rec.Headers, h)
 	}
 	sortHeaders(rec.Headers)
-	return rec, nil
+	return p, nil
 }
 
 // jsonStringBytes decodes a JSON string, keeping bytes that are not UTF-8
@@ -395,25 +443,37 @@ func ReadJSONLines(path string) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return splitLines(bytes.NewReader(b))
+	lines, err := splitNumbered(bytes.NewReader(b))
+	texts := make([][]byte, len(lines))
+	for i, l := range lines {
+		texts[i] = l.text
+	}
+	return texts, err
 }
 
-// splitLines reads JSON lines, leaving out blank lines and # comments.
-func splitLines(r io.Reader) ([][]byte, error) {
+// line is a JSON line and its number in the file (from 1).
+type line struct {
+	text []byte
+	n    int
+}
+
+// splitNumbered reads JSON lines, leaving out blank lines and # comments.
+func splitNumbered(r io.Reader) ([]line, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	var lines [][]byte
-	total := 0
+	var lines []line
+	total, n := 0, 0
 	for sc.Scan() {
+		n++
 		total += len(sc.Bytes()) + 1
 		if total > MaxInput {
 			return nil, fmt.Errorf("larger than %d MiB", MaxInput>>20)
 		}
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 || line[0] == '#' {
+		text := bytes.TrimSpace(sc.Bytes())
+		if len(text) == 0 || text[0] == '#' {
 			continue
 		}
-		lines = append(lines, bytes.Clone(line))
+		lines = append(lines, line{text: bytes.Clone(text), n: n})
 	}
 	return lines, sc.Err()
 }
@@ -506,43 +566,4 @@ func sameJSON(a, b []byte) bool {
 		return bytes.Equal(a, b)
 	}
 	return reflect.DeepEqual(x, y)
-}
-
-// Options are how Run loads the module.
-type Options struct {
-	CacheDir string
-	Log      *slog.Logger
-	OnStuck  func(error)
-	Configs  func(key string) ([]byte, bool) // the config records the module looks up
-}
-
-// Run loads the module and runs it over recs with the state start (state
-// key → state), as the runner would: one case per record it got to. runErr
-// is the failure that stopped the run (the cases before it are kept); err
-// is one that kept it from starting (a module that does not load is a
-// usage error).
-func Run(ctx context.Context, spec module.Spec, template *statekey.Template, recs []*kgo.Record, start map[string][]byte, o Options) (cases []Case, runErr, err error) {
-	m, err := module.Load(ctx, spec, module.Options{CacheDir: o.CacheDir, Log: o.Log, OnStuck: o.OnStuck, Configs: o.Configs})
-	if err != nil {
-		var le *module.LoadError
-		if errors.As(err, &le) {
-			return nil, nil, exitcode.UsageError(err)
-		}
-		return nil, nil, err
-	}
-	defer m.Close(ctx)
-	off, err := module.NewOffline(ctx, m, template)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer off.Close(ctx)
-	for k, v := range start {
-		off.State[k] = v
-	}
-	results, runErr := off.Run(ctx, recs)
-	cases = make([]Case, len(results))
-	for i, res := range results {
-		cases[i] = NewCase(recs[i], res)
-	}
-	return cases, runErr, nil
 }
