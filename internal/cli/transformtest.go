@@ -31,6 +31,7 @@ type TransformTestOptions struct {
 	Config       string
 	OutputTopics []string
 	StateKey     string
+	Isolation    string
 	Partitions   int
 	Determinism  bool
 	Log          *slog.Logger
@@ -127,6 +128,7 @@ func NewCmdTransformTest(f *Factory, runF func(*TransformTestOptions) error) *co
 	fl.StringVar(&opts.Config, "config", "", "the module's config as JSON, or @FILE (with -m; default {})")
 	fl.StringSliceVar(&opts.OutputTopics, "output-topics", nil, "topics the module may write to (with -m; default output)")
 	fl.StringVar(&opts.StateKey, "state-key", "", "state-key template (with -m; default {key})")
+	fl.StringVar(&opts.Isolation, "isolation", "", "record or task, as transform.isolation (with -m; default record)")
 	fl.IntVar(&opts.Partitions, "partitions", 0, "the input topics' partition count, over which keys are placed (default: the input's largest partition + 1, or 1)")
 	fl.BoolVar(&opts.Determinism, "determinism", false, "also run each record alone on fresh instances of its partition and another, and report every field that differs")
 	return cmd
@@ -139,7 +141,7 @@ func runTransformTest(ctx context.Context, opts *TransformTestOptions) error {
 	if opts.Partitions < 0 || int64(opts.Partitions) > kafkax.MaxPartitions {
 		return exitcode.Usagef("--partitions %d: give the input topics' partition count, 1 or more (0: from the input)", opts.Partitions)
 	}
-	setup, err := testrun.SetupFrom(testrun.Flags{StageFile: opts.StageFile, Module: opts.Module, Config: opts.Config, OutputTopics: opts.OutputTopics, StateKey: opts.StateKey})
+	setup, err := testrun.SetupFrom(testrun.Flags{StageFile: opts.StageFile, Module: opts.Module, Config: opts.Config, OutputTopics: opts.OutputTopics, StateKey: opts.StateKey, Isolation: opts.Isolation})
 	if err != nil {
 		return err
 	}

@@ -166,9 +166,9 @@ func TestTransformTestDeterminism(t *testing.T) {
 		`{"key":"b","value":{"t":2},"partition":1}`,
 		`{"key":"a","value":{"t":3},"partition":0}`,
 	})
-	// TODO(issue 31): once module.Spec has Isolation, run the history
-	// module with isolation: task here; under record, seen is always 1.
-	r := run(t, moduleEnv(t), "", "transform", "test", "-m", historyModule(t), "--input", in, "--determinism", "-o", "json")
+	// Under isolation: task the history module's count of records seen
+	// carries from record to record; under record (below) it cannot.
+	r := run(t, moduleEnv(t), "", "transform", "test", "-m", historyModule(t), "--isolation", "task", "--input", in, "--determinism", "-o", "json")
 	var rep struct {
 		Records     int `json:"records"`
 		Differences []struct {
@@ -205,9 +205,21 @@ func TestTransformTestDeterminism(t *testing.T) {
 			t.Errorf("%s not reported\n%s", want, r.out)
 		}
 	}
-	r = run(t, moduleEnv(t), "", "transform", "test", "-m", historyModule(t), "--input", in, "--determinism")
+	r = run(t, moduleEnv(t), "", "transform", "test", "-m", historyModule(t), "--isolation", "task", "--input", in, "--determinism")
 	if r.code != 4 || !strings.Contains(r.out, "line 4 (input/0@1) outputs[0].value.seen: 2 in the test's run, 1 on a fresh instance") {
 		t.Errorf("the human report: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	// Under record isolation only what the module takes from its setup's
+	// partition differs: its history reaches no record.
+	r = run(t, moduleEnv(t), "", "transform", "test", "-m", historyModule(t), "--input", in, "--determinism", "-o", "json")
+	rep.Differences = nil
+	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || r.code != 4 {
+		t.Fatalf("record isolation: exit %d, %v\n%s%s", r.code, err, r.out, r.err)
+	}
+	for _, d := range rep.Differences {
+		if d.Check != "other_partition" {
+			t.Errorf("under record isolation: %+v", d)
+		}
 	}
 
 	count := moduletest.Example(t, "count")

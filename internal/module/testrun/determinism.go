@@ -43,7 +43,9 @@ type Report struct {
 	// module (an invalid record never does).
 	Records int `json:"records"`
 	// Partitions is the partition count the input was placed over.
-	Partitions  int          `json:"partitions"`
+	Partitions int `json:"partitions"`
+	// Isolation is the module's (transform.isolation): record or task.
+	Isolation   string       `json:"isolation"`
 	Differences []Difference `json:"differences"`
 }
 
@@ -82,8 +84,7 @@ func (t *Tester) CheckDeterminism(ctx context.Context, in Input, res Result) (Re
 	if res.Err != nil || len(res.results) != len(in.Records) {
 		return Report{}, fmt.Errorf("the test's run did not get through the input: %v", res.Err)
 	}
-	rep := Report{Partitions: in.Partitions, Differences: []Difference{}}
-	// TODO(issue 31): put t.spec.Isolation (transform.isolation) in the report once module.Spec has it; every run here already takes it from t.spec.
+	rep := Report{Partitions: in.Partitions, Isolation: t.spec.IsolationName(), Differences: []Difference{}}
 	var todo []int
 	for i, r := range res.results {
 		if r.Invalid == "" {

@@ -38,6 +38,7 @@ type Flags struct {
 	Config       string // a JSON object, or @FILE
 	OutputTopics []string
 	StateKey     string
+	Isolation    string // record or task
 }
 
 // Case is one record's result, the line -o json prints and
@@ -93,8 +94,8 @@ type Setup struct {
 // topic, from the stage file or the flags.
 func SetupFrom(opts Flags) (Setup, error) {
 	switch {
-	case opts.StageFile != "" && (opts.Module != "" || opts.Config != "" || len(opts.OutputTopics) > 0 || opts.StateKey != ""):
-		return Setup{}, exitcode.Usagef("-f takes the module, its config, output_topics and state_key from the stage file: leave out -m, --config, --output-topics and --state-key")
+	case opts.StageFile != "" && (opts.Module != "" || opts.Config != "" || len(opts.OutputTopics) > 0 || opts.StateKey != "" || opts.Isolation != ""):
+		return Setup{}, exitcode.Usagef("-f takes the module, its config, output_topics, state_key and isolation from the stage file: leave out -m, --config, --output-topics, --state-key and --isolation")
 	case opts.StageFile != "":
 		st, err := stagefile.Load(opts.StageFile)
 		if err != nil {
@@ -153,7 +154,12 @@ func specFromFlags(opts Flags) (module.Spec, *statekey.Template, error) {
 	if err != nil {
 		return module.Spec{}, nil, exitcode.Usagef("--state-key: %v", err)
 	}
-	return module.Spec{Path: opts.Module, Config: config, OutputTopics: topics, ApplicationID: "transform-test"}, template, nil
+	switch opts.Isolation {
+	case "", module.IsolationRecord, module.IsolationTask:
+	default:
+		return module.Spec{}, nil, exitcode.Usagef("--isolation %q: use record (the default) or task", opts.Isolation)
+	}
+	return module.Spec{Path: opts.Module, Config: config, OutputTopics: topics, ApplicationID: "transform-test", Isolation: opts.Isolation}, template, nil
 }
 
 // inputRecord is one line of --input.
