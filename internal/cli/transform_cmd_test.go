@@ -33,7 +33,7 @@ func TestTransformInspect(t *testing.T) {
 	}
 	bad := moduletest.Build(t, filepath.Join("..", "module", "testdata", "modules"), "./readsfile")
 	r = run(t, moduleEnv(t), "", "transform", "inspect", bad)
-	if r.code != 2 || !strings.Contains(r.out, "flecht run refuses this module") || !strings.Contains(r.out, "path_open") {
+	if r.code != 2 || !strings.Contains(r.out, "flecht run refuses this module") || !strings.Contains(r.out, "fd_filestat_get") {
 		t.Fatalf("a module that reads files: exit %d\n%s%s", r.code, r.out, r.err)
 	}
 	text := filepath.Join(t.TempDir(), "x.wasm")
