@@ -50,6 +50,8 @@ type Instance struct {
 	// 0 between calls); timer calls expire then.
 	deadline atomic.Int64
 	timer    *time.Timer
+	// ready: the instance has started and is set up (stuckError).
+	ready atomic.Bool
 }
 
 // Batch is the input of one call: the records, in the ABI's layout, and
@@ -107,7 +109,7 @@ func (m *Module) NewInstance(ctx context.Context, partition int32) (*Instance, e
 	}))
 	cfg := standIns(wazero.NewModuleConfig().WithName("").WithStartFunctions(abi.ExportInitialize),
 		inst, instanceSeed(m.sha), inst.stdout, inst.stderr)
-	startLimit := max(10*time.Second, 10*m.spec.TimeLimit)
+	startLimit := m.setupLimit()
 	err := inst.call(startLimit, func() error {
 		mod, err := m.rt.InstantiateModule(startCtx, m.compiled, cfg)
 		inst.mod = mod
@@ -129,6 +131,7 @@ func (m *Module) NewInstance(ctx context.Context, partition int32) (*Instance, e
 		inst.Close(ctx)
 		return nil, err
 	}
+	inst.ready.Store(true)
 	return inst, nil
 }
 
@@ -172,8 +175,7 @@ func (inst *Instance) expire() {
 		if inst.deadline.Load() != d {
 			return
 		}
-		err := fmt.Errorf("%s ran over its time limit (time_limit %s per record) on %s and calls nothing that would end it (a loop): it cannot be stopped",
-			inst.m.label(), inst.m.spec.TimeLimit, inst.where())
+		err := inst.stuckError()
 		if stuck := inst.m.opts.OnStuck; stuck != nil {
 			stuck(err)
 		}
