@@ -14,11 +14,13 @@ const errnoNoent = 44
 
 // instantiateWASI provides WASI preview 1 to the module's runtime, with
 // path_open answering "no such file" for every path: a module sees no
-// file of the host's, in every run alike. A language runtime that looks
-// for an optional file goes on without it: Go's time.LoadLocation then
-// reads the zone database a module embeds (time/tzdata). The answer is
-// flecht's, not the runtime's: it stays "no such file" whatever wazero's
-// file system configuration becomes.
+// file of the host's, in every run alike, and a runtime that looks for an
+// optional file goes on without it. Go's time package links path_open
+// (time.LoadLocation could read a zone file) although on wasip1 it reads
+// only the zone database a module embeds (time/tzdata); refusing the
+// import would refuse every module that converts to a named zone. The
+// answer is flecht's, not the runtime's: it stays "no such file" whatever
+// wazero's file system configuration becomes.
 func instantiateWASI(ctx context.Context, rt wazero.Runtime) error {
 	b := rt.NewHostModuleBuilder(wasi_snapshot_preview1.ModuleName)
 	wasi_snapshot_preview1.NewFunctionExporter().ExportFunctions(b)
