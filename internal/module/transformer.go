@@ -37,6 +37,9 @@ func NewTransformer(m *Module) *Transformer {
 // Module is the transformer's module.
 func (t *Transformer) Module() *Module { return t.m }
 
+// Label names the module in errors: its name and sha256 prefix.
+func (t *Transformer) Label() string { return t.m.label() }
+
 // OutputTopics are the topics the module may write to; startup checks
 // they exist.
 func (t *Transformer) OutputTopics() []string { return t.outputs }
