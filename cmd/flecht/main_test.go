@@ -20,7 +20,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("FLECHT_TEST_AS_MAIN") == "1" {
 		main()
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	moduletest.Cleanup()
+	os.Exit(code)
 }
 
 // offline lists every command that prints a result without a cluster,

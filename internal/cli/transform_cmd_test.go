@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -33,7 +34,7 @@ func TestTransformInspect(t *testing.T) {
 	}
 	bad := moduletest.Build(t, filepath.Join("..", "module", "testdata", "modules"), "./readsfile")
 	r = run(t, moduleEnv(t), "", "transform", "inspect", bad)
-	if r.code != 2 || !strings.Contains(r.out, "flecht run refuses this module") || !strings.Contains(r.out, "path_open") {
+	if r.code != 2 || !strings.Contains(r.out, "flecht run refuses this module") || !strings.Contains(r.out, "fd_filestat_get") {
 		t.Fatalf("a module that reads files: exit %d\n%s%s", r.code, r.out, r.err)
 	}
 	text := filepath.Join(t.TempDir(), "x.wasm")
@@ -166,6 +167,25 @@ func TestTransformNewBuildsAndPasses(t *testing.T) {
 		"--input", filepath.Join(dir, "testdata", "records.jsonl"), "--expect", filepath.Join(dir, "testdata", "expected.jsonl"))
 	if r.code != 0 {
 		t.Fatalf("transform test over its sample: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	// The native test expects what the module writes: each record it
+	// expects is one that flecht transform test found above.
+	nativeTest, err := os.ReadFile(filepath.Join(dir, "main_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expected, err := os.ReadFile(filepath.Join(dir, "testdata", "expected.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wants := regexp.MustCompile("`(\\{[^`]*\"total\"[^`]*\\})`").FindAllStringSubmatch(string(nativeTest), -1)
+	if len(wants) == 0 {
+		t.Fatalf("the native test expects no record with a total:\n%s", nativeTest)
+	}
+	for _, w := range wants {
+		if !strings.Contains(string(expected), `"value":`+w[1]) && !strings.Contains(string(expected), `"after":`+w[1]) {
+			t.Errorf("the native test expects %s, which the module does not write (testdata/expected.jsonl)", w[1])
+		}
 	}
 	// A second new into the same directory refuses, and so does a name
 	// that cannot name a module.

@@ -57,6 +57,8 @@ type Instance struct {
 	dirty bool
 	// calls counts the batch calls, to tell their records apart.
 	calls uint64
+	// ready: the instance has started and is set up (stuckError).
+	ready atomic.Bool
 }
 
 // Batch is the input of one call: the records, in the ABI's layout, and
@@ -114,7 +116,7 @@ func (m *Module) NewInstance(ctx context.Context, partition int32) (*Instance, e
 	}))
 	cfg := standIns(wazero.NewModuleConfig().WithName("").WithStartFunctions(abi.ExportInitialize),
 		inst, instanceSeed(m.sha), inst.stdout, inst.stderr)
-	startLimit := max(10*time.Second, 10*m.spec.TimeLimit)
+	startLimit := m.setupLimit()
 	err := inst.call(startLimit, func() error {
 		mod, err := m.rt.InstantiateModule(startCtx, m.compiled, cfg)
 		inst.mod = mod
@@ -142,6 +144,7 @@ func (m *Module) NewInstance(ctx context.Context, partition int32) (*Instance, e
 			return nil, err
 		}
 	}
+	inst.ready.Store(true)
 	return inst, nil
 }
 
@@ -185,8 +188,7 @@ func (inst *Instance) expire() {
 		if inst.deadline.Load() != d {
 			return
 		}
-		err := fmt.Errorf("%s ran over its time limit (time_limit %s per record) on %s and calls nothing that would end it (a loop): it cannot be stopped",
-			inst.m.label(), inst.m.spec.TimeLimit, inst.where())
+		err := inst.stuckError()
 		if stuck := inst.m.opts.OnStuck; stuck != nil {
 			stuck(err)
 		}

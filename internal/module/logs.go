@@ -3,6 +3,7 @@ package module
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -10,7 +11,10 @@ import (
 )
 
 // Log limits of one instance: a burst, then a steady rate; what goes over
-// is counted, and the next line that passes says how much was dropped.
+// is counted, and the next line that passes says how much was dropped. So
+// that a count is never lost when no line follows, a report of it is due
+// as soon as the rate allows one more line (droppedLines), and at once
+// when the instance fails or closes (logWriter.flush).
 const (
 	logBurst   = 50
 	logPerSec  = 10
@@ -29,6 +33,9 @@ type moduleLog struct {
 	tokens  float64
 	last    time.Time
 	dropped int
+	// reportDue is armed while lines are dropped and no line has said so
+	// yet: it reports them when the rate allows.
+	reportDue *time.Timer
 	// firstWords is the start of what the module wrote to standard error
 	// since the call began: a Go panic or a runtime's fatal error, which
 	// says what went wrong in its first line, for the failure's message.
@@ -45,13 +52,13 @@ func (l *moduleLog) line(level slog.Level, msg string) {
 		msg = msg[:maxLogLine] + "…"
 	}
 	l.mu.Lock()
-	now := l.now()
-	if !l.last.IsZero() {
-		l.tokens = min(logBurst, l.tokens+now.Sub(l.last).Seconds()*logPerSec)
-	}
-	l.last = now
+	l.refill()
 	if l.tokens < 1 {
 		l.dropped++
+		if l.reportDue == nil {
+			wait := time.Duration((1 - l.tokens) / logPerSec * float64(time.Second))
+			l.reportDue = time.AfterFunc(wait, l.droppedLines)
+		}
 		l.mu.Unlock()
 		return
 	}
@@ -64,6 +71,58 @@ func (l *moduleLog) line(level slog.Level, msg string) {
 		attrs = append(attrs, slog.Int("dropped_before", dropped))
 	}
 	l.log.LogAttrs(context.Background(), level, "module log", attrs...)
+}
+
+// refill adds the tokens the time since the last line earned; l.mu is
+// held.
+func (l *moduleLog) refill() {
+	now := l.now()
+	if !l.last.IsZero() {
+		l.tokens = min(logBurst, l.tokens+now.Sub(l.last).Seconds()*logPerSec)
+	}
+	l.last = now
+}
+
+// droppedLines reports the lines dropped since the last line that passed,
+// as a line of its own when the rate allows one, else when it next does.
+func (l *moduleLog) droppedLines() {
+	l.mu.Lock()
+	l.reportDue = nil
+	l.refill()
+	dropped := l.dropped
+	switch {
+	case dropped == 0:
+	case l.tokens < 1:
+		wait := time.Duration((1 - l.tokens) / logPerSec * float64(time.Second))
+		l.reportDue = time.AfterFunc(wait, l.droppedLines)
+		dropped = 0
+	default:
+		l.tokens--
+		l.dropped = 0
+	}
+	l.mu.Unlock()
+	l.logDropped(dropped)
+}
+
+// flushDropped reports the lines dropped and not yet reported, whatever
+// the rate: the instance failed or closes, and no line may follow.
+func (l *moduleLog) flushDropped() {
+	l.mu.Lock()
+	if l.reportDue != nil {
+		l.reportDue.Stop()
+		l.reportDue = nil
+	}
+	dropped := l.dropped
+	l.dropped = 0
+	l.mu.Unlock()
+	l.logDropped(dropped)
+}
+
+func (l *moduleLog) logDropped(n int) {
+	if n > 0 {
+		l.log.Warn("module log lines dropped", "dropped", n,
+			"limit", fmt.Sprintf("a burst of %d lines, then %d a second", logBurst, logPerSec))
+	}
 }
 
 // keep remembers the start of what the call wrote to standard error.
@@ -122,10 +181,12 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// flush logs a last line without its newline.
+// flush logs a last line without its newline, and how many lines were
+// dropped since the last that passed.
 func (w *logWriter) flush() {
 	if len(w.buf) > 0 {
 		w.log.line(w.level, string(w.buf))
 		w.buf = w.buf[:0]
 	}
+	w.log.flushDropped()
 }

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/flecht-dev/flecht/internal/boundedread"
 )
@@ -215,8 +214,8 @@ func (m *Module) compile(ctx context.Context, code []byte) error {
 	}
 	cfg = cfg.WithCompilationCache(cache)
 	m.rt = wazero.NewRuntimeWithConfig(ctx, cfg)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.rt); err != nil {
-		return fmt.Errorf("WASI: %w", err)
+	if err := instantiateWASI(ctx, m.rt); err != nil {
+		return err
 	}
 	if err := m.instantiateHost(ctx); err != nil {
 		return err

@@ -80,7 +80,7 @@ func TestLoadRefusesWhatCannotRun(t *testing.T) {
 			[]string{"declares no ABI version", "flecht_abi_v1", "does not export the function flecht_buffer", "does not export the function flecht_transform"}},
 		{"unknown ABI version", module.Spec{Path: testModule(t, "abiv2")}, []string{"declares ABI v2", "this flecht runs ABI v1"}},
 		{"reads files", module.Spec{Path: testModule(t, "readsfile")},
-			[]string{"may not use", "wasi_snapshot_preview1.path_open", "wasi_snapshot_preview1.fd_filestat_get"}},
+			[]string{"may not use", "wasi_snapshot_preview1.path_filestat_get", "wasi_snapshot_preview1.fd_filestat_get"}},
 		{"sha256 pinned to another file", module.Spec{Path: count, SHA256: strings.Repeat("ab", 32)},
 			[]string{"but the stage file pins " + strings.Repeat("ab", 32)}},
 		{"refused setup", module.Spec{Path: testModule(t, "misbehave"), Config: []byte(`{"refuse":true}`)},
@@ -135,7 +135,7 @@ func TestInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bad.Accepted || len(bad.Problems) != 1 || !strings.Contains(bad.Problems[0], "path_open") {
+	if bad.Accepted || len(bad.Problems) != 1 || !strings.Contains(bad.Problems[0], "fd_filestat_get") {
 		t.Fatalf("readsfile: %+v", bad)
 	}
 }

@@ -38,6 +38,9 @@ func NewTransformer(m *Module) *Transformer {
 // Module is the transformer's module.
 func (t *Transformer) Module() *Module { return t.m }
 
+// Label names the module in errors: its name and sha256 prefix.
+func (t *Transformer) Label() string { return t.m.label() }
+
 // OutputTopics are the topics the module may write to; startup checks
 // they exist.
 func (t *Transformer) OutputTopics() []string { return t.outputs }
@@ -174,6 +177,11 @@ func (k *Task) take(c *transformer.Call, res *abi.Result, i int) error {
 		}
 		c.Messages = append(c.Messages, m)
 	}
+	if res.StateAction != abi.StateKeep {
+		if err := k.mayKeepState(c); err != nil {
+			return k.inst.brk(fmt.Errorf("%s on %s: %w", k.t.m.label(), where(), err))
+		}
+	}
 	switch res.StateAction {
 	case abi.StateDelete:
 		c.SetState, c.NewState = true, nil
@@ -186,6 +194,18 @@ func (k *Task) take(c *transformer.Call, res *abi.Result, i int) error {
 			return k.inst.brk(fmt.Errorf("%s on %s: its new state is %d bytes, over the changelog's limit of %d (1 MiB)", k.t.m.label(), where(), len(st), MaxMessageBytes))
 		}
 		c.SetState, c.NewState = true, st
+	}
+	return nil
+}
+
+// mayKeepState says why c's record may set or delete no state: the stage
+// keeps none, or the record is a tombstone without a state key.
+func (k *Task) mayKeepState(c *transformer.Call) error {
+	switch {
+	case k.t.stateless:
+		return errors.New("it set state, but the stage is stateless (transform.stateless: true): set no state, or remove stateless from the stage file")
+	case c.NoStateKey:
+		return errors.New("it set state for a tombstone, which has no state key: the stage's state_key reads the value and a tombstone has none; set no state for such a tombstone")
 	}
 	return nil
 }

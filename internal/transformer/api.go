@@ -114,6 +114,9 @@ type BatchTransformer interface {
 	// task starts; the task closes it when it ends. An error stops the
 	// stage.
 	NewBatchTask(ctx context.Context, partition int32) (BatchTask, error)
+	// Label names the transformer in the errors the runner finds in what
+	// it answered (a module: its name and sha256 prefix).
+	Label() string
 }
 
 // BatchTask is one task's instance of a BatchTransformer.

@@ -94,7 +94,7 @@ func (t *task) flushCalls(ctx context.Context) error {
 		reason, err := r.outputs(ctx, t, c.Rec, c.Messages)
 		switch {
 		case err != nil:
-			return err
+			return fmt.Errorf("%s: %w", r.batchTF.Label(), err)
 		case reason != "":
 			if err := r.invalid(ctx, c.Rec, reason, t.produce); err != nil {
 				return err
@@ -107,10 +107,10 @@ func (t *task) flushCalls(ctx context.Context) error {
 		}
 		switch {
 		case !r.stateful:
-			return fmt.Errorf("transform %s/%d@%d set state, but the stage is stateless (transform.stateless: true)", c.Rec.Topic, c.Rec.Partition, c.Rec.Offset)
+			return fmt.Errorf("%s on %s/%d@%d set state, but the stage is stateless (transform.stateless: true)", r.batchTF.Label(), c.Rec.Topic, c.Rec.Partition, c.Rec.Offset)
 		case c.NoStateKey:
-			return fmt.Errorf("transform %s/%d@%d set state for a tombstone, which has no state key: state_key %q reads the value and a tombstone has none; set no state for such a tombstone",
-				c.Rec.Topic, c.Rec.Partition, c.Rec.Offset, r.template.String())
+			return fmt.Errorf("%s on %s/%d@%d set state for a tombstone, which has no state key: state_key %q reads the value and a tombstone has none; set no state for such a tombstone",
+				r.batchTF.Label(), c.Rec.Topic, c.Rec.Partition, c.Rec.Offset, r.template.String())
 		}
 		c.entry.raw, c.entry.touched = c.NewState, true
 	}
