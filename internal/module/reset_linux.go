@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -17,8 +18,8 @@ import (
 // memory a private mapping of it: a page the module writes becomes the
 // process's own copy, every other page stays the image's. Reverting finds
 // the copies (the kernel's page map says which pages are not the file's)
-// and drops them, so a reset costs the pages a record wrote, not the
-// memory's size.
+// and copies the image back over them, so a reset costs the pages the
+// records wrote, not the memory's size.
 
 // freeze makes the first size bytes of the memory its image.
 func (m *linearMemory) freeze(size uint64) error {
@@ -66,7 +67,7 @@ func (m *linearMemory) freeze(size uint64) error {
 // page fault. The pages the process owns are found by walking the page
 // map. A page becomes the process's own only through a page fault of the
 // thread that writes it, so while the caller's thread has taken no fault
-// since the last walk (see sameThread), the pages found then are still
+// since the last walk (see otherThread), the pages found then are still
 // all there are.
 func (m *linearMemory) revert(size uint64) error {
 	if !m.frozen {
@@ -116,7 +117,7 @@ func threadFaults() uint64 {
 var pageMap struct {
 	once   sync.Once
 	file   *os.File
-	noScan bool // the ioctl is missing: read entries
+	noScan atomic.Bool // the ioctl is missing: read entries
 }
 
 func pageMapReadable() bool {
@@ -145,6 +146,8 @@ type pmScanArg struct {
 
 type pageRegion struct{ start, end, categories uint64 }
 
+var scanRegions = sync.Pool{New: func() any { return new([scanRegionBatch]pageRegion) }}
+
 // writtenPages calls fn with the byte ranges of mem (offsets into it)
 // whose pages are the process's own: present or swapped, and not the
 // mapped file's.
@@ -154,18 +157,21 @@ func writtenPages(mem []byte, fn func(from, to uint64) error) error {
 	}
 	base := uint64(uintptrOf(mem))
 	end := base + uint64(len(mem))
-	if !pageMap.noScan {
+	if !pageMap.noScan.Load() {
 		err := scanPages(base, end, fn)
 		if !errors.Is(err, unix.ENOTTY) && !errors.Is(err, unix.EINVAL) {
 			return err
 		}
-		pageMap.noScan = true
+		pageMap.noScan.Store(true)
 	}
 	return readPageEntries(base, end, fn)
 }
 
 func scanPages(base, end uint64, fn func(from, to uint64) error) error {
-	var regions [scanRegionBatch]pageRegion
+	// On the heap, where nothing moves it: the kernel writes to it by the
+	// address in arg.
+	regions := scanRegions.Get().(*[scanRegionBatch]pageRegion)
+	defer scanRegions.Put(regions)
 	for start := base; start < end; {
 		arg := pmScanArg{
 			start: start, end: end,
