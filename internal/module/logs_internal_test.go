@@ -1,33 +1,15 @@
 package module
 
 import (
-	"bytes"
 	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/flecht-dev/flecht/internal/logx/logxtest"
 )
-
-// syncBuffer is a log's output, written from the timer's goroutine too.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var droppedAttr = regexp.MustCompile(`msg="module log lines dropped" dropped=(\d+)`)
 
@@ -40,9 +22,9 @@ func counts(out string) (passed, dropped int) {
 	return strings.Count(out, `msg="module log" line=`), dropped
 }
 
-func burstOver(t *testing.T, out *syncBuffer) *logWriter {
+func burstOver(t *testing.T, out *logxtest.Buffer) *logWriter {
 	t.Helper()
-	l := newModuleLog(slog.New(slog.NewTextHandler(out, nil)))
+	l := newModuleLog(out.Logger())
 	w := &logWriter{log: l, level: slog.LevelInfo}
 	for i := range logBurst + 10 {
 		w.Write([]byte("line " + strconv.Itoa(i) + "\n"))
@@ -53,7 +35,7 @@ func burstOver(t *testing.T, out *syncBuffer) *logWriter {
 // A burst over the limit with no line after it: the count of what was
 // dropped is logged once the rate allows a line.
 func TestDroppedLinesAreReportedWhenNoLineFollows(t *testing.T) {
-	var out syncBuffer
+	var out logxtest.Buffer
 	w := burstOver(t, &out)
 	defer w.flush()
 	deadline := time.Now().Add(5 * time.Second)
@@ -75,7 +57,7 @@ func TestDroppedLinesAreReportedWhenNoLineFollows(t *testing.T) {
 // An instance that fails or closes reports what was dropped at once, and
 // only once.
 func TestDroppedLinesAreReportedAtClose(t *testing.T) {
-	var out syncBuffer
+	var out logxtest.Buffer
 	w := burstOver(t, &out)
 	w.flush()
 	passed, dropped := counts(out.String())
