@@ -6,9 +6,12 @@ import (
 	"encoding/binary"
 	"os"
 	"runtime"
+	"strings"
 	"unsafe"
 
+	"github.com/flecht-dev/flecht/sdk/abi"
 	"github.com/flecht-dev/flecht/sdk/internal/bridge"
+	"github.com/flecht-dev/flecht/sdk/wire"
 )
 
 // The module's side of the ABI (docs/modules.md): the exports the host
@@ -35,9 +38,33 @@ func flechtBuffer(size int32) int32 {
 func flechtInit(n int32) int64 {
 	refusal := setup(buffer[:n])
 	if refusal == "" {
+		warmRecordPath()
 		warmAllocator()
 	}
 	return answer([]byte(refusal))
+}
+
+// warmRecordPath runs the SDK's per-record path once on a made-up record,
+// with a handler of its own (never the module's): the batch reader, the
+// record, the output's buffers and the results grow to their working size
+// in setup, whose memory every record starts from under record isolation
+// (docs/modules.md), instead of on every record.
+func warmRecordPath() {
+	var w abi.BatchWriter
+	w.Reset()
+	w.Add(&abi.Record{Topic: []byte("flecht.warm-up"), Key: []byte("key"), StateKey: []byte("key"), Flags: abi.RecordHasState,
+		Value: []byte(`{"n":1,"pad":"` + strings.Repeat("x", 500) + `"}`), State: []byte(`{"n":1}`)})
+	modules := handler
+	handler = func(rec *Record, out *Output) error {
+		n, _ := rec.State().Int("n")
+		_ = out.SendWith("warm-up", rec.KeyBytes(), rec.Value(), "n", n+1)
+		_ = out.Send("warm-up", rec.Key(), wire.Object{"n": n})
+		_, _ = rec.Object()
+		return out.SetStateWith(rec.State().Bytes(), "n", n+1)
+	}
+	transformBatch(w.Bytes(), func(int) {})
+	handler = modules
+	results.Reset()
 }
 
 // warmAllocator leaves the Go allocator with a span at hand for every
