@@ -30,6 +30,10 @@ type linearMemory struct {
 	own     []pageRange
 	ownSize uint64
 	faults  uint64
+	// tid is the thread of the last revert; maybeMoved says the caller
+	// may be on another since.
+	tid        int
+	maybeMoved bool
 }
 
 func newLinearMemory(capacity, max uint64) *linearMemory {

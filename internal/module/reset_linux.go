@@ -75,6 +75,13 @@ func (m *linearMemory) revert(size uint64) error {
 	}
 	mem := m.mapped[:size]
 	f := threadFaults()
+	if m.maybeMoved {
+		// The same thread's count still tells, another thread's does not.
+		if tid := unix.Gettid(); tid != m.tid {
+			m.tid, m.faults = tid, 0
+		}
+		m.maybeMoved = false
+	}
 	if f != m.faults || f == 0 || size != m.ownSize {
 		m.own = m.own[:0]
 		if err := writtenPages(mem, func(from, to uint64) error {
@@ -96,11 +103,12 @@ func (m *linearMemory) revert(size uint64) error {
 	return nil
 }
 
-// otherThread says the memory may have been written from another thread
-// than the one of the last revert: the next revert walks the page map.
-// The caller keeps to one thread (runtime.LockOSThread) between reverts
-// otherwise.
-func (m *linearMemory) otherThread() { m.faults = 0 }
+// otherThread says the caller may be on another thread than at the last
+// revert: the next revert asks which thread it is on, and walks the page
+// map unless it is the same. Between two reverts the caller otherwise
+// keeps to one thread (runtime.LockOSThread), and writes the memory only
+// from it.
+func (m *linearMemory) otherThread() { m.maybeMoved = true }
 
 // threadFaults counts the page faults the calling thread has taken (0
 // when it cannot tell).

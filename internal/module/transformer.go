@@ -71,6 +71,9 @@ type Task struct {
 	rr    abi.ResultReader
 	res   abi.Result
 	arena []byte // the batch's results, copied out of the module's memory
+	// lastCalls is the length of the batch before, perRecord the results'
+	// bytes per record it took.
+	lastCalls, perRecord int
 }
 
 // Close ends the instance.
@@ -81,8 +84,13 @@ func (k *Task) Close(ctx context.Context) { k.inst.Close(ctx) }
 // isolation.
 func (k *Task) TransformBatch(ctx context.Context, calls []transformer.Call) error {
 	// A new arena for each batch: the outputs of the batch before live
-	// on in the old one until their transaction is produced.
-	k.arena = make([]byte, 0, max(4<<10, 2*cap(k.arena)/3))
+	// on in the old one until their transaction is produced. It is sized
+	// by what the records of the batch before needed.
+	if k.lastCalls > 0 {
+		k.perRecord = len(k.arena) / k.lastCalls
+	}
+	k.arena = make([]byte, 0, (k.perRecord+64)*len(calls))
+	k.lastCalls = len(calls)
 	if k.inst.image == nil {
 		return k.transformCalls(calls)
 	}
