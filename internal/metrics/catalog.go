@@ -184,7 +184,7 @@ var Catalog = []Family{
 	{Name: "module_info", Type: Gauge, Labels: []string{"module", "sha256", "abi"}, Origin: Flecht, Lazy: true,
 		Stages: []string{kindTransformer}, Note: "1 for the WebAssembly module a transformer runs (transform.module): its file name, sha256 and ABI version; status and doctor compare it across a group's instances"},
 	{Name: "module_calls_total", Type: Counter, Origin: Flecht, Lazy: true,
-		Stages: []string{kindTransformer}, Note: "calls into the module; each carries a batch of up to 64 records"},
+		Stages: []string{kindTransformer}, Note: "calls into the module: one per record under record isolation (the default), a batch of up to 64 records under isolation: task"},
 	{Name: "module_seconds_total", Type: Counter, Origin: Flecht, Lazy: true,
 		Stages: []string{kindTransformer}, Note: "time spent inside the module's calls: its share of the stage's CPU"},
 }

@@ -26,7 +26,7 @@ func (o *Observer) Module() *ModuleMetrics {
 		o.flecht.module = &ModuleMetrics{
 			Info: o.gaugeVec("module_info",
 				"The WebAssembly module this instance's transformer runs: 1, with its file name, sha256 and ABI version (flecht).", "module", "sha256", "abi"),
-			Calls:   o.counter("module_calls_total", "Calls into the transformer's WebAssembly module; each carries a batch of records (flecht)."),
+			Calls:   o.counter("module_calls_total", "Calls into the transformer's WebAssembly module: one per record, or a batch of records under isolation: task (flecht)."),
 			Seconds: o.counter("module_seconds_total", "Time spent inside the transformer's WebAssembly module (flecht)."),
 		}
 	})
