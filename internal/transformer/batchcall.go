@@ -79,7 +79,7 @@ func (t *task) flushCalls(ctx context.Context) error {
 	defer t.resetCalls()
 	start := time.Now()
 	if err := t.bt.TransformBatch(ctx, calls); err != nil {
-		return fmt.Errorf("transform: %w", err)
+		return transformerFailure(fmt.Errorf("transform: %w", err))
 	}
 	per := time.Since(start).Seconds() / float64(len(calls))
 	for i := range calls {

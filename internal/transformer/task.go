@@ -177,7 +177,7 @@ func (t *task) run() {
 	if bf := t.r.batchTF; bf != nil {
 		bt, err := bf.NewBatchTask(context.Background(), t.n)
 		if err != nil {
-			t.fail(fmt.Errorf("task %d: %w", t.n, err))
+			t.fail(transformerFailure(fmt.Errorf("task %d: %w", t.n, err)))
 			return
 		}
 		t.bt, t.callKeys = bt, map[string]struct{}{}

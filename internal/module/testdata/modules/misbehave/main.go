@@ -69,6 +69,8 @@ func handle(rec *transform.Record, out *transform.Output) error {
 		return out.Send(output, rec.Key(), []byte(`{"a":`))
 	case "badstate":
 		return out.SetState([]byte(`[1,2]`))
+	case "cutstate":
+		return out.SetState([]byte(`{"a":`))
 	case "badkey":
 		return out.Send(output, string([]byte{0xff, 0xfe}), wire.Object{})
 	case "time":
