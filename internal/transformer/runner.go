@@ -101,6 +101,10 @@ type Runner struct {
 	closed  bool            // shut down: late group callbacks change nothing
 
 	commitInterval time.Duration
+	// slowest is, per partition, the longest a record or a module call
+	// took in its tasks so far (task.slowest), under mu: a restarted task
+	// ends its transactions early enough from its first record on.
+	slowest map[int32]time.Duration
 
 	failMu  sync.Mutex
 	failure error // the first fatal failure, which ends Run
@@ -113,6 +117,7 @@ type Runner struct {
 	restarts    map[int32]*restart
 	backoffs    map[int32]*kafkax.Backoff
 	owners      map[int32]*ownerCheck
+	fenced      map[int32]fences // runs of fences without a commit (fenceRun)
 	sought      map[int32]bool
 
 	leaveTimeout   time.Duration
@@ -135,6 +140,12 @@ type Runner struct {
 
 	wakeMu sync.Mutex
 	wake   context.CancelFunc // ends the poll in progress
+
+	// stopping is set once Run's context ends (SIGTERM): the tasks take
+	// no more records, and then stopped is done, which interrupts their
+	// module calls (Interrupter).
+	stopping atomic.Bool
+	stopped  context.Context
 }
 
 // NewRunner prepares a runner; Configs is usable (empty) right away and is
@@ -178,7 +189,9 @@ func NewRunner(o Options) *Runner {
 		restarts:       map[int32]*restart{},
 		backoffs:       map[int32]*kafkax.Backoff{},
 		owners:         map[int32]*ownerCheck{},
+		fenced:         map[int32]fences{},
 		sought:         map[int32]bool{},
+		slowest:        map[int32]time.Duration{},
 		commitInterval: time.Duration(o.Stage.CommitInterval),
 		// A round may wait for a task that waits for its commit, which
 		// takes up to the transaction timeout; so may a task's step.
@@ -215,6 +228,13 @@ func (r *Runner) Configs() stage.Configs { return r.configs }
 // returns nil) or something fails (it returns the error: let it crash).
 func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	r.tf = tf
+	stopped, stop := context.WithCancel(context.Background())
+	r.stopped = stopped
+	defer stop()
+	defer context.AfterFunc(ctx, func() {
+		r.stopping.Store(true) // before any call is interrupted: see flushCalls
+		stop()
+	})()
 	r.stateful = true
 	if s, ok := tf.(Stateless); ok && s.Stateless() {
 		r.stateful = false

@@ -2,6 +2,7 @@ package transformer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -59,11 +60,23 @@ type task struct {
 	// A BatchTransformer's instance, and the records queued for its next
 	// call (batchcall.go).
 	bt        BatchTask
+	callCap   int // records per call at most (callCap)
 	calls     []Call
 	callKeys  map[string]struct{}
 	callBytes int
 
 	beat *health.Worker // busy in a step, or waiting for work
+
+	// slowest is the longest one record or one module call took in this
+	// task, or in the ones before it on this partition (mustCut).
+	slowest time.Duration
+	// ending is set when the task is asked to end: it takes no more
+	// records, so that a revoke or a stop waits for one record at most,
+	// not for every record handed to it.
+	ending atomic.Bool
+	// txnAge is how long the oldest transaction the task held when it
+	// failed had been open (read after done).
+	txnAge time.Duration
 }
 
 // taskMsg is one message to a task: records of one poll, or a request to
@@ -134,6 +147,7 @@ func (r *Runner) newTask(l *lease.Lease, recovered *restart) *task {
 		result:    make(chan commitResult, 1),
 		cache:     newStateCache(),
 		beat:      r.taskBeat.Add(l.N),
+		slowest:   r.slowest[l.N],
 	}
 	go t.run()
 	return t
@@ -154,6 +168,7 @@ func (t *task) send(m taskMsg) bool {
 // end asks the task to finish or abort and waits until it has; a task
 // that failed meanwhile returns its failure.
 func (t *task) end(mode endMode) error {
+	t.ending.Store(true)
 	reply := make(chan error, 1)
 	select {
 	case t.in <- taskMsg{end: mode, reply: reply}:
@@ -180,8 +195,11 @@ func (t *task) run() {
 			t.fail(transformerFailure(fmt.Errorf("task %d: %w", t.n, err)))
 			return
 		}
-		t.bt, t.callKeys = bt, map[string]struct{}{}
+		t.bt, t.callKeys, t.callCap = bt, map[string]struct{}{}, maxBatchCalls
 		defer bt.Close(context.Background())
+		if in, ok := bt.(Interrupter); ok {
+			defer context.AfterFunc(t.r.stopped, in.Interrupt)()
+		}
 	}
 	defer func() {
 		if t.timer != nil {
@@ -229,27 +247,48 @@ func (t *task) run() {
 // decides whether the task restarts or the stage ends (recovery.go).
 func (t *task) fail(err error) {
 	close(t.stopping)
+	switch {
+	case t.sealed != nil:
+		t.txnAge = time.Since(t.sealed.opened)
+	case t.open.records > 0:
+		t.txnAge = time.Since(t.open.opened)
+	}
 	t.abortAll()
 	t.err = err
 	t.r.taskFailed(t, err)
 }
 
 // process runs one poll's records of this task into the open transaction,
-// sealing it on the way whenever it reaches the record cap.
+// ending it on the way whenever it is due (cutIfDue): a poll's records
+// may take far longer than a transaction may stay open.
 func (t *task) process(m taskMsg) error {
+	err := t.processRecords(m)
+	if errors.Is(err, errInterrupted) {
+		return nil // the task ends next: its end commits what was done
+	}
+	return err
+}
+
+func (t *task) processRecords(m taskMsg) error {
 	ctx := context.Background()
+	var last time.Time // when the previous record began
 	for i, rec := range m.recs {
-		if t.atCap() {
-			if err := t.flushCalls(ctx); err != nil {
-				return err
-			}
-			if err := t.seal(); err != nil {
-				return err
-			}
+		if t.ending.Load() || t.r.stopping.Load() {
+			break // the rest is read again by whoever owns the partition next
 		}
+		now := time.Now()
+		if !last.IsZero() {
+			t.took(now.Sub(last))
+		}
+		if cut, err := t.cutIfDue(ctx, now); err != nil {
+			return err
+		} else if cut {
+			now = time.Now()
+		}
+		last = now
 		tx := t.open
 		if tx.records == 0 {
-			tx.opened = time.Now()
+			tx.opened = now
 			t.armTimer()
 		}
 		if len(tx.batches) == 0 || tx.batches[len(tx.batches)-1] != m.batch {
@@ -268,10 +307,80 @@ func (t *task) process(m taskMsg) error {
 			return err
 		}
 	}
+	if !last.IsZero() {
+		t.took(time.Since(last))
+	}
 	if err := t.flushCalls(ctx); err != nil {
 		return err
 	}
 	return t.commitIfDue()
+}
+
+// cutIfDue ends the open transaction before the next record when it must
+// (mustCut: full, or near the transaction timeout), waiting for the
+// commit in flight if need be; and when it is merely due (its
+// commit_interval passed) and no commit is in flight, it starts its commit
+// without waiting. cut says it committed or waited.
+func (t *task) cutIfDue(ctx context.Context, now time.Time) (cut bool, err error) {
+	tx := t.open
+	if tx.records == 0 {
+		return false, nil
+	}
+	if t.mustCut(now.Sub(tx.opened)) {
+		if err := t.flushCalls(ctx); err != nil {
+			return false, err
+		}
+		return true, t.seal()
+	}
+	if t.sealed != nil {
+		select {
+		case res := <-t.result: // the commit in flight is done: take it now
+			if err := t.flushCalls(ctx); err != nil {
+				return false, err
+			}
+			return true, t.committed(res)
+		default:
+			return false, nil
+		}
+	}
+	if now.Sub(tx.opened) < t.r.commitEvery() {
+		return false, nil
+	}
+	if err := t.flushCalls(ctx); err != nil {
+		return false, err
+	}
+	return true, t.startCommit()
+}
+
+// mustCut says whether a transaction open for elapsed must end before the
+// next record: at the record cap; once open for a third of the
+// transaction timeout; or when the slowest record (or module call) seen
+// so far would take it past two thirds. Past the timeout the coordinator
+// aborts it and fences the producer, and the task would never commit.
+func (t *task) mustCut(elapsed time.Duration) bool {
+	cut := t.r.txnCut()
+	return t.atCap() || elapsed >= cut || elapsed+t.slowest >= 2*cut
+}
+
+// txnCut is a third of the transaction timeout: what a task's transaction
+// may take before it must commit, leaving room for one more record and
+// the commit.
+func (r *Runner) txnCut() time.Duration { return r.txnTimeout / 3 }
+
+// commitEvery is how long a transaction collects records before it is
+// due: commit_interval, unless that comes near the transaction timeout.
+func (r *Runner) commitEvery() time.Duration { return min(r.commitInterval, r.txnCut()) }
+
+// took notes that a record (or a module call, which ends the records it
+// holds together) took d: the slowest one bounds how early a transaction
+// must end, and a task that takes long keeps beating its liveness.
+func (t *task) took(d time.Duration) {
+	if d > t.slowest {
+		t.slowest = d
+	}
+	if d >= time.Second {
+		t.beat.Busy()
+	}
 }
 
 func (t *task) atCap() bool { return t.open.records >= t.r.stage.MaxTransactionRecords }
@@ -280,13 +389,13 @@ func (t *task) armTimer() {
 	if t.timer != nil {
 		t.timer.Stop()
 	}
-	t.timer = time.NewTimer(t.r.commitInterval)
+	t.timer = time.NewTimer(t.r.commitEvery())
 }
 
 // due reports whether the open transaction should commit now.
 func (t *task) due() bool {
 	tx := t.open
-	return tx.records > 0 && (t.atCap() || time.Since(tx.opened) >= t.r.commitInterval)
+	return tx.records > 0 && (t.atCap() || time.Since(tx.opened) >= t.r.commitEvery())
 }
 
 // commitIfDue starts the commit of the open transaction when it is due and
@@ -299,8 +408,9 @@ func (t *task) commitIfDue() error {
 	return t.startCommit()
 }
 
-// seal makes room when the open transaction is full: it waits for the
-// commit in flight, if any, then starts the open transaction's.
+// seal ends the open transaction when it must (full, or near the
+// transaction timeout): it waits for the commit in flight, if any, then
+// starts the open transaction's.
 func (t *task) seal() error {
 	if t.sealed != nil {
 		if err := t.committed(<-t.result); err != nil {
