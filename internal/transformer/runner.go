@@ -34,8 +34,9 @@ type Options struct {
 	StateDir string
 	Metrics  *metrics.Observer
 	Log      *slog.Logger
-	// TransactionTimeout bounds a task's transaction (default 60s): its
-	// commit_interval plus the commit.
+	// TransactionTimeout bounds a task's transaction (default
+	// DefaultTransactionTimeout): a task commits once its transaction has
+	// been open for a third of it, or sooner (task.mustCut).
 	TransactionTimeout time.Duration
 	// SessionTimeout is the group session timeout (default 10s): how long a
 	// vanished instance keeps its partitions.
@@ -56,6 +57,22 @@ type Options struct {
 	// Health gets the heartbeats of the poll loop and of the tasks, and the
 	// group's readiness.
 	Health *health.Registry
+}
+
+// DefaultTransactionTimeout is the transaction timeout of the task
+// producers; Kafka aborts a transaction open longer.
+const DefaultTransactionTimeout = 60 * time.Second
+
+// PollFit checks that one poll's records, each taking up to perRecord
+// (a module's time_limit), fit in the transaction timeout: a task works
+// through a poll before it hears of a rebalance, and the poll loop waits
+// for it meanwhile. When they do not, suggest is a max_poll_records that
+// leaves room to spare (half the timeout).
+func PollFit(maxPollRecords int, perRecord, txnTimeout time.Duration) (suggest int, fits bool) {
+	if perRecord <= 0 || time.Duration(maxPollRecords)*perRecord <= txnTimeout {
+		return maxPollRecords, true
+	}
+	return max(int(txnTimeout/2/perRecord), 1), false
 }
 
 // Stateless is implemented by transformers that never emit state; the
@@ -158,7 +175,7 @@ func NewRunner(o Options) *Runner {
 		o.Metrics = metrics.New(nil)
 	}
 	if o.TransactionTimeout == 0 {
-		o.TransactionTimeout = 60 * time.Second
+		o.TransactionTimeout = DefaultTransactionTimeout
 	}
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = 10 * time.Second
