@@ -222,3 +222,29 @@ func TestUncommittableErrorNamesTheCause(t *testing.T) {
 		}
 	}
 }
+
+// A stop takes no more records: it waits for the record in hand, not for
+// the rest of the polls handed to the task (here 20 s of them), and
+// commits exactly the records done.
+func TestStopWaitsForTheRecordInHandOnly(t *testing.T) {
+	f := newFixture(t)
+	f.topics(1, "in", "out")
+	f.produce("in", keyed(100, 100, "a")...)
+	r, _ := f.runTF("application_id: app\nkind: transformer\ninput_topics: [in]\nmax_poll_records: 100\ntransform: {builtin: passthrough, output_topic: out}\n",
+		slowCopy{200 * time.Millisecond}, nil)
+	waitFor(t, 30*time.Second, "records under way", func() bool { return metrics.Value(r.obs.MessagesIn) >= 5 })
+	stopped := time.Now()
+	if err := r.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if took := time.Since(stopped); took > 5*time.Second {
+		t.Errorf("stop took %s", took)
+	}
+	done := int64(metrics.Value(r.obs.MessagesIn))
+	if at := f.committed("app", "in", 0); at != done || done >= 100 {
+		t.Errorf("offset %d committed after %d records taken: want every record taken, and not all 100", at, done)
+	}
+	if out := f.read("out"); int64(len(out)) != done {
+		t.Errorf("%d outputs for %d records taken", len(out), done)
+	}
+}

@@ -274,6 +274,9 @@ func (t *task) processRecords(m taskMsg) error {
 	var last time.Time // when the previous record began
 	for i, rec := range m.recs {
 		if t.ending.Load() || t.r.stopping.Load() {
+			if i == 0 {
+				m.batch.committed() // no transaction holds any of its records
+			}
 			break // the rest is read again by whoever owns the partition next
 		}
 		now := time.Now()
