@@ -2,6 +2,7 @@ package transformer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -170,35 +171,40 @@ func TestStopInterruptsALongModuleCall(t *testing.T) {
 }
 
 // A task fenced at every commit, although the group keeps assigning it to
-// this instance, cannot make progress: after three fences in a row
-// without a commit the stage stops, saying why and what to look at,
-// instead of starting the task again for ever.
+// this instance, cannot make progress: after three lost transactions in a
+// row without a commit the stage stops, saying why and what to look at,
+// instead of starting the task again for ever. So does one whose
+// transaction the coordinator no longer knows at every commit.
 func TestTaskFencedAtEveryCommitStopsTheStage(t *testing.T) {
-	f := newFixture(t)
-	f.topics(1, "raw", "refined")
-	f.produce("raw", keyed(20, 4, "a")...)
-	kf := f.env.KafkaCluster()
-	h := kf.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.ProducerFenced, TopLevel: true, When: isCommit, Count: 1000})
-	defer h.Remove()
-	r, _ := f.startLogged(countStage, "c", nil)
-	var err error
-	select {
-	case err = <-r.done:
-		r.done <- err
-	case <-time.After(90 * time.Second):
-		t.Fatalf("a task fenced at every commit (%d so far) did not stop the stage", h.Hits())
-	}
-	var stuck *transformer.UncommittableError
-	if !errorsAs(err, &stuck) || stuck.Fences != 3 {
-		t.Fatalf("error %v, want an UncommittableError after 3 fences", err)
-	}
-	for _, w := range []string{"task 0 was fenced 3 times in a row without committing", "the cluster fenced it regardless", "count-app-0"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q lacks %q", err, w)
-		}
-	}
-	if at := f.committed("count-app", "raw", 0); at > 0 {
-		t.Errorf("offset %d committed through the fault", at)
+	for _, refusal := range []*kerr.Error{kerr.ProducerFenced, kerr.InvalidTxnState} {
+		t.Run(refusal.Message, func(t *testing.T) {
+			f := newFixture(t)
+			f.topics(1, "raw", "refined")
+			f.produce("raw", keyed(20, 4, "a")...)
+			kf := f.env.KafkaCluster()
+			h := kf.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: refusal, TopLevel: true, When: isCommit, Count: 1000})
+			defer h.Remove()
+			r, _ := f.startLogged(countStage, "c", nil)
+			var err error
+			select {
+			case err = <-r.done:
+				r.done <- err
+			case <-time.After(90 * time.Second):
+				t.Fatalf("a task refused at every commit (%d so far) did not stop the stage", h.Hits())
+			}
+			var stuck *transformer.UncommittableError
+			if !errorsAs(err, &stuck) || stuck.Fences != 3 || !errors.Is(err, refusal) {
+				t.Fatalf("error %v, want an UncommittableError after 3 refusals", err)
+			}
+			for _, w := range []string{"task 0 lost its transaction 3 times in a row without committing", "the cluster fenced it regardless", "count-app-0"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if at := f.committed("count-app", "raw", 0); at > 0 {
+				t.Errorf("offset %d committed through the fault", at)
+			}
+		})
 	}
 }
 
@@ -217,7 +223,7 @@ func TestUncommittableErrorNamesTheCause(t *testing.T) {
 		{open, "its transactions stayed open for up to 1m10s, past the transaction timeout (1m0s)"},
 		{neither, "the cluster fenced it regardless (a transaction coordinator that keeps moving or failing); check the brokers' logs for transactional ID app-2"},
 	} {
-		if got := tc.err.Error(); !strings.HasPrefix(got, "task 2 was fenced 3 times in a row without committing") || !strings.Contains(got, tc.want) {
+		if got := tc.err.Error(); !strings.HasPrefix(got, "task 2 lost its transaction 3 times in a row without committing") || !strings.Contains(got, tc.want) {
 			t.Errorf("error %q lacks %q", got, tc.want)
 		}
 	}
@@ -246,5 +252,45 @@ func TestStopWaitsForTheRecordInHandOnly(t *testing.T) {
 	}
 	if out := f.read("out"); int64(len(out)) != done {
 		t.Errorf("%d outputs for %d records taken", len(out), done)
+	}
+}
+
+// slowKey copies each record's value to topic out, taking per for a
+// record of key "slow" and no time for the others.
+type slowKey struct{ per time.Duration }
+
+func (s slowKey) Transform(_ context.Context, in *transformer.Incoming, _ attr.State, out transformer.Emit) error {
+	if in.Key == "slow" {
+		time.Sleep(s.per)
+	}
+	out.Message(stage.Message{Topic: "out", RawKey: []byte(in.Key), RawValue: in.Raw})
+	return nil
+}
+
+// One record that takes longer than the whole transaction timeout, after
+// one that opened a transaction: the first time the coordinator aborts
+// the transaction, and the task, which could not know, loses it. The
+// task starts again knowing how long a record may take, so this time the
+// slow record gets a transaction of its own, which opens only once it is
+// done: one restart, then progress. Before, it lost every attempt.
+func TestARecordLongerThanTheTimeoutCostsOneRestart(t *testing.T) {
+	f := newFixture(t)
+	f.topics(1, "in", "out")
+	f.produce("in", &kgo.Record{Key: []byte("fast"), Value: []byte(`{"i":0}`)}, &kgo.Record{Key: []byte("slow"), Value: []byte(`{"i":1}`)},
+		&kgo.Record{Key: []byte("fast"), Value: []byte(`{"i":2}`)})
+	r, logs := f.runTF("application_id: app\nkind: transformer\ninput_topics: [in]\ncommit_interval: 30s\ntransform: {builtin: passthrough, output_topic: out}\n",
+		slowKey{4 * time.Second}, func(o *transformer.Options) { o.TransactionTimeout = 3 * time.Second })
+	waitFor(t, 60*time.Second, "offset 3 committed", func() bool {
+		r.alive(t)
+		return f.committed("app", "in", 0) == 3
+	})
+	if n := logs.Count("task resumed from its committed offsets"); n > 1 {
+		t.Errorf("the task restarted %d times, want 1 at most", n)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if out := f.read("out"); len(out) != 3 {
+		t.Errorf("%d outputs, want 3", len(out))
 	}
 }

@@ -64,12 +64,14 @@ type taskFailure struct {
 	err error
 }
 
-// maxFencedInARow is how many times in a row a task may be fenced, with
-// the group still assigning it to this instance and no commit between,
-// before the stage stops: a transaction coordinator that moved answers
-// one commit PRODUCER_FENCED, but a task fenced at every commit cannot
+// maxFencedInARow is how many times a task may lose its transaction to
+// Kafka (txnLost) with no commit between before the stage stops: a
+// transaction coordinator that moved answers one commit PRODUCER_FENCED
+// or INVALID_TXN_STATE, but a task that loses every transaction cannot
 // make progress (a transaction the coordinator aborts at its timeout
-// fences the producer too), and restarting it would go on for ever.
+// ends that way too), and restarting it would go on for ever. Kafka
+// being away (connections refused, too few replicas) is not counted: the
+// stage rides that out however long it lasts.
 const maxFencedInARow = 3
 
 // Recovery timings. ownerWait is in session timeouts: by then a member
@@ -156,7 +158,7 @@ func (r *Runner) restartTask(t *task, err error, class failureClass) {
 		r.restarts[n] = rs
 	}
 	rs.attempts++
-	if fr := r.fenceRun(n, committed, class, t.txnAge); fr.fences >= maxFencedInARow {
+	if fr := r.fenceRun(n, committed, err, t.txnAge); fr.fences >= maxFencedInARow {
 		r.fail(&UncommittableError{Partition: n, Fences: fr.fences, TransactionTimeout: r.txnTimeout,
 			Slowest: t.slowest, TxnAge: fr.txnAge, TransactionalID: t.lease.TxnID, Err: err})
 		return
@@ -175,28 +177,37 @@ func (r *Runner) restartTask(t *task, err error, class failureClass) {
 		"partition", n, "then", "its open transactions were aborted; it starts again (fence, changelog restore) and resumes from its committed offsets")
 }
 
-// fences is a task's run of fences: how many of its attempts since its
-// last commit ended fenced (classOwnership), and the longest their
-// transactions had been open.
+// fences is a task's run of lost transactions: how many of its attempts
+// since its last commit ended with Kafka refusing its transaction
+// (txnLost), and the longest those transactions had been open.
 type fences struct {
 	fences int
 	txnAge time.Duration
 }
 
-// fenceRun counts a failure of task n in its run of fences: a task that
-// committed starts a new run; other failures (Kafka away) neither count
-// nor end it. r.mu is held.
-func (r *Runner) fenceRun(n int32, committed bool, class failureClass, txnAge time.Duration) fences {
+// fenceRun counts a failure of task n in its run of lost transactions: a
+// task that committed starts a new run; other failures (Kafka away)
+// neither count nor end it. r.mu is held.
+func (r *Runner) fenceRun(n int32, committed bool, err error, txnAge time.Duration) fences {
 	fr := r.fenced[n]
 	if committed {
 		fr = fences{}
 	}
-	if class == classOwnership {
+	if txnLost(err) {
 		fr.fences++
 		fr.txnAge = max(fr.txnAge, txnAge)
 	}
 	r.fenced[n] = fr
 	return fr
+}
+
+// txnLost says Kafka refused the task's transaction while it answered:
+// the producer was fenced (classOwnership), or the coordinator no longer
+// knew the transaction as the producer had it (INVALID_TXN_STATE,
+// TRANSACTION_ABORTABLE), which is how a transaction aborted at its
+// timeout shows as well.
+func txnLost(err error) bool {
+	return classify(err) == classOwnership || errors.Is(err, kerr.InvalidTxnState) || errors.Is(err, kerr.TransactionAbortable)
 }
 
 func (r *Runner) backoff(n int32) *kafkax.Backoff {
@@ -445,8 +456,8 @@ func (r *Runner) stale(n int32) bool {
 	return restarting || r.sought[n]
 }
 
-// UncommittableError stops a stage whose task was fenced Fences times in
-// a row without a commit: it cannot make progress. It says why, from what
+// UncommittableError stops a stage whose task lost its transaction to
+// Kafka Fences times in a row without a commit: it cannot make progress. It says why, from what
 // the task saw: records that take too long for the transaction timeout,
 // transactions open past it, or a cluster that fences it regardless.
 type UncommittableError struct {
@@ -460,7 +471,7 @@ type UncommittableError struct {
 }
 
 func (e *UncommittableError) Error() string {
-	head := fmt.Sprintf("task %d was fenced %d times in a row without committing, while the group kept assigning it to this instance: it cannot make progress, so the stage stops", e.Partition, e.Fences)
+	head := fmt.Sprintf("task %d lost its transaction %d times in a row without committing (Kafka fenced its producer or no longer knew the transaction), while this instance still held the task: it cannot make progress, so the stage stops", e.Partition, e.Fences)
 	third := e.TransactionTimeout / 3
 	var cause string
 	switch {
