@@ -102,7 +102,7 @@ func (t *task) flushCalls(ctx context.Context) error {
 		return transformerFailure(fmt.Errorf("transform: %w", err))
 	}
 	took := time.Since(start)
-	t.took(took)
+	t.took(took, 1)
 	t.callCap = callCap(took/time.Duration(len(calls)), r.txnCut())
 	per := took.Seconds() / float64(len(calls))
 	for i := range calls {

@@ -70,12 +70,15 @@ type task struct {
 	// slowest is the longest one record or one module call took in this
 	// task, or in the ones before it on this partition (mustCut).
 	slowest time.Duration
+	// clockEvery is how many records go by between readings of the clock
+	// (took).
+	clockEvery int
 	// ending is set when the task is asked to end: it takes no more
 	// records, so that a revoke or a stop waits for one record at most,
 	// not for every record handed to it.
 	ending atomic.Bool
-	// txnAge is how long the oldest transaction the task held when it
-	// failed had been open (read after done).
+	// txnAge is how long the transaction that failed, or the oldest the
+	// task held when it failed, had been open (read after done).
 	txnAge time.Duration
 }
 
@@ -139,15 +142,16 @@ const taskQueue = 2
 func (r *Runner) newTask(l *lease.Lease, recovered *restart) *task {
 	t := &task{
 		r: r, lease: l, n: l.N,
-		in:        make(chan taskMsg, taskQueue),
-		done:      make(chan struct{}),
-		stopping:  make(chan struct{}),
-		recovered: recovered,
-		open:      newTxn(),
-		result:    make(chan commitResult, 1),
-		cache:     newStateCache(),
-		beat:      r.taskBeat.Add(l.N),
-		slowest:   r.slowest[l.N],
+		in:         make(chan taskMsg, taskQueue),
+		done:       make(chan struct{}),
+		stopping:   make(chan struct{}),
+		recovered:  recovered,
+		open:       newTxn(),
+		result:     make(chan commitResult, 1),
+		cache:      newStateCache(),
+		beat:       r.taskBeat.Add(l.N),
+		slowest:    r.slowest[l.N],
+		clockEvery: 1,
 	}
 	go t.run()
 	return t
@@ -249,9 +253,9 @@ func (t *task) fail(err error) {
 	close(t.stopping)
 	switch {
 	case t.sealed != nil:
-		t.txnAge = time.Since(t.sealed.opened)
+		t.txnAge = max(t.txnAge, time.Since(t.sealed.opened))
 	case t.open.records > 0:
-		t.txnAge = time.Since(t.open.opened)
+		t.txnAge = max(t.txnAge, time.Since(t.open.opened))
 	}
 	t.abortAll()
 	t.err = err
@@ -271,7 +275,10 @@ func (t *task) process(m taskMsg) error {
 
 func (t *task) processRecords(m taskMsg) error {
 	ctx := context.Background()
-	var last time.Time // when the previous record began
+	// The clock is read every few records (clockEvery): when the records
+	// are fast a read costs more than a record's share of the checks.
+	var last time.Time // the last reading, before the records since
+	since := 0         // records since last
 	for i, rec := range m.recs {
 		if t.ending.Load() || t.r.stopping.Load() {
 			if i == 0 {
@@ -279,19 +286,28 @@ func (t *task) processRecords(m taskMsg) error {
 			}
 			break // the rest is read again by whoever owns the partition next
 		}
-		now := time.Now()
-		if !last.IsZero() {
-			t.took(now.Sub(last))
+		if t.atCap() {
+			if err := t.cut(ctx); err != nil {
+				return err
+			}
+			last, since = time.Now(), 0
 		}
-		if cut, err := t.cutIfDue(ctx, now); err != nil {
-			return err
-		} else if cut {
-			now = time.Now()
+		if last.IsZero() || since >= t.clockEvery {
+			now := time.Now()
+			if since > 0 {
+				t.took(now.Sub(last), since)
+			}
+			if cut, err := t.cutIfDue(ctx, now); err != nil {
+				return err
+			} else if cut {
+				now = time.Now()
+			}
+			last, since = now, 0
 		}
-		last = now
+		since++
 		tx := t.open
 		if tx.records == 0 {
-			tx.opened = now
+			tx.opened = last // a little early at most: the deadlines come sooner
 			t.armTimer()
 		}
 		if len(tx.batches) == 0 || tx.batches[len(tx.batches)-1] != m.batch {
@@ -310,8 +326,8 @@ func (t *task) processRecords(m taskMsg) error {
 			return err
 		}
 	}
-	if !last.IsZero() {
-		t.took(time.Since(last))
+	if since > 0 {
+		t.took(time.Since(last), since)
 	}
 	if err := t.flushCalls(ctx); err != nil {
 		return err
@@ -319,21 +335,27 @@ func (t *task) processRecords(m taskMsg) error {
 	return t.commitIfDue()
 }
 
+// cut ends the open transaction now: its queued records called, it
+// commits, after the commit in flight if any.
+func (t *task) cut(ctx context.Context) error {
+	if err := t.flushCalls(ctx); err != nil {
+		return err
+	}
+	return t.seal()
+}
+
 // cutIfDue ends the open transaction before the next record when it must
-// (mustCut: full, or near the transaction timeout), waiting for the
-// commit in flight if need be; and when it is merely due (its
-// commit_interval passed) and no commit is in flight, it starts its commit
-// without waiting. cut says it committed or waited.
+// (mustCut: near the transaction timeout), waiting for the commit in
+// flight if need be; and when it is merely due (its commit_interval
+// passed) and no commit is in flight, it starts its commit without
+// waiting. cut says it committed or waited.
 func (t *task) cutIfDue(ctx context.Context, now time.Time) (cut bool, err error) {
 	tx := t.open
 	if tx.records == 0 {
 		return false, nil
 	}
 	if t.mustCut(now.Sub(tx.opened)) {
-		if err := t.flushCalls(ctx); err != nil {
-			return false, err
-		}
-		return true, t.seal()
+		return true, t.cut(ctx)
 	}
 	if t.sealed != nil {
 		select {
@@ -356,13 +378,13 @@ func (t *task) cutIfDue(ctx context.Context, now time.Time) (cut bool, err error
 }
 
 // mustCut says whether a transaction open for elapsed must end before the
-// next record: at the record cap; once open for a third of the
-// transaction timeout; or when the slowest record (or module call) seen
-// so far would take it past two thirds. Past the timeout the coordinator
-// aborts it and fences the producer, and the task would never commit.
+// next record: once open for a third of the transaction timeout, or when
+// the slowest record (or module call) seen so far would take it past two
+// thirds. Past the timeout the coordinator aborts it and fences the
+// producer, and the task would never commit.
 func (t *task) mustCut(elapsed time.Duration) bool {
 	cut := t.r.txnCut()
-	return t.atCap() || elapsed >= cut || elapsed+t.slowest >= 2*cut
+	return elapsed >= cut || elapsed+t.slowest >= 2*cut
 }
 
 // txnCut is a third of the transaction timeout: what a task's transaction
@@ -374,17 +396,28 @@ func (r *Runner) txnCut() time.Duration { return r.txnTimeout / 3 }
 // due: commit_interval, unless that comes near the transaction timeout.
 func (r *Runner) commitEvery() time.Duration { return min(r.commitInterval, r.txnCut()) }
 
-// took notes that a record (or a module call, which ends the records it
-// holds together) took d: the slowest one bounds how early a transaction
-// must end, and a task that takes long keeps beating its liveness.
-func (t *task) took(d time.Duration) {
+// took notes that n records (or a module call, which ends the records it
+// holds together: n 1) took d. The slowest bounds how early a transaction
+// must end; d counts for one record, which errs on the early side. How
+// fast they were sets how many records go by between readings of the
+// clock: a millisecond's worth, up to 64. And a task that takes long
+// keeps beating its liveness.
+func (t *task) took(d time.Duration, n int) {
 	if d > t.slowest {
 		t.slowest = d
 	}
+	t.clockEvery = int(min(max(clockSlack/max(d/time.Duration(n), 1), 1), maxClockEvery))
 	if d >= time.Second {
 		t.beat.Busy()
 	}
 }
+
+// How late a transaction's deadlines may be seen, and how many records
+// may go by between readings of the clock at most.
+const (
+	clockSlack    = time.Millisecond
+	maxClockEvery = 64
+)
 
 func (t *task) atCap() bool { return t.open.records >= t.r.stage.MaxTransactionRecords }
 
@@ -468,6 +501,7 @@ func (t *task) settle(res commitResult) error {
 	tx := t.sealed
 	t.sealed = nil
 	if res.err != nil {
+		t.txnAge = time.Since(tx.opened)
 		return res.err
 	}
 	t.r.obs.TxnCommitted.Inc()
