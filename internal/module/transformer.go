@@ -246,3 +246,7 @@ func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)
 // Interrupt ends the call in progress soon (Instance.Interrupt): the
 // runner's Interrupter, when the stage stops.
 func (k *Task) Interrupt() { k.inst.Interrupt() }
+
+// Label names the module in the runner's errors: its file and the start
+// of its sha256 (transformer.Labeler).
+func (t *Transformer) Label() string { return t.m.label() }

@@ -126,6 +126,12 @@ type BatchTask interface {
 	Close(ctx context.Context)
 }
 
+// Labeler is a BatchTransformer that names itself in errors: a module by
+// its file and the start of its sha256.
+type Labeler interface {
+	Label() string
+}
+
 // Interrupter is a BatchTask whose call in progress can be ended from
 // another goroutine. When the stage stops (SIGTERM) the runner interrupts
 // every task's instance: the call ends soon with an error, and the

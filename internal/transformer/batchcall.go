@@ -130,10 +130,10 @@ func (t *task) flushCalls(ctx context.Context) error {
 		}
 		switch {
 		case !r.stateful:
-			return fmt.Errorf("transform %s/%d@%d set state, but the stage is stateless (transform.stateless: true)", c.Rec.Topic, c.Rec.Partition, c.Rec.Offset)
+			return transformerFailure(fmt.Errorf("%s on %s/%d@%d set state, but the stage is stateless (transform.stateless: true)", r.batchLabel, c.Rec.Topic, c.Rec.Partition, c.Rec.Offset))
 		case c.NoStateKey:
-			return fmt.Errorf("transform %s/%d@%d set state for a tombstone, which has no state key: state_key %q reads the value and a tombstone has none; set no state for such a tombstone",
-				c.Rec.Topic, c.Rec.Partition, c.Rec.Offset, r.template.String())
+			return transformerFailure(fmt.Errorf("%s on %s/%d@%d set state for a tombstone, which has no state key: state_key %q reads the value and a tombstone has none; set no state for such a tombstone",
+				r.batchLabel, c.Rec.Topic, c.Rec.Partition, c.Rec.Offset, r.template.String()))
 		}
 		c.entry.raw, c.entry.touched = c.NewState, true
 	}

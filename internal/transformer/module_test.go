@@ -236,3 +236,39 @@ func TestModuleTruncatedJSONStopsTheStage(t *testing.T) {
 		})
 	}
 }
+
+// State a module may not set (in a stateless stage, or for a tombstone
+// that has no state key) stops the stage naming the module, the start of
+// its sha256 and the record.
+func TestModuleStateErrorsNameTheModule(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra, want string
+		rec               *kgo.Record
+	}{
+		{"stateless", "  stateless: true\n", "set state, but the stage is stateless", &kgo.Record{Key: []byte("k"), Value: []byte(`{"i":1}`)}},
+		{"tombstone", "state_key: \"{key}/{value.d}\"\n", "set state for a tombstone, which has no state key", &kgo.Record{Key: []byte("settomb")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.topics(1, "raw", "refined")
+			f.produce("raw", tc.rec)
+			wasm := moduletest.Build(t, filepath.Join("..", "module", "testdata", "modules"), "./misbehave")
+			r := f.startModule(moduleStage(t, "mod-app", wasm, "refined", tc.extra), t.TempDir(), "c")
+			select {
+			case err := <-r.done:
+				r.done <- err
+				var own *transformer.TransformerError
+				if !errorsAs(err, &own) {
+					t.Errorf("error %v is not a TransformerError", err)
+				}
+				for _, w := range []string{"module misbehave.wasm (sha256 ", "on raw/0@0", tc.want} {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("error %v lacks %q", err, w)
+					}
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the stage did not stop")
+			}
+		})
+	}
+}

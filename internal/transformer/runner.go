@@ -100,11 +100,14 @@ type Runner struct {
 	raw RawTransformer // tf's raw path, when it has one the state key allows
 	// batchTF, when tf is one, makes each task's instance; its state is
 	// kept as bytes (byteState).
-	batchTF   BatchTransformer
-	byteState bool
-	stateful  bool
-	admin     *kgo.Client
-	consumer  *kgo.Client
+	batchTF BatchTransformer
+	// batchLabel names batchTF in errors (Labeler; "transform" when it
+	// has no name of its own).
+	batchLabel string
+	byteState  bool
+	stateful   bool
+	admin      *kgo.Client
+	consumer   *kgo.Client
 
 	// keys derives state keys, guarding the template's separator.
 	keys KeyRule
@@ -261,6 +264,10 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	}
 	if b, ok := tf.(BatchTransformer); ok {
 		r.batchTF, r.byteState, r.raw = b, true, nil
+		r.batchLabel = "transform"
+		if l, ok := b.(Labeler); ok {
+			r.batchLabel = l.Label()
+		}
 	}
 	if !r.template.IsDefault() && !r.stateful {
 		r.log.Warn("state_key is set but the transformer keeps no state; it has no effect")
