@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/logx/logxtest"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/module"
@@ -292,5 +293,48 @@ func TestARecordLongerThanTheTimeoutCostsOneRestart(t *testing.T) {
 	}
 	if out := f.read("out"); len(out) != 3 {
 		t.Errorf("%d outputs, want 3", len(out))
+	}
+}
+
+// keyOn is a key that Kafka's default partitioner puts on partition p of
+// n.
+func keyOn(t *testing.T, p int32, n int) string {
+	t.Helper()
+	for i := range 1000 {
+		if k := fmt.Sprintf("k%d", i); kafkax.Partition([]byte(k), n) == p {
+			return k
+		}
+	}
+	t.Fatalf("no key on partition %d of %d", p, n)
+	return ""
+}
+
+// A stage that fails on one task does not wait for another task's long
+// module call: the call is interrupted, and the stage stops at once with
+// the failure. Before, it waited for the call's time limit.
+func TestFailureInterruptsTheOtherTasksCalls(t *testing.T) {
+	f := newFixture(t)
+	f.topics(2, "raw", "refined")
+	busy, bad := keyOn(t, 0, 2), keyOn(t, 1, 2)
+	f.produce("raw", &kgo.Record{Key: []byte(busy), Value: []byte(`{"do":"busy"}`)})
+	wasm := moduletest.Build(t, filepath.Join("..", "module", "testdata", "modules"), "./misbehave")
+	mod, err := module.Load(context.Background(), module.Spec{Path: wasm, OutputTopics: []string{"refined"}, ApplicationID: "mod-app", TimeLimit: time.Minute},
+		module.Options{Log: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mod.Close(context.Background()) })
+	r := f.startWith(moduleStage(t, "mod-app", wasm, "refined", ""), t.TempDir(), "c", module.NewTransformer(mod))
+	waitFor(t, 30*time.Second, "the busy record taken", func() bool { return metrics.Value(r.obs.MessagesIn) == 1 })
+	time.Sleep(time.Second) // well into the call
+	f.produce("raw", &kgo.Record{Key: []byte(bad), Value: []byte(`{"do":"badjson"}`)})
+	select {
+	case err := <-r.done:
+		r.done <- err
+		if err == nil || !strings.Contains(err.Error(), "raw/1@0") || !strings.Contains(err.Error(), "not a JSON object") {
+			t.Errorf("error %v, want the bad record's", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the failure waited for the other task's long call")
 	}
 }

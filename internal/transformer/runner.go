@@ -161,11 +161,13 @@ type Runner struct {
 	wakeMu sync.Mutex
 	wake   context.CancelFunc // ends the poll in progress
 
-	// stopping is set once Run's context ends (SIGTERM): the tasks take
-	// no more records, and then stopped is done, which interrupts their
-	// module calls (Interrupter).
+	// stopping is set once Run's context ends (SIGTERM) or the stage
+	// fails: the tasks take no more records, and then stopped is done,
+	// which interrupts their module calls (Interrupter); stopNow does
+	// both.
 	stopping atomic.Bool
 	stopped  context.Context
+	stopNow  func()
 }
 
 // NewRunner prepares a runner; Configs is usable (empty) right away and is
@@ -250,11 +252,12 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	r.tf = tf
 	stopped, stop := context.WithCancel(context.Background())
 	r.stopped = stopped
-	defer stop()
-	defer context.AfterFunc(ctx, func() {
+	r.stopNow = func() {
 		r.stopping.Store(true) // before any call is interrupted: see flushCalls
 		stop()
-	})()
+	}
+	defer stop()
+	defer context.AfterFunc(ctx, r.stopNow)()
 	r.stateful = true
 	if s, ok := tf.(Stateless); ok && s.Stateless() {
 		r.stateful = false
@@ -549,6 +552,9 @@ func (r *Runner) fail(err error) {
 	r.failMu.Unlock()
 	if first {
 		r.log.Debug("stopping on a failure retrying cannot help", "class", classify(err), "error", err)
+		if r.stopNow != nil {
+			r.stopNow() // the other tasks' long calls need not run on
+		}
 	}
 	r.wakeUp()
 }
