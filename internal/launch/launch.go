@@ -482,7 +482,23 @@ func (l *Launcher) loadModule(ctx context.Context, st *stagefile.Stage, log *slo
 		}
 		return nil, err
 	}
+	warnPollFit(st, lm.m.Spec().TimeLimit, log)
 	return lm, nil
+}
+
+// warnPollFit warns when one poll's records at the module's time limit do
+// not fit in the transaction timeout, and says what to set. The stage
+// runs: each transaction still commits in time, but a task may take that
+// long to hear of a rebalance or to show progress (transformer.PollFit).
+func warnPollFit(st *stagefile.Stage, timeLimit time.Duration, log *slog.Logger) {
+	txn := transformer.DefaultTransactionTimeout
+	suggest, fits := transformer.PollFit(st.MaxPollRecords, timeLimit, txn)
+	if fits {
+		return
+	}
+	log.Warn(fmt.Sprintf("stage %s: max_poll_records × time_limit (%d × %s = %s) is longer than the transaction timeout (%s): one poll's records may hold a task that long, past a rebalance's timeout (the transaction timeout) and the poll loop's liveness limit; set max_poll_records: %d or less, or a lower transform.time_limit",
+		st.Path, st.MaxPollRecords, timeLimit, time.Duration(st.MaxPollRecords)*timeLimit, txn, suggest),
+		"max_poll_records", st.MaxPollRecords, "time_limit", timeLimit, "transaction_timeout", txn, "set_max_poll_records", suggest)
 }
 
 // checkModule loads a transformer's module as `run` checks its stage

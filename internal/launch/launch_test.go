@@ -9,6 +9,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/logx/logxtest"
+	"github.com/flecht-dev/flecht/internal/module/moduletest"
 )
 
 func writeStage(t *testing.T, dir, name, body string) string {
@@ -106,5 +107,42 @@ func TestLoadRefusesAStageThatReadsWhatItWrites(t *testing.T) {
 	declared := writeStage(t, dir, "declared.yaml", "application_id: loopok\nkind: transformer\ninput_topics: [a, b]\nintermediate_topics: [b]\ntransform: {builtin: rekey, output_topic: b, key: \"{value.id}\"}\n")
 	if _, err := l.Load(declared); err != nil {
 		t.Errorf("a declared intermediate topic is refused: %v", err)
+	}
+}
+
+// A module stage whose poll, at the module's time limit, cannot fit in
+// the transaction timeout starts with a warning that says what to set;
+// one that fits starts without.
+func TestLoadWarnsWhenAPollCannotFitTheTransactionTimeout(t *testing.T) {
+	dir := t.TempDir()
+	wasm := moduletest.Example(t, "count")
+	for _, tc := range []struct {
+		extra string
+		warns string
+	}{
+		{"", "max_poll_records × time_limit (500 × 1s = 8m20s) is longer than the transaction timeout (1m0s)"},
+		{"", "set max_poll_records: 30 or less, or a lower transform.time_limit"},
+		{"max_poll_records: 10\n", ""},
+		{"max_poll_records: 100\n", "set max_poll_records: 30 or less"},
+	} {
+		var logs logxtest.Buffer
+		l := New(Options{Log: slog.New(slog.NewTextHandler(&logs, nil)), Getenv: func(k string) string {
+			if k == "FLECHT_CACHE_DIR" {
+				return filepath.Join(dir, "cache")
+			}
+			return ""
+		}})
+		path := writeStage(t, dir, "m.yaml", "application_id: m\nkind: transformer\ninput_topics: [in]\n"+tc.extra+
+			"transform:\n  module: "+wasm+"\n  output_topics: [out]\n")
+		if _, err := l.Load(path); err != nil {
+			t.Fatal(err)
+		}
+		got := logs.String()
+		if tc.warns == "" && strings.Contains(got, "max_poll_records × time_limit") {
+			t.Errorf("%q: warned although a poll fits: %s", tc.extra, got)
+		}
+		if tc.warns != "" && !strings.Contains(got, tc.warns) {
+			t.Errorf("%q: log lacks %q:\n%s", tc.extra, tc.warns, got)
+		}
 	}
 }

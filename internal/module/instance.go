@@ -473,3 +473,10 @@ func clip(s string, n int) string {
 	}
 	return strings.ToValidUTF8(s[:n], "") + "…"
 }
+
+// Interrupt ends the call in progress at the next host function it calls,
+// as a time limit does, and every later call at once: the stage is
+// stopping (SIGTERM) and discards what the call was doing. A call that
+// calls nothing runs on until its time limit (see call). Safe from any
+// goroutine.
+func (inst *Instance) Interrupt() { inst.abandoned.Store(true) }

@@ -298,3 +298,7 @@ func canonicalState(st []byte) ([]byte, error) {
 // bytesOf views s as bytes without copying; the bytes must not be
 // written to.
 func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// Interrupt ends the call in progress soon (Instance.Interrupt): the
+// runner's Interrupter, when the stage stops.
+func (k *Task) Interrupt() { k.inst.Interrupt() }

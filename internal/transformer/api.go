@@ -129,6 +129,15 @@ type BatchTask interface {
 	Close(ctx context.Context)
 }
 
+// Interrupter is a BatchTask whose call in progress can be ended from
+// another goroutine. When the stage stops (SIGTERM) the runner interrupts
+// every task's instance: the call ends soon with an error, and the
+// records it held are neither committed nor counted as failed; the next
+// run processes them.
+type Interrupter interface {
+	Interrupt()
+}
+
 // Call is one record of a batch and, once TransformBatch returned, what
 // the transformer answered for it.
 type Call struct {

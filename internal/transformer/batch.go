@@ -111,7 +111,7 @@ func (r *Runner) processRaw(ctx context.Context, t *task, rec *kgo.Record) (hand
 func (r *Runner) transformError(ctx context.Context, t *task, rec *kgo.Record, err error) error {
 	var rejected *InvalidRecordError
 	if !errors.As(err, &rejected) {
-		return fmt.Errorf("transform %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		return transformerFailure(fmt.Errorf("transform %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err))
 	}
 	// Whatever the call emitted before rejecting is dropped.
 	return r.invalid(ctx, rec, rejected.Reason, t.produce)

@@ -2,6 +2,7 @@ package transformer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,7 +14,8 @@ import (
 // A BatchTransformer's records are queued as calls and handed over in
 // batches. A batch ends before a record whose state key is already in it
 // (so each record sees the state the previous record of its key left),
-// at the batch limits, before an invalid record is handled (outputs keep
+// at the batch limits (fewer calls when records take long: callCap),
+// before an invalid record is handled (outputs keep
 // the input's order), and at the end of each poll's records and before a
 // transaction seals: a transaction holds only records that were
 // transformed.
@@ -21,6 +23,16 @@ const (
 	maxBatchCalls = 64
 	maxBatchBytes = 1 << 20
 )
+
+// callCap is how many records a call may hold when each takes about per:
+// a call ends its records together, and it must leave a transaction that
+// may take cut (txnCut) room for more than one call.
+func callCap(per, cut time.Duration) int {
+	if per <= 0 {
+		return maxBatchCalls
+	}
+	return int(min(max(cut/4/per, 1), maxBatchCalls))
+}
 
 // queueRecord queues one record of a BatchTransformer's task.
 func (r *Runner) queueRecord(ctx context.Context, t *task, rec *kgo.Record) error {
@@ -53,7 +65,7 @@ func (r *Runner) queueRecord(ctx context.Context, t *task, rec *kgo.Record) erro
 	}
 	t.calls = append(t.calls, c)
 	t.callBytes += len(rec.Key) + len(rec.Value) + len(c.State)
-	if len(t.calls) >= maxBatchCalls || t.callBytes >= maxBatchBytes {
+	if len(t.calls) >= t.callCap || t.callBytes >= maxBatchBytes {
 		return t.flushCalls(ctx)
 	}
 	return nil
@@ -79,9 +91,20 @@ func (t *task) flushCalls(ctx context.Context) error {
 	defer t.resetCalls()
 	start := time.Now()
 	if err := t.bt.TransformBatch(ctx, calls); err != nil {
-		return fmt.Errorf("transform: %w", err)
+		if r.stopping.Load() {
+			// Interrupted by the stop, or failed as it came: either way
+			// its records are not done, and the next run does them.
+			r.log.Info("a module call ended by the stop; its records are left to the next run", "partition", t.n,
+				"from", fmt.Sprintf("%s/%d@%d", calls[0].Rec.Topic, t.n, calls[0].Rec.Offset), "records", len(calls), "error", err)
+			t.unqueue(calls)
+			return errInterrupted
+		}
+		return transformerFailure(fmt.Errorf("transform: %w", err))
 	}
-	per := time.Since(start).Seconds() / float64(len(calls))
+	took := time.Since(start)
+	t.took(took, 1)
+	t.callCap = callCap(took/time.Duration(len(calls)), r.txnCut())
+	per := took.Seconds() / float64(len(calls))
 	for i := range calls {
 		c := &calls[i]
 		r.obs.MessageProcessing.Observe(per)
@@ -94,7 +117,7 @@ func (t *task) flushCalls(ctx context.Context) error {
 		reason, err := r.outputs(ctx, t, c.Rec, c.Messages)
 		switch {
 		case err != nil:
-			return fmt.Errorf("%s: %w", r.batchTF.Label(), err)
+			return transformerFailure(fmt.Errorf("%s: %w", r.batchTF.Label(), err))
 		case reason != "":
 			if err := r.invalid(ctx, c.Rec, reason, t.produce); err != nil {
 				return err
@@ -107,10 +130,10 @@ func (t *task) flushCalls(ctx context.Context) error {
 		}
 		switch {
 		case !r.stateful:
-			return fmt.Errorf("%s on %s/%d@%d set state, but the stage is stateless (transform.stateless: true)", r.batchTF.Label(), c.Rec.Topic, c.Rec.Partition, c.Rec.Offset)
+			return transformerFailure(fmt.Errorf("%s on %s/%d@%d set state, but the stage is stateless (transform.stateless: true)", r.batchTF.Label(), c.Rec.Topic, c.Rec.Partition, c.Rec.Offset))
 		case c.NoStateKey:
-			return fmt.Errorf("%s on %s/%d@%d set state for a tombstone, which has no state key: state_key %q reads the value and a tombstone has none; set no state for such a tombstone",
-				r.batchTF.Label(), c.Rec.Topic, c.Rec.Partition, c.Rec.Offset, r.template.String())
+			return transformerFailure(fmt.Errorf("%s on %s/%d@%d set state for a tombstone, which has no state key: state_key %q reads the value and a tombstone has none; set no state for such a tombstone",
+				r.batchTF.Label(), c.Rec.Topic, c.Rec.Partition, c.Rec.Offset, r.template.String()))
 		}
 		c.entry.raw, c.entry.touched = c.NewState, true
 	}
@@ -125,4 +148,24 @@ func (t *task) resetCalls() {
 	t.calls = t.calls[:0]
 	clear(t.callKeys)
 	t.callBytes = 0
+}
+
+// errInterrupted ends a task's processing when the stage stops in the
+// middle of a module call (Interrupter).
+var errInterrupted = errors.New("interrupted by the stop")
+
+// unqueue takes calls, which were never done, out of the open
+// transaction: its offsets go back to each input topic's first record
+// among them, so that its commit covers only the records before.
+func (t *task) unqueue(calls []Call) {
+	tx := t.open
+	seen := map[string]bool{}
+	for i := range calls {
+		rec := calls[i].Rec
+		if !seen[rec.Topic] {
+			seen[rec.Topic] = true
+			tx.offsets[rec.Topic] = rec.Offset
+		}
+	}
+	tx.records -= len(calls)
 }

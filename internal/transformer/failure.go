@@ -21,8 +21,8 @@ type failureClass int
 
 const (
 	// classFatal: retrying cannot help, the process ends (exit 1). A
-	// record is invalid under invalid_messages: crash, the transformer or
-	// the store failed, another process took this one's --client-id
+	// record is invalid under invalid_messages: crash, the transformer
+	// (TransformerError, whatever it wraps) or the store failed, another process took this one's --client-id
 	// (FENCED_INSTANCE_ID), Kafka refused for good (authorization, a bad
 	// request), or an error nobody anticipated.
 	classFatal failureClass = iota
@@ -53,8 +53,9 @@ func (c failureClass) String() string {
 // classify sorts a task's failure.
 func classify(err error) failureClass {
 	var invalid *InvalidMessageError
+	var own *TransformerError
 	switch {
-	case err == nil, errors.As(err, &invalid), errors.Is(err, kerr.FencedInstanceID):
+	case err == nil, errors.As(err, &invalid), errors.As(err, &own), errors.Is(err, kerr.FencedInstanceID):
 		return classFatal
 	case kafkax.Fenced(err), errors.Is(err, kerr.UnknownMemberID), errors.Is(err, kerr.IllegalGeneration):
 		return classOwnership
@@ -62,4 +63,26 @@ func classify(err error) failureClass {
 		return classRetriable
 	}
 	return classFatal
+}
+
+// TransformerError is a failure of the transformer itself: a module's
+// error on a record, an answer of it the runner cannot take (an output or
+// a state that is not a JSON object, however it got cut short), a
+// builtin's error, an instance that does not start. The stage caused it,
+// not the cluster: it stops the stage whatever it wraps, even an
+// io.ErrUnexpectedEOF that a network read would also return.
+type TransformerError struct {
+	Err error
+}
+
+func (e *TransformerError) Error() string { return e.Err.Error() }
+func (e *TransformerError) Unwrap() error { return e.Err }
+
+// transformerFailure marks err, an error out of the transformer, as its
+// own (TransformerError); nil stays nil.
+func transformerFailure(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &TransformerError{Err: err}
 }

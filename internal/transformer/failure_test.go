@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"syscall"
@@ -25,6 +26,8 @@ func TestClassify(t *testing.T) {
 	}{
 		{&InvalidMessageError{Topic: "t", Reason: "not JSON"}, classFatal},
 		{fmt.Errorf("transform t/0@1: %w", errors.New("boom")), classFatal},
+		{&TransformerError{Err: fmt.Errorf("its new state is not a JSON object: %w", io.ErrUnexpectedEOF)}, classFatal},
+		{fmt.Errorf("task 0: %w", &TransformerError{Err: &net.OpError{Op: "read", Err: syscall.ECONNRESET}}), classFatal},
 		{fmt.Errorf("state store: %w", errors.New("disk full")), classFatal},
 		{fmt.Errorf("unable to join group session: %w", kerr.FencedInstanceID), classFatal},
 		{fmt.Errorf("task 0: %w", kerr.TopicAuthorizationFailed), classFatal},

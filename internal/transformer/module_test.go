@@ -198,3 +198,77 @@ func TestModuleFailureCommitsNothing(t *testing.T) {
 		t.Errorf("offset %d committed despite the failure", at)
 	}
 }
+
+// What a module answers is never the cluster's fault: an output or a
+// state cut short (`{"a":`, which decodes to io.ErrUnexpectedEOF, as a
+// broken connection does) stops the stage at once, naming the module and
+// the record, instead of being retried as a cluster failure.
+func TestModuleTruncatedJSONStopsTheStage(t *testing.T) {
+	for do, want := range map[string]string{
+		"badjson":  "has a value that is not a JSON object: not JSON",
+		"cutstate": "its new state is not a JSON object: not JSON",
+	} {
+		t.Run(do, func(t *testing.T) {
+			f := newFixture(t)
+			f.topics(1, "raw", "refined")
+			f.produce("raw", &kgo.Record{Key: []byte("k0"), Value: []byte(`{"i":0}`)},
+				&kgo.Record{Key: []byte("k1"), Value: []byte(`{"do":"` + do + `"}`)})
+			wasm := moduletest.Build(t, filepath.Join("..", "module", "testdata", "modules"), "./misbehave")
+			r := f.startModule(moduleStage(t, "mod-app", wasm, "refined", ""), t.TempDir(), "c")
+			select {
+			case err := <-r.done:
+				r.done <- err
+				var own *transformer.TransformerError
+				if !errorsAs(err, &own) {
+					t.Errorf("error %v is not a TransformerError", err)
+				}
+				for _, w := range []string{"module misbehave.wasm (sha256 ", "on raw/0@1", want} {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("error %v lacks %q", err, w)
+					}
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("a module's truncated JSON did not stop the stage: retried as a cluster failure")
+			}
+			if n := len(f.read("refined")); n != 0 {
+				t.Errorf("%d outputs committed despite the failure", n)
+			}
+		})
+	}
+}
+
+// State a module may not set (in a stateless stage, or for a tombstone
+// that has no state key) stops the stage naming the module, the start of
+// its sha256 and the record.
+func TestModuleStateErrorsNameTheModule(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra, want string
+		rec               *kgo.Record
+	}{
+		{"stateless", "  stateless: true\n", "set state, but the stage is stateless", &kgo.Record{Key: []byte("k"), Value: []byte(`{"i":1}`)}},
+		{"tombstone", "state_key: \"{key}/{value.d}\"\n", "set state for a tombstone, which has no state key", &kgo.Record{Key: []byte("settomb")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.topics(1, "raw", "refined")
+			f.produce("raw", tc.rec)
+			wasm := moduletest.Build(t, filepath.Join("..", "module", "testdata", "modules"), "./misbehave")
+			r := f.startModule(moduleStage(t, "mod-app", wasm, "refined", tc.extra), t.TempDir(), "c")
+			select {
+			case err := <-r.done:
+				r.done <- err
+				var own *transformer.TransformerError
+				if !errorsAs(err, &own) {
+					t.Errorf("error %v is not a TransformerError", err)
+				}
+				for _, w := range []string{"module misbehave.wasm (sha256 ", "on raw/0@0", tc.want} {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("error %v lacks %q", err, w)
+					}
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the stage did not stop")
+			}
+		})
+	}
+}

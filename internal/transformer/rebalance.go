@@ -78,7 +78,7 @@ func (r *Runner) endTasks(parts map[string][]int32, mode endMode) {
 			}
 			delete(r.workers, p)
 			if err := t.end(mode); err != nil {
-				r.onTaskError(p, err, t.hasCommitted, true)
+				r.onTaskError(t, err, true)
 			}
 		}
 	}

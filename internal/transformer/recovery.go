@@ -64,6 +64,16 @@ type taskFailure struct {
 	err error
 }
 
+// maxFencedInARow is how many times a task may lose its transaction to
+// Kafka (txnLost) with no commit between before the stage stops: a
+// transaction coordinator that moved answers one commit PRODUCER_FENCED
+// or INVALID_TXN_STATE, but a task that loses every transaction cannot
+// make progress (a transaction the coordinator aborts at its timeout
+// ends that way too), and restarting it would go on for ever. Kafka
+// being away (connections refused, too few replicas) is not counted: the
+// stage rides that out however long it lasts.
+const maxFencedInARow = 3
+
 // Recovery timings. ownerWait is in session timeouts: by then a member
 // that lost its membership has heard of it, and the group has settled.
 const (
@@ -98,16 +108,18 @@ func (r *Runner) recoverTasks(ctx context.Context) {
 			}
 			delete(r.workers, f.t.n)
 			<-f.t.done
-			r.onTaskError(f.t.n, f.err, f.t.hasCommitted, false)
+			r.slowest[f.t.n] = max(r.slowest[f.t.n], f.t.slowest)
+			r.onTaskError(f.t, f.err, false)
 		}
 		r.mu.Unlock()
 	}
 	r.checkOwners(ctx)
 }
 
-// onTaskError acts on the failure of task n, which has stopped; revoked
+// onTaskError acts on the failure of task t, which has stopped; revoked
 // says a revoke ended it (the partition is no longer its). r.mu is held.
-func (r *Runner) onTaskError(n int32, err error, committed, revoked bool) {
+func (r *Runner) onTaskError(t *task, err error, revoked bool) {
+	n := t.n
 	class := classify(err)
 	switch {
 	case class == classFatal:
@@ -120,7 +132,7 @@ func (r *Runner) onTaskError(n int32, err error, committed, revoked bool) {
 			"partition", n, "error", err)
 	}
 	if !revoked {
-		r.restartTask(n, err, committed, class)
+		r.restartTask(t, err, class)
 	}
 }
 
@@ -131,9 +143,10 @@ func generationOnly(err error) bool {
 	return (errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.RebalanceInProgress)) && !kafkax.Fenced(err)
 }
 
-// restartTask closes task n's lease and schedules its start again. r.mu is
-// held.
-func (r *Runner) restartTask(n int32, err error, committed bool, class failureClass) {
+// restartTask closes task t's lease and schedules its start again, unless
+// it was fenced too often in a row (maxFencedInARow). r.mu is held.
+func (r *Runner) restartTask(t *task, err error, class failureClass) {
+	n, committed := t.n, t.hasCommitted
 	bo := r.backoff(n)
 	if committed {
 		bo.Reset() // it worked since the last failure: a fresh run
@@ -145,6 +158,11 @@ func (r *Runner) restartTask(n int32, err error, committed bool, class failureCl
 		r.restarts[n] = rs
 	}
 	rs.attempts++
+	if fr := r.fenceRun(n, committed, err, t.txnAge); fr.fences >= maxFencedInARow {
+		r.fail(&UncommittableError{Partition: n, Fences: fr.fences, TransactionTimeout: r.txnTimeout,
+			Slowest: t.slowest, TxnAge: fr.txnAge, TransactionalID: t.lease.TxnID, Err: err})
+		return
+	}
 	rs.notBefore = time.Now().Add(d)
 	rs.offsets = nil
 	r.consumer.PauseFetchPartitions(r.inputsOf(n))
@@ -157,6 +175,39 @@ func (r *Runner) restartTask(n int32, err error, committed bool, class failureCl
 	}
 	kafkax.LogRetry(r.log, what, err, rs.attempts, d,
 		"partition", n, "then", "its open transactions were aborted; it starts again (fence, changelog restore) and resumes from its committed offsets")
+}
+
+// fences is a task's run of lost transactions: how many of its attempts
+// since its last commit ended with Kafka refusing its transaction
+// (txnLost), and the longest those transactions had been open.
+type fences struct {
+	fences int
+	txnAge time.Duration
+}
+
+// fenceRun counts a failure of task n in its run of lost transactions: a
+// task that committed starts a new run; other failures (Kafka away)
+// neither count nor end it. r.mu is held.
+func (r *Runner) fenceRun(n int32, committed bool, err error, txnAge time.Duration) fences {
+	fr := r.fenced[n]
+	if committed {
+		fr = fences{}
+	}
+	if txnLost(err) {
+		fr.fences++
+		fr.txnAge = max(fr.txnAge, txnAge)
+	}
+	r.fenced[n] = fr
+	return fr
+}
+
+// txnLost says Kafka refused the task's transaction while it answered:
+// the producer was fenced (classOwnership), or the coordinator no longer
+// knew the transaction as the producer had it (INVALID_TXN_STATE,
+// TRANSACTION_ABORTABLE), which is how a transaction aborted at its
+// timeout shows as well.
+func txnLost(err error) bool {
+	return classify(err) == classOwnership || errors.Is(err, kerr.InvalidTxnState) || errors.Is(err, kerr.TransactionAbortable)
 }
 
 func (r *Runner) backoff(n int32) *kafkax.Backoff {
@@ -215,6 +266,7 @@ func (r *Runner) forget(parts map[string][]int32, assigned bool) {
 	for _, ps := range parts {
 		for _, p := range ps {
 			delete(r.restarts, p)
+			delete(r.fenced, p)
 			if assigned {
 				delete(r.owners, p)
 			}
@@ -403,3 +455,37 @@ func (r *Runner) stale(n int32) bool {
 	_, restarting := r.restarts[n]
 	return restarting || r.sought[n]
 }
+
+// UncommittableError stops a stage whose task lost its transaction to
+// Kafka Fences times in a row without a commit: it cannot make progress. It says why, from what
+// the task saw: records that take too long for the transaction timeout,
+// transactions open past it, or a cluster that fences it regardless.
+type UncommittableError struct {
+	Partition          int32
+	Fences             int
+	TransactionTimeout time.Duration
+	Slowest            time.Duration // the longest one record or module call took
+	TxnAge             time.Duration // the longest a failed transaction had been open
+	TransactionalID    string
+	Err                error
+}
+
+func (e *UncommittableError) Error() string {
+	head := fmt.Sprintf("task %d lost its transaction %d times in a row without committing (Kafka fenced its producer or no longer knew the transaction), while this instance still held the task: it cannot make progress, so the stage stops", e.Partition, e.Fences)
+	third := e.TransactionTimeout / 3
+	var cause string
+	switch {
+	case e.Slowest >= third:
+		cause = fmt.Sprintf("one record (or module call) took up to %s, more than a third of the transaction timeout (%s), and Kafka aborts a transaction at its timeout; make each record take less than %s: lower the module's transform.time_limit to at most %s, or make the transformer faster",
+			e.Slowest.Round(time.Millisecond), e.TransactionTimeout, third, third)
+	case e.TxnAge >= e.TransactionTimeout:
+		cause = fmt.Sprintf("its transactions stayed open for up to %s, past the transaction timeout (%s), and Kafka aborts a transaction at its timeout; lower commit_interval and max_transaction_records",
+			e.TxnAge.Round(time.Millisecond), e.TransactionTimeout)
+	default:
+		cause = fmt.Sprintf("its transactions were open for %s at most, inside the transaction timeout (%s), and its records take up to %s: the cluster fenced it regardless (a transaction coordinator that keeps moving or failing); check the brokers' logs for transactional ID %s",
+			e.TxnAge.Round(time.Millisecond), e.TransactionTimeout, e.Slowest.Round(time.Millisecond), e.TransactionalID)
+	}
+	return fmt.Sprintf("%s: %s (last error: %v)", head, cause, e.Err)
+}
+
+func (e *UncommittableError) Unwrap() error { return e.Err }

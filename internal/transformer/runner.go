@@ -34,8 +34,9 @@ type Options struct {
 	StateDir string
 	Metrics  *metrics.Observer
 	Log      *slog.Logger
-	// TransactionTimeout bounds a task's transaction (default 60s): its
-	// commit_interval plus the commit.
+	// TransactionTimeout bounds a task's transaction (default
+	// DefaultTransactionTimeout): a task commits once its transaction has
+	// been open for a third of it, or sooner (task.mustCut).
 	TransactionTimeout time.Duration
 	// SessionTimeout is the group session timeout (default 10s): how long a
 	// vanished instance keeps its partitions.
@@ -56,6 +57,22 @@ type Options struct {
 	// Health gets the heartbeats of the poll loop and of the tasks, and the
 	// group's readiness.
 	Health *health.Registry
+}
+
+// DefaultTransactionTimeout is the transaction timeout of the task
+// producers; Kafka aborts a transaction open longer.
+const DefaultTransactionTimeout = 60 * time.Second
+
+// PollFit checks that one poll's records, each taking up to perRecord
+// (a module's time_limit), fit in the transaction timeout: a task works
+// through a poll before it hears of a rebalance, and the poll loop waits
+// for it meanwhile. When they do not, suggest is a max_poll_records that
+// leaves room to spare (half the timeout).
+func PollFit(maxPollRecords int, perRecord, txnTimeout time.Duration) (suggest int, fits bool) {
+	if perRecord <= 0 || time.Duration(maxPollRecords)*perRecord <= txnTimeout {
+		return maxPollRecords, true
+	}
+	return max(int(txnTimeout/2/perRecord), 1), false
 }
 
 // Stateless is implemented by transformers that never emit state; the
@@ -83,11 +100,11 @@ type Runner struct {
 	raw RawTransformer // tf's raw path, when it has one the state key allows
 	// batchTF, when tf is one, makes each task's instance; its state is
 	// kept as bytes (byteState).
-	batchTF   BatchTransformer
-	byteState bool
-	stateful  bool
-	admin     *kgo.Client
-	consumer  *kgo.Client
+	batchTF BatchTransformer
+	byteState  bool
+	stateful   bool
+	admin      *kgo.Client
+	consumer   *kgo.Client
 
 	// keys derives state keys, guarding the template's separator.
 	keys KeyRule
@@ -101,6 +118,10 @@ type Runner struct {
 	closed  bool            // shut down: late group callbacks change nothing
 
 	commitInterval time.Duration
+	// slowest is, per partition, the longest a record or a module call
+	// took in its tasks so far (task.slowest), under mu: a restarted task
+	// ends its transactions early enough from its first record on.
+	slowest map[int32]time.Duration
 
 	failMu  sync.Mutex
 	failure error // the first fatal failure, which ends Run
@@ -113,6 +134,7 @@ type Runner struct {
 	restarts    map[int32]*restart
 	backoffs    map[int32]*kafkax.Backoff
 	owners      map[int32]*ownerCheck
+	fenced      map[int32]fences // runs of fences without a commit (fenceRun)
 	sought      map[int32]bool
 
 	leaveTimeout   time.Duration
@@ -135,6 +157,14 @@ type Runner struct {
 
 	wakeMu sync.Mutex
 	wake   context.CancelFunc // ends the poll in progress
+
+	// stopping is set once Run's context ends (SIGTERM) or the stage
+	// fails: the tasks take no more records, and then stopped is done,
+	// which interrupts their module calls (Interrupter); stopNow does
+	// both.
+	stopping atomic.Bool
+	stopped  context.Context
+	stopNow  func()
 }
 
 // NewRunner prepares a runner; Configs is usable (empty) right away and is
@@ -147,7 +177,7 @@ func NewRunner(o Options) *Runner {
 		o.Metrics = metrics.New(nil)
 	}
 	if o.TransactionTimeout == 0 {
-		o.TransactionTimeout = 60 * time.Second
+		o.TransactionTimeout = DefaultTransactionTimeout
 	}
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = 10 * time.Second
@@ -178,7 +208,9 @@ func NewRunner(o Options) *Runner {
 		restarts:       map[int32]*restart{},
 		backoffs:       map[int32]*kafkax.Backoff{},
 		owners:         map[int32]*ownerCheck{},
+		fenced:         map[int32]fences{},
 		sought:         map[int32]bool{},
+		slowest:        map[int32]time.Duration{},
 		commitInterval: time.Duration(o.Stage.CommitInterval),
 		// A round may wait for a task that waits for its commit, which
 		// takes up to the transaction timeout; so may a task's step.
@@ -215,6 +247,14 @@ func (r *Runner) Configs() stage.Configs { return r.configs }
 // returns nil) or something fails (it returns the error: let it crash).
 func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	r.tf = tf
+	stopped, stop := context.WithCancel(context.Background())
+	r.stopped = stopped
+	r.stopNow = func() {
+		r.stopping.Store(true) // before any call is interrupted: see flushCalls
+		stop()
+	}
+	defer stop()
+	defer context.AfterFunc(ctx, r.stopNow)()
 	r.stateful = true
 	if s, ok := tf.(Stateless); ok && s.Stateless() {
 		r.stateful = false
@@ -505,6 +545,9 @@ func (r *Runner) fail(err error) {
 	r.failMu.Unlock()
 	if first {
 		r.log.Debug("stopping on a failure retrying cannot help", "class", classify(err), "error", err)
+		if r.stopNow != nil {
+			r.stopNow() // the other tasks' long calls need not run on
+		}
 	}
 	r.wakeUp()
 }

@@ -2,6 +2,7 @@ package transformer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -59,11 +60,26 @@ type task struct {
 	// A BatchTransformer's instance, and the records queued for its next
 	// call (batchcall.go).
 	bt        BatchTask
+	callCap   int // records per call at most (callCap)
 	calls     []Call
 	callKeys  map[string]struct{}
 	callBytes int
 
 	beat *health.Worker // busy in a step, or waiting for work
+
+	// slowest is the longest one record or one module call took in this
+	// task, or in the ones before it on this partition (mustCut).
+	slowest time.Duration
+	// clockEvery is how many records go by between readings of the clock
+	// (took).
+	clockEvery int
+	// ending is set when the task is asked to end: it takes no more
+	// records, so that a revoke or a stop waits for one record at most,
+	// not for every record handed to it.
+	ending atomic.Bool
+	// txnAge is how long the transaction that failed, or the oldest the
+	// task held when it failed, had been open (read after done).
+	txnAge time.Duration
 }
 
 // taskMsg is one message to a task: records of one poll, or a request to
@@ -126,14 +142,16 @@ const taskQueue = 2
 func (r *Runner) newTask(l *lease.Lease, recovered *restart) *task {
 	t := &task{
 		r: r, lease: l, n: l.N,
-		in:        make(chan taskMsg, taskQueue),
-		done:      make(chan struct{}),
-		stopping:  make(chan struct{}),
-		recovered: recovered,
-		open:      newTxn(),
-		result:    make(chan commitResult, 1),
-		cache:     newStateCache(),
-		beat:      r.taskBeat.Add(l.N),
+		in:         make(chan taskMsg, taskQueue),
+		done:       make(chan struct{}),
+		stopping:   make(chan struct{}),
+		recovered:  recovered,
+		open:       newTxn(),
+		result:     make(chan commitResult, 1),
+		cache:      newStateCache(),
+		beat:       r.taskBeat.Add(l.N),
+		slowest:    r.slowest[l.N],
+		clockEvery: 1,
 	}
 	go t.run()
 	return t
@@ -154,6 +172,7 @@ func (t *task) send(m taskMsg) bool {
 // end asks the task to finish or abort and waits until it has; a task
 // that failed meanwhile returns its failure.
 func (t *task) end(mode endMode) error {
+	t.ending.Store(true)
 	reply := make(chan error, 1)
 	select {
 	case t.in <- taskMsg{end: mode, reply: reply}:
@@ -177,11 +196,14 @@ func (t *task) run() {
 	if bf := t.r.batchTF; bf != nil {
 		bt, err := bf.NewBatchTask(context.Background(), t.n)
 		if err != nil {
-			t.fail(fmt.Errorf("task %d: %w", t.n, err))
+			t.fail(transformerFailure(fmt.Errorf("task %d: %w", t.n, err)))
 			return
 		}
-		t.bt, t.callKeys = bt, map[string]struct{}{}
+		t.bt, t.callKeys, t.callCap = bt, map[string]struct{}{}, maxBatchCalls
 		defer bt.Close(context.Background())
+		if in, ok := bt.(Interrupter); ok {
+			defer context.AfterFunc(t.r.stopped, in.Interrupt)()
+		}
 	}
 	defer func() {
 		if t.timer != nil {
@@ -229,27 +251,63 @@ func (t *task) run() {
 // decides whether the task restarts or the stage ends (recovery.go).
 func (t *task) fail(err error) {
 	close(t.stopping)
+	switch {
+	case t.sealed != nil:
+		t.txnAge = max(t.txnAge, time.Since(t.sealed.opened))
+	case t.open.records > 0:
+		t.txnAge = max(t.txnAge, time.Since(t.open.opened))
+	}
 	t.abortAll()
 	t.err = err
 	t.r.taskFailed(t, err)
 }
 
 // process runs one poll's records of this task into the open transaction,
-// sealing it on the way whenever it reaches the record cap.
+// ending it on the way whenever it is due (cutIfDue): a poll's records
+// may take far longer than a transaction may stay open.
 func (t *task) process(m taskMsg) error {
+	err := t.processRecords(m)
+	if errors.Is(err, errInterrupted) {
+		return nil // the task ends next: its end commits what was done
+	}
+	return err
+}
+
+func (t *task) processRecords(m taskMsg) error {
 	ctx := context.Background()
+	// The clock is read every few records (clockEvery): when the records
+	// are fast a read costs more than a record's share of the checks.
+	var last time.Time // the last reading, before the records since
+	since := 0         // records since last
 	for i, rec := range m.recs {
-		if t.atCap() {
-			if err := t.flushCalls(ctx); err != nil {
-				return err
+		if t.ending.Load() || t.r.stopping.Load() {
+			if i == 0 {
+				m.batch.committed() // no transaction holds any of its records
 			}
-			if err := t.seal(); err != nil {
-				return err
-			}
+			break // the rest is read again by whoever owns the partition next
 		}
+		if t.atCap() {
+			if err := t.cut(ctx); err != nil {
+				return err
+			}
+			last, since = time.Now(), 0
+		}
+		if last.IsZero() || since >= t.clockEvery {
+			now := time.Now()
+			if since > 0 {
+				t.took(now.Sub(last), since)
+			}
+			if cut, err := t.cutIfDue(ctx, now); err != nil {
+				return err
+			} else if cut {
+				now = time.Now()
+			}
+			last, since = now, 0
+		}
+		since++
 		tx := t.open
 		if tx.records == 0 {
-			tx.opened = time.Now()
+			tx.opened = last // a little early at most: the deadlines come sooner
 			t.armTimer()
 		}
 		if len(tx.batches) == 0 || tx.batches[len(tx.batches)-1] != m.batch {
@@ -268,11 +326,98 @@ func (t *task) process(m taskMsg) error {
 			return err
 		}
 	}
+	if since > 0 {
+		t.took(time.Since(last), since)
+	}
 	if err := t.flushCalls(ctx); err != nil {
 		return err
 	}
 	return t.commitIfDue()
 }
+
+// cut ends the open transaction now: its queued records called, it
+// commits, after the commit in flight if any.
+func (t *task) cut(ctx context.Context) error {
+	if err := t.flushCalls(ctx); err != nil {
+		return err
+	}
+	return t.seal()
+}
+
+// cutIfDue ends the open transaction before the next record when it must
+// (mustCut: near the transaction timeout), waiting for the commit in
+// flight if need be; and when it is merely due (its commit_interval
+// passed) and no commit is in flight, it starts its commit without
+// waiting. cut says it committed or waited.
+func (t *task) cutIfDue(ctx context.Context, now time.Time) (cut bool, err error) {
+	tx := t.open
+	if tx.records == 0 {
+		return false, nil
+	}
+	if t.mustCut(now.Sub(tx.opened)) {
+		return true, t.cut(ctx)
+	}
+	if t.sealed != nil {
+		select {
+		case res := <-t.result: // the commit in flight is done: take it now
+			if err := t.flushCalls(ctx); err != nil {
+				return false, err
+			}
+			return true, t.committed(res)
+		default:
+			return false, nil
+		}
+	}
+	if now.Sub(tx.opened) < t.r.commitEvery() {
+		return false, nil
+	}
+	if err := t.flushCalls(ctx); err != nil {
+		return false, err
+	}
+	return true, t.startCommit()
+}
+
+// mustCut says whether a transaction open for elapsed must end before the
+// next record: once open for a third of the transaction timeout, or when
+// the slowest record (or module call) seen so far would take it past two
+// thirds. Past the timeout the coordinator aborts it and fences the
+// producer, and the task would never commit.
+func (t *task) mustCut(elapsed time.Duration) bool {
+	cut := t.r.txnCut()
+	return elapsed >= cut || elapsed+t.slowest >= 2*cut
+}
+
+// txnCut is a third of the transaction timeout: what a task's transaction
+// may take before it must commit, leaving room for one more record and
+// the commit.
+func (r *Runner) txnCut() time.Duration { return r.txnTimeout / 3 }
+
+// commitEvery is how long a transaction collects records before it is
+// due: commit_interval, unless that comes near the transaction timeout.
+func (r *Runner) commitEvery() time.Duration { return min(r.commitInterval, r.txnCut()) }
+
+// took notes that n records (or a module call, which ends the records it
+// holds together: n 1) took d. The slowest bounds how early a transaction
+// must end; d counts for one record, which errs on the early side. How
+// fast they were sets how many records go by between readings of the
+// clock: a millisecond's worth, up to 64. And a task that takes long
+// keeps beating its liveness.
+func (t *task) took(d time.Duration, n int) {
+	if d > t.slowest {
+		t.slowest = d
+	}
+	t.clockEvery = int(min(max(clockSlack/max(d/time.Duration(n), 1), 1), maxClockEvery))
+	if d >= time.Second {
+		t.beat.Busy()
+	}
+}
+
+// How late a transaction's deadlines may be seen, and how many records
+// may go by between readings of the clock at most.
+const (
+	clockSlack    = time.Millisecond
+	maxClockEvery = 64
+)
 
 func (t *task) atCap() bool { return t.open.records >= t.r.stage.MaxTransactionRecords }
 
@@ -280,13 +425,13 @@ func (t *task) armTimer() {
 	if t.timer != nil {
 		t.timer.Stop()
 	}
-	t.timer = time.NewTimer(t.r.commitInterval)
+	t.timer = time.NewTimer(t.r.commitEvery())
 }
 
 // due reports whether the open transaction should commit now.
 func (t *task) due() bool {
 	tx := t.open
-	return tx.records > 0 && (t.atCap() || time.Since(tx.opened) >= t.r.commitInterval)
+	return tx.records > 0 && (t.atCap() || time.Since(tx.opened) >= t.r.commitEvery())
 }
 
 // commitIfDue starts the commit of the open transaction when it is due and
@@ -299,8 +444,9 @@ func (t *task) commitIfDue() error {
 	return t.startCommit()
 }
 
-// seal makes room when the open transaction is full: it waits for the
-// commit in flight, if any, then starts the open transaction's.
+// seal ends the open transaction when it must (full, or near the
+// transaction timeout): it waits for the commit in flight, if any, then
+// starts the open transaction's.
 func (t *task) seal() error {
 	if t.sealed != nil {
 		if err := t.committed(<-t.result); err != nil {
@@ -355,6 +501,7 @@ func (t *task) settle(res commitResult) error {
 	tx := t.sealed
 	t.sealed = nil
 	if res.err != nil {
+		t.txnAge = time.Since(tx.opened)
 		return res.err
 	}
 	t.r.obs.TxnCommitted.Inc()

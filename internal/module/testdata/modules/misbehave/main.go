@@ -71,6 +71,8 @@ func handle(rec *transform.Record, out *transform.Output) error {
 		return out.SetState([]byte(`[1,2]`))
 	case "partition":
 		return out.SendMessage(transform.Message{Topic: output, Key: rec.Key(), Value: wire.Object{}, Partition: 7, ExplicitPartition: true})
+	case "cutstate":
+		return out.SetState([]byte(`{"a":`))
 	case "badkey":
 		return out.Send(output, string([]byte{0xff, 0xfe}), wire.Object{})
 	case "time":
