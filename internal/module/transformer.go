@@ -38,6 +38,14 @@ func NewTransformer(m *Module) *Transformer {
 // Module is the transformer's module.
 func (t *Transformer) Module() *Module { return t.m }
 
+// The runner takes a module as a BatchTransformer (and its tasks as
+// Interrupters) by interface: a method lost would make it a plain
+// transformer silently, so the compiler checks.
+var (
+	_ transformer.BatchTransformer = (*Transformer)(nil)
+	_ transformer.Interrupter      = (*Task)(nil)
+)
+
 // Label names the module in errors: its name and sha256 prefix.
 func (t *Transformer) Label() string { return t.m.label() }
 

@@ -77,6 +77,8 @@ func (s slowBatch) NewBatchTask(context.Context, int32) (transformer.BatchTask, 
 	return slowBatchTask(s), nil
 }
 
+func (s slowBatch) Label() string { return "slow batch" }
+
 type slowBatchTask struct{ per time.Duration }
 
 func (s slowBatchTask) TransformBatch(_ context.Context, calls []transformer.Call) error {
