@@ -100,11 +100,11 @@ type Runner struct {
 	raw RawTransformer // tf's raw path, when it has one the state key allows
 	// batchTF, when tf is one, makes each task's instance; its state is
 	// kept as bytes (byteState).
-	batchTF BatchTransformer
-	byteState  bool
-	stateful   bool
-	admin      *kgo.Client
-	consumer   *kgo.Client
+	batchTF   BatchTransformer
+	byteState bool
+	stateful  bool
+	admin     *kgo.Client
+	consumer  *kgo.Client
 
 	// keys derives state keys, guarding the template's separator.
 	keys KeyRule
