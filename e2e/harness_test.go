@@ -23,6 +23,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/logx/logxtest"
+	"github.com/flecht-dev/flecht/internal/module/moduletest"
 )
 
 var (
@@ -45,7 +46,8 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
-	defer stopSecured() // the secured tier's node, if a test started it
+	defer moduletest.Cleanup() // the modules the tests built
+	defer stopSecured()        // the secured tier's node, if a test started it
 
 	flechtBin = filepath.Join(tmp, "flecht")
 	build := exec.Command("go", "build", "-o", flechtBin, "./cmd/flecht")

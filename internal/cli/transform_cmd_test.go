@@ -12,9 +12,11 @@ import (
 	"github.com/flecht-dev/flecht/internal/module/moduletest"
 )
 
-// moduleEnv keeps compiled modules out of the developer's own cache.
+// moduleEnv keeps compiled modules out of the developer's own cache, in
+// the test binary's shared one: a module compiles once, not in every
+// command that loads it.
 func moduleEnv(t *testing.T) map[string]string {
-	return map[string]string{"FLECHT_CACHE_DIR": t.TempDir()}
+	return map[string]string{"FLECHT_CACHE_DIR": moduletest.CacheDir(t)}
 }
 
 func TestTransformInspect(t *testing.T) {

@@ -25,6 +25,34 @@ var (
 	dir   string
 )
 
+// tempDir is the test binary's directory of built modules, made on first
+// use; Cleanup removes it. The caller holds mu.
+func tempDir(t testing.TB) string {
+	if dir == "" {
+		d, err := os.MkdirTemp("", "flecht-modules-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = d
+	}
+	return dir
+}
+
+// CacheDir is a compilation cache (module.Options.CacheDir,
+// FLECHT_CACHE_DIR) shared by a test binary's tests: a module compiles
+// once, not in every test that loads it, which under the race detector
+// takes seconds. Cleanup removes it.
+func CacheDir(t testing.TB) string {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	cache := filepath.Join(tempDir(t), "cache")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return cache
+}
+
 // Example builds examples/modules/<name> and returns the .wasm file.
 func Example(t testing.TB, name string) string {
 	t.Helper()
@@ -42,16 +70,9 @@ func Build(t testing.TB, moduleDir, pkg string) string {
 	if out, ok := built[key]; ok {
 		return out
 	}
-	if dir == "" {
-		d, err := os.MkdirTemp("", "flecht-modules-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir = d
-	}
 	// A directory per build, so that modules of one name from two Go
 	// modules do not meet.
-	outDir := filepath.Join(dir, strconv.Itoa(len(built)))
+	outDir := filepath.Join(tempDir(t), strconv.Itoa(len(built)))
 	if err := os.Mkdir(outDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
