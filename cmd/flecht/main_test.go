@@ -20,9 +20,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("FLECHT_TEST_AS_MAIN") == "1" {
 		main()
 	}
-	code := m.Run()
-	moduletest.Cleanup()
-	os.Exit(code)
+	moduletest.Main(m)
 }
 
 // offline lists every command that prints a result without a cluster,

@@ -1,16 +1,10 @@
 package cli
 
 import (
-	"os"
 	"testing"
 
 	"github.com/flecht-dev/flecht/internal/module/moduletest"
 )
 
-// TestMain removes the modules the tests built and their compilation
-// cache.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	moduletest.Cleanup()
-	os.Exit(code)
-}
+// TestMain removes the modules the tests built when they are done.
+func TestMain(m *testing.M) { moduletest.Main(m) }

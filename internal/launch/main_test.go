@@ -1,15 +1,10 @@
 package launch
 
 import (
-	"os"
 	"testing"
 
 	"github.com/flecht-dev/flecht/internal/module/moduletest"
 )
 
-// TestMain removes the modules the tests built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	moduletest.Cleanup()
-	os.Exit(code)
-}
+// TestMain removes the modules the tests built when they are done.
+func TestMain(m *testing.M) { moduletest.Main(m) }

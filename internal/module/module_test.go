@@ -20,11 +20,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/statekey"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	moduletest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { moduletest.Main(m) }
 
 // testModule builds one of testdata/modules.
 func testModule(t *testing.T, name string) string {

@@ -35,9 +35,15 @@ import (
 // set, changes the options first.
 func (f *fixture) runTF(yaml string, tf transformer.Transformer, with func(*transformer.Options)) (*running, *logxtest.Buffer) {
 	f.t.Helper()
+	return f.runAs(yaml, "c", tf, with)
+}
+
+// runAs is runTF as the client clientID.
+func (f *fixture) runAs(yaml, clientID string, tf transformer.Transformer, with func(*transformer.Options)) (*running, *logxtest.Buffer) {
+	f.t.Helper()
 	logs := &logxtest.Buffer{}
 	obs := metrics.New(nil)
-	o := transformer.Options{Stage: stageFile(f.t, yaml), Cluster: f.cluster, ClientID: "c", StateDir: f.t.TempDir(), Metrics: obs,
+	o := transformer.Options{Stage: stageFile(f.t, yaml), Cluster: f.cluster, ClientID: clientID, StateDir: f.t.TempDir(), Metrics: obs,
 		SessionTimeout: 6 * time.Second, Log: logs.Logger()}
 	if with != nil {
 		with(&o)
@@ -148,13 +154,7 @@ func TestStopInterruptsALongModuleCall(t *testing.T) {
 	}
 	recs = append(recs, &kgo.Record{Key: []byte("k"), Value: []byte(`{"do":"busy"}`)})
 	f.produce("raw", recs...)
-	wasm := moduletest.Build(t, filepath.Join("..", "module", "testdata", "modules"), "./misbehave")
-	mod, err := module.Load(context.Background(), module.Spec{Path: wasm, OutputTopics: []string{"refined"}, ApplicationID: "mod-app", TimeLimit: time.Minute},
-		module.Options{Log: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mod.Close(context.Background()) })
+	wasm, mod := loadMisbehave(t)
 	r := f.startWith(moduleStage(t, "mod-app", wasm, "refined", "commit_interval: 30s\n"), t.TempDir(), "c", module.NewTransformer(mod))
 	waitFor(t, 30*time.Second, "the busy record taken", func() bool { return metrics.Value(r.obs.MessagesIn) == 6 })
 	time.Sleep(time.Second) // well into the call
@@ -319,13 +319,7 @@ func TestFailureInterruptsTheOtherTasksCalls(t *testing.T) {
 	f.topics(2, "raw", "refined")
 	busy, bad := keyOn(t, 0, 2), keyOn(t, 1, 2)
 	f.produce("raw", &kgo.Record{Key: []byte(busy), Value: []byte(`{"do":"busy"}`)})
-	wasm := moduletest.Build(t, filepath.Join("..", "module", "testdata", "modules"), "./misbehave")
-	mod, err := module.Load(context.Background(), module.Spec{Path: wasm, OutputTopics: []string{"refined"}, ApplicationID: "mod-app", TimeLimit: time.Minute},
-		module.Options{Log: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mod.Close(context.Background()) })
+	wasm, mod := loadMisbehave(t)
 	r := f.startWith(moduleStage(t, "mod-app", wasm, "refined", ""), t.TempDir(), "c", module.NewTransformer(mod))
 	waitFor(t, 30*time.Second, "the busy record taken", func() bool { return metrics.Value(r.obs.MessagesIn) == 1 })
 	time.Sleep(time.Second) // well into the call
@@ -339,4 +333,18 @@ func TestFailureInterruptsTheOtherTasksCalls(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the failure waited for the other task's long call")
 	}
+}
+
+// loadMisbehave loads the misbehave test module for the stage mod-app,
+// writing to refined, with a minute per record.
+func loadMisbehave(t *testing.T) (string, *module.Module) {
+	t.Helper()
+	wasm := moduletest.Build(t, filepath.Join("..", "module", "testdata", "modules"), "./misbehave")
+	mod, err := module.Load(context.Background(), module.Spec{Path: wasm, OutputTopics: []string{"refined"}, ApplicationID: "mod-app", TimeLimit: time.Minute},
+		module.Options{Log: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mod.Close(context.Background()) })
+	return wasm, mod
 }

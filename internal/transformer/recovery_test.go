@@ -13,7 +13,6 @@ import (
 	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/logx/logxtest"
-	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/transformer"
 	"github.com/flecht-dev/flecht/internal/transformer/builtin"
 )
@@ -22,30 +21,11 @@ import (
 // set, changes the options first.
 func (f *fixture) startLogged(yaml, clientID string, with func(*transformer.Options)) (*running, *logxtest.Buffer) {
 	f.t.Helper()
-	st := stageFile(f.t, yaml)
-	logs := &logxtest.Buffer{}
-	obs := metrics.New(nil)
-	o := transformer.Options{Stage: st, Cluster: f.cluster, ClientID: clientID, StateDir: f.t.TempDir(), Metrics: obs,
-		SessionTimeout: 6 * time.Second, Log: logs.Logger()}
-	if with != nil {
-		with(&o)
-	}
-	r := transformer.NewRunner(o)
-	tf, err := builtin.NewTransformer(st.Transform, builtin.Env{})
+	tf, err := builtin.NewTransformer(stageFile(f.t, yaml).Transform, builtin.Env{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	run := &running{cancel: cancel, done: make(chan error, 1), obs: obs}
-	go func() { run.done <- r.Run(ctx, tf) }()
-	f.t.Cleanup(func() {
-		cancel()
-		<-run.done
-		if f.t.Failed() {
-			f.t.Logf("runner log:\n%s", logs.String())
-		}
-	})
-	return run, logs
+	return f.runAs(yaml, clientID, tf, with)
 }
 
 // alive fails the test if the runner has returned.

@@ -96,3 +96,11 @@ func Cleanup() {
 		dir, built = "", map[string]string{}
 	}
 }
+
+// Main runs a test binary's tests and then Cleanup: a package whose
+// tests build modules calls it from its TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	Cleanup()
+	os.Exit(code)
+}
