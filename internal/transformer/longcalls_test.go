@@ -324,14 +324,9 @@ func TestFailureInterruptsTheOtherTasksCalls(t *testing.T) {
 	waitFor(t, 30*time.Second, "the busy record taken", func() bool { return metrics.Value(r.obs.MessagesIn) == 1 })
 	time.Sleep(time.Second) // well into the call
 	f.produce("raw", &kgo.Record{Key: []byte(bad), Value: []byte(`{"do":"badjson"}`)})
-	select {
-	case err := <-r.done:
-		r.done <- err
-		if err == nil || !strings.Contains(err.Error(), "raw/1@0") || !strings.Contains(err.Error(), "not a JSON object") {
-			t.Errorf("error %v, want the bad record's", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the failure waited for the other task's long call")
+	err := stopsWithin(t, r, 20*time.Second, "the failure waited for the other task's long call")
+	if err == nil || !strings.Contains(err.Error(), "raw/1@0") || !strings.Contains(err.Error(), "not a JSON object") {
+		t.Errorf("error %v, want the bad record's", err)
 	}
 }
 

@@ -27,16 +27,11 @@ func TestModuleAnswerErrorsNameTheModule(t *testing.T) {
 			f.topic("refined", 1)
 			f.produce("raw", &kgo.Record{Key: []byte("k"), Value: []byte(tc.value)})
 			r := f.startModule(moduleStage(t, "label-app", wasm, "refined", tc.extra), t.TempDir(), "c")
-			select {
-			case err := <-r.done:
-				r.done <- err
-				for _, w := range []string{"module misbehave.wasm (sha256 ", "raw/0@0", tc.want} {
-					if err == nil || !strings.Contains(err.Error(), w) {
-						t.Fatalf("error %v lacks %q", err, w)
-					}
+			err := stopsWithin(t, r, 30*time.Second, "the module did not stop the runner")
+			for _, w := range []string{"module misbehave.wasm (sha256 ", "raw/0@0", tc.want} {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Fatalf("error %v lacks %q", err, w)
 				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("the module did not stop the runner")
 			}
 		})
 	}

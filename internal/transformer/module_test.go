@@ -180,16 +180,11 @@ func TestModuleFailureCommitsNothing(t *testing.T) {
 	f.produce("raw", recs...)
 	wasm := moduletest.Build(t, filepath.Join("..", "module", "testdata", "modules"), "./misbehave")
 	r := f.startModule(moduleStage(t, "mod-app", wasm, "refined", "commit_interval: 10s\n"), t.TempDir(), "c")
-	select {
-	case err := <-r.done:
-		r.done <- err
-		for _, w := range []string{"module misbehave.wasm (sha256 ", "failed on raw/0@5: asked to fail"} {
-			if err == nil || !strings.Contains(err.Error(), w) {
-				t.Fatalf("error %v lacks %q", err, w)
-			}
+	err := stopsWithin(t, r, 30*time.Second, "the failing module did not stop the runner")
+	for _, w := range []string{"module misbehave.wasm (sha256 ", "failed on raw/0@5: asked to fail"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Fatalf("error %v lacks %q", err, w)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the failing module did not stop the runner")
 	}
 	if n := len(f.read("refined")); n != 0 {
 		t.Errorf("%d outputs committed despite the failure", n)
@@ -215,20 +210,15 @@ func TestModuleTruncatedJSONStopsTheStage(t *testing.T) {
 				&kgo.Record{Key: []byte("k1"), Value: []byte(`{"do":"` + do + `"}`)})
 			wasm := moduletest.Build(t, filepath.Join("..", "module", "testdata", "modules"), "./misbehave")
 			r := f.startModule(moduleStage(t, "mod-app", wasm, "refined", ""), t.TempDir(), "c")
-			select {
-			case err := <-r.done:
-				r.done <- err
-				var own *transformer.TransformerError
-				if !errorsAs(err, &own) {
-					t.Errorf("error %v is not a TransformerError", err)
+			err := stopsWithin(t, r, 20*time.Second, "a module's truncated JSON did not stop the stage: retried as a cluster failure")
+			var own *transformer.TransformerError
+			if !errorsAs(err, &own) {
+				t.Errorf("error %v is not a TransformerError", err)
+			}
+			for _, w := range []string{"module misbehave.wasm (sha256 ", "on raw/0@1", want} {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v lacks %q", err, w)
 				}
-				for _, w := range []string{"module misbehave.wasm (sha256 ", "on raw/0@1", want} {
-					if err == nil || !strings.Contains(err.Error(), w) {
-						t.Errorf("error %v lacks %q", err, w)
-					}
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("a module's truncated JSON did not stop the stage: retried as a cluster failure")
 			}
 			if n := len(f.read("refined")); n != 0 {
 				t.Errorf("%d outputs committed despite the failure", n)
@@ -254,21 +244,30 @@ func TestModuleStateErrorsNameTheModule(t *testing.T) {
 			f.produce("raw", tc.rec)
 			wasm := moduletest.Build(t, filepath.Join("..", "module", "testdata", "modules"), "./misbehave")
 			r := f.startModule(moduleStage(t, "mod-app", wasm, "refined", tc.extra), t.TempDir(), "c")
-			select {
-			case err := <-r.done:
-				r.done <- err
-				var own *transformer.TransformerError
-				if !errorsAs(err, &own) {
-					t.Errorf("error %v is not a TransformerError", err)
+			err := stopsWithin(t, r, 30*time.Second, "the stage did not stop")
+			var own *transformer.TransformerError
+			if !errorsAs(err, &own) {
+				t.Errorf("error %v is not a TransformerError", err)
+			}
+			for _, w := range []string{"module misbehave.wasm (sha256 ", "on raw/0@0", tc.want} {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v lacks %q", err, w)
 				}
-				for _, w := range []string{"module misbehave.wasm (sha256 ", "on raw/0@0", tc.want} {
-					if err == nil || !strings.Contains(err.Error(), w) {
-						t.Errorf("error %v lacks %q", err, w)
-					}
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("the stage did not stop")
 			}
 		})
+	}
+}
+
+// stopsWithin waits for the runner to stop on its own and returns its
+// error; past within the test fails, saying why that matters.
+func stopsWithin(t *testing.T, r *running, within time.Duration, why string) error {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		r.done <- err
+		return err
+	case <-time.After(within):
+		t.Fatal(why)
+		return nil
 	}
 }
