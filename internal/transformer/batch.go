@@ -283,15 +283,9 @@ func (r *Runner) stateWrites(t *task, tx *txn) ([]state.Write, error) {
 	var writes []state.Write
 	for _, k := range keys {
 		e := tx.states[k]
-		var value []byte
-		if r.byteState {
-			value = e.raw
-		} else if e.current.Len() > 0 {
-			b, err := e.current.Bytes()
-			if err != nil {
-				return nil, fmt.Errorf("state of %q: %w", k, err)
-			}
-			value = b
+		value, err := r.stateBytes(k, e)
+		if err != nil {
+			return nil, err
 		}
 		if value == nil && e.orig == nil {
 			continue // no state before, none after
@@ -305,6 +299,21 @@ func (r *Runner) stateWrites(t *task, tx *txn) ([]state.Write, error) {
 		writes = append(writes, state.Write{Key: k, Value: value})
 	}
 	return writes, nil
+}
+
+// stateBytes is e's current state as the changelog holds it (nil: none).
+func (r *Runner) stateBytes(k string, e *stateEntry) ([]byte, error) {
+	if r.byteState {
+		return e.raw, nil
+	}
+	if e.current.Len() == 0 {
+		return nil, nil
+	}
+	b, err := e.current.Bytes()
+	if err != nil {
+		return nil, fmt.Errorf("state of %q: %w", k, err)
+	}
+	return b, nil
 }
 
 // stateCache keeps the committed state of the keys a task used last,

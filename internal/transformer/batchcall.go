@@ -77,6 +77,7 @@ func (r *Runner) invalidInOrder(ctx context.Context, t *task, rec *kgo.Record, r
 	if err := t.flushCalls(ctx); err != nil {
 		return err
 	}
+	t.from = rec
 	return r.invalid(ctx, rec, reason, t.produce)
 }
 
@@ -107,6 +108,7 @@ func (t *task) flushCalls(ctx context.Context) error {
 	per := took.Seconds() / float64(len(calls))
 	for i := range calls {
 		c := &calls[i]
+		t.from = c.Rec
 		r.obs.MessageProcessing.Observe(per)
 		if c.Rejected != "" {
 			if err := r.invalid(ctx, c.Rec, c.Rejected, t.produce); err != nil {

@@ -246,7 +246,6 @@ func (r *Runner) Configs() stage.Configs { return r.configs }
 // processes batches until ctx ends (then it finishes the batch in hand and
 // returns nil) or something fails (it returns the error: let it crash).
 func (r *Runner) Run(ctx context.Context, tf Transformer) error {
-	r.tf = tf
 	stopped, stop := context.WithCancel(context.Background())
 	r.stopped = stopped
 	r.stopNow = func() {
@@ -255,16 +254,7 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	}
 	defer stop()
 	defer context.AfterFunc(ctx, r.stopNow)()
-	r.stateful = true
-	if s, ok := tf.(Stateless); ok && s.Stateless() {
-		r.stateful = false
-	}
-	if raw, ok := tf.(RawTransformer); ok && !r.template.UsesValue() {
-		r.raw = raw
-	}
-	if b, ok := tf.(BatchTransformer); ok {
-		r.batchTF, r.byteState, r.raw = b, true, nil
-	}
+	r.use(tf)
 	if !r.template.IsDefault() && !r.stateful {
 		r.log.Warn("state_key is set but the transformer keeps no state; it has no effect")
 	}
@@ -381,6 +371,23 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 		}
 		r.dispatch(fetches)
 		consumer.AllowRebalance()
+	}
+}
+
+// use makes tf the stage's transformer, with the paths it takes: stateful
+// unless it says otherwise, the raw path when the state key allows it, a
+// BatchTransformer's instances with state as bytes.
+func (r *Runner) use(tf Transformer) {
+	r.tf = tf
+	r.stateful = true
+	if s, ok := tf.(Stateless); ok && s.Stateless() {
+		r.stateful = false
+	}
+	if raw, ok := tf.(RawTransformer); ok && !r.template.UsesValue() {
+		r.raw = raw
+	}
+	if b, ok := tf.(BatchTransformer); ok {
+		r.batchTF, r.byteState, r.raw = b, true, nil
 	}
 }
 

@@ -54,6 +54,11 @@ type task struct {
 	timer  *time.Timer       // fires when open is due
 
 	cache *stateCache   // committed state of recently used keys
+	// sink, when set, takes every record the task would produce: a Lane's
+	// task, which has no producer and never commits.
+	sink func(*kgo.Record)
+	// from is the input record whose outputs are being produced.
+	from *kgo.Record
 	em    emitter       // reused by every Transform call
 	outs  []*kgo.Record // one record's outputs, checked before any is produced (oversize.go)
 
@@ -318,11 +323,7 @@ func (t *task) processRecords(m taskMsg) error {
 		}
 		tx.records++
 		tx.offsets[rec.Topic] = rec.Offset + 1
-		process := t.r.processRecord
-		if t.bt != nil {
-			process = t.r.queueRecord
-		}
-		if err := process(ctx, t, rec); err != nil {
+		if err := t.processOne(ctx, rec); err != nil {
 			return err
 		}
 	}
@@ -333,6 +334,16 @@ func (t *task) processRecords(m taskMsg) error {
 		return err
 	}
 	return t.commitIfDue()
+}
+
+// processOne takes one record into the open transaction: transformed
+// now, or queued for the BatchTransformer's next call.
+func (t *task) processOne(ctx context.Context, rec *kgo.Record) error {
+	t.from = rec
+	if t.bt != nil {
+		return t.r.queueRecord(ctx, t, rec)
+	}
+	return t.r.processRecord(ctx, t, rec)
 }
 
 // cut ends the open transaction now: its queued records called, it
@@ -541,8 +552,13 @@ func (t *task) begin(tx *txn) error {
 	return nil
 }
 
-// produce adds an output to the open transaction.
+// produce adds an output to the open transaction, or hands it to the
+// sink of a task that runs outside the runner (Lane).
 func (t *task) produce(rec *kgo.Record) {
+	if t.sink != nil {
+		t.sink(rec)
+		return
+	}
 	tx := t.open
 	if !tx.started && t.sealed == nil {
 		if err := t.begin(tx); err != nil {
