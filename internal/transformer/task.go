@@ -53,14 +53,14 @@ type task struct {
 	result chan commitResult // the sealed transaction's outcome
 	timer  *time.Timer       // fires when open is due
 
-	cache *stateCache   // committed state of recently used keys
+	cache *stateCache // committed state of recently used keys
 	// sink, when set, takes every record the task would produce: a Lane's
 	// task, which has no producer and never commits.
 	sink func(*kgo.Record)
 	// from is the input record whose outputs are being produced.
 	from *kgo.Record
-	em    emitter       // reused by every Transform call
-	outs  []*kgo.Record // one record's outputs, checked before any is produced (oversize.go)
+	em   emitter       // reused by every Transform call
+	outs []*kgo.Record // one record's outputs, checked before any is produced (oversize.go)
 
 	// A BatchTransformer's instance, and the records queued for its next
 	// call (batchcall.go).
