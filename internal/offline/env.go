@@ -11,11 +11,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/buildinfo"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lineage"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/module"
 	"github.com/flecht-dev/flecht/internal/stage"
@@ -83,17 +86,27 @@ func (e *Env) Partitions() int { return e.partitions }
 // Configs is the config table every logic looks up.
 func (e *Env) Configs() stage.Configs { return e.configs }
 
+// Logic is a stage's logic, ready to run.
+type Logic struct {
+	*transformer.Logic
+	// Name names it as lineage does: "module:sha256:<16 hex>" or
+	// "builtin:<name>@<version>".
+	Name string
+	// Close releases its module, if it runs one.
+	Close func()
+}
+
 // Logic builds the logic st names (a builtin, or a module loaded from
 // its file), as flecht run builds it, with the env's config records.
 // st is the env's stage or a candidate for it: its inputs must be the
-// same. Call the returned function when done with it.
-func (e *Env) Logic(ctx context.Context, st *stagefile.Stage) (*transformer.Logic, func(), error) {
+// same. Close it when done.
+func (e *Env) Logic(ctx context.Context, st *stagefile.Stage) (*Logic, error) {
 	if !sameTopics(st.InputTopics, e.stage.InputTopics) {
-		return nil, nil, fmt.Errorf("stage %s reads %q, not %q: both logics must read the same input", st.Path, st.InputTopics, e.stage.InputTopics)
+		return nil, fmt.Errorf("stage %s reads %q, not %q: both logics must read the same input", st.Path, st.InputTopics, e.stage.InputTopics)
 	}
 	writes, err := builtin.StageWrites(st)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// The runner creates dead-letter topics with the input's partition
 	// count (topics.go); the engine creates nothing, so it takes that
@@ -109,19 +122,22 @@ func (e *Env) Logic(ctx context.Context, st *stagefile.Stage) (*transformer.Logi
 		configs = e.configs
 	}
 	var tf transformer.Transformer
-	done := func() {}
+	g := &Logic{Close: func() {}}
 	if st.Transform.Module != nil {
 		m, err := e.loadModule(ctx, st, configs)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		tf, done = module.NewTransformer(m), func() { m.Close(context.Background()) }
+		tf, g.Name, g.Close = module.NewTransformer(m), lineage.ModuleLogic(m.SHA256()), func() { m.Close(context.Background()) }
 	} else if tf, err = builtin.NewTransformer(st.Transform, builtin.Env{Configs: configs}); err != nil {
-		return nil, nil, fmt.Errorf("stage %s: %w", st.Path, err)
+		return nil, fmt.Errorf("stage %s: %w", st.Path, err)
+	} else {
+		g.Name = lineage.BuiltinLogic(st.Transform.Name, buildinfo.Read(debug.ReadBuildInfo).Version)
 	}
-	return transformer.NewLogic(tf, transformer.LogicOptions{
+	g.Logic = transformer.NewLogic(tf, transformer.LogicOptions{
 		Stage: st, Counts: e.counts, Limits: e.limits, Metrics: metrics.New(nil), Log: e.log,
-	}), done, nil
+	})
+	return g, nil
 }
 
 // loadModule loads st's module as flecht run does, its config_get reading

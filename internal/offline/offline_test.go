@@ -131,13 +131,13 @@ func (f *fixture) runEngine(st *stagefile.Stage, r offline.Range) ([]offline.Out
 	}
 	defer env.Close()
 	env.CacheDir = moduletest.CacheDir(f.t)
-	g, done, err := env.Logic(ctx, st)
+	g, err := env.Logic(ctx, st)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	defer done()
+	defer g.Close()
 	var outs []offline.Output
-	res, err := env.Run(ctx, []*transformer.Logic{g}, offline.RunOptions{Range: r}, func(o offline.Output) { outs = append(outs, o) })
+	res, err := env.Run(ctx, []*transformer.Logic{g.Logic}, offline.RunOptions{Range: r}, func(o offline.Output) { outs = append(outs, o) })
 	if err != nil {
 		f.t.Fatal(err)
 	}
