@@ -77,6 +77,9 @@ type Request struct {
 	// Module is the WebAssembly module the stage file's transformer runs
 	// (nil: a builtin, or no stage file).
 	Module *stagefile.Module
+	// StageFile is the transformer's stage file, when the plan comes
+	// from one ("" otherwise): the plan points to flecht preview with it.
+	StageFile string
 	// OutputTopics are the topics the stage writes, when OutputsKnown (a
 	// stage file or --output-topics says); OutputPolicy is what the
 	// operator chose to do with what they hold (OutputsAsk: nothing yet).
@@ -268,6 +271,15 @@ func BuildPlan(o *Observed) *Plan {
 	// stage down after its state is gone.
 	if p.Module = o.ModuleFile; p.Module != nil && p.Module.Problem() != "" {
 		warn(Warning{Kind: WarnModule, Message: p.ModuleRefusal()})
+	}
+
+	// A changed logic rewrites every output: preview shows how first.
+	if o.StageFile != "" && kind == KindTransformer {
+		candidate := "--stage NEW.yaml"
+		if o.Module != nil {
+			candidate = "--module NEW.wasm"
+		}
+		note("before --execute with a changed logic, see what it would write: flecht preview -f %s %s", textfmt.ShellQuote(o.StageFile), candidate)
 	}
 
 	// 1. Live members: refuse, naming them.

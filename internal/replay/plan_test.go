@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 )
@@ -459,5 +460,22 @@ func TestPlanUnseenGroupIsRefused(t *testing.T) {
 		if strings.Contains(n, "does not exist: no member") || strings.Contains(n, "no committed offsets") {
 			t.Errorf("note %q", n)
 		}
+	}
+}
+
+// A plan from a transformer's stage file points to flecht preview, with
+// the candidate a module or a builtin takes.
+func TestPlanPointsToPreview(t *testing.T) {
+	o := observed([2]int64{0, 10})
+	if p := BuildPlan(o); strings.Contains(strings.Join(p.Notes, "\n"), "flecht preview") {
+		t.Errorf("a plan without a stage file names preview: %q", p.Notes)
+	}
+	o.StageFile = "my stage.yaml"
+	if notes := strings.Join(BuildPlan(o).Notes, "\n"); !strings.Contains(notes, "flecht preview -f 'my stage.yaml' --stage NEW.yaml") {
+		t.Errorf("builtin: notes %q", notes)
+	}
+	o.Module = &stagefile.Module{File: "count.wasm"}
+	if notes := strings.Join(BuildPlan(o).Notes, "\n"); !strings.Contains(notes, "--module NEW.wasm") {
+		t.Errorf("module: notes %q", notes)
 	}
 }

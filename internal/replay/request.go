@@ -57,7 +57,7 @@ func NewRequest(opts Flags) (Request, time.Duration, error) {
 			// The topics the stage file declares it reads back what it
 			// writes go to their end, as --intermediate-topics do.
 			req.IntermediateTopics = textfmt.Dedupe(append(req.IntermediateTopics, st.IntermediateTopics...))
-			req.Module = status.StageModule(st)
+			req.Module, req.StageFile = status.StageModule(st), opts.StageFile
 			outs, err := StageOutputs(st)
 			if err != nil {
 				return req, 0, exitcode.Usagef("stage %s: %w", st.Path, err)
