@@ -33,6 +33,7 @@ type PreviewOptions struct {
 	Now        func() time.Time
 	CacheDir   string
 	Log        *slog.Logger
+	OnStuck    func(error)
 	Cluster    func() (*kafkax.Cluster, error)
 }
 
@@ -77,6 +78,7 @@ func NewCmdPreview(f *Factory, runF func(*PreviewOptions) error) *cobra.Command 
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Log = runLogger(f)
+			opts.OnStuck = stuckModuleExits(f, opts.Log)
 			if runF != nil {
 				return runF(opts)
 			}
@@ -121,7 +123,7 @@ func runPreview(ctx context.Context, opts *PreviewOptions) error {
 
 // previewRequest checks the flags and loads both stage files.
 func previewRequest(opts *PreviewOptions) (preview.Request, error) {
-	req := preview.Request{Examples: opts.Examples, CacheDir: opts.CacheDir, Log: opts.Log, Range: offline.Range{MaxRecords: opts.MaxRecords}}
+	req := preview.Request{Examples: opts.Examples, CacheDir: opts.CacheDir, OnStuck: opts.OnStuck, Log: opts.Log, Range: offline.Range{MaxRecords: opts.MaxRecords}}
 	switch {
 	case opts.StageFile == "":
 		return req, exitcode.Usagef("give the stage file as it runs with -f STAGE")

@@ -42,6 +42,9 @@ type Env struct {
 	log        *slog.Logger
 	// CacheDir keeps compiled modules ("" compiles anew).
 	CacheDir string
+	// OnStuck is told of a module call that ran over its time limit and
+	// cannot be ended (module.Options.OnStuck; nil: logged).
+	OnStuck func(error)
 }
 
 // Prepare reads what the logics of st need before they run. Close it when
@@ -104,6 +107,9 @@ func (e *Env) Logic(ctx context.Context, st *stagefile.Stage) (*Logic, error) {
 	if !sameTopics(st.InputTopics, e.stage.InputTopics) {
 		return nil, fmt.Errorf("stage %s reads %q, not %q: both logics must read the same input", st.Path, st.InputTopics, e.stage.InputTopics)
 	}
+	if !sameTopics(st.ConfigTopics, e.stage.ConfigTopics) {
+		return nil, fmt.Errorf("stage %s looks up config_topics %q, not %q: both logics must see the same config records", st.Path, st.ConfigTopics, e.stage.ConfigTopics)
+	}
 	writes, err := builtin.StageWrites(st)
 	if err != nil {
 		return nil, err
@@ -159,8 +165,16 @@ func (e *Env) loadModule(ctx context.Context, st *stagefile.Stage, configs stage
 			b, err := cfg.Bytes()
 			return b, err == nil
 		},
-		OnStuck: func(err error) { e.log.Error("a module call could not be stopped", "error", err) },
+		OnStuck: e.onStuck,
 	})
+}
+
+func (e *Env) onStuck(err error) {
+	if e.OnStuck != nil {
+		e.OnStuck(err)
+		return
+	}
+	e.log.Error("a module call could not be stopped", "error", err)
 }
 
 func sameTopics(a, b []string) bool {

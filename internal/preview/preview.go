@@ -35,7 +35,9 @@ type Request struct {
 	Examples int
 	// CacheDir keeps compiled modules ("" compiles anew).
 	CacheDir string
-	Log      *slog.Logger
+	// OnStuck is told of a module call that cannot be ended.
+	OnStuck func(error)
+	Log     *slog.Logger
 	// Planned and Read report progress (offline.RunOptions).
 	Planned func(offsets int64)
 	Read    func(records int)
@@ -172,7 +174,7 @@ func Run(ctx context.Context, cluster *kafkax.Cluster, req Request) (*Report, er
 		return nil, err
 	}
 	defer env.Close()
-	env.CacheDir = req.CacheDir
+	env.CacheDir, env.OnStuck = req.CacheDir, req.OnStuck
 	cur, err := env.Logic(ctx, req.Current)
 	if err != nil {
 		return nil, fmt.Errorf("the current logic: %w", err)
