@@ -96,6 +96,9 @@ topic,partition,offset lines (as kafka-consumer-groups --export writes them;
 every input partition must be listed). A time before 1970 means the log
 start, as --to-earliest.
 
+Before --execute with a changed logic, 'flecht preview -f STAGE --module
+NEW.wasm' (or --stage NEW.yaml) shows what the rebuild would write.
+
 Executing is idempotent: after a partial failure, run it again to finish.
 Watch the rebuild with 'flecht status APP': the lag falls to 0.`
 
