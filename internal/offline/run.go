@@ -135,6 +135,9 @@ func (e *Env) Run(ctx context.Context, logics []*transformer.Logic, o RunOptions
 	capped := 0
 	var inputs int64
 	res, err := kafkax.ReadFrom(ctx, e.client, e.stage.InputTopics, start, o.Planned, func(rec *kgo.Record) error {
+		if int(rec.Partition) >= len(lanes) {
+			return fmt.Errorf("input topic %s has partition %d, but had %d when the run began: run it again", rec.Topic, rec.Partition, len(lanes))
+		}
 		if limit := o.Range.MaxRecords; limit > 0 {
 			tp := kafkax.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}
 			if counts[tp] >= limit {
