@@ -46,7 +46,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(cancel)
 	f.ctx = ctx
 	f.cl = f.client()
-	f.txn = f.client(kgo.TransactionalID(app+"-0"))
+	f.txn = f.client(kgo.TransactionalID(app + "-0"))
 	for p := range int32(2) {
 		for o := range perPart {
 			f.produce(f.cl, &kgo.Record{Topic: "raw", Partition: p, Key: []byte(fmt.Sprintf("k%d", o)), Value: []byte(fmt.Sprintf(`{"n":%d}`, o))})
