@@ -40,6 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lineage"
 )
@@ -460,7 +461,8 @@ func (a *auditor) checkModule(current int64) error {
 		return nil
 	}
 	sort.Strings(logics)
-	return &ModuleMismatchError{File: a.req.ModuleFile, SHA256: a.req.ModuleSHA256, Logic: logics, Generation: current}
+	// The file named is the wrong one: a usage error (exit 2).
+	return exitcode.UsageError(&ModuleMismatchError{File: a.req.ModuleFile, SHA256: a.req.ModuleSHA256, Logic: logics, Generation: current})
 }
 
 // finish fills the report: inputs, generations and findings in order.
