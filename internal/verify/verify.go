@@ -3,7 +3,7 @@
 // (internal/lineage): the exactly-once check an operator runs on a
 // running or stopped stage.
 //
-// The rules, stated once here and in docs/verify.md:
+// The rules, stated here and in docs/replay.md (After: verify and trace):
 //
 //   - duplicate: two records of one generation with the same source
 //     record, output topic, key and value. A source processed twice in one
