@@ -88,22 +88,6 @@ type Request struct {
 	Read    func(n int64)
 }
 
-// Content reruns a stage's logic over its inputs (the offline engine)
-// so the audit can compare bytes per source record.
-type Content interface {
-	// Unavailable says why the content cannot be checked for this stage
-	// ("" when it can).
-	Unavailable() string
-}
-
-// NoEngine is the content check of a build without the offline engine.
-type NoEngine struct{}
-
-// Unavailable says why.
-func (NoEngine) Unavailable() string {
-	return "this flecht cannot rerun a stage's logic offline yet, so values were not compared and gaps (inputs whose outputs are missing) not looked for"
-}
-
 // Report is the audit's result.
 type Report struct {
 	ApplicationID string `json:"application_id"`
@@ -210,6 +194,8 @@ type auditor struct {
 	findings []Finding
 	counts   map[string]int
 	records  int64
+	// content holds what the content check compares; nil without one.
+	content *contentCheck
 }
 
 type genSource struct {
@@ -271,6 +257,27 @@ func Run(ctx context.Context, cl *kgo.Client, req Request) (*Report, error) {
 		}
 	}
 
+	// The content check, when it can run: decided before reading, as
+	// it keeps the current generation's records while they are read.
+	engine := req.Content
+	if engine == nil {
+		engine = NoEngine{}
+	}
+	rep.ContentNotChecked = engine.Unavailable()
+	if rep.ContentNotChecked == "" {
+		var inputs []InputPartition
+		for _, ip := range a.parts {
+			inputs = append(inputs, *ip)
+		}
+		sort.Slice(inputs, func(i, j int) bool {
+			return lessSource(lineage.Source{Topic: inputs[i].Topic, Partition: inputs[i].Partition}, lineage.Source{Topic: inputs[j].Topic, Partition: inputs[j].Partition})
+		})
+		rep.ContentNotChecked = historyGone(inputs)
+	}
+	if rep.ContentNotChecked == "" {
+		a.content = &contentCheck{engine: engine, actual: map[lineage.Source][]made{}}
+	}
+
 	var ranges []kafkax.Range
 	var total int64
 	perTopic := map[string]*OutputRead{}
@@ -306,6 +313,12 @@ func Run(ctx context.Context, cl *kgo.Client, req Request) (*Report, error) {
 	}
 	if err := a.checkModule(rep.Generation); err != nil {
 		return nil, err
+	}
+	if a.content != nil {
+		if err := a.content.compare(ctx, a); err != nil {
+			return nil, err
+		}
+		rep.ContentChecked = true
 	}
 	a.finish(rep)
 	return rep, nil
@@ -383,6 +396,11 @@ func (a *auditor) record(r *kgo.Record) {
 			a.find(r, Finding{Kind: KindPastCommitted, Source: src, Generation: st.Generation,
 				Message: fmt.Sprintf("its source offset %d is at or past the committed offset %d of generation %d: the offsets moved back without a new generation", st.Source.Offset, ip.Committed, ip.Generation)})
 		case st.Generation == ip.Generation:
+			if a.content != nil {
+				m := newMade(r)
+				m.place = at.String()
+				a.content.actual[st.Source] = append(a.content.actual[st.Source], m)
+			}
 			ip.Outputs++
 			if !seenSource {
 				ip.Sources++
@@ -435,6 +453,10 @@ func (a *auditor) find(r *kgo.Record, f Finding) {
 	f.place = place(r)
 	f.Record = f.place.String()
 	f.ProducerID, f.ProducerEpoch = r.ProducerID, r.ProducerEpoch
+	a.add(f)
+}
+
+func (a *auditor) add(f Finding) {
 	a.counts[f.Kind]++
 	a.findings = append(a.findings, f)
 }
@@ -506,11 +528,4 @@ func (a *auditor) finish(rep *Report) {
 		rep.Findings = append(rep.Findings, f)
 	}
 	rep.Counts, rep.Total = a.counts, len(a.findings)
-
-	content := a.req.Content
-	if content == nil {
-		content = NoEngine{}
-	}
-	rep.ContentNotChecked = content.Unavailable()
-	rep.ContentChecked = rep.ContentNotChecked == ""
 }
