@@ -81,7 +81,12 @@ func Verify(h *ui.Human, r *verify.Report) error {
 		}
 		h.Printf("\n")
 	}
-	if !r.ContentChecked {
+	switch {
+	case r.ContentChecked && r.Counts[verify.KindChanged]+r.Counts[verify.KindMissing]+r.Counts[verify.KindUnexpected] == 0:
+		h.Printf("%s content checked: the logic, rerun, makes every record written and nothing else\n", h.Good("✓"))
+	case r.ContentChecked:
+		h.Printf("%s content checked: the records differ from what the logic, rerun, makes (above)\n", h.Bad("✗"))
+	default:
 		h.Printf("%s content not checked: %s\n", h.Warn("!"), r.ContentNotChecked)
 	}
 	return nil

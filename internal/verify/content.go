@@ -44,18 +44,9 @@ type Content interface {
 // Span is a stretch [From, To) of one input partition.
 type Span struct{ From, To int64 }
 
-// NoEngine is the content check of a build without the offline engine.
-type NoEngine struct{}
-
-// Unavailable says why.
-func (NoEngine) Unavailable() string {
-	return "this flecht cannot rerun a stage's logic offline yet, so values were not compared and gaps (inputs whose outputs are missing) not looked for"
-}
-
-// Rerun is never called: Unavailable says why.
-func (NoEngine) Rerun(context.Context, map[kafkax.TopicPartition]Span, func(lineage.Source, *kgo.Record)) error {
-	return fmt.Errorf("%s", NoEngine{}.Unavailable())
-}
+// NoEngine is why the content is not checked when the request has no
+// Content.
+const NoEngine = "this flecht cannot rerun a stage's logic offline yet, so values were not compared and gaps (inputs whose outputs are missing) not looked for"
 
 // made is one record, as written or as the rerun makes it.
 type made struct {

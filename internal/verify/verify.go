@@ -78,7 +78,8 @@ type Request struct {
 	// generation names another logic.
 	ModuleSHA256 string
 	ModuleFile   string
-	// Content reruns the logic; nil when this build cannot.
+	// Content reruns the logic; nil when this build cannot (the report
+	// then says NoEngine).
 	Content Content
 	// MaxFindings is how many findings of each kind the report lists
 	// (all are counted); 0 lists all.
@@ -259,11 +260,10 @@ func Run(ctx context.Context, cl *kgo.Client, req Request) (*Report, error) {
 
 	// The content check, when it can run: decided before reading, as
 	// it keeps the current generation's records while they are read.
-	engine := req.Content
-	if engine == nil {
-		engine = NoEngine{}
+	rep.ContentNotChecked = NoEngine
+	if req.Content != nil {
+		rep.ContentNotChecked = req.Content.Unavailable()
 	}
-	rep.ContentNotChecked = engine.Unavailable()
 	if rep.ContentNotChecked == "" {
 		var inputs []InputPartition
 		for _, ip := range a.parts {
@@ -275,7 +275,7 @@ func Run(ctx context.Context, cl *kgo.Client, req Request) (*Report, error) {
 		rep.ContentNotChecked = historyGone(inputs)
 	}
 	if rep.ContentNotChecked == "" {
-		a.content = &contentCheck{engine: engine, actual: map[lineage.Source][]made{}}
+		a.content = &contentCheck{engine: req.Content, actual: map[lineage.Source][]made{}}
 	}
 
 	var ranges []kafkax.Range
