@@ -190,8 +190,13 @@ type auditor struct {
 	inputs   map[string]bool
 	parts    map[tp]*InputPartition
 	gens     map[int64]*Generation
-	sources  map[genSource]struct{}
-	seen     map[[32]byte]string
+	// sources and seen are what an audit holds per record read: kept
+	// small (a topic as an index, a digest cut to 128 bits, where a
+	// collision among 10^12 records has a chance of 10^-15).
+	sources map[genSource]struct{}
+	seen    map[[16]byte]recordRef
+	topics  []string
+	topicID map[string]uint32
 	findings []Finding
 	counts   map[string]int
 	records  int64
@@ -201,7 +206,28 @@ type auditor struct {
 
 type genSource struct {
 	gen int64
-	src lineage.Source
+	ref recordRef
+}
+
+// recordRef is a record's place with its topic as an index in topics.
+type recordRef struct {
+	topic     uint32
+	partition int32
+	offset    int64
+}
+
+func (a *auditor) ref(s lineage.Source) recordRef {
+	id, ok := a.topicID[s.Topic]
+	if !ok {
+		id = uint32(len(a.topics))
+		a.topics = append(a.topics, s.Topic)
+		a.topicID[s.Topic] = id
+	}
+	return recordRef{topic: id, partition: s.Partition, offset: s.Offset}
+}
+
+func (a *auditor) name(r recordRef) string {
+	return lineage.Source{Topic: a.topics[r.topic], Partition: r.partition, Offset: r.offset}.String()
 }
 
 // Run audits the stage. It returns an error only when it cannot read
@@ -241,7 +267,7 @@ func Run(ctx context.Context, cl *kgo.Client, req Request) (*Report, error) {
 	}
 
 	a := &auditor{req: req, inputs: map[string]bool{}, parts: map[tp]*InputPartition{}, gens: map[int64]*Generation{},
-		sources: map[genSource]struct{}{}, seen: map[[32]byte]string{}, counts: map[string]int{}}
+		sources: map[genSource]struct{}{}, seen: map[[16]byte]recordRef{}, topicID: map[string]uint32{}, counts: map[string]int{}}
 	rep := &Report{ApplicationID: req.ApplicationID, Generation: lineage.FirstGeneration}
 	for _, t := range req.Inputs {
 		a.inputs[t] = true
@@ -371,7 +397,7 @@ func (a *auditor) record(r *kgo.Record) {
 	}
 	g.Records++
 	g.Logic[st.Logic]++
-	gs := genSource{st.Generation, st.Source}
+	gs := genSource{st.Generation, a.ref(st.Source)}
 	_, seenSource := a.sources[gs]
 	if !seenSource {
 		a.sources[gs] = struct{}{}
@@ -417,16 +443,17 @@ func (a *auditor) record(r *kgo.Record) {
 	}
 
 	sum := dupKey(st.Generation, src, r)
-	if first, ok := a.seen[sum]; ok {
+	if ref, ok := a.seen[sum]; ok {
+		first := a.name(ref)
 		a.find(r, Finding{Kind: KindDuplicate, Source: src, Generation: st.Generation, Duplicates: first,
 			Message: fmt.Sprintf("repeats %s: the same source, generation, topic, key and value: %s was processed twice in generation %d", first, src, st.Generation)})
 		return
 	}
-	a.seen[sum] = at.String()
+	a.seen[sum] = a.ref(at)
 }
 
 // dupKey digests what makes two records the same output of one source.
-func dupKey(gen int64, src string, r *kgo.Record) [32]byte {
+func dupKey(gen int64, src string, r *kgo.Record) [16]byte {
 	h := sha256.New()
 	var n [8]byte
 	field := func(b []byte, null bool) {
@@ -444,9 +471,9 @@ func dupKey(gen int64, src string, r *kgo.Record) [32]byte {
 	field([]byte(r.Topic), false)
 	field(r.Key, r.Key == nil)
 	field(r.Value, r.Value == nil)
-	var out [32]byte
-	h.Sum(out[:0])
-	return out
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return [16]byte(sum[:16])
 }
 
 func (a *auditor) find(r *kgo.Record, f Finding) {
