@@ -186,17 +186,17 @@ func quoteAll(ss []string) string {
 type tp = kafkax.TopicPartition
 
 type auditor struct {
-	req      Request
-	inputs   map[string]bool
-	parts    map[tp]*InputPartition
-	gens     map[int64]*Generation
+	req    Request
+	inputs map[string]bool
+	parts  map[tp]*InputPartition
+	gens   map[int64]*Generation
 	// sources and seen are what an audit holds per record read: kept
 	// small (a topic as an index, a digest cut to 128 bits, where a
 	// collision among 10^12 records has a chance of 10^-15).
-	sources map[genSource]struct{}
-	seen    map[[16]byte]recordRef
-	topics  []string
-	topicID map[string]uint32
+	sources  map[genSource]struct{}
+	seen     map[[16]byte]recordRef
+	topics   []string
+	topicID  map[string]uint32
 	findings []Finding
 	counts   map[string]int
 	records  int64
