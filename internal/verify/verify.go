@@ -306,12 +306,14 @@ func Run(ctx context.Context, cl *kgo.Client, req Request) (*Report, error) {
 
 	var ranges []kafkax.Range
 	var total int64
-	perTopic := map[string]*OutputRead{}
+	perTopic := map[string]int{} // index in rep.Outputs
 	for _, o := range req.Outputs {
+		if _, twice := perTopic[o.Topic]; twice {
+			continue // read once: a second read would make every record a duplicate
+		}
 		d := outDetails[o.Topic]
-		or := &OutputRead{OutputTopic: o, Partitions: len(d.Partitions)}
-		rep.Outputs = append(rep.Outputs, *or)
-		perTopic[o.Topic] = &rep.Outputs[len(rep.Outputs)-1]
+		perTopic[o.Topic] = len(rep.Outputs)
+		rep.Outputs = append(rep.Outputs, OutputRead{OutputTopic: o, Partitions: len(d.Partitions)})
 		for _, pd := range d.Partitions.Sorted() {
 			s, _ := outStarts.Lookup(o.Topic, pd.Partition)
 			e, _ := outEnds.Lookup(o.Topic, pd.Partition)
@@ -325,7 +327,7 @@ func Run(ctx context.Context, cl *kgo.Client, req Request) (*Report, error) {
 	var sinceReport int64
 	if _, err := kafkax.ReadRanges(ctx, cl, ranges, func(r *kgo.Record) error {
 		a.record(r)
-		perTopic[r.Topic].Records++
+		rep.Outputs[perTopic[r.Topic]].Records++
 		if sinceReport++; req.Read != nil && sinceReport >= 1000 {
 			req.Read(sinceReport)
 			sinceReport = 0

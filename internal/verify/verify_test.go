@@ -181,6 +181,9 @@ func TestCleanStage(t *testing.T) {
 			t.Errorf("input %+v", ip)
 		}
 	}
+	if len(rep.Outputs) != 2 || rep.Outputs[0].Records != 18 || rep.Outputs[1].Records != 2 {
+		t.Errorf("outputs %+v: want 18 records in refined, 2 in raw.dlq", rep.Outputs)
+	}
 	if rep.Records != 20 || rep.ContentChecked || rep.ContentNotChecked == "" {
 		t.Fatalf("records %d, content checked %v (%q)", rep.Records, rep.ContentChecked, rep.ContentNotChecked)
 	}
@@ -260,5 +263,20 @@ func TestRefusesAnotherModule(t *testing.T) {
 	req.ModuleSHA256 = sum
 	if _, err := verify.Run(f.ctx, f.cl, req); err != nil {
 		t.Fatalf("the module the lineage names: %v", err)
+	}
+}
+
+// A topic that is both an output and a dead-letter topic is read once.
+func TestATopicNamedTwiceIsReadOnce(t *testing.T) {
+	f := newFixture(t)
+	f.run(1)
+	rep, err := verify.Run(f.ctx, f.cl, verify.Request{ApplicationID: app, Inputs: []string{"raw"},
+		Outputs: []verify.OutputTopic{{Topic: "refined", Role: verify.RoleOutput}, {Topic: "refined", Role: verify.RoleDeadLetter}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, rep)
+	if len(rep.Outputs) != 1 || rep.Records != 18 {
+		t.Fatalf("outputs %+v, %d records", rep.Outputs, rep.Records)
 	}
 }
