@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lineage"
 	"github.com/flecht-dev/flecht/internal/verify"
 )
@@ -28,6 +31,7 @@ var logic = lineage.ModuleLogic(sum)
 // stage's output and dead-letter topics.
 type fixture struct {
 	t     *testing.T
+	kf    *kfake.Cluster
 	cl    *kgo.Client
 	txn   *kgo.Client
 	ctx   context.Context
@@ -41,7 +45,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	f := &fixture{t: t, addrs: c.ListenAddrs()}
+	f := &fixture{t: t, kf: c, addrs: c.ListenAddrs()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	f.ctx = ctx
@@ -278,5 +282,82 @@ func TestATopicNamedTwiceIsReadOnce(t *testing.T) {
 	want(t, rep)
 	if len(rep.Outputs) != 1 || rep.Records != 18 {
 		t.Fatalf("outputs %+v, %d records", rep.Outputs, rep.Records)
+	}
+}
+
+// A commit a transaction holds pending is asked for again, alone, until
+// it settles: the answer is the offset it settles on.
+func TestCommittedWaitsForAPendingCommit(t *testing.T) {
+	f := newFixture(t)
+	f.commit(2, 7)
+	topics, err := kadm.NewClient(f.cl).ListTopics(f.ctx, "raw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawID := topics["raw"].ID
+	var asked [][]int32
+	f.kf.ControlKey(int16(kmsg.OffsetFetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.kf.KeepControl()
+		r := req.(*kmsg.OffsetFetchRequest)
+		var ps []int32
+		for _, g := range r.Groups {
+			for _, t := range g.Topics {
+				ps = append(ps, t.Partitions...)
+			}
+		}
+		if len(r.Groups) == 0 { // v7 and before
+			for _, t := range r.Topics {
+				ps = append(ps, t.Partitions...)
+			}
+		}
+		asked = append(asked, ps)
+		if len(asked) > 2 || !r.RequireStable {
+			return nil, nil, false
+		}
+		// Partition 0 pending twice, then the broker's own answer (the
+		// commit it settled on); partition 1 answered the first time.
+		resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+		resp.Version = r.Version
+		rg := kmsg.NewOffsetFetchResponseGroup()
+		rg.Group = app
+		rt := kmsg.NewOffsetFetchResponseGroupTopic()
+		rt.Topic, rt.TopicID = "raw", rawID // v10 names it by ID
+		for _, p := range ps {
+			rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+			rp.Partition, rp.Offset = p, 4
+			meta := lineage.OffsetMetadata(1)
+			rp.Metadata = &meta
+			if p == 0 {
+				rp.ErrorCode, rp.Offset = kerr.UnstableOffsetCommit.Code, -1
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		rg.Topics = append(rg.Topics, rt)
+		resp.Groups = append(resp.Groups, rg)
+		if r.Version < 8 {
+			t := kmsg.NewOffsetFetchResponseTopic()
+			t.Topic = "raw"
+			for _, gp := range rt.Partitions {
+				p := kmsg.NewOffsetFetchResponseTopicPartition()
+				p.Partition, p.Offset, p.Metadata, p.ErrorCode = gp.Partition, gp.Offset, gp.Metadata, gp.ErrorCode
+				t.Partitions = append(t.Partitions, p)
+			}
+			resp.Topics, resp.Groups = append(resp.Topics, t), nil
+		}
+		return resp, nil, true
+	})
+	got, err := verify.Committed(f.ctx, f.cl, app, map[string][]int32{"raw": {0, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[kafkax.TopicPartition]verify.CommittedOffset{
+		{Topic: "raw", Partition: 0}: {Offset: 7, Generation: 2, Metadata: lineage.OffsetMetadata(2)},
+		{Topic: "raw", Partition: 1}: {Offset: 4, Generation: 1, Metadata: lineage.OffsetMetadata(1)},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Committed = %v, want %v", got, want)
+	}
+	if len(asked) != 3 || len(asked[1]) != 1 || asked[1][0] != 0 {
+		t.Fatalf("asked for %v: want both, then partition 0 alone until it settles", asked)
 	}
 }
