@@ -52,9 +52,11 @@ the sources the current generation's outputs cover.
 
 Gaps (an input whose outputs are missing) cannot be told from an input
 the logic filtered without rerunning the logic, and neither can a changed
-value: that is the content check, which reruns the logic offline and
-compares bytes. This flecht cannot rerun the logic yet: the report says
-"content not checked" and why (content_checked: false in JSON).
+value: that is the content check, which reruns the logic offline over
+the whole input history and compares bytes per source record (findings
+changed, naming the JSON field, missing and unexpected). This flecht
+cannot rerun the logic yet: the report says "content not checked" and why
+(content_checked: false in JSON).
 
 --module FILE names the module file to rerun; it is refused (exit 2) when
 its sha256 is not the one the current generation's lineage names.
