@@ -76,7 +76,7 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 		}
 	}
 	add("run", NewCmdRun(f, nil), NewCmdDev(f, nil), NewCmdTransform(f))
-	add("operate", NewCmdACL(f), NewCmdCluster(f, nil), NewCmdKeys(f), NewCmdSecrets(f), NewCmdBudget(f, nil), NewCmdLint(f), NewCmdReplay(f, nil), NewCmdPreview(f, nil), NewCmdStatus(f, nil), NewCmdDoctor(f, nil), NewCmdGroup(f), NewCmdTopic(f))
+	add("operate", NewCmdACL(f), NewCmdCluster(f, nil), NewCmdKeys(f), NewCmdSecrets(f), NewCmdBudget(f, nil), NewCmdLint(f), NewCmdReplay(f, nil), NewCmdPreview(f, nil), NewCmdVerify(f, nil), NewCmdTrace(f, nil), NewCmdStatus(f, nil), NewCmdDoctor(f, nil), NewCmdGroup(f), NewCmdTopic(f))
 	add("tools",
 		NewCmdPartition(f, nil),
 		NewCmdProfile(f),

@@ -13,6 +13,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/attr"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lease"
+	"github.com/flecht-dev/flecht/internal/lineage"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/state"
 )
@@ -100,6 +101,9 @@ func (p *page) Message(m stage.Message) {
 		p.err = p.recordError(m, err)
 		return
 	}
+	// A copy: the extractor may share its headers between messages.
+	rec.Headers = append(rec.Headers[:len(rec.Headers):len(rec.Headers)],
+		kgo.RecordHeader{Key: lineage.HeaderOrigin, Value: []byte(lineage.ExtractorOrigin(p.r.stage.ApplicationID, p.configKey))})
 	p.produce(rec)
 	p.r.obs.MessageOut(rec.Topic, len(rec.Key)+len(rec.Value))
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/extract"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lineage"
 	"github.com/flecht-dev/flecht/internal/logx/logxtest"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/stage"
@@ -202,6 +203,11 @@ func (f *engineFixture) items() (map[string]int, int) {
 	out := map[string]int{}
 	for _, r := range recs {
 		out[string(r.Key)]++
+		// The item key is "<config key>-<n>": its origin names the config.
+		config, _, _ := strings.Cut(string(r.Key), "-")
+		if o, _ := lineage.OriginOf(r.Headers); o != lineage.ExtractorOrigin("ext", config) {
+			f.t.Fatalf("record %s: origin %q, want %q", r.Key, o, lineage.ExtractorOrigin("ext", config))
+		}
 	}
 	return out, len(recs)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lineage"
 	"github.com/flecht-dev/flecht/internal/metrics"
 )
 
@@ -106,7 +107,8 @@ func (b *Bridge) relayBatch(ctx context.Context, relays map[string]*Relay) (int,
 			outcomes[i].drop = dropPoison
 			continue
 		}
-		rec := &kgo.Record{Topic: r.Output, Key: []byte(key), Value: raw, Timestamp: m.received}
+		rec := &kgo.Record{Topic: r.Output, Key: []byte(key), Value: raw, Timestamp: m.received,
+			Headers: []kgo.RecordHeader{{Key: lineage.HeaderOrigin, Value: []byte(lineage.MQTTOrigin(p.Topic))}}}
 		rec.Partition = kafkax.Partition(rec.Key, b.counts[r.Output])
 		outcomes[i].rec = rec
 		records = append(records, rec)

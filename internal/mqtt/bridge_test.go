@@ -20,6 +20,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lineage"
 	"github.com/flecht-dev/flecht/internal/logx/logxtest"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/mqtt"
@@ -235,6 +236,9 @@ func TestBridgeRelaysAndDrops(t *testing.T) {
 		}
 		if v.MQTTTopic != fmt.Sprintf("sensors/%s/events", r.Key) || v.ConfigKey != "sensors" || v.SchemaVersion != 1 || v.ReceivedAt == "" {
 			t.Fatalf("record %s → %s", r.Key, r.Value)
+		}
+		if o, _ := lineage.OriginOf(r.Headers); o != lineage.MQTTOrigin(v.MQTTTopic) {
+			t.Fatalf("record %s: origin %q, want %q", r.Key, o, lineage.MQTTOrigin(v.MQTTTopic))
 		}
 		if r.Partition != kafkax.Partition(r.Key, 3) {
 			t.Fatalf("key %s on partition %d", r.Key, r.Partition)
