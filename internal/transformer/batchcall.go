@@ -77,7 +77,7 @@ func (r *Runner) invalidInOrder(ctx context.Context, t *task, rec *kgo.Record, r
 	if err := t.flushCalls(ctx); err != nil {
 		return err
 	}
-	return r.invalid(ctx, rec, reason, t.produce)
+	return r.invalid(ctx, rec, reason, t)
 }
 
 // flushCalls hands the queued records to the task's instance and takes
@@ -109,7 +109,7 @@ func (t *task) flushCalls(ctx context.Context) error {
 		c := &calls[i]
 		r.obs.MessageProcessing.Observe(per)
 		if c.Rejected != "" {
-			if err := r.invalid(ctx, c.Rec, c.Rejected, t.produce); err != nil {
+			if err := r.invalid(ctx, c.Rec, c.Rejected, t); err != nil {
 				return err
 			}
 			continue
@@ -119,7 +119,7 @@ func (t *task) flushCalls(ctx context.Context) error {
 		case err != nil:
 			return transformerFailure(fmt.Errorf("%s: %w", r.batchTF.Label(), err))
 		case reason != "":
-			if err := r.invalid(ctx, c.Rec, reason, t.produce); err != nil {
+			if err := r.invalid(ctx, c.Rec, reason, t); err != nil {
 				return err
 			}
 			continue // nothing of it is written, its state stays

@@ -96,8 +96,10 @@ type Runner struct {
 	log        *slog.Logger
 	configs    *stage.ConfigStore
 
-	tf  Transformer
-	raw RawTransformer // tf's raw path, when it has one the state key allows
+	tf Transformer
+	// logic names tf in the lineage headers (LogicNamer).
+	logic string
+	raw   RawTransformer // tf's raw path, when it has one the state key allows
 	// batchTF, when tf is one, makes each task's instance; its state is
 	// kept as bytes (byteState).
 	batchTF   BatchTransformer
@@ -246,7 +248,10 @@ func (r *Runner) Configs() stage.Configs { return r.configs }
 // processes batches until ctx ends (then it finishes the batch in hand and
 // returns nil) or something fails (it returns the error: let it crash).
 func (r *Runner) Run(ctx context.Context, tf Transformer) error {
-	r.tf = tf
+	r.tf, r.logic = tf, unnamedLogic
+	if n, ok := tf.(LogicNamer); ok {
+		r.logic = n.Logic()
+	}
 	stopped, stop := context.WithCancel(context.Background())
 	r.stopped = stopped
 	r.stopNow = func() {
