@@ -51,6 +51,13 @@ func AppendSource(b []byte, topic string, partition int32, offset int64) []byte 
 	return strconv.AppendInt(b, offset, 10)
 }
 
+// SourcePrefix is Source.String up to the offset, "topic/partition@": a
+// stage that names many records of one partition appends each offset to
+// it (strconv.AppendInt).
+func SourcePrefix(topic string, partition int32) string {
+	return topic + "/" + strconv.FormatInt(int64(partition), 10) + "@"
+}
+
 // ParseSource reads "topic/partition@offset" (a header value, or what an
 // operator typed), refusing anything else with a message that shows the
 // form.

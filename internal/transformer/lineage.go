@@ -48,9 +48,13 @@ type stamper struct {
 	logic, gen []byte
 	headers    []kgo.RecordHeader
 	bytes      []byte
-	// src is the source value of rec, the record last stamped for.
-	rec *kgo.Record
-	src []byte
+	// src is the source value of rec, the record last stamped for, and
+	// prefix its "topic/partition@" (a task reads one partition number).
+	rec    *kgo.Record
+	src    []byte
+	topic  string
+	part   int32
+	prefix []byte
 }
 
 // Chunk sizes: a chunk serves hundreds of outputs.
@@ -120,12 +124,15 @@ func (s *stamper) source(rec *kgo.Record) []byte {
 	if s.rec == rec && s.src != nil {
 		return s.src
 	}
-	need := len(rec.Topic) + 32 // '/', '@' and two numbers
+	if rec.Topic != s.topic || rec.Partition != s.part || s.prefix == nil {
+		s.topic, s.part, s.prefix = rec.Topic, rec.Partition, []byte(lineage.SourcePrefix(rec.Topic, rec.Partition))
+	}
+	need := len(s.prefix) + 20 // and the offset
 	if cap(s.bytes)-len(s.bytes) < need {
 		s.bytes = make([]byte, 0, max(byteChunk, need))
 	}
 	l := len(s.bytes)
-	s.bytes = lineage.AppendSource(s.bytes, rec.Topic, rec.Partition, rec.Offset)
+	s.bytes = strconv.AppendInt(append(s.bytes, s.prefix...), rec.Offset, 10)
 	s.rec, s.src = rec, s.bytes[l:len(s.bytes):len(s.bytes)]
 	return s.src
 }
