@@ -1,5 +1,5 @@
 // Package lineage names where a record written by a flecht stage came
-// from, in headers any Kafka tool can read (docs/contract.md, lineage):
+// from, in headers any Kafka tool can read (docs/contract.md §12):
 // the source record, the logic that made it, and the generation of the
 // stage's output it belongs to. Values are never touched: a reader that
 // ignores headers sees what it saw before lineage existed.

@@ -181,7 +181,7 @@ type Plan struct {
 	Offsets      []Offset `json:"offsets"`
 	// Generation is the lineage generation the rebuild's outputs carry,
 	// committed with the offsets: one past GenerationBefore, the highest
-	// the group's committed offsets carried (docs/contract.md, lineage).
+	// the group's committed offsets carried (docs/contract.md §12).
 	// Absent for an extractor, whose records carry no lineage.
 	Generation       int64 `json:"generation,omitempty"`
 	GenerationBefore int64 `json:"generation_before,omitempty"`

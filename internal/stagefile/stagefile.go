@@ -77,7 +77,7 @@ type Stage struct {
 	MaxTransactionRecords int    `yaml:"max_transaction_records,omitempty" json:"max_transaction_records,omitempty"`
 	InvalidMessages       string `yaml:"invalid_messages,omitempty" json:"invalid_messages,omitempty"`
 	// Lineage, false, keeps a transformer's lineage headers off its
-	// records (docs/contract.md, lineage); unset, they are on.
+	// records (docs/contract.md §12); unset, they are on.
 	Lineage *Bool `yaml:"lineage,omitempty" json:"lineage,omitempty"`
 	// SecretFields declares the config fields that hold secret values, as
 	// NAME[:scope[:mode]] with NAME a dotted path, a trailing [] for a

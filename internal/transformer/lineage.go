@@ -16,7 +16,7 @@ import (
 )
 
 // Every record a task writes, outputs and dead letters, names where it
-// came from in the lineage headers (docs/contract.md, lineage): its input
+// came from in the lineage headers (docs/contract.md §12): its input
 // record, the logic that made it and the generation of the stage's
 // output. The generation is read from the task's committed input offsets
 // when the task starts and committed back with them in every transaction,
