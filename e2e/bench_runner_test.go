@@ -36,6 +36,7 @@ import (
 //	make bench-e2e
 //	FLECHT_BENCH_RECORDS=n[,n...]     input records of BenchmarkRunnerCount, one sub-benchmark
 //	                                  each (400000,1500000: Streams' JVM is warm on the long run)
+//	                                  (BenchmarkRunnerLineage: one count, 400000)
 //	FLECHT_BENCH_ROUNDS=n             runs of each contender, alternating (2)
 //	FLECHT_BENCH_RESTORE_ENTRIES=n    state entries of BenchmarkRunnerRestore (300000)
 //	FLECHT_BENCH_RESTART_ENTRIES=n    state entries of BenchmarkRunnerRestart (2000000)
@@ -114,6 +115,53 @@ func benchRunnerCount(b *testing.B, records int) {
 			records, benchKeys, benchPartitions, rounds, fRate, fRSS, sRate, sRSS, fRate/sRate, fRSS/sRSS, fRate/limit,
 			medianOf(flecht, benchRun.cpuPerRecord), medianOf(flecht, benchRun.brokerPerRecord),
 			medianOf(streams, benchRun.cpuPerRecord), medianOf(streams, benchRun.brokerPerRecord))
+	}
+}
+
+// BenchmarkRunnerLineage: the count builtin with its lineage headers (the
+// default) and with lineage: false, alternating on the same input; the
+// ratios are what lineage costs (goal: at most 5 % of throughput). The
+// CPU per record of flecht's process is the steadier measure on a shared
+// machine; the broker's is the cost of the larger records on its side.
+func BenchmarkRunnerLineage(b *testing.B) {
+	records := envInt(b, "FLECHT_BENCH_RECORDS", 400_000)
+	rounds := envInt(b, "FLECHT_BENCH_ROUNDS", 3)
+	b.Logf("machine: %s", machine())
+	b.StopTimer()
+	for i := 0; i < b.N; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+		defer cancel()
+		cl := benchClient(b)
+		in := benchInput(ctx, b, cl, "bench-lineage-in", records, benchKeys)
+		count := func(lineage string) func(out string) string {
+			return func(out string) string {
+				return "  builtin: count\n  output_topic: " + out + "\nlineage: " + lineage + "\n"
+			}
+		}
+		var on, off []benchRun
+		for r := range rounds {
+			// on, off; then off, on: neither always runs on a warmer broker.
+			first, second := &on, &off
+			modes := [2]string{"true", "false"}
+			if r%2 == 1 {
+				first, second, modes = &off, &on, [2]string{"false", "true"}
+			}
+			for j, runs := range []*[]benchRun{first, second} {
+				run := runContender(ctx, b, cl, flechtStage(b, r, "lineage: "+modes[j], count(modes[j]), false), in, records)
+				run.name += fmt.Sprintf(" (round %d)", r+1)
+				*runs = append(*runs, run)
+				b.Logf("%s", run)
+			}
+		}
+		rate, rateOff := medianOf(on, benchRun.rate), medianOf(off, benchRun.rate)
+		cpu, cpuOff := medianOf(on, benchRun.cpuPerRecord), medianOf(off, benchRun.cpuPerRecord)
+		broker, brokerOff := medianOf(on, benchRun.brokerPerRecord), medianOf(off, benchRun.brokerPerRecord)
+		b.ReportMetric(rate, "records/s")
+		b.ReportMetric(rate/rateOff, "x-lineage-off")
+		b.ReportMetric(cpuOff/cpu, "cpu-x-lineage-off")
+		b.Logf("SUMMARY count with lineage on and off, %d records, %d keys, %d partitions, medians of %d alternating runs each: on %.0f records/s, off %.0f; on/off throughput %.3f (goal >= 0.95); "+
+			"CPU per record: flecht %.2f us on, %.2f us off (off/on %.3f), broker %.2f us on, %.2f us off",
+			records, benchKeys, benchPartitions, rounds, rate, rateOff, rate/rateOff, cpu, cpuOff, cpuOff/cpu, broker, brokerOff)
 	}
 }
 

@@ -59,6 +59,10 @@ Without --execute it only prints the plan and changes nothing. The plan:
      partitions without a commit included. Intermediate topics
      (--intermediate-topics) go to their end. An end is the last stable
      offset: the records of a transaction still open are not skipped.
+     The offsets are committed with the next lineage generation (the
+     highest the group's offsets carry, plus one): the rebuild's records
+     carry it in flecht.lineage.generation, told apart from the ones a
+     --keep-outputs replay keeps.
   5. preflight warnings: finite retention or a log start past the target
      (the replay is partial: it says how many offsets are gone, or for a
      time target how many may be), a compacted raw topic, a target beyond

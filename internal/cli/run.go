@@ -54,6 +54,11 @@ examples/<builtin>.yaml sets each of them, commented:
 Every output keeps its input's event time and headers. A record a builtin
 cannot use (rekey without its key path) is an invalid message, like one
 that does not decode: invalid_messages decides (crash, skip or dlq).
+Outputs and dead letters carry the lineage headers flecht.lineage.source
+(topic/partition@offset of the input), flecht.lineage.logic and
+flecht.lineage.generation (one more after each replay --execute); values
+are untouched. lineage: false in the stage file turns them off
+(docs/contract.md §12).
 
 The team's own logic runs as a WebAssembly module instead of a builtin
 (flecht transform --help; docs/modules.md):

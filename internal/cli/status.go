@@ -38,8 +38,9 @@ type StatusOptions struct {
 }
 
 const statusLong = `One view of a stage: its consumer group (state, members and the
-partitions assigned to each), per input partition the committed offset, the
-end offset and the lag (the records a read_committed reader has yet to
+partitions assigned to each), per input partition the committed offset and
+the lineage generation it carries (docs/contract.md §12), the end offset
+and the lag (the records a read_committed reader has yet to
 read: transaction markers and aborted records are not lag; a partition
 over 10,000 offsets behind shows the offset distance, marked ≤), its
 changelog topic (partitions, the offsets it

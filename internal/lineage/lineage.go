@@ -1,5 +1,5 @@
 // Package lineage names where a record written by a flecht stage came
-// from, in headers any Kafka tool can read (docs/contract.md, lineage):
+// from, in headers any Kafka tool can read (docs/contract.md §12):
 // the source record, the logic that made it, and the generation of the
 // stage's output it belongs to. Values are never touched: a reader that
 // ignores headers sees what it saw before lineage existed.
@@ -49,6 +49,13 @@ func AppendSource(b []byte, topic string, partition int32, offset int64) []byte 
 	b = strconv.AppendInt(b, int64(partition), 10)
 	b = append(b, '@')
 	return strconv.AppendInt(b, offset, 10)
+}
+
+// SourcePrefix is Source.String up to the offset, "topic/partition@": a
+// stage that names many records of one partition appends each offset to
+// it (strconv.AppendInt).
+func SourcePrefix(topic string, partition int32) string {
+	return topic + "/" + strconv.FormatInt(int64(partition), 10) + "@"
 }
 
 // ParseSource reads "topic/partition@offset" (a header value, or what an

@@ -2,6 +2,7 @@ package lineage
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 )
 
@@ -13,6 +14,9 @@ func TestSourceRoundTrip(t *testing.T) {
 		}
 		if b := AppendSource(nil, s.Topic, s.Partition, s.Offset); string(b) != s.String() {
 			t.Fatalf("AppendSource = %q, String = %q", b, s.String())
+		}
+		if b := strconv.AppendInt([]byte(SourcePrefix(s.Topic, s.Partition)), s.Offset, 10); string(b) != s.String() {
+			t.Fatalf("SourcePrefix + offset = %q, String = %q", b, s.String())
 		}
 	}
 }

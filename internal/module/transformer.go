@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/lineage"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/transformer"
 	"github.com/flecht-dev/flecht/sdk/abi"
@@ -43,11 +44,16 @@ func (t *Transformer) Module() *Module { return t.m }
 // transformer silently, so the compiler checks.
 var (
 	_ transformer.BatchTransformer = (*Transformer)(nil)
+	_ transformer.LogicNamer       = (*Transformer)(nil)
 	_ transformer.Interrupter      = (*Task)(nil)
 )
 
 // Label names the module in errors: its name and sha256 prefix.
 func (t *Transformer) Label() string { return t.m.label() }
+
+// Logic names the module in the lineage headers of its outputs, by its
+// sha256 prefix.
+func (t *Transformer) Logic() string { return lineage.ModuleLogic(t.m.SHA256()) }
 
 // OutputTopics are the topics the module may write to; startup checks
 // they exist.

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lineage"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
@@ -91,7 +92,7 @@ func Execute(ctx context.Context, cl *kgo.Client, plan *Plan, opts ExecOptions) 
 		if err := requireEmpty(ctx, adm, plan.ApplicationID); err != nil {
 			return err
 		}
-		if err := commitOffsets(ctx, adm, plan.ApplicationID, plan.Offsets); err != nil {
+		if err := commitOffsets(ctx, adm, plan.ApplicationID, plan.Offsets, plan.Generation); err != nil {
 			return err
 		}
 		in, mid := 0, 0
@@ -105,6 +106,9 @@ func Execute(ctx context.Context, cl *kgo.Client, plan *Plan, opts ExecOptions) 
 		detail := fmt.Sprintf("committed %d input %s for group %s", in, textfmt.PluralForm(in, "offset", "offsets"), plan.ApplicationID)
 		if mid > 0 {
 			detail += fmt.Sprintf(", %d intermediate at their end", mid)
+		}
+		if plan.Generation > 0 {
+			detail += fmt.Sprintf(", with lineage generation %d", plan.Generation)
 		}
 		done(detail)
 	}
@@ -325,12 +329,18 @@ func WaitGone(ctx context.Context, cl *kgo.Client, topics []string, timeout time
 }
 
 // commitOffsets commits the plan's targets for the group as an admin
-// (generation -1), which the coordinator accepts only while the group is
-// empty; a member that joined meanwhile is reported as such.
-func commitOffsets(ctx context.Context, adm *kadm.Client, group string, offsets []Offset) error {
+// (group generation -1), which the coordinator accepts only while the
+// group is empty; a member that joined meanwhile is reported as such.
+// Their metadata carries the lineage generation the stage's tasks write
+// from then on (none: 0, an extractor's).
+func commitOffsets(ctx context.Context, adm *kadm.Client, group string, offsets []Offset, generation int64) error {
+	meta := ""
+	if generation > 0 {
+		meta = lineage.OffsetMetadata(generation)
+	}
 	offs := make(kadm.Offsets)
 	for _, o := range offsets {
-		offs.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.Target, LeaderEpoch: -1})
+		offs.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.Target, LeaderEpoch: -1, Metadata: meta})
 	}
 	resps, err := adm.CommitOffsets(ctx, group, offs)
 	if err == nil {
@@ -351,8 +361,8 @@ func commitOffsets(ctx context.Context, adm *kadm.Client, group string, offsets 
 	}
 	for _, o := range offsets {
 		r, ok := fetched.Lookup(o.Topic, o.Partition)
-		if !ok || r.Err != nil || r.At != o.Target {
-			return fmt.Errorf("group %q: %s/%d reads back as %d after committing %d: did a member commit meanwhile?", group, o.Topic, o.Partition, r.At, o.Target)
+		if !ok || r.Err != nil || r.At != o.Target || r.Metadata != meta {
+			return fmt.Errorf("group %q: %s/%d reads back as %d (metadata %q) after committing %d (%q): did a member commit meanwhile?", group, o.Topic, o.Partition, r.At, r.Metadata, o.Target, meta)
 		}
 	}
 	return nil

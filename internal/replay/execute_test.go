@@ -15,6 +15,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/devenv"
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lineage"
 	"github.com/flecht-dev/flecht/internal/replay"
 )
 
@@ -58,7 +59,9 @@ func TestObserveExecute(t *testing.T) {
 	mustCreate(t, adm, "app-changelog", 3, map[string]string{"cleanup.policy": "compact"})
 	produce(t, cl, "raw", 10, 3)
 	offs := kadm.Offsets{}
-	offs.Add(kadm.Offset{Topic: "raw", Partition: 0, At: 10, LeaderEpoch: -1})
+	// Partition 0 was written in generation 3, partition 1 carries none
+	// (a stage from before lineage, or the Python library).
+	offs.Add(kadm.Offset{Topic: "raw", Partition: 0, At: 10, LeaderEpoch: -1, Metadata: lineage.OffsetMetadata(3)})
 	offs.Add(kadm.Offset{Topic: "raw", Partition: 1, At: 4, LeaderEpoch: -1})
 	if err := adm.CommitAllOffsets(ctx, "app", offs); err != nil {
 		t.Fatal(err)
@@ -97,6 +100,9 @@ func TestObserveExecute(t *testing.T) {
 	if plan.Records != 30 {
 		t.Errorf("records %d", plan.Records)
 	}
+	if plan.Generation != 4 || plan.GenerationBefore != 3 {
+		t.Errorf("generation %d after %d, want 4 after 3", plan.Generation, plan.GenerationBefore)
+	}
 
 	if err := replay.Execute(ctx, cl, plan, replay.ExecOptions{StateDir: dir}); err != nil {
 		t.Fatal(err)
@@ -117,8 +123,8 @@ func TestObserveExecute(t *testing.T) {
 	}
 	for _, off := range plan.Offsets {
 		r, ok := fetched.Lookup(off.Topic, off.Partition)
-		if !ok || r.At != off.Target {
-			t.Errorf("%s/%d committed %v, plan %d", off.Topic, off.Partition, r.At, off.Target)
+		if !ok || r.At != off.Target || r.Metadata != lineage.OffsetMetadata(4) {
+			t.Errorf("%s/%d committed %v (metadata %q), plan %d with generation 4", off.Topic, off.Partition, r.At, r.Metadata, off.Target)
 		}
 	}
 	// The changelog is gone.
@@ -149,7 +155,7 @@ func TestObserveExecute(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan = replay.BuildPlan(o)
-	if len(plan.DeleteTopics) != 0 || len(plan.StateDirs) != 0 {
+	if len(plan.DeleteTopics) != 0 || len(plan.StateDirs) != 0 || plan.Generation != 5 {
 		t.Fatalf("second plan %+v", plan)
 	}
 	if err := replay.Execute(ctx, cl, plan, replay.ExecOptions{StateDir: dir}); err != nil {

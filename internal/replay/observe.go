@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lineage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
 	"github.com/flecht-dev/flecht/internal/textfmt"
@@ -37,7 +38,9 @@ func Observe(ctx context.Context, cl *kgo.Client, req Request) (*Observed, error
 		Request:   req,
 		Topics:    map[string]Topic{},
 		Committed: map[TP]int64{},
-		Requested: map[TP]int64{},
+		// The lineage generation of each committed offset.
+		Generations: map[TP]int64{},
+		Requested:   map[TP]int64{},
 	}
 	if o.Kind == "" {
 		o.Kind = KindTransformer
@@ -117,7 +120,9 @@ func Observe(ctx context.Context, cl *kgo.Client, req Request) (*Observed, error
 		}
 		committed.Each(func(r kadm.OffsetResponse) {
 			if r.Err == nil && want[r.Topic] && r.At >= 0 {
-				o.Committed[TP{Topic: r.Topic, Partition: r.Partition}] = r.At
+				tp := TP{Topic: r.Topic, Partition: r.Partition}
+				o.Committed[tp] = r.At
+				o.Generations[tp], _ = lineage.GenerationOf(r.Metadata) // none or unreadable: the first
 			}
 		})
 	}

@@ -15,7 +15,7 @@
 //     the broker no longer lists it, so a restart cannot find it half gone;
 //  3. commit the target offsets for group <app> while the group is empty
 //     (refusing if a member appeared meanwhile), intermediate topics at
-//     their end;
+//     their end, with the next lineage generation in their metadata;
 //  4. delete the records of the outputs the operator chose to truncate
 //     (--execute refuses while an output holds records and no choice was
 //     made: a rebuild writes every record again; and refuses to truncate
@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lineage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/status"
 	"github.com/flecht-dev/flecht/internal/textfmt"
@@ -103,6 +104,10 @@ type Observed struct {
 	// Committed holds the group's committed offsets; a partition without
 	// a commit is absent.
 	Committed map[kafkax.TopicPartition]int64
+	// Generations holds the lineage generation each committed offset
+	// carries in its metadata (lineage.GenerationOf: FirstGeneration when
+	// it carries none).
+	Generations map[kafkax.TopicPartition]int64
 	// Requested is the target offset of every input partition as asked,
 	// before it is clamped into the partition's bounds: 0 for earliest,
 	// N for --to-offset, the file's offset, or the first offset at or
@@ -177,6 +182,12 @@ type Plan struct {
 	// changelog, when it exists.
 	DeleteTopics []string `json:"delete_topics"`
 	Offsets      []Offset `json:"offsets"`
+	// Generation is the lineage generation the rebuild's outputs carry,
+	// committed with the offsets: one past GenerationBefore, the highest
+	// the group's committed offsets carried (docs/contract.md §12).
+	// Absent for an extractor, whose records carry no lineage.
+	Generation       int64 `json:"generation,omitempty"`
+	GenerationBefore int64 `json:"generation_before,omitempty"`
 	// Records is the sum of the input partitions' Records: how many
 	// offsets the rebuild reads, so at most that many records.
 	Records   int64    `json:"records"`
@@ -373,6 +384,10 @@ func BuildPlan(o *Observed) *Plan {
 		}
 		topicWarnings(t, top, h, beyond, o.Target, warn)
 	}
+	if kind == KindTransformer && len(p.Offsets) > 0 {
+		p.GenerationBefore = o.highestGeneration()
+		p.Generation = p.GenerationBefore + 1
+	}
 	if len(o.InputTopics) > 0 && !committedAny && o.GroupUnauthorized == "" {
 		note("group %q has no committed offsets on the input topics: the stage would start from the earliest offsets anyway; the plan commits the targets explicitly", app)
 	}
@@ -396,6 +411,17 @@ func BuildPlan(o *Observed) *Plan {
 		note("no partition stores in %s", o.StateDir)
 	}
 	return p
+}
+
+// highestGeneration is the highest lineage generation among the group's
+// committed offsets: FirstGeneration when none carries one (or nothing is
+// committed), since that is what the stage writes then.
+func (o *Observed) highestGeneration() int64 {
+	g := int64(lineage.FirstGeneration)
+	for _, n := range o.Generations {
+		g = max(g, n)
+	}
+	return g
 }
 
 // tasks is the stage's task count (transformer: the largest input

@@ -23,6 +23,7 @@ func observed(parts ...[2]int64) *Observed {
 			Configs: map[string]string{"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
 		}},
 		Committed:       map[TP]int64{},
+		Generations:     map[TP]int64{},
 		Requested:       map[TP]int64{},
 		ChangelogExists: true, ChangelogPartitions: len(parts),
 		StateDirExists: true,
@@ -477,5 +478,29 @@ func TestPlanPointsToPreview(t *testing.T) {
 	o.Module = &stagefile.Module{File: "count.wasm"}
 	if notes := strings.Join(BuildPlan(o).Notes, "\n"); !strings.Contains(notes, "--module NEW.wasm") {
 		t.Errorf("module: notes %q", notes)
+	}
+}
+
+// The rebuild writes the generation after the highest the group's
+// committed offsets carry; with none, after the first (what a stage
+// writes when its offsets carry none). An extractor has none.
+func TestPlanGeneration(t *testing.T) {
+	o := observed([2]int64{0, 10}, [2]int64{0, 10}, [2]int64{0, 10})
+	o.Committed[tp("raw", 0)], o.Generations[tp("raw", 0)] = 10, 2
+	o.Committed[tp("raw", 1)], o.Generations[tp("raw", 1)] = 7, 5
+	o.Committed[tp("raw", 2)], o.Generations[tp("raw", 2)] = 3, 1
+	if p := BuildPlan(o); p.Generation != 6 || p.GenerationBefore != 5 {
+		t.Errorf("generation %d after %d, want 6 after 5", p.Generation, p.GenerationBefore)
+	}
+	b, _ := json.Marshal(BuildPlan(o))
+	if !strings.Contains(string(b), `"generation":6,"generation_before":5`) {
+		t.Errorf("JSON lacks the generations: %s", b)
+	}
+	if p := BuildPlan(observed([2]int64{0, 10})); p.Generation != 2 || p.GenerationBefore != 1 {
+		t.Errorf("nothing committed: generation %d after %d, want 2 after 1", p.Generation, p.GenerationBefore)
+	}
+	ex := &Observed{Request: Request{ApplicationID: "ex", Kind: KindExtractor, ConfigTopics: []string{"c"}}, Topics: map[string]Topic{"c": {Partitions: []Partition{{Partition: 0}}}}}
+	if p := BuildPlan(ex); p.Generation != 0 {
+		t.Errorf("an extractor's plan has generation %d", p.Generation)
 	}
 }

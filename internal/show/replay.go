@@ -61,6 +61,9 @@ func Replay(h *ui.Human, plan *replay.Plan) error {
 		[2]string{"local state", states},
 		[2]string{"to read", textfmt.GroupDigits(plan.Records) + " offsets (at most as many records)"},
 	)
+	if plan.Generation > 0 {
+		pairs = append(pairs, [2]string{"generation", fmt.Sprintf("%d: the rebuild's outputs carry it in flecht.lineage.generation (so far: %d)", plan.Generation, plan.GenerationBefore)})
+	}
 	h.KV(pairs...)
 	if len(plan.Offsets) > 0 {
 		h.Printf("\n")

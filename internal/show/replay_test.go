@@ -24,3 +24,17 @@ func TestReplayStoppedPartWayIsNoDryRun(t *testing.T) {
 		t.Errorf("shown as:\n%s", out)
 	}
 }
+
+// The plan says which lineage generation the rebuild writes, and the one
+// before it.
+func TestReplayShowsTheGeneration(t *testing.T) {
+	plan := &replay.Plan{ApplicationID: "app", GroupState: "Empty", Members: []kafkax.GroupMember{}, Generation: 3, GenerationBefore: 2,
+		Offsets: []replay.Offset{{Topic: "raw", Partition: 0, Role: replay.RoleInput}}}
+	var b bytes.Buffer
+	if err := Replay(ui.NewHuman(&b, false), plan); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "generation") || !strings.Contains(out, "3: the rebuild's outputs carry it") || !strings.Contains(out, "so far: 2") {
+		t.Errorf("shown as:\n%s", out)
+	}
+}

@@ -89,9 +89,12 @@ func Status(h *ui.Human, r *status.Report) {
 	h.Printf("\n%s\n", h.Bold("Inputs"))
 	rows = rows[:0]
 	for _, in := range r.Inputs {
-		committed := "-"
+		committed, generation := "-", "-"
 		if in.Committed != nil {
 			committed = strconv.FormatInt(*in.Committed, 10)
+		}
+		if in.Generation != nil {
+			generation = strconv.FormatInt(*in.Generation, 10)
 		}
 		lag := textfmt.GroupDigits(in.Lag)
 		if !in.LagCounted {
@@ -99,11 +102,11 @@ func Status(h *ui.Human, r *status.Report) {
 		}
 		member := Dash(in.Member)
 		if in.Authorized != nil && !*in.Authorized {
-			committed, lag, member = "unknown", "unknown", "unknown"
+			committed, generation, lag, member = "unknown", "unknown", "unknown", "unknown"
 		}
-		rows = append(rows, []string{in.Topic, strconv.Itoa(int(in.Partition)), committed, strconv.FormatInt(in.End, 10), lag, member})
+		rows = append(rows, []string{in.Topic, strconv.Itoa(int(in.Partition)), committed, generation, strconv.FormatInt(in.End, 10), lag, member})
 	}
-	h.Table([]string{"topic", "partition", "committed", "end", "lag", "member"}, rows)
+	h.Table([]string{"topic", "partition", "committed", "generation", "end", "lag", "member"}, rows)
 
 	h.Printf("\n%s\n", h.Bold("Open transactions"))
 	tx := r.Transactions

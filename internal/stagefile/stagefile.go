@@ -76,6 +76,9 @@ type Stage struct {
 	// transaction: it commits early when the cap is reached.
 	MaxTransactionRecords int    `yaml:"max_transaction_records,omitempty" json:"max_transaction_records,omitempty"`
 	InvalidMessages       string `yaml:"invalid_messages,omitempty" json:"invalid_messages,omitempty"`
+	// Lineage, false, keeps a transformer's lineage headers off its
+	// records (docs/contract.md §12); unset, they are on.
+	Lineage *Bool `yaml:"lineage,omitempty" json:"lineage,omitempty"`
 	// SecretFields declares the config fields that hold secret values, as
 	// NAME[:scope[:mode]] with NAME a dotted path, a trailing [] for a
 	// list, and mode encrypted (default), signed or encrypted-signed
@@ -248,6 +251,27 @@ func (b *Builtin) DecodeOptions(v any) error {
 	if err := b.Options.Decode(v); err != nil {
 		return fmt.Errorf("builtin %s: %w", boundedread.Quote(b.Name), err)
 	}
+	return nil
+}
+
+// LineageOn says whether a transformer stamps the lineage headers on
+// what it writes: unless the stage file says lineage: false.
+func (s *Stage) LineageOn() bool { return s.Lineage == nil || bool(*s.Lineage) }
+
+// Bool is a setting written true or false, and nothing else: YAML's
+// quoted "true" or a yes is refused rather than guessed at.
+type Bool bool
+
+// UnmarshalYAML takes a plain true or false.
+func (b *Bool) UnmarshalYAML(n *yaml.Node) error {
+	var v bool
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: a list or a mapping where true or false belongs", n.Line)
+	}
+	if n.ShortTag() != "!!bool" || n.Decode(&v) != nil {
+		return fmt.Errorf("line %d: %s is not true or false (write either, unquoted)", n.Line, boundedread.Quote(n.Value))
+	}
+	*b = Bool(v)
 	return nil
 }
 
@@ -510,6 +534,9 @@ func (s *Stage) validate() error {
 		}
 		if s.Transform != nil {
 			bad("transform: belongs to a transformer")
+		}
+		if s.Lineage != nil {
+			bad("lineage: belongs to a transformer (a source's records come from outside Kafka)")
 		}
 		if s.Kind == KindMQTT {
 			if s.MQTT == nil {

@@ -39,6 +39,12 @@ func TestDefaults(t *testing.T) {
 		time.Duration(s.CommitInterval) != 100*time.Millisecond || s.MaxTransactionRecords != DefaultMaxTransactionRecords {
 		t.Errorf("defaults: %+v", s)
 	}
+	if !s.LineageOn() {
+		t.Error("lineage is off by default")
+	}
+	if off, err := Parse([]byte("application_id: a\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: passthrough}\nlineage: false\n")); err != nil || off.LineageOn() {
+		t.Errorf("lineage: false: %v, %v", off, err)
+	}
 	m, err := Parse([]byte("application_id: b\nkind: mqtt\nconfig_topics: [c]\nextract: {builtin: mqtt-relay}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +110,11 @@ func TestErrorsNameTheField(t *testing.T) {
 		base + "commit_interval: -1s\n":        "not a duration",
 		base + "max_transaction_records: -5\n": "max_transaction_records -5: use 1 or more",
 		base + "typo_field: 1\n":               "typo_field",
+		base + "lineage: \"yes\"\n":            "line 5: \"yes\" is not true or false",
+		base + "lineage: yes\n":                "line 5: \"yes\" is not true or false",
+		base + "lineage: \"false\"\n":          "line 5: \"false\" is not true or false",
+		base + "lineage: [true]\n":             "line 5: a list or a mapping",
+		mqttBase + "lineage: false\n":          "lineage: belongs to a transformer",
 		"application_id: a b\nkind: transformer\ninput_topics: [t]\ntransform: {builtin: x}\n":                               "application_id",
 		"application_id: a\nkind: transformer\ntransform: {builtin: x}\n":                                                    "needs input_topics",
 		"application_id: a\nkind: transformer\ninput_topics: [t, t]\ntransform: {builtin: x}\n":                              "twice",

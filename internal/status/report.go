@@ -43,8 +43,12 @@ type Input struct {
 	// Committed is the group's committed offset, null when there is none
 	// (the stage then starts at the log start).
 	Committed *int64 `json:"committed"`
-	LogStart  int64  `json:"log_start"`
-	End       int64  `json:"end"`
+	// Generation is the lineage generation the commit carries: the one
+	// the stage's records from this partition carry (docs/contract.md
+	// §12); null when it carries none.
+	Generation *int64 `json:"generation"`
+	LogStart   int64  `json:"log_start"`
+	End        int64  `json:"end"`
 	// Lag is what the stage has left to read: with LagCounted, the
 	// records a read_committed reader would read past the committed
 	// offset (the log start without one), transaction markers and
@@ -109,6 +113,9 @@ func Build(app string, prev, cur *Sample) *Report {
 			}
 			if c, ok := cur.Committed[tp]; ok {
 				in.Committed = &c
+			}
+			if g, ok := cur.Generations[tp]; ok {
+				in.Generation = &g
 			}
 			in.Lag, in.LagCounted = cur.Lag(tp)
 			r.Lag += in.Lag

@@ -119,3 +119,18 @@ func TestBuildNamesAnIdleMember(t *testing.T) {
 		t.Errorf("one sample: %q", notes)
 	}
 }
+
+// Each input shows the lineage generation its commit carries, null where
+// it carries none.
+func TestBuildShowsTheGeneration(t *testing.T) {
+	s := sample(time.Now(), map[int32]int64{0: 10, 1: 4}, map[int32]int64{0: 10, 1: 10, 2: 10})
+	s.Generations = map[TP]int64{{Topic: "raw", Partition: 0}: 3}
+	r := Build("app", nil, s)
+	if g := r.Inputs[0].Generation; g == nil || *g != 3 || r.Inputs[1].Generation != nil || r.Inputs[2].Generation != nil {
+		t.Fatalf("inputs %+v", r.Inputs)
+	}
+	b, _ := json.Marshal(r.Inputs[1])
+	if !strings.Contains(string(b), `"generation":null`) {
+		t.Errorf("JSON of an input without a generation: %s", b)
+	}
+}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/acl"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lineage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/textfmt"
 )
@@ -97,8 +98,11 @@ type Sample struct {
 	Partitions map[string][]int32
 	// Committed holds the group's commits on the inputs (absent: none).
 	Committed map[TP]int64
-	Starts    map[TP]int64
-	Ends      map[TP]int64
+	// Generations holds the lineage generation each commit carries
+	// (absent: none, as the Python library commits them).
+	Generations map[TP]int64
+	Starts      map[TP]int64
+	Ends        map[TP]int64
 	// Unread holds, per input partition, what a read_committed reader
 	// would read past the group's position: the committed records
 	// counted (transaction markers and aborted records are not), plus the
@@ -187,7 +191,7 @@ func GroupNotAuthorized(app string) string {
 // unknown (Sample.GroupUnauthorized), as is everything read from it.
 func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
 	adm := kadm.NewClient(cl)
-	s := &Sample{Request: req, At: time.Now(), Partitions: map[string][]int32{}, Committed: map[TP]int64{}, Starts: map[TP]int64{}, Ends: map[TP]int64{}, Unread: map[TP]int64{}}
+	s := &Sample{Request: req, At: time.Now(), Partitions: map[string][]int32{}, Committed: map[TP]int64{}, Generations: map[TP]int64{}, Starts: map[TP]int64{}, Ends: map[TP]int64{}, Unread: map[TP]int64{}}
 	g, err := kafkax.DescribeGroup(ctx, adm, req.ApplicationID)
 	switch {
 	case errors.Is(err, kerr.GroupAuthorizationFailed):
@@ -233,7 +237,11 @@ func Take(ctx context.Context, cl *kgo.Client, req Request) (*Sample, error) {
 		}
 		committed.Each(func(r kadm.OffsetResponse) {
 			if r.Err == nil && want[r.Topic] && r.At >= 0 {
-				s.Committed[TP{Topic: r.Topic, Partition: r.Partition}] = r.At
+				tp := TP{Topic: r.Topic, Partition: r.Partition}
+				s.Committed[tp] = r.At
+				if g, err := lineage.GenerationOf(r.Metadata); err == nil {
+					s.Generations[tp] = g
+				}
 			}
 		})
 		// Without the group's offsets there is no position to count from.

@@ -53,7 +53,7 @@ func (r *Runner) processRecord(ctx context.Context, t *task, rec *kgo.Record) er
 	}
 	d, reason := r.decode(rec)
 	if reason != "" {
-		return r.invalid(ctx, rec, reason, t.produce)
+		return r.invalid(ctx, rec, reason, t)
 	}
 	entry := &stateEntry{} // a keyless tombstone's: empty, never written
 	if !d.keyless {
@@ -114,7 +114,7 @@ func (r *Runner) transformError(ctx context.Context, t *task, rec *kgo.Record, e
 		return transformerFailure(fmt.Errorf("transform %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err))
 	}
 	// Whatever the call emitted before rejecting is dropped.
-	return r.invalid(ctx, rec, rejected.Reason, t.produce)
+	return r.invalid(ctx, rec, rejected.Reason, t)
 }
 
 // emitted produces what one Transform call emitted and keeps its state.
@@ -126,7 +126,7 @@ func (r *Runner) emitted(ctx context.Context, t *task, rec *kgo.Record, entry *s
 	case err != nil:
 		return err
 	case reason != "":
-		return r.invalid(ctx, rec, reason, t.produce) // nothing of it is written, its state stays
+		return r.invalid(ctx, rec, reason, t) // nothing of it is written, its state stays
 	}
 	r.produceOutputs(t)
 	if em.state == nil {

@@ -78,7 +78,7 @@ func (r *Runner) invalidInOrder(ctx context.Context, t *task, rec *kgo.Record, r
 		return err
 	}
 	t.from = rec
-	return r.invalid(ctx, rec, reason, t.produce)
+	return r.invalid(ctx, rec, reason, t)
 }
 
 // flushCalls hands the queued records to the task's instance and takes
@@ -111,7 +111,7 @@ func (t *task) flushCalls(ctx context.Context) error {
 		t.from = c.Rec
 		r.obs.MessageProcessing.Observe(per)
 		if c.Rejected != "" {
-			if err := r.invalid(ctx, c.Rec, c.Rejected, t.produce); err != nil {
+			if err := r.invalid(ctx, c.Rec, c.Rejected, t); err != nil {
 				return err
 			}
 			continue
@@ -121,7 +121,7 @@ func (t *task) flushCalls(ctx context.Context) error {
 		case err != nil:
 			return transformerFailure(fmt.Errorf("%s: %w", r.batchTF.Label(), err))
 		case reason != "":
-			if err := r.invalid(ctx, c.Rec, reason, t.produce); err != nil {
+			if err := r.invalid(ctx, c.Rec, reason, t); err != nil {
 				return err
 			}
 			continue // nothing of it is written, its state stays

@@ -23,9 +23,16 @@ const (
 // deadLetter is the record that carries r to <topic>.dlq: the original key
 // and value bytes untouched, the original headers, and headers naming where
 // it came from, why, and when. It goes to the same partition number, so the
-// dead letters of one input partition stay in order.
+// dead letters of one input partition stay in order. The original's
+// lineage headers are left out: the dead letter's own lineage names the
+// original, whose headers still name its source.
 func deadLetter(r *kgo.Record, reason string, now time.Time) stage.Message {
-	headers := append([]kgo.RecordHeader{}, r.Headers...)
+	headers := make([]kgo.RecordHeader, 0, len(r.Headers)+5)
+	for _, h := range r.Headers {
+		if !isLineage(h.Key) {
+			headers = append(headers, h)
+		}
+	}
 	headers = append(headers,
 		kgo.RecordHeader{Key: HeaderDLQTopic, Value: []byte(r.Topic)},
 		kgo.RecordHeader{Key: HeaderDLQPartition, Value: []byte(strconv.Itoa(int(r.Partition)))},

@@ -14,10 +14,10 @@ import (
 // invalid applies the stage's invalid_messages policy to a record that
 // cannot be processed (docs/contract.md §7). skip and dlq return nil and the batch goes
 // on (the offset commits with it; a dead letter joins the same
-// transaction); crash returns the error that stops the stage. The outcome
+// transaction, with its lineage); crash returns the error that stops the stage. The outcome
 // label is upstream's: crash counts as raised, skip as skipped, and dlq as
 // flecht's own dead_lettered.
-func (r *Runner) invalid(ctx context.Context, rec *kgo.Record, reason string, produce func(*kgo.Record)) error {
+func (r *Runner) invalid(ctx context.Context, rec *kgo.Record, reason string, t *task) error {
 	switch r.stage.InvalidMessages {
 	case stagefile.InvalidSkip:
 		r.obs.Invalid(metrics.OutcomeSkipped, rec.Topic)
@@ -30,10 +30,11 @@ func (r *Runner) invalid(ctx context.Context, rec *kgo.Record, reason string, pr
 		if err != nil {
 			return err
 		}
+		t.stamp.stamp(out, rec)
 		if out, err = r.fitDeadLetter(out, rec); err != nil {
 			return err
 		}
-		produce(out)
+		t.produce(out)
 		return nil
 	default:
 		r.obs.Invalid(metrics.OutcomeRaised, rec.Topic)

@@ -2,14 +2,20 @@ package transformer_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/buildinfo"
+	"github.com/flecht-dev/flecht/internal/lineage"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/module"
 	"github.com/flecht-dev/flecht/internal/module/moduletest"
@@ -70,7 +76,8 @@ kind: transformer
 input_topics: [raw]
 transform: {builtin: count, output_topic: by-builtin}
 `), t.TempDir(), "b")
-	mod := f.startModule(moduleStage(t, "by-module", moduletest.Example(t, "count"), "by-module", ""), t.TempDir(), "m")
+	wasm := moduletest.Example(t, "count")
+	mod := f.startModule(moduleStage(t, "by-module", wasm, "by-module", ""), t.TempDir(), "m")
 	want := 60 - 60/13
 	waitFor(t, 60*time.Second, "both stages' outputs", func() bool {
 		return len(f.read("by-builtin")) >= want && len(f.read("by-module")) >= want
@@ -89,6 +96,22 @@ transform: {builtin: count, output_topic: by-builtin}
 	ca, cb := latest(f.read("by-builtin-changelog")), latest(f.read("by-module-changelog"))
 	if fmt.Sprint(ca) != fmt.Sprint(cb) || len(ca) != 7 {
 		t.Errorf("changelogs differ:\nbuiltin %v\nmodule  %v", ca, cb)
+	}
+	// Each names its own logic: the module by its file's sha256.
+	code, err := os.ReadFile(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(code)
+	for topic, logic := range map[string]string{
+		"by-module":  lineage.ModuleLogic(hex.EncodeToString(sum[:])),
+		"by-builtin": lineage.BuiltinLogic("count", buildinfo.Read(debug.ReadBuildInfo).Version),
+	} {
+		for _, o := range f.read(topic) {
+			if got := lineageOf(o)[lineage.HeaderLogic]; len(got) != 1 || got[0] != logic {
+				t.Fatalf("an output to %s names the logic %q, want %q", topic, got, logic)
+			}
+		}
 	}
 }
 

@@ -38,6 +38,7 @@ func (r *Runner) outputs(ctx context.Context, t *task, rec *kgo.Record, msgs []s
 		if err != nil {
 			return "", fmt.Errorf("output of %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
+		t.stamp.stamp(out, rec) // before the size check: the headers count
 		if reason := r.tooLarge(out, "its output"); reason != "" {
 			t.dropOutputs()
 			return reason, nil
@@ -80,7 +81,10 @@ func (r *Runner) fitDeadLetter(dl, rec *kgo.Record) (*kgo.Record, error) {
 		return dl, nil
 	}
 	limit := r.limits.Of(dl.Topic)
-	original, ours := dl.Headers[:len(rec.Headers)], dl.Headers[len(rec.Headers):] // deadLetter appends its own
+	// deadLetter puts the original's headers first, less their lineage,
+	// and its own after them; the lineage stamped on it comes last.
+	n := len(rec.Headers) - lineageHeaders(rec.Headers)
+	original, ours := dl.Headers[:n], dl.Headers[n:]
 	left := []string{fmt.Sprintf("value (%d bytes)", len(rec.Value)), fmt.Sprintf("key (%d bytes)", len(rec.Key)), fmt.Sprintf("%d headers", len(rec.Headers))}
 	for i, omitted := range []string{"value", "key,value", "key,value,headers"} {
 		try := *dl

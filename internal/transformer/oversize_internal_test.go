@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lineage"
 )
 
 // A dead letter leaves out of the original only what keeps it from
@@ -22,7 +23,7 @@ func TestFitDeadLetterLeavesOutWhatDoesNotFit(t *testing.T) {
 	r.limits.Set("raw.dlq", 4096)
 	rec := func(key, value, header int) *kgo.Record {
 		return &kgo.Record{Topic: "raw", Partition: 2, Offset: 7, Key: []byte(strings.Repeat("k", key)), Value: []byte(strings.Repeat("v", value)),
-			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(strings.Repeat("h", header))}}}
+			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(strings.Repeat("h", header))}, {Key: lineage.HeaderSource, Value: []byte("upstream/0@1")}}}
 	}
 	for _, c := range []struct {
 		key, value, header int
@@ -39,6 +40,8 @@ func TestFitDeadLetterLeavesOutWhatDoesNotFit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		st := newStamper(true, "builtin:count@test", 2)
+		st.stamp(dl, in)
 		got, err := r.fitDeadLetter(dl, in)
 		if err != nil {
 			t.Fatalf("%+v: %v", c, err)
@@ -46,12 +49,20 @@ func TestFitDeadLetterLeavesOutWhatDoesNotFit(t *testing.T) {
 		if n := kafkax.BatchBytes(got); n > 4096 {
 			t.Errorf("%+v: the dead letter is %d bytes, over the limit", c, n)
 		}
-		h := map[string]string{}
+		h, n := map[string]string{}, map[string]int{}
 		for _, x := range got.Headers {
 			h[x.Key] = string(x.Value)
+			n[x.Key]++
 		}
 		if h[HeaderDLQOmitted] != c.omitted || h[HeaderDLQTopic] != "raw" || h[HeaderDLQPartition] != "2" || h[HeaderDLQOffset] != "7" {
 			t.Errorf("%+v: headers %v", c, h)
+		}
+		// Its own lineage stays whatever is left out, the original's is gone.
+		if h[lineage.HeaderSource] != "raw/2@7" || n[lineage.HeaderSource] != 1 || h[lineage.HeaderLogic] != "builtin:count@test" || h[lineage.HeaderGeneration] != "2" {
+			t.Errorf("%+v: lineage headers %v", c, h)
+		}
+		if (h["h"] == "") != strings.Contains(c.omitted, "headers") || n[HeaderDLQError] != 1 {
+			t.Errorf("%+v: the original's headers and the dead letter's own are not where they belong: %v", c, got.Headers)
 		}
 		if c.omitted != "" && !strings.Contains(h[HeaderDLQError], "too big; the original's value") {
 			t.Errorf("%+v: the error header does not say what was left out: %q", c, h[HeaderDLQError])

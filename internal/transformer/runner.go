@@ -96,8 +96,10 @@ type Runner struct {
 	log        *slog.Logger
 	configs    *stage.ConfigStore
 
-	tf  Transformer
-	raw RawTransformer // tf's raw path, when it has one the state key allows
+	tf Transformer
+	// logic names tf in the lineage headers (LogicNamer).
+	logic string
+	raw   RawTransformer // tf's raw path, when it has one the state key allows
 	// batchTF, when tf is one, makes each task's instance; its state is
 	// kept as bytes (byteState).
 	batchTF   BatchTransformer
@@ -378,7 +380,10 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 // unless it says otherwise, the raw path when the state key allows it, a
 // BatchTransformer's instances with state as bytes.
 func (r *Runner) use(tf Transformer) {
-	r.tf = tf
+	r.tf, r.logic = tf, unnamedLogic
+	if n, ok := tf.(LogicNamer); ok {
+		r.logic = n.Logic()
+	}
 	r.stateful = true
 	if s, ok := tf.(Stateless); ok && s.Stateless() {
 		r.stateful = false

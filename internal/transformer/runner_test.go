@@ -120,8 +120,18 @@ func (f *fixture) start(st *stagefile.Stage, stateDir, clientID string) *running
 // startWith runs tf, or the stage's builtin when tf is nil.
 func (f *fixture) startWith(st *stagefile.Stage, stateDir, clientID string, tf transformer.Transformer) *running {
 	f.t.Helper()
+	return f.startOpts(st, stateDir, clientID, tf, nil)
+}
+
+// startOpts is startWith with opt changing the runner's options first.
+func (f *fixture) startOpts(st *stagefile.Stage, stateDir, clientID string, tf transformer.Transformer, opt func(*transformer.Options)) *running {
+	f.t.Helper()
 	obs := metrics.New(nil)
-	r := transformer.NewRunner(transformer.Options{Stage: st, Cluster: f.cluster, ClientID: clientID, StateDir: stateDir, Metrics: obs, SessionTimeout: 6 * time.Second, Log: testLogger(f.t)})
+	o := transformer.Options{Stage: st, Cluster: f.cluster, ClientID: clientID, StateDir: stateDir, Metrics: obs, SessionTimeout: 6 * time.Second, Log: testLogger(f.t)}
+	if opt != nil {
+		opt(&o)
+	}
+	r := transformer.NewRunner(o)
 	if tf == nil {
 		var err error
 		if tf, err = builtin.NewTransformer(st.Transform, builtin.Env{Configs: r.Configs()}); err != nil {

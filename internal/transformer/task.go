@@ -11,6 +11,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/lease"
+	"github.com/flecht-dev/flecht/internal/lineage"
 	"github.com/flecht-dev/flecht/internal/state"
 )
 
@@ -61,6 +62,14 @@ type task struct {
 	from *kgo.Record
 	em   emitter       // reused by every Transform call
 	outs []*kgo.Record // one record's outputs, checked before any is produced (oversize.go)
+
+	// lineageGen is the generation of the stage's output, read from the
+	// task's committed input offsets when it starts and committed back
+	// with them (as meta); stamp gives its outputs their lineage headers
+	// (lineage.go).
+	lineageGen int64
+	meta       string
+	stamp      stamper
 
 	// A BatchTransformer's instance, and the records queued for its next
 	// call (batchcall.go).
@@ -198,6 +207,13 @@ func (t *task) end(mode endMode) error {
 func (t *task) run() {
 	defer close(t.done)
 	defer t.beat.Done()
+	gen, err := t.r.readGeneration(context.Background(), t.n)
+	if err != nil {
+		t.fail(err)
+		return
+	}
+	t.lineageGen, t.meta = gen, lineage.OffsetMetadata(gen)
+	t.stamp = newStamper(t.r.stage.LineageOn(), t.r.logic, gen)
 	if bf := t.r.batchTF; bf != nil {
 		bt, err := bf.NewBatchTask(context.Background(), t.n)
 		if err != nil {
@@ -658,7 +674,7 @@ func (r *Runner) commit(t *task, tx *txn) error {
 	for topic, off := range tx.offsets {
 		offsets[topic] = map[int32]int64{t.n: off}
 	}
-	if err := commitOffsets(ctx, prod, t.lease.TxnID, r.stage.ApplicationID, r.generation, offsets); err != nil {
+	if err := commitOffsets(ctx, prod, t.lease.TxnID, r.stage.ApplicationID, r.generation, offsets, t.meta); err != nil {
 		return fmt.Errorf("task %d: %w", t.n, err)
 	}
 	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {

@@ -49,8 +49,9 @@ var generationWait = 5 * time.Second
 // again once gen says the member is in a newer one: the transaction is
 // still open and whole, and whether this member may still commit for the
 // task is the producer fence's to say (the next owner fences it before it
-// starts), not the generation's.
-func commitOffsets(ctx context.Context, prod *kgo.Client, txnID, group string, gen func() groupGeneration, offsets map[string]map[int32]int64) error {
+// starts), not the generation's. Every offset carries metadata: the
+// lineage generation (lineage.OffsetMetadata).
+func commitOffsets(ctx context.Context, prod *kgo.Client, txnID, group string, gen func() groupGeneration, offsets map[string]map[int32]int64, metadata string) error {
 	id, epoch, err := prod.ProducerID(ctx)
 	if err != nil {
 		return fmt.Errorf("producer id: %w", err)
@@ -76,7 +77,7 @@ func commitOffsets(ctx context.Context, prod *kgo.Client, txnID, group string, g
 		t.Topic = topic
 		for p, off := range parts {
 			tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-			tp.Partition, tp.Offset, tp.LeaderEpoch = p, off, -1
+			tp.Partition, tp.Offset, tp.LeaderEpoch, tp.Metadata = p, off, -1, &metadata
 			t.Partitions = append(t.Partitions, tp)
 		}
 		req.Topics = append(req.Topics, t)

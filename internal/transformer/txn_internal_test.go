@@ -12,6 +12,7 @@ import (
 
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lineage"
 )
 
 // A commit sent with the generation a cooperative rebalance just ended is
@@ -45,7 +46,7 @@ func TestCommitOffsetsFollowsANewGeneration(t *testing.T) {
 		if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
-		err := commitOffsets(ctx, prod, txnID, "g", gen, map[string]map[int32]int64{"in": {0: offset}})
+		err := commitOffsets(ctx, prod, txnID, "g", gen, map[string]map[int32]int64{"in": {0: offset}}, lineage.OffsetMetadata(1))
 		end := kgo.TryCommit
 		if err != nil {
 			end = kgo.TryAbort

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/buildinfo"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/transformer"
@@ -329,6 +331,35 @@ func TestDedupeLimitsNameTheirRange(t *testing.T) {
 		}
 		if _, err := NewTransformer(st.Transform, Env{}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", opts, err, want)
+		}
+	}
+}
+
+// Every builtin names itself in the lineage headers, with the version of
+// flecht that carries it.
+func TestEveryBuiltinNamesItsLogic(t *testing.T) {
+	version := buildinfo.Read(debug.ReadBuildInfo).Version
+	for _, name := range Names() {
+		opts := "output_topic: out\n"
+		switch name {
+		case "dedupe":
+			opts += "id: id\n"
+		case "rekey":
+			opts += "key: id\n"
+		case "enrich":
+			opts += "lookup: id\n"
+		}
+		st, err := stagefile.Parse([]byte("application_id: a\nkind: transformer\ninput_topics: [in]\nconfig_topics: [c]\ntransform:\n  builtin: " + name + "\n  " + strings.ReplaceAll(strings.TrimSpace(opts), "\n", "\n  ") + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tf, err := NewTransformer(st.Transform, Env{Configs: NoConfigs{}})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		n, ok := tf.(transformer.LogicNamer)
+		if want := "builtin:" + name + "@" + version; !ok || n.Logic() != want {
+			t.Errorf("%s names no logic, or not %q", name, want)
 		}
 	}
 }

@@ -31,6 +31,9 @@ func newCount(b *stagefile.Builtin, _ Env) (transformer.Transformer, error) {
 
 func (c *count) OutputTopics() []string { return []string{c.Output} }
 
+// Logic names it in the lineage headers of its outputs.
+func (*count) Logic() string { return logicOf("count") }
+
 // TransformRaw stamps seq on a canonical JSON value without decoding it
 // (the usual input: what flecht and the Python library write); anything
 // else goes to Transform.

@@ -50,6 +50,9 @@ func newDedupe(b *stagefile.Builtin, _ Env) (transformer.Transformer, error) {
 
 func (d *dedupe) OutputTopics() []string { return []string{d.Output} }
 
+// Logic names it in the lineage headers of its outputs.
+func (*dedupe) Logic() string { return logicOf("dedupe") }
+
 func (d *dedupe) Transform(_ context.Context, in *transformer.Incoming, st attr.State, out transformer.Emit) error {
 	if in.Tombstone {
 		return nil

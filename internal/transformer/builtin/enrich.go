@@ -62,6 +62,9 @@ func (e *enrich) UsesDLQ() bool { return e.Missing == missingDLQ }
 
 func (e *enrich) OutputTopics() []string { return []string{e.Output} }
 
+// Logic names it in the lineage headers of its outputs.
+func (*enrich) Logic() string { return logicOf("enrich") }
+
 func (e *enrich) Transform(_ context.Context, in *transformer.Incoming, _ attr.State, out transformer.Emit) error {
 	if in.Tombstone {
 		return nil

@@ -28,6 +28,9 @@ func (p *passthrough) Stateless() bool { return true }
 
 func (p *passthrough) OutputTopics() []string { return []string{p.Output} }
 
+// Logic names it in the lineage headers of its outputs.
+func (*passthrough) Logic() string { return logicOf("passthrough") }
+
 func (p *passthrough) Transform(_ context.Context, in *transformer.Incoming, _ attr.State, out transformer.Emit) error {
 	m := derived(in, p.Output, in.Key, in.Value)
 	m.Tombstone = in.Tombstone

@@ -5,10 +5,14 @@ package builtin
 
 import (
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/flecht-dev/flecht/internal/attr"
+	"github.com/flecht-dev/flecht/internal/buildinfo"
+	"github.com/flecht-dev/flecht/internal/lineage"
 	"github.com/flecht-dev/flecht/internal/stage"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/transformer"
@@ -114,6 +118,12 @@ func path(builtin, field, dotted string) ([]string, error) {
 func derived(in *transformer.Incoming, topic, key string, value attr.Event) stage.Message {
 	return stage.Message{Topic: topic, Key: key, Value: value, Timestamp: in.Timestamp, Headers: in.Headers}
 }
+
+// logicOf is a builtin's lineage logic: its name and the version of the
+// flecht that carries it, since a builtin changes only with flecht.
+func logicOf(name string) string { return lineage.BuiltinLogic(name, flechtVersion()) }
+
+var flechtVersion = sync.OnceValue(func() string { return buildinfo.Read(debug.ReadBuildInfo).Version })
 
 // NoConfigs is an empty config store, for a builtin built only to ask
 // what it writes or whether it keeps state, never to run.

@@ -43,6 +43,9 @@ func (r *rekey) Stateless() bool { return true }
 
 func (r *rekey) OutputTopics() []string { return []string{r.Output} }
 
+// Logic names it in the lineage headers of its outputs.
+func (*rekey) Logic() string { return logicOf("rekey") }
+
 func (r *rekey) Transform(_ context.Context, in *transformer.Incoming, _ attr.State, out transformer.Emit) error {
 	if in.Tombstone {
 		return nil // a tombstone has no value to take the new key from
