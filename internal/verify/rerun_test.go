@@ -25,8 +25,9 @@ import (
 const countStage = "application_id: cnt\nkind: transformer\ninput_topics: [c.raw]\nstate_key: \"{key}\"\ncommit_interval: 50ms\ntransform: {builtin: count, output_topic: c.out}\n"
 
 // A real runner's outputs, audited with the offline engine's rerun: clean
-// and content checked; then a changed value, an output removed and an
-// output the logic does not make are each named with its record.
+// and content checked; then a changed value, an output removed, an output
+// the logic does not make and one written twice are each named with its
+// record, once.
 func TestContentCheckOnARealRunner(t *testing.T) {
 	env := devenvtest.Start(t)
 	cluster := &kafkax.Cluster{Brokers: []string{env.KafkaAddr()}}
@@ -98,10 +99,11 @@ func TestContentCheckOnARealRunner(t *testing.T) {
 	txn := devenvtest.KafkaClient(t, env, kgo.TransactionalID("intruder"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	changed := &kgo.Record{Topic: "c.out", Partition: 0, Key: p0[0].Key, Value: []byte(`{"count":999}`), Headers: p0[0].Headers}
 	extra := &kgo.Record{Topic: "c.out", Partition: 1, Key: []byte("nobody"), Value: other.Value, Headers: other.Headers}
+	again := &kgo.Record{Topic: "c.out", Partition: 1, Key: other.Key, Value: other.Value, Headers: other.Headers}
 	if err := txn.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	if err := txn.ProduceSync(ctx, changed, extra).FirstErr(); err != nil {
+	if err := txn.ProduceSync(ctx, changed, extra, again).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
@@ -111,7 +113,7 @@ func TestContentCheckOnARealRunner(t *testing.T) {
 	place := func(r *kgo.Record) string {
 		return lineage.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}.String()
 	}
-	want(t, rep, "changed "+place(changed), "unexpected "+place(extra), "missing "+removed.Source.String())
+	want(t, rep, "changed "+place(changed), "unexpected "+place(extra), "missing "+removed.Source.String(), "duplicate "+place(again))
 	for _, f := range rep.Findings {
 		if f.Kind == verify.KindChanged && !strings.Contains(f.Message, "field $.count differs") {
 			t.Errorf("the changed field is not named: %s", f.Message)

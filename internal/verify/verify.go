@@ -405,6 +405,13 @@ func (a *auditor) record(r *kgo.Record) {
 	}
 	g.Records++
 	g.Logic[st.Logic]++
+	// A duplicate is named as one; the content check does not name it
+	// again (see compareSource).
+	sum := dupKey(st.Generation, src, r)
+	firstRef, dup := a.seen[sum]
+	if !dup {
+		a.seen[sum] = a.ref(at)
+	}
 	gs := genSource{st.Generation, a.ref(st.Source)}
 	_, seenSource := a.sources[gs]
 	if !seenSource {
@@ -432,7 +439,7 @@ func (a *auditor) record(r *kgo.Record) {
 		case st.Generation == ip.Generation:
 			if a.content != nil {
 				m := newMade(r)
-				m.place = at.String()
+				m.place, m.dup = at.String(), dup
 				a.content.actual[st.Source] = append(a.content.actual[st.Source], m)
 			}
 			ip.Outputs++
@@ -450,14 +457,11 @@ func (a *auditor) record(r *kgo.Record) {
 		}
 	}
 
-	sum := dupKey(st.Generation, src, r)
-	if ref, ok := a.seen[sum]; ok {
-		first := a.name(ref)
+	if dup {
+		first := a.name(firstRef)
 		a.find(r, Finding{Kind: KindDuplicate, Source: src, Generation: st.Generation, Duplicates: first,
 			Message: fmt.Sprintf("repeats %s: the same source, generation, topic, key and value: %s was processed twice in generation %d", first, src, st.Generation)})
-		return
 	}
-	a.seen[sum] = a.ref(at)
 }
 
 // dupKey digests what makes two records the same output of one source.
