@@ -94,7 +94,9 @@ func TestVerifyNamesInjectedFaults(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	place := func(r *kgo.Record) string { return lineage.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}.String() }
+	place := func(r *kgo.Record) string {
+		return lineage.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}.String()
+	}
 	txn := client(t, kgo.TransactionalID(app+"-intruder"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	write := func(recs ...*kgo.Record) {
 		t.Helper()
