@@ -89,7 +89,7 @@ func NewCmdVerify(f *Factory, runF func(*VerifyOptions) error) *cobra.Command {
 	opts := &VerifyOptions{IO: f.IO, Printer: f.Printer, Cluster: f.Cluster, CacheDir: module.CacheDirFrom(f.Getenv)}
 	cmd := &cobra.Command{
 		Use:   "verify -f stage.yaml [--module FILE]",
-		Short: "Audit a stage's outputs against its committed offsets: duplicates, foreign records, offsets moved back",
+		Short: "Audit a stage's outputs against its committed offsets and its logic: duplicates, gaps, changed values, foreign records",
 		Long:  verifyLong,
 		Example: `  flecht verify -f examples/count.yaml
   flecht verify -f enrich.yaml --module enrich.wasm -o json`,

@@ -165,3 +165,31 @@ func TestLineageOffIsRefused(t *testing.T) {
 		t.Fatalf("a stage without lineage: %v (exit %d)", err, exitcode.Code(err))
 	}
 }
+
+// A module stage's own module file that does not read leaves the content
+// unchecked, saying why; a --module that does not read is a usage error,
+// and so is a --module for a builtin stage.
+func TestForStageModuleFiles(t *testing.T) {
+	dir := t.TempDir()
+	mod := filepath.Join(dir, "mod.yaml")
+	if err := os.WriteFile(mod, []byte("application_id: m\nkind: transformer\ninput_topics: [in]\ntransform:\n  module: gone.wasm\n  output_topics: [out]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	req, err := verify.ForStage(mod, "", verify.Engine{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := req.Content.Unavailable(); !strings.Contains(why, "gone.wasm") || !strings.Contains(why, "--module") {
+		t.Fatalf("an unreadable stage module: %q", why)
+	}
+	if _, err := verify.ForStage(mod, filepath.Join(dir, "missing.wasm"), verify.Engine{}); exitcode.Code(err) != exitcode.Usage {
+		t.Fatalf("an unreadable --module: %v", err)
+	}
+	cnt := filepath.Join(dir, "cnt.yaml")
+	if err := os.WriteFile(cnt, []byte(countStage), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := verify.ForStage(cnt, filepath.Join(dir, "any.wasm"), verify.Engine{}); exitcode.Code(err) != exitcode.Usage || !strings.Contains(err.Error(), "builtin") {
+		t.Fatalf("--module for a builtin stage: %v", err)
+	}
+}
