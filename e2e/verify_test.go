@@ -4,9 +4,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -15,17 +12,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lineage"
+	"github.com/flecht-dev/flecht/internal/module/moduletest"
 )
 
-// verifyReport is the part of `flecht verify -o json` the test reads.
+// verifyReport is the part of `flecht verify -o json` the tests read.
 type verifyReport struct {
 	Findings []struct {
-		Kind   string `json:"kind"`
-		Record string `json:"record"`
+		Kind    string `json:"kind"`
+		Record  string `json:"record"`
+		Message string `json:"message"`
 	} `json:"findings"`
-	Total          int  `json:"findings_total"`
-	ContentChecked bool `json:"content_checked"`
+	Total             int    `json:"findings_total"`
+	Records           int64  `json:"records"`
+	ContentChecked    bool   `json:"content_checked"`
+	ContentNotChecked string `json:"content_not_checked"`
 }
 
 func (r verifyReport) named() string {
@@ -37,16 +39,65 @@ func (r verifyReport) named() string {
 	return strings.Join(out, "\n")
 }
 
-// On real Kafka, with records written as a stage writes them (lineage
-// headers, transactions, offsets with their generation): verify finds a
-// clean stage clean, then names each injected fault and nothing else; and
-// trace follows an output to the raw record's origin.
+// runVerify runs `flecht verify -f stage -o json` in env.
+func runVerify(t *testing.T, env []string, stage string) (verifyReport, int) {
+	t.Helper()
+	out, errOut, code := runFlechtEnv(t, env, "", "verify", "-f", stage, "-o", "json")
+	var rep verifyReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("verify: exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	return rep, code
+}
+
+// On real Kafka, the outputs of a real runner (the count module): verify
+// finds them clean, the content rerun included; then, with four faults
+// injected into them, it names each and nothing else:
+//
+//   - a record appended by a plain, non-transactional producer (no_lineage);
+//   - a record removed: Kafka deletes a partition's records only before an
+//     offset (DeleteRecords; a partition cannot be re-created alone), so the
+//     first two outputs of partition 0 go, and the second one's source is
+//     a gap (missing);
+//   - a changed value: the first of them written back, transactionally,
+//     with its lineage headers and another seq (changed, naming the field);
+//   - a duplicate generation: three real outputs written again with their
+//     lineage headers, transactionally (duplicate, each).
 func TestVerifyNamesInjectedFaults(t *testing.T) {
-	ctx := testCtx(t, 60*time.Second)
-	raw, refined, app := topicName(t, "raw"), topicName(t, "refined"), topicName(t, "app")
-	createTopic(t, raw, 2, nil)
-	createTopic(t, refined, 2, nil)
-	txn := client(t, kgo.TransactionalID(app+"-0"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	const records, keys = 3000, 40
+	ctx := testCtx(t, 2*time.Minute)
+	app, in, out := topicName(t, "app"), topicName(t, "raw"), topicName(t, "out")
+	createTopic(t, in, 2, nil)
+	createTopic(t, out, 2, nil)
+	rpProduce(t, in, records, keys)
+	stage := moduleStageFile(t, app, in, out, moduletest.Example(t, "count"), "")
+	p := startRun(t, stage, "faults-0", t.TempDir())
+	waitCommitted(t, admin(t), app, in, records, 2*time.Minute, p)
+	p.stop()
+	env := append(cacheEnv(t), "FLECHT_BROKERS="+brokers, "NO_COLOR=1", "HOME="+t.TempDir())
+
+	start := time.Now()
+	rep, code := runVerify(t, env, stage)
+	if code != 0 || rep.Total != 0 || !rep.ContentChecked || rep.Records != records {
+		t.Fatalf("a real runner's outputs: exit %d, %d records, content checked %v (%s), findings:\n%s", code, rep.Records, rep.ContentChecked, rep.ContentNotChecked, rep.named())
+	}
+	t.Logf("verify of %d outputs, content checked: %s", rep.Records, time.Since(start).Round(time.Millisecond))
+
+	var p0, p1 []*kgo.Record
+	if _, err := kafkax.ReadFrom(ctx, client(t), []string{out}, kafkax.FromLogStart, nil, func(r *kgo.Record) error {
+		if r.Partition == 0 {
+			p0 = append(p0, r)
+		} else {
+			p1 = append(p1, r)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	place := func(r *kgo.Record) string {
+		return lineage.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}.String()
+	}
+	txn := client(t, kgo.TransactionalID(app+"-intruder"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	write := func(recs ...*kgo.Record) {
 		t.Helper()
 		if err := txn.BeginTransaction(); err != nil {
@@ -59,96 +110,44 @@ func TestVerifyNamesInjectedFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const n = 20
-	var raws []*kgo.Record
-	for i := range n {
-		raws = append(raws, &kgo.Record{Topic: raw, Partition: int32(i % 2), Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf(`{"n":%d}`, i)),
-			Headers: []kgo.RecordHeader{{Key: lineage.HeaderOrigin, Value: []byte(lineage.MQTTOrigin("sensors/k" + fmt.Sprint(i)))}}})
-	}
-	write(raws...)
-	output := func(r *kgo.Record) *kgo.Record {
-		st := lineage.Stamp{Source: lineage.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}, Logic: lineage.BuiltinLogic("passthrough", "test"), Generation: 1}
-		return &kgo.Record{Topic: refined, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: st.Headers()}
-	}
-	var outs []*kgo.Record
-	for _, r := range raws {
-		outs = append(outs, output(r))
-	}
-	write(outs...)
-	// The offsets commit the first n-2 sources: the last one of each
-	// partition is not committed yet, and its output must not exist.
-	next := map[int32]int64{}
-	for _, r := range raws[:n-2] {
-		next[r.Partition] = r.Offset + 1
-	}
-	var offs kadm.Offsets
-	for p, at := range next {
-		offs.Add(kadm.Offset{Topic: raw, Partition: p, At: at, LeaderEpoch: -1, Metadata: lineage.OffsetMetadata(1)})
-	}
-	if _, err := admin(t).CommitOffsets(ctx, app, offs); err != nil {
-		t.Fatal(err)
-	}
-	stage := filepath.Join(t.TempDir(), "stage.yaml")
-	if err := os.WriteFile(stage, []byte(fmt.Sprintf("application_id: %s\nkind: transformer\ninput_topics: [%s]\ntransform:\n  builtin: passthrough\n  output_topic: %s\n", app, raw, refined)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	verify := func() (verifyReport, int) {
-		t.Helper()
-		out, errOut, code := runFlecht(t, "", "verify", "-f", stage, "-o", "json")
-		var rep verifyReport
-		if err := json.Unmarshal([]byte(out), &rep); err != nil {
-			t.Fatalf("verify: exit %d, %v\n%s\n%s", code, err, out, errOut)
-		}
-		return rep, code
-	}
-	place := func(r *kgo.Record) string {
-		return lineage.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}.String()
+	again := func(r *kgo.Record) *kgo.Record {
+		return &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: r.Headers}
 	}
 
-	// The outputs of the two uncommitted sources are the first finding.
-	rep, code := verify()
-	want := []string{"past_committed " + place(outs[n-2]), "past_committed " + place(outs[n-1])}
-	sort.Strings(want)
-	if code != 4 || rep.named() != strings.Join(want, "\n") || rep.ContentChecked {
-		t.Fatalf("exit %d, findings:\n%s\nwant:\n%s", code, rep.named(), strings.Join(want, "\n"))
-	}
-	offs = kadm.Offsets{}
-	for p := range int32(2) {
-		offs.Add(kadm.Offset{Topic: raw, Partition: p, At: raws[n-2+int(p)].Offset + 1, LeaderEpoch: -1, Metadata: lineage.OffsetMetadata(1)})
-	}
-	if _, err := admin(t).CommitOffsets(ctx, app, offs); err != nil {
-		t.Fatal(err)
-	}
-	if rep, code := verify(); code != 0 || rep.Total != 0 {
-		t.Fatalf("a clean stage: exit %d, findings:\n%s", code, rep.named())
-	}
-
-	// Faults: a plain producer's record, and a duplicate.
-	plain := &kgo.Record{Topic: refined, Partition: 1, Key: []byte("k1"), Value: []byte(`{"n":1}`)}
+	plain := &kgo.Record{Topic: out, Partition: 1, Key: p1[0].Key, Value: p1[0].Value}
 	if err := client(t, kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(ctx, plain).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	dup := output(raws[4])
-	write(dup)
-	rep, code = verify()
-	want = []string{"duplicate " + place(dup), "no_lineage " + place(plain)}
-	if code != 4 || rep.named() != strings.Join(want, "\n") {
-		t.Fatalf("exit %d, findings:\n%s\nwant:\n%s", code, rep.named(), strings.Join(want, "\n"))
+	var del kadm.Offsets
+	del.Add(kadm.Offset{Topic: out, Partition: 0, At: p0[1].Offset + 1})
+	if _, err := admin(t).DeleteRecords(ctx, del); err != nil {
+		t.Fatal(err)
 	}
+	gone, _, _ := lineage.Read(p0[1].Headers)
+	var v map[string]any
+	if err := json.Unmarshal(p0[0].Value, &v); err != nil {
+		t.Fatal(err)
+	}
+	v["seq"] = 999_999
+	changed := again(p0[0])
+	if changed.Value, _ = json.Marshal(v); string(changed.Value) == string(p0[0].Value) {
+		t.Fatal("the changed value is not changed")
+	}
+	dups := []*kgo.Record{again(p1[5]), again(p1[6]), again(p1[7])}
+	write(append([]*kgo.Record{changed}, dups...)...)
 
-	// trace from the duplicate reaches the raw record's MQTT origin.
-	out, errOut, code := runFlecht(t, "", "trace", place(dup), "-o", "json")
-	var chains []struct {
-		Hops []struct {
-			Record string `json:"record"`
-		} `json:"hops"`
-		End       string `json:"end"`
-		EndDetail string `json:"end_detail"`
+	rep, code = runVerify(t, env, stage)
+	want := []string{"no_lineage " + place(plain), "missing " + gone.Source.String(), "changed " + place(changed)}
+	for _, d := range dups {
+		want = append(want, "duplicate "+place(d))
 	}
-	if err := json.Unmarshal([]byte(out), &chains); err != nil || code != 0 || len(chains) != 1 {
-		t.Fatalf("trace: exit %d, %v\n%s\n%s", code, err, out, errOut)
+	sort.Strings(want)
+	if code != 4 || rep.named() != strings.Join(want, "\n") || !rep.ContentChecked {
+		t.Fatalf("exit %d, content checked %v, findings:\n%s\nwant:\n%s", code, rep.ContentChecked, rep.named(), strings.Join(want, "\n"))
 	}
-	if c := chains[0]; len(c.Hops) != 2 || c.Hops[1].Record != place(raws[4]) || c.End != "origin" || c.EndDetail != "mqtt:sensors/k4" {
-		t.Fatalf("trace: %+v", c)
+	for _, f := range rep.Findings {
+		if f.Kind == "changed" && !strings.Contains(f.Message, "field $.seq differs") {
+			t.Errorf("the changed field is not named: %s", f.Message)
+		}
 	}
 }

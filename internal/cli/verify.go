@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
+	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/module"
 	"github.com/flecht-dev/flecht/internal/show"
 	"github.com/flecht-dev/flecht/internal/ui"
 	"github.com/flecht-dev/flecht/internal/verify"
@@ -20,8 +22,12 @@ type VerifyOptions struct {
 	Module      string
 	MaxFindings int
 
-	// Kafka connects to the cluster; the caller closes the client.
-	Kafka func(ctx context.Context) (*kgo.Client, error)
+	CacheDir string
+	Log      *slog.Logger
+	OnStuck  func(error)
+
+	// Cluster says how to reach Kafka (settings resolved, nothing dialled).
+	Cluster func() (*kafkax.Cluster, error)
 }
 
 const verifyLong = `The exactly-once audit of a transformer, running or stopped. It reads
@@ -52,29 +58,45 @@ the sources the current generation's outputs cover.
 
 Gaps (an input whose outputs are missing) cannot be told from an input
 the logic filtered without rerunning the logic, and neither can a changed
-value: that is the content check, which reruns the logic offline over
-the whole input history and compares bytes per source record (findings
-changed, naming the JSON field, missing and unexpected). This flecht
-cannot rerun the logic yet: the report says "content not checked" and why
-(content_checked: false in JSON).
+value: that is the content check. It reruns the logic offline (the
+runner's own code, fresh state, nothing written) over every input
+partition from offset 0 up to the committed offset, and compares bytes
+per source record of the current generation:
 
---module FILE names the module file to rerun; it is refused (exit 2) when
-its sha256 is not the one the current generation's lineage names.
+  changed         an output whose value is not what the logic makes of
+                  its source (the JSON field that differs is named)
+  missing         an output the logic makes that the topic does not hold:
+                  a gap
+  unexpected      an output the logic does not make of its source
+
+A module stage reruns the module the stage file names, or the file given
+with --module; either is refused (exit 2) when its sha256 is not the one
+the current generation's lineage names. A builtin stage reruns this
+flecht's builtin; when the lineage names another flecht version the
+report notes it. When an input's history no longer starts at offset 0
+(retention deleted records the logic saw), or the module file does not
+read, the content is not checked: the report says why (content_checked:
+false in JSON), and completeness and uniqueness are still checked.
+
+A stage with lineage: false is refused (exit 2): its records carry
+nothing to audit them by.
 
 The outputs' ends are read before the committed offsets, so a running
 stage gives no false findings. Exit 0 when clean, 4 with findings.`
 
 // NewCmdVerify builds `flecht verify`.
 func NewCmdVerify(f *Factory, runF func(*VerifyOptions) error) *cobra.Command {
-	opts := &VerifyOptions{IO: f.IO, Printer: f.Printer, Kafka: f.KafkaClient}
+	opts := &VerifyOptions{IO: f.IO, Printer: f.Printer, Cluster: f.Cluster, CacheDir: module.CacheDirFrom(f.Getenv)}
 	cmd := &cobra.Command{
 		Use:   "verify -f stage.yaml [--module FILE]",
-		Short: "Audit a stage's outputs against its committed offsets: duplicates, foreign records, offsets moved back",
+		Short: "Audit a stage's outputs against its committed offsets and its logic: duplicates, gaps, changed values, foreign records",
 		Long:  verifyLong,
 		Example: `  flecht verify -f examples/count.yaml
   flecht verify -f enrich.yaml --module enrich.wasm -o json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Log = runLogger(f)
+			opts.OnStuck = stuckModuleExits(f, opts.Log)
 			if runF != nil {
 				return runF(opts)
 			}
@@ -95,16 +117,23 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 	if opts.MaxFindings < 0 {
 		return exitcode.Usagef("--max-findings %d: want 0 (all) or more", opts.MaxFindings)
 	}
-	req, err := verify.ForStage(opts.StageFile, opts.Module)
+	cluster, err := opts.Cluster()
+	if err != nil {
+		return err
+	}
+	req, err := verify.ForStage(opts.StageFile, opts.Module, verify.Engine{Cluster: cluster, CacheDir: opts.CacheDir, OnStuck: opts.OnStuck, Log: opts.Log})
 	if err != nil {
 		return err
 	}
 	req.MaxFindings = opts.MaxFindings
-	cl, err := opts.Kafka(ctx)
+	cl, err := cluster.Client()
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	if err := cluster.Ping(ctx, cl); err != nil {
+		return err
+	}
 	p := ui.NewProgress(opts.IO, "reading the outputs of "+req.ApplicationID)
 	req.Planned, req.Read = p.SetTotal, p.Add
 	rep, err := verify.Run(ctx, cl, req)

@@ -73,8 +73,8 @@ func newLineageFixture(t *testing.T) *lineageFixture {
 func TestVerifyCommand(t *testing.T) {
 	fx := newLineageFixture(t)
 	r := run(t, fx.env, "", "verify", "-f", fx.stage)
-	if r.code != exitcode.OK || !strings.Contains(r.out, "content not checked") || !strings.Contains(r.out, "✓") {
-		t.Fatalf("clean stage: exit %d\n%s\n%s", r.code, r.out, r.err)
+	if r.code != exitcode.OK || !strings.Contains(r.out, "✓ content checked") || !strings.Contains(r.out, "name builtin:passthrough@0.31.0; this flecht reruns builtin:passthrough@") {
+		t.Fatalf("clean stage (content checked, another builtin version noted): exit %d\n%s\n%s", r.code, r.out, r.err)
 	}
 
 	// A record from a plain producer: exit 4, named in text and in JSON.
@@ -103,7 +103,7 @@ func TestVerifyCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || r.code != exitcode.Findings {
 		t.Fatalf("json: exit %d, %v\n%s", r.code, err, r.out)
 	}
-	if rep.ContentChecked == nil || *rep.ContentChecked || len(rep.Findings) != 1 || rep.Findings[0].Record != at {
+	if rep.ContentChecked == nil || !*rep.ContentChecked || len(rep.Findings) != 1 || rep.Findings[0].Record != at {
 		t.Fatalf("json report %+v", rep)
 	}
 
@@ -112,8 +112,17 @@ func TestVerifyCommand(t *testing.T) {
 	if err := os.WriteFile(wasm, []byte("\x00asm\x01\x00\x00\x00"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if r = run(t, fx.env, "", "verify", "-f", fx.stage, "--module", wasm); r.code != exitcode.Usage || !strings.Contains(r.err, "builtin:passthrough") {
-		t.Fatalf("another module: exit %d\n%s", r.code, r.err)
+	if r = run(t, fx.env, "", "verify", "-f", fx.stage, "--module", wasm); r.code != exitcode.Usage || !strings.Contains(r.err, "builtin") {
+		t.Fatalf("a module for a builtin stage: exit %d\n%s", r.code, r.err)
+	}
+
+	// A stage without lineage cannot be audited: exit 2, saying so.
+	off := filepath.Join(t.TempDir(), "off.yaml")
+	if err := os.WriteFile(off, []byte("application_id: pass\nkind: transformer\ninput_topics: [in.raw]\nlineage: false\ntransform:\n  builtin: passthrough\n  output_topic: in.refined\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r = run(t, fx.env, "", "verify", "-f", off); r.code != exitcode.Usage || !strings.Contains(r.err, "lineage: false") {
+		t.Fatalf("lineage: false: exit %d\n%s", r.code, r.err)
 	}
 }
 

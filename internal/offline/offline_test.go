@@ -15,6 +15,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/devenv"
 	"github.com/flecht-dev/flecht/internal/devenv/devenvtest"
 	"github.com/flecht-dev/flecht/internal/kafkax"
+	"github.com/flecht-dev/flecht/internal/lineage"
 	"github.com/flecht-dev/flecht/internal/module"
 	"github.com/flecht-dev/flecht/internal/module/moduletest"
 	"github.com/flecht-dev/flecht/internal/offline"
@@ -371,5 +372,14 @@ func TestEngineRange(t *testing.T) {
 	}
 	if _, res := f.runEngine(st, offline.Range{Since: time.Now().Add(-time.Minute)}); res.Inputs != 10 {
 		t.Errorf("Since a minute ago read %d records, want the 10 recent ones", res.Inputs)
+	}
+	outs, res := f.runEngine(st, offline.Range{Spans: map[kafkax.TopicPartition]kafkax.Bounds{{Topic: "raw", Partition: 1}: {Start: 2, End: 5}}})
+	if res.Inputs != 3 || len(outs) != 3 {
+		t.Fatalf("a span [2, 5) of raw/1 read %d records and made %d outputs, want 3", res.Inputs, len(outs))
+	}
+	for i, o := range outs {
+		if want := (lineage.Source{Topic: "raw", Partition: 1, Offset: int64(2 + i)}); o.Source != want {
+			t.Errorf("output %d came from %s, want %s", i, o.Source, want)
+		}
 	}
 }

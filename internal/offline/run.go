@@ -27,6 +27,10 @@ type Range struct {
 	// MaxRecords reads at most this many records of each input partition
 	// (0: all of them).
 	MaxRecords int64
+	// Spans, when set, reads only the input partitions it names, each
+	// from Start (or its log start, if later) up to End, not included:
+	// `flecht verify` reruns the logic up to the committed offsets.
+	Spans map[kafkax.TopicPartition]kafkax.Bounds
 }
 
 // Output is one record a logic would write: an output, or a dead letter
@@ -138,6 +142,9 @@ func (e *Env) Run(ctx context.Context, logics []*transformer.Logic, o RunOptions
 		if int(rec.Partition) >= len(lanes) {
 			return fmt.Errorf("input topic %s has partition %d, but had %d when the run began: run it again", rec.Topic, rec.Partition, len(lanes))
 		}
+		if o.Range.Spans != nil && rec.Offset >= o.Range.Spans[kafkax.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}].End {
+			return nil
+		}
 		if limit := o.Range.MaxRecords; limit > 0 {
 			tp := kafkax.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}
 			if counts[tp] >= limit {
@@ -211,6 +218,13 @@ func (e *Env) start(ctx context.Context, r Range) (kafkax.StartFunc, *int) {
 		if after != nil {
 			if o, ok := after[tp]; ok {
 				from = o
+			} else {
+				from = b.End
+			}
+		}
+		if r.Spans != nil {
+			if s, ok := r.Spans[tp]; ok && s.Start < s.End {
+				from = max(from, s.Start)
 			} else {
 				from = b.End
 			}

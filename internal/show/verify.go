@@ -89,5 +89,8 @@ func Verify(h *ui.Human, r *verify.Report) error {
 	default:
 		h.Printf("%s content not checked: %s\n", h.Warn("!"), r.ContentNotChecked)
 	}
+	for _, n := range r.Notes {
+		h.Printf("%s %s\n", h.Warn("!"), n)
+	}
 	return nil
 }

@@ -34,6 +34,8 @@ type Content interface {
 	// Unavailable says why the content cannot be checked for this stage
 	// ("" when it can).
 	Unavailable() string
+	// Logic names the logic it reruns as lineage does.
+	Logic() string
 	// Rerun runs the logic over each input partition's records from
 	// Span.From up to Span.To, with fresh state, and calls emit for every
 	// record the logic makes of one (outputs and dead letters), never
@@ -44,10 +46,6 @@ type Content interface {
 // Span is a stretch [From, To) of one input partition.
 type Span struct{ From, To int64 }
 
-// NoEngine is why the content is not checked when the request has no
-// Content.
-const NoEngine = "this flecht cannot rerun a stage's logic offline yet, so values were not compared and gaps (inputs whose outputs are missing) not looked for"
-
 // made is one record, as written or as the rerun makes it.
 type made struct {
 	sum   [32]byte
@@ -56,6 +54,7 @@ type made struct {
 	null  bool // a null key
 	value []byte
 	place string // where it was written; "" for the rerun's
+	dup   bool   // written before in its generation: a duplicate finding
 }
 
 func newMade(r *kgo.Record) made {
@@ -104,13 +103,14 @@ func historyGone(inputs []InputPartition) string {
 }
 
 // compare reruns the logic from the log start (0) to the committed
-// offsets and compares, per source of the current generation from its
-// first source on, the records made with the records written. Where the
-// generation starts is not recorded, so the first source stands for it:
-// a gap before it is not seen, and a generation started by a replay to
-// a later target is compared with the state the logic builds from the
-// log start. An input partition whose generation has no output at all is
-// compared from the log start.
+// offsets and compares, per source of the current generation, the
+// records made with the records written. Generation 1 starts at the log
+// start (the runner starts a new group there), which is 0 here. Where a
+// later generation starts (the replay's target) is not recorded, so its
+// first source stands for it: a gap before it is not seen, and a
+// generation started by a replay to a later target is compared with the
+// state the logic builds from the log start. An input partition whose
+// generation has no output at all is compared from the log start.
 func (c *contentCheck) compare(ctx context.Context, a *auditor) error {
 	spans := map[kafkax.TopicPartition]Span{}
 	for key, ip := range a.parts {
@@ -121,7 +121,7 @@ func (c *contentCheck) compare(ctx context.Context, a *auditor) error {
 	expected := map[lineage.Source][]made{}
 	err := c.engine.Rerun(ctx, spans, func(src lineage.Source, rec *kgo.Record) {
 		ip := a.parts[kafkax.TopicPartition{Topic: src.Topic, Partition: src.Partition}]
-		if ip == nil || src.Offset >= ip.Committed || (ip.FirstSource != nil && src.Offset < *ip.FirstSource) {
+		if ip == nil || src.Offset >= ip.Committed || (ip.Generation > lineage.FirstGeneration && ip.FirstSource != nil && src.Offset < *ip.FirstSource) {
 			return
 		}
 		expected[src] = append(expected[src], newMade(rec))
@@ -148,7 +148,9 @@ func (c *contentCheck) compare(ctx context.Context, a *auditor) error {
 }
 
 // compareSource matches written and made records of one source as
-// multisets; what is left is a finding.
+// multisets; what is left is a finding, but for a written duplicate
+// (its own finding already). A logic that makes one record twice on
+// purpose matches both copies.
 func (c *contentCheck) compareSource(a *auditor, src lineage.Source, written, want []made) {
 	gen := a.parts[kafkax.TopicPartition{Topic: src.Topic, Partition: src.Partition}].Generation
 	left := append([]made(nil), want...)
@@ -162,6 +164,9 @@ func (c *contentCheck) compareSource(a *auditor, src lineage.Source, written, wa
 		left = append(left[:i], left[i+1:]...)
 	}
 	for _, w := range extra {
+		if w.dup {
+			continue // named a duplicate already
+		}
 		at, _ := lineage.ParseSource(w.place)
 		f := Finding{Source: src.String(), Generation: gen, place: at, Record: w.place}
 		if i := indexOf(left, w.sameKey); i >= 0 {

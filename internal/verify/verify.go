@@ -33,6 +33,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -43,6 +44,7 @@ import (
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/lineage"
+	"github.com/flecht-dev/flecht/internal/textfmt"
 )
 
 // Output roles, as a stage writes them.
@@ -78,8 +80,8 @@ type Request struct {
 	// generation names another logic.
 	ModuleSHA256 string
 	ModuleFile   string
-	// Content reruns the logic; nil when this build cannot (the report
-	// then says NoEngine).
+	// Content reruns the logic (ForStage builds it on the offline
+	// engine); required.
 	Content Content
 	// MaxFindings is how many findings of each kind the report lists
 	// (all are counted); 0 lists all.
@@ -106,6 +108,9 @@ type Report struct {
 	ContentChecked bool           `json:"content_checked"`
 	// ContentNotChecked says why the content was not checked.
 	ContentNotChecked string `json:"content_not_checked,omitempty"`
+	// Notes are what the reader should know to trust the answer, such as
+	// a builtin rerun at another version than the one that wrote.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // InputPartition is one input partition: what the stage committed and
@@ -168,7 +173,7 @@ type ModuleMismatchError struct {
 }
 
 func (e *ModuleMismatchError) Error() string {
-	return fmt.Sprintf("%s (sha256 %s) is not the logic that wrote generation %d: its records name %s; give that module's file, or none",
+	return fmt.Sprintf("%s (sha256 %s) is not the logic that wrote generation %d: its records name %s; give that module's file with --module",
 		e.File, e.SHA256, e.Generation, quoteAll(e.Logic))
 }
 
@@ -286,10 +291,10 @@ func Run(ctx context.Context, cl *kgo.Client, req Request) (*Report, error) {
 
 	// The content check, when it can run: decided before reading, as
 	// it keeps the current generation's records while they are read.
-	rep.ContentNotChecked = NoEngine
-	if req.Content != nil {
-		rep.ContentNotChecked = req.Content.Unavailable()
+	if req.Content == nil {
+		return nil, errors.New("verify: the request has no content check")
 	}
+	rep.ContentNotChecked = req.Content.Unavailable()
 	if rep.ContentNotChecked == "" {
 		var inputs []InputPartition
 		for _, ip := range a.parts {
@@ -343,6 +348,7 @@ func Run(ctx context.Context, cl *kgo.Client, req Request) (*Report, error) {
 		return nil, err
 	}
 	if a.content != nil {
+		rep.Notes = a.otherLogic(rep.Generation)
 		if err := a.content.compare(ctx, a); err != nil {
 			return nil, err
 		}
@@ -399,6 +405,13 @@ func (a *auditor) record(r *kgo.Record) {
 	}
 	g.Records++
 	g.Logic[st.Logic]++
+	// A duplicate is named as one; the content check does not name it
+	// again (see compareSource).
+	sum := dupKey(st.Generation, src, r)
+	firstRef, dup := a.seen[sum]
+	if !dup {
+		a.seen[sum] = a.ref(at)
+	}
 	gs := genSource{st.Generation, a.ref(st.Source)}
 	_, seenSource := a.sources[gs]
 	if !seenSource {
@@ -426,7 +439,7 @@ func (a *auditor) record(r *kgo.Record) {
 		case st.Generation == ip.Generation:
 			if a.content != nil {
 				m := newMade(r)
-				m.place = at.String()
+				m.place, m.dup = at.String(), dup
 				a.content.actual[st.Source] = append(a.content.actual[st.Source], m)
 			}
 			ip.Outputs++
@@ -444,14 +457,11 @@ func (a *auditor) record(r *kgo.Record) {
 		}
 	}
 
-	sum := dupKey(st.Generation, src, r)
-	if ref, ok := a.seen[sum]; ok {
-		first := a.name(ref)
+	if dup {
+		first := a.name(firstRef)
 		a.find(r, Finding{Kind: KindDuplicate, Source: src, Generation: st.Generation, Duplicates: first,
 			Message: fmt.Sprintf("repeats %s: the same source, generation, topic, key and value: %s was processed twice in generation %d", first, src, st.Generation)})
-		return
 	}
-	a.seen[sum] = a.ref(at)
 }
 
 // dupKey digests what makes two records the same output of one source.
@@ -514,6 +524,26 @@ func (a *auditor) checkModule(current int64) error {
 	sort.Strings(logics)
 	// The file named is the wrong one: a usage error (exit 2).
 	return exitcode.UsageError(&ModuleMismatchError{File: a.req.ModuleFile, SHA256: a.req.ModuleSHA256, Logic: logics, Generation: current})
+}
+
+// otherLogic notes the logics of the current generation's records that
+// are not the one rerun: a builtin of another flecht version (a module
+// of another digest was refused before). Their records are compared all
+// the same, so a change between versions shows as changed values.
+func (a *auditor) otherLogic(current int64) []string {
+	g := a.gens[current]
+	if g == nil {
+		return nil
+	}
+	var notes []string
+	rerun := a.req.Content.Logic()
+	for l, n := range g.Logic {
+		if l != rerun {
+			notes = append(notes, fmt.Sprintf("%s of generation %d's records name %s; this flecht reruns %s: where the two differ, the records show as changed", textfmt.GroupDigits(n), current, l, rerun))
+		}
+	}
+	sort.Strings(notes)
+	return notes
 }
 
 // finish fills the report: inputs, generations and findings in order.

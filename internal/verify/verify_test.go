@@ -145,7 +145,7 @@ func (f *fixture) commit(gen int64, at int64) {
 
 func (f *fixture) verify() *verify.Report {
 	f.t.Helper()
-	rep, err := verify.Run(f.ctx, f.cl, verify.Request{ApplicationID: app, Inputs: []string{"raw"},
+	rep, err := verify.Run(f.ctx, f.cl, verify.Request{ApplicationID: app, Inputs: []string{"raw"}, Content: unavailable{},
 		Outputs: []verify.OutputTopic{{Topic: "refined", Role: verify.RoleOutput}, {Topic: "raw.dlq", Role: verify.RoleDeadLetter}}})
 	if err != nil {
 		f.t.Fatal(err)
@@ -259,7 +259,7 @@ func TestTwoCompleteGenerationsAreClean(t *testing.T) {
 func TestRefusesAnotherModule(t *testing.T) {
 	f := newFixture(t)
 	f.run(1)
-	req := verify.Request{ApplicationID: app, Inputs: []string{"raw"}, Outputs: []verify.OutputTopic{{Topic: "refined", Role: verify.RoleOutput}},
+	req := verify.Request{ApplicationID: app, Inputs: []string{"raw"}, Outputs: []verify.OutputTopic{{Topic: "refined", Role: verify.RoleOutput}}, Content: unavailable{},
 		ModuleFile: "other.wasm", ModuleSHA256: "00" + sum[2:]}
 	if _, err := verify.Run(f.ctx, f.cl, req); err == nil || !strings.Contains(err.Error(), logic) {
 		t.Fatalf("another module: %v", err)
@@ -274,7 +274,7 @@ func TestRefusesAnotherModule(t *testing.T) {
 func TestATopicNamedTwiceIsReadOnce(t *testing.T) {
 	f := newFixture(t)
 	f.run(1)
-	rep, err := verify.Run(f.ctx, f.cl, verify.Request{ApplicationID: app, Inputs: []string{"raw"},
+	rep, err := verify.Run(f.ctx, f.cl, verify.Request{ApplicationID: app, Inputs: []string{"raw"}, Content: unavailable{},
 		Outputs: []verify.OutputTopic{{Topic: "refined", Role: verify.RoleOutput}, {Topic: "refined", Role: verify.RoleDeadLetter}}})
 	if err != nil {
 		t.Fatal(err)
