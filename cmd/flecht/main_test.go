@@ -75,6 +75,7 @@ var elsewhere = map[string]string{
 	"flecht group leave":    "a cluster", "flecht topic create": "a cluster",
 	"flecht topic produce": "a cluster", "flecht topic consume": "a cluster",
 	"flecht topic config": "a cluster", "flecht acl check": "a cluster",
+	"flecht preview": "a cluster", "flecht verify": "a cluster", "flecht trace": "a cluster",
 }
 
 // Item 2: every command that prints a result, run as a process with its
