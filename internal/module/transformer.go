@@ -202,7 +202,11 @@ func (k *Task) take(c *transformer.Call, res *abi.Result, i int) error {
 	case abi.StateDelete:
 		c.SetState, c.NewState = true, nil
 	case abi.StateSet:
-		st, err := canonicalState(res.State)
+		// What json_set spliced is canonical already (host.go).
+		st, err := res.State, error(nil)
+		if !k.inst.spliced.made(st) {
+			st, err = canonicalState(st)
+		}
 		if err != nil {
 			return k.inst.brk(fmt.Errorf("%s on %s: its new state %w", k.t.m.label(), where(), err))
 		}
@@ -229,10 +233,12 @@ func (k *Task) mayKeepState(c *transformer.Call) error {
 // message checks one output and makes it a stage.Message: the input's
 // event time and headers unless the module gave its own.
 func (k *Task) message(in *kgo.Record, m *abi.Message) (stage.Message, error) {
-	topic := string(m.Topic)
-	if !slices.Contains(k.t.outputs, topic) {
-		return stage.Message{}, fmt.Errorf("it sent to topic %q, which is not among the stage's output_topics %q: declare it there", topic, k.t.outputs)
+	// The declared topic's own string: none allocated per message.
+	i := slices.IndexFunc(k.t.outputs, func(o string) bool { return o == string(m.Topic) })
+	if i < 0 {
+		return stage.Message{}, fmt.Errorf("it sent to topic %q, which is not among the stage's output_topics %q: declare it there", m.Topic, k.t.outputs)
 	}
+	topic := k.t.outputs[i]
 	size := len(m.Key) + len(m.Value)
 	for _, h := range m.Headers {
 		size += len(h.Key) + len(h.Value)
@@ -252,8 +258,11 @@ func (k *Task) message(in *kgo.Record, m *abi.Message) (stage.Message, error) {
 	if m.Flags&abi.MessageValueNull != 0 {
 		out.Tombstone = true
 	} else {
-		if err := checkObject(m.Value); err != nil {
-			return stage.Message{}, fmt.Errorf("its record to %s has a value that is not a JSON object: %w", topic, err)
+		// What json_set spliced is an object already (host.go).
+		if !k.inst.spliced.made(m.Value) {
+			if err := checkObject(m.Value); err != nil {
+				return stage.Message{}, fmt.Errorf("its record to %s has a value that is not a JSON object: %w", topic, err)
+			}
 		}
 		out.RawValue = m.Value
 		if out.RawValue == nil {
