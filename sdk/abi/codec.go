@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 var le = binary.LittleEndian
@@ -251,6 +252,10 @@ func (w *ResultWriter) Reset() {
 	w.buf = w.buf[:0]
 	w.countAt = -1
 }
+
+// Grow makes room for n more bytes of results, so that results of that
+// size need no allocation.
+func (w *ResultWriter) Grow(n int) { w.buf = slices.Grow(w.buf, n) }
 
 // Begin starts the result of a transformed record: its messages, added
 // with Message, then its state action, given to End.
