@@ -57,6 +57,10 @@ type Instance struct {
 	// call ran since the last reset.
 	image *instanceImage
 	dirty bool
+	// trustReset: the next reset copies back the pages known to be
+	// written without counting the thread's faults; the caller checks
+	// afterwards (Task.TransformBatch).
+	trustReset bool
 	// spliced is what json_set made in the call in progress (host.go).
 	spliced splices
 	// calls counts the batch calls, to tell their records apart.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -82,6 +83,10 @@ type Task struct {
 	// lastCalls is the length of the batch before, perRecord the results'
 	// bytes per record it took.
 	lastCalls, perRecord int
+	// marks are the calls' message counts before the batch, to undo it.
+	marks []int
+	// mu guards inst against Interrupt while renew replaces it.
+	mu sync.Mutex
 }
 
 // Close ends the instance.
@@ -108,11 +113,66 @@ func (k *Task) TransformBatch(ctx context.Context, calls []transformer.Call) err
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	k.inst.memory.otherThread()
+	if len(calls) == 1 {
+		return k.transformEach(calls, false)
+	}
+	// The resets after the batch's first copy back the pages known to be
+	// written, without counting faults per record; one count at the end
+	// proves no record wrote another page. If one did, a record after it
+	// may have seen what it wrote there: the batch runs again, counting
+	// per record, on a fresh instance if the first run failed (what
+	// failed may have been the leftover's doing).
+	k.marks = k.marks[:0]
 	for i := range calls {
+		k.marks = append(k.marks, len(calls[i].Messages))
+	}
+	err := k.transformEach(calls, true)
+	if err != nil && k.inst.abandoned.Load() {
+		return err // interrupted, or over its time limit: nothing to prove
+	}
+	grew, werr := k.inst.memory.newPages()
+	if werr != nil {
+		return k.inst.brk(fmt.Errorf("%s could not be reset between records: %w", k.t.m.label(), werr))
+	}
+	if !grew {
+		return err
+	}
+	for i := range calls {
+		c := &calls[i]
+		c.Messages, c.Rejected, c.SetState, c.NewState = c.Messages[:k.marks[i]], "", false, nil
+	}
+	if err != nil {
+		if rerr := k.renew(ctx); rerr != nil {
+			return err
+		}
+	}
+	return k.transformEach(calls, false)
+}
+
+// transformEach runs a call per record; trusted: every reset but the
+// first copies back the pages known (Instance.trustReset).
+func (k *Task) transformEach(calls []transformer.Call, trusted bool) error {
+	defer func() { k.inst.trustReset = false }()
+	for i := range calls {
+		k.inst.trustReset = trusted && i > 0
 		if err := k.transformCalls(calls[i : i+1]); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// renew replaces the instance with a fresh one.
+func (k *Task) renew(ctx context.Context) error {
+	inst, err := k.t.m.NewInstance(ctx, k.inst.partition)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	old := k.inst
+	k.inst = inst
+	k.mu.Unlock()
+	old.Close(ctx)
 	return nil
 }
 
@@ -318,4 +378,8 @@ func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)
 
 // Interrupt ends the call in progress soon (Instance.Interrupt): the
 // runner's Interrupter, when the stage stops.
-func (k *Task) Interrupt() { k.inst.Interrupt() }
+func (k *Task) Interrupt() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.inst.Interrupt()
+}
