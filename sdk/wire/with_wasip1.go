@@ -37,16 +37,20 @@ func memberValue(value any) ([]byte, error) {
 
 // lastInt is the integer intValue wrote last, in digits: a handler that
 // sets one number in its output and its state (a counter) writes it once.
+// The digits are a package variable rather than a slice of the heap: under
+// record isolation every page a record writes is copied back before the
+// next, and the package's variables share pages the record writes anyway.
 var (
 	lastInt    int64
-	lastDigits = make([]byte, 0, 20)
+	lastDigits [20]byte
+	lastLen    int
 )
 
 func intValue(x int64) []byte {
-	if x != lastInt || len(lastDigits) == 0 {
-		lastInt, lastDigits = x, strconv.AppendInt(lastDigits[:0], x, 10)
+	if x != lastInt || lastLen == 0 {
+		lastInt, lastLen = x, len(strconv.AppendInt(lastDigits[:0], x, 10))
 	}
-	return lastDigits
+	return lastDigits[:lastLen]
 }
 
 // appendSetMember has the host write into dst's spare room, growing it
