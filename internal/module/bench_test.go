@@ -63,7 +63,7 @@ func benchCountModule(b *testing.B, path, isolation string) {
 	defer func() { b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op") }()
 	for n := 0; n < b.N; n += len(calls) {
 		for i := range calls {
-			calls[i] = transformer.Call{Rec: recs[i], StateKey: string(recs[i].Key), State: []byte(`{"seq":41}`)}
+			calls[i] = transformer.Call{Rec: recs[i], StateKey: string(recs[i].Key), State: []byte(`{"seq":2999}`)}
 		}
 		if err := task.TransformBatch(context.Background(), calls); err != nil {
 			b.Fatal(err)

@@ -50,11 +50,19 @@ type Instance struct {
 	// 0 between calls); timer calls expire then.
 	deadline atomic.Int64
 	timer    *time.Timer
+	// timerAt is when the timer fires (UnixNano), 0 when it is not armed.
+	timerAt atomic.Int64
 	// image is what the instance is reset to before each record (record
 	// isolation: isolation.go), nil under task isolation; dirty says a
 	// call ran since the last reset.
 	image *instanceImage
 	dirty bool
+	// trustReset: the next reset copies back the pages known to be
+	// written without counting the thread's faults; the caller checks
+	// afterwards (Task.TransformBatch).
+	trustReset bool
+	// spliced is what json_set made in the call in progress (host.go).
+	spliced splices
 	// calls counts the batch calls, to tell their records apart.
 	calls uint64
 	// ready: the instance has started and is set up (stuckError).
@@ -107,6 +115,10 @@ func (b *Batch) Where(i int) string {
 func (m *Module) NewInstance(ctx context.Context, partition int32) (*Instance, error) {
 	log := m.opts.Log.With("module", m.spec.Name, "partition", partition)
 	inst := &Instance{m: m, partition: partition, log: newModuleLog(log), stack: make([]uint64, 1)}
+	// Made before any call, stopped: expire, on the timer's goroutine,
+	// reads it.
+	inst.timer = time.AfterFunc(time.Hour, inst.expire)
+	inst.timer.Stop()
 	inst.stdout = &logWriter{log: inst.log, level: slog.LevelInfo, halt: inst.halt}
 	inst.stderr = &logWriter{log: inst.log, level: slog.LevelWarn, stderr: true, halt: inst.halt}
 	inst.ctx = context.WithValue(context.WithoutCancel(ctx), instanceKey{}, inst)
@@ -159,27 +171,41 @@ func (m *Module) NewInstance(ctx context.Context, partition int32) (*Instance, e
 // grow a fresh stack for wazero every time, which costs more than many a
 // call.
 func (inst *Instance) call(limit time.Duration, fn func() error) error {
-	inst.deadline.Store(time.Now().Add(limit).UnixNano())
-	if inst.timer == nil {
-		inst.timer = time.AfterFunc(limit, inst.expire)
-	} else {
+	d := time.Now().Add(limit).UnixNano()
+	inst.deadline.Store(d)
+	// The timer stays armed between calls: a call re-arms it only when it
+	// would fire after the call's deadline (expire re-arms it for a call
+	// whose deadline lies later), which spares a call of a few records
+	// a timer reset and stop.
+	if at := inst.timerAt.Load(); at == 0 || at > d {
+		inst.timerAt.Store(d)
 		inst.timer.Reset(limit)
 	}
 	err := fn()
 	inst.deadline.Store(0)
-	inst.timer.Stop()
 	if inst.abandoned.Load() {
 		return errTimeLimit
 	}
 	return err
 }
 
-// expire runs when a call's time is up: it marks the call abandoned, for
-// halt, and waits a grace period for it to return.
+// expire runs when the timer fires: if a call is running past its time,
+// it marks the call abandoned, for halt, and waits a grace period for it
+// to return; if a call is running within its time, it re-arms the timer
+// for that call's deadline.
 func (inst *Instance) expire() {
+	// Disarmed before the deadline is read: a call that begins meanwhile
+	// either sees the timer disarmed and arms it, or its deadline is read
+	// here (call stores the deadline before it reads timerAt).
+	inst.timerAt.Store(0)
 	d := inst.deadline.Load()
-	if d == 0 || time.Now().UnixNano() < d {
-		return // the call ended (or another began) meanwhile
+	if d == 0 {
+		return // between calls
+	}
+	if now := time.Now().UnixNano(); now < d {
+		inst.timerAt.Store(d)
+		inst.timer.Reset(time.Duration(d - now))
+		return
 	}
 	inst.abandoned.Store(true)
 	inst.m.abandoned.Store(true)
@@ -307,6 +333,7 @@ func (inst *Instance) Transform(b *Batch) ([]byte, error) {
 	}
 	limit := inst.m.spec.TimeLimit * time.Duration(b.Len())
 	inst.batch = b
+	inst.spliced.reset()
 	inst.calls++
 	inst.log.callStarts()
 	start := time.Now()
@@ -455,9 +482,7 @@ func (inst *Instance) Close(ctx context.Context) {
 	if inst.deadline.Load() != 0 {
 		return
 	}
-	if inst.timer != nil {
-		inst.timer.Stop()
-	}
+	inst.timer.Stop()
 	if inst.mod != nil {
 		_ = inst.mod.Close(ctx)
 	}

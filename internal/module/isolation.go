@@ -98,7 +98,7 @@ func (inst *Instance) reset() error {
 	img := inst.image
 	mem := inst.mod.Memory()
 	size := mem.Size()
-	if err := inst.memory.revert(uint64(size)); err != nil {
+	if err := inst.memory.revert(uint64(size), inst.trustReset); err != nil {
 		return inst.brk(fmt.Errorf("%s could not be reset between records: %w", inst.m.label(), err))
 	}
 	if size > img.size {

@@ -29,6 +29,7 @@ type linearMemory struct {
 	// the thread of the last revert (reset_linux.go).
 	own     []pageRange
 	ownSize uint64
+	known   []pageRange // own before the last newPages, reused
 	faults  uint64
 	// tid is the thread of the last revert; maybeMoved says the caller
 	// may be on another since.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -69,28 +70,30 @@ func (m *linearMemory) freeze(size uint64) error {
 // thread that writes it, so while the caller's thread has taken no fault
 // since the last walk (see otherThread), the pages found then are still
 // all there are.
-func (m *linearMemory) revert(size uint64) error {
+//
+// trusted skips counting the thread's faults (a syscall, about a tenth
+// of a record's cost) and copies back the pages known: the caller proves
+// afterwards, with newPages, that the records in between wrote no other.
+func (m *linearMemory) revert(size uint64, trusted bool) error {
 	if !m.frozen {
 		return m.revertByCopy(size)
 	}
 	mem := m.mapped[:size]
-	f := threadFaults()
-	if m.maybeMoved {
-		// The same thread's count still tells, another thread's does not.
-		if tid := unix.Gettid(); tid != m.tid {
-			m.tid, m.faults = tid, 0
+	if !trusted || m.maybeMoved || size != m.ownSize || m.faults == 0 {
+		f := threadFaults()
+		if m.maybeMoved {
+			// The same thread's count still tells, another thread's does not.
+			if tid := unix.Gettid(); tid != m.tid {
+				m.tid, m.faults = tid, 0
+			}
+			m.maybeMoved = false
 		}
-		m.maybeMoved = false
-	}
-	if f != m.faults || f == 0 || size != m.ownSize {
-		m.own = m.own[:0]
-		if err := writtenPages(mem, func(from, to uint64) error {
-			m.own = append(m.own, pageRange{from, to})
-			return nil
-		}); err != nil {
-			return err
+		if f != m.faults || f == 0 || size != m.ownSize {
+			if err := m.walk(size); err != nil {
+				return err
+			}
 		}
-		m.ownSize = size
+		m.faults = f
 	}
 	for _, r := range m.own {
 		n := uint64(0)
@@ -99,8 +102,40 @@ func (m *linearMemory) revert(size uint64) error {
 		}
 		clear(mem[r.from+n : r.to])
 	}
-	m.faults = f
 	return nil
+}
+
+// walk finds the pages of the first size bytes that are the process's own.
+func (m *linearMemory) walk(size uint64) error {
+	m.own = m.own[:0]
+	if err := writtenPages(m.mapped[:size], func(from, to uint64) error {
+		m.own = append(m.own, pageRange{from, to})
+		return nil
+	}); err != nil {
+		return err
+	}
+	m.ownSize = size
+	return nil
+}
+
+// newPages says whether a page of the process's own has come up, in the
+// bytes the last walk covered, that the last walk did not find: then a
+// trusted revert since may have left a page as a record wrote it. The
+// caller is on the thread of the last revert, locked to it since.
+func (m *linearMemory) newPages() (bool, error) {
+	if !m.frozen {
+		return false, nil
+	}
+	f := threadFaults()
+	if f == m.faults && f != 0 && !m.maybeMoved {
+		return false, nil
+	}
+	known := append(m.known[:0], m.own...)
+	if err := m.walk(m.ownSize); err != nil {
+		return false, err
+	}
+	m.known, m.faults = known, f
+	return !slices.Equal(known, m.own), nil
 }
 
 // otherThread says the caller may be on another thread than at the last

@@ -51,7 +51,7 @@ func TestFrozenMemoryRevertsToItsImage(t *testing.T) {
 	}
 
 	m.otherThread()
-	if err := m.revert(uint64(len(mem))); err != nil {
+	if err := m.revert(uint64(len(mem)), false); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(mem[:len(image)], image) || !allZero(mem[len(image):]) {
@@ -62,12 +62,12 @@ func TestFrozenMemoryRevertsToItsImage(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	m.otherThread()
-	if err := m.revert(uint64(len(mem))); err != nil {
+	if err := m.revert(uint64(len(mem)), false); err != nil {
 		t.Fatal(err)
 	}
 	mem[10*page]++
 	mem[500*page]++
-	if err := m.revert(uint64(len(mem))); err != nil {
+	if err := m.revert(uint64(len(mem)), false); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(mem[:len(image)], image) || !allZero(mem[len(image):]) {
@@ -98,7 +98,7 @@ func TestCopiedImageRevertsWhole(t *testing.T) {
 	mem = m.Reallocate(1 << 17)
 	mem[5]++
 	mem[1<<16+5] = 9
-	if err := m.revert(uint64(len(mem))); err != nil {
+	if err := m.revert(uint64(len(mem)), false); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(mem[:len(image)], image) || !allZero(mem[len(image):]) {

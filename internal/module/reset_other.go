@@ -9,7 +9,9 @@ func (m *linearMemory) freeze(size uint64) error {
 	return nil
 }
 
-func (m *linearMemory) revert(size uint64) error { return m.revertByCopy(size) }
+func (m *linearMemory) revert(size uint64, _ bool) error { return m.revertByCopy(size) }
+
+func (m *linearMemory) newPages() (bool, error) { return false, nil }
 
 func (m *linearMemory) otherThread() {}
 

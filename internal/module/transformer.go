@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -88,6 +89,10 @@ type Task struct {
 	// lastCalls is the length of the batch before, perRecord the results'
 	// bytes per record it took.
 	lastCalls, perRecord int
+	// marks are the calls' message counts before the batch, to undo it.
+	marks []int
+	// mu guards inst against Interrupt while renew replaces it.
+	mu sync.Mutex
 }
 
 // Close ends the instance.
@@ -114,11 +119,66 @@ func (k *Task) TransformBatch(ctx context.Context, calls []transformer.Call) err
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	k.inst.memory.otherThread()
+	if len(calls) == 1 {
+		return k.transformEach(calls, false)
+	}
+	// The resets after the batch's first copy back the pages known to be
+	// written, without counting faults per record; one count at the end
+	// proves no record wrote another page. If one did, a record after it
+	// may have seen what it wrote there: the batch runs again, counting
+	// per record, on a fresh instance if the first run failed (what
+	// failed may have been the leftover's doing).
+	k.marks = k.marks[:0]
 	for i := range calls {
+		k.marks = append(k.marks, len(calls[i].Messages))
+	}
+	err := k.transformEach(calls, true)
+	if err != nil && k.inst.abandoned.Load() {
+		return err // interrupted, or over its time limit: nothing to prove
+	}
+	grew, werr := k.inst.memory.newPages()
+	if werr != nil {
+		return k.inst.brk(fmt.Errorf("%s could not be reset between records: %w", k.t.m.label(), werr))
+	}
+	if !grew {
+		return err
+	}
+	for i := range calls {
+		c := &calls[i]
+		c.Messages, c.Rejected, c.SetState, c.NewState = c.Messages[:k.marks[i]], "", false, nil
+	}
+	if err != nil {
+		if rerr := k.renew(ctx); rerr != nil {
+			return err
+		}
+	}
+	return k.transformEach(calls, false)
+}
+
+// transformEach runs a call per record; trusted: every reset but the
+// first copies back the pages known (Instance.trustReset).
+func (k *Task) transformEach(calls []transformer.Call, trusted bool) error {
+	defer func() { k.inst.trustReset = false }()
+	for i := range calls {
+		k.inst.trustReset = trusted && i > 0
 		if err := k.transformCalls(calls[i : i+1]); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// renew replaces the instance with a fresh one.
+func (k *Task) renew(ctx context.Context) error {
+	inst, err := k.t.m.NewInstance(ctx, k.inst.partition)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	old := k.inst
+	k.inst = inst
+	k.mu.Unlock()
+	old.Close(ctx)
 	return nil
 }
 
@@ -208,7 +268,11 @@ func (k *Task) take(c *transformer.Call, res *abi.Result, i int) error {
 	case abi.StateDelete:
 		c.SetState, c.NewState = true, nil
 	case abi.StateSet:
-		st, err := canonicalState(res.State)
+		// What json_set spliced is canonical already (host.go).
+		st, err := res.State, error(nil)
+		if !k.inst.spliced.made(st) {
+			st, err = canonicalState(st)
+		}
 		if err != nil {
 			return k.inst.brk(fmt.Errorf("%s on %s: its new state %w", k.t.m.label(), where(), err))
 		}
@@ -235,10 +299,12 @@ func (k *Task) mayKeepState(c *transformer.Call) error {
 // message checks one output and makes it a stage.Message: the input's
 // event time and headers unless the module gave its own.
 func (k *Task) message(in *kgo.Record, m *abi.Message) (stage.Message, error) {
-	topic := string(m.Topic)
-	if !slices.Contains(k.t.outputs, topic) {
-		return stage.Message{}, fmt.Errorf("it sent to topic %q, which is not among the stage's output_topics %q: declare it there", topic, k.t.outputs)
+	// The declared topic's own string: none allocated per message.
+	i := slices.IndexFunc(k.t.outputs, func(o string) bool { return o == string(m.Topic) })
+	if i < 0 {
+		return stage.Message{}, fmt.Errorf("it sent to topic %q, which is not among the stage's output_topics %q: declare it there", m.Topic, k.t.outputs)
 	}
+	topic := k.t.outputs[i]
 	size := len(m.Key) + len(m.Value)
 	for _, h := range m.Headers {
 		size += len(h.Key) + len(h.Value)
@@ -258,8 +324,11 @@ func (k *Task) message(in *kgo.Record, m *abi.Message) (stage.Message, error) {
 	if m.Flags&abi.MessageValueNull != 0 {
 		out.Tombstone = true
 	} else {
-		if err := checkObject(m.Value); err != nil {
-			return stage.Message{}, fmt.Errorf("its record to %s has a value that is not a JSON object: %w", topic, err)
+		// What json_set spliced is an object already (host.go).
+		if !k.inst.spliced.made(m.Value) {
+			if err := checkObject(m.Value); err != nil {
+				return stage.Message{}, fmt.Errorf("its record to %s has a value that is not a JSON object: %w", topic, err)
+			}
 		}
 		out.RawValue = m.Value
 		if out.RawValue == nil {
@@ -315,4 +384,8 @@ func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)
 
 // Interrupt ends the call in progress soon (Instance.Interrupt): the
 // runner's Interrupter, when the stage stops.
-func (k *Task) Interrupt() { k.inst.Interrupt() }
+func (k *Task) Interrupt() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.inst.Interrupt()
+}

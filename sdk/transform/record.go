@@ -26,8 +26,9 @@ type Record struct {
 	decoded bool
 }
 
-func (r *Record) reset(raw *abi.Record) {
-	r.raw = *raw
+// reset forgets what was decoded of the record before; the batch reader
+// reads the next into raw in place.
+func (r *Record) reset() {
 	r.headers, r.object, r.objErr, r.decoded = nil, nil, nil, false
 }
 

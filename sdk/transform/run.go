@@ -140,7 +140,6 @@ func setup(doc []byte) string {
 var (
 	batchReader abi.BatchReader
 	results     abi.ResultWriter
-	rawRecord   abi.Record
 	record      Record
 	output      Output
 )
@@ -153,10 +152,12 @@ func transformBatch(batch []byte, cursor func(i int)) []byte {
 	}
 	for i := 0; i < batchReader.Len(); i++ {
 		cursor(i)
-		if err := batchReader.Next(&rawRecord); err != nil {
+		// Read in place: a copy of the record per record costs a module
+		// more than reading it.
+		if err := batchReader.Next(&record.raw); err != nil {
 			panic("flecht SDK: the host sent a batch that does not read: " + err.Error())
 		}
-		record.reset(&rawRecord)
+		record.reset()
 		runOne(&record)
 	}
 	return results.Bytes()

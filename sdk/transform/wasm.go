@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -65,7 +66,17 @@ func warmRecordPath() {
 	transformBatch(w.Bytes(), func(int) {})
 	handler = modules
 	results.Reset()
+	// Room for records, states and values bigger than the made-up one:
+	// under record isolation a buffer a record grows is ungrown before
+	// the next, so each such record would grow it again (a counter's
+	// state past 999 grew the state's buffer on every record).
+	results.Grow(warmRoom)
+	output.state = slices.Grow(output.state[:0], warmRoom)
+	output.scratch = slices.Grow(output.scratch[:0], warmRoom)
 }
+
+// warmRoom is the room the per-record buffers start with, in bytes.
+const warmRoom = 16 << 10
 
 // warmAllocator leaves the Go allocator with a span at hand for every
 // small size, with and without pointers. The host resets the module to

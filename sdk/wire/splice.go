@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -24,32 +25,41 @@ const maxSpliceDepth = 64
 // valid JSON, a name that needs escaping): decode then, which also tells an
 // invalid record apart.
 func SetMember(raw []byte, name string, value []byte) (out []byte, ok bool) {
-	if !plainKey(name) {
-		return nil, false
-	}
-	m, ok := scanObject(raw, name)
+	out, ok = AppendSetMember(nil, raw, name, value)
 	if !ok {
 		return nil, false
 	}
-	size := len(raw) + len(name) + len(value) + 4
-	out = make([]byte, 0, size)
+	return out, true
+}
+
+// AppendSetMember appends SetMember's result to dst (dst as it was when
+// ok is false): a caller that splices many objects reuses one buffer.
+func AppendSetMember(dst, raw []byte, name string, value []byte) ([]byte, bool) {
+	if !plainKey(name) {
+		return dst, false
+	}
+	m, ok := scanObject(raw, name)
+	if !ok {
+		return dst, false
+	}
+	dst = slices.Grow(dst, len(raw)+len(name)+len(value)+4)
 	if m.key >= 0 {
 		// Replace the old member, key to end of value.
-		out = append(out, raw[:m.key]...)
-		out = appendMember(out, name, value)
-		return append(out, raw[m.end:]...), true
+		dst = append(dst, raw[:m.key]...)
+		dst = appendMember(dst, name, value)
+		return append(dst, raw[m.end:]...), true
 	}
-	out = append(out, raw[:m.at]...)
+	dst = append(dst, raw[:m.at]...)
 	if raw[m.at] == '}' {
 		if m.at > 1 {
-			out = append(out, ',')
+			dst = append(dst, ',')
 		}
-		out = appendMember(out, name, value)
+		dst = appendMember(dst, name, value)
 	} else {
-		out = appendMember(out, name, value)
-		out = append(out, ',')
+		dst = appendMember(dst, name, value)
+		dst = append(dst, ',')
 	}
-	return append(out, raw[m.at:]...), true
+	return append(dst, raw[m.at:]...), true
 }
 
 func appendMember(dst []byte, name string, value []byte) []byte {

@@ -23,11 +23,9 @@ var scratch = make([]byte, 0, 256)
 func memberValue(value any) ([]byte, error) {
 	switch x := value.(type) { // the usual members, without Marshal's dispatch
 	case int64:
-		scratch = strconv.AppendInt(scratch[:0], x, 10)
-		return scratch, nil
+		return intValue(x), nil
 	case int:
-		scratch = strconv.AppendInt(scratch[:0], int64(x), 10)
-		return scratch, nil
+		return intValue(int64(x)), nil
 	}
 	b, err := AppendMarshal(scratch[:0], value)
 	if err != nil {
@@ -35,6 +33,24 @@ func memberValue(value any) ([]byte, error) {
 	}
 	scratch = b[:0]
 	return b, nil
+}
+
+// lastInt is the integer intValue wrote last, in digits: a handler that
+// sets one number in its output and its state (a counter) writes it once.
+// The digits are a package variable rather than a slice of the heap: under
+// record isolation every page a record writes is copied back before the
+// next, and the package's variables share pages the record writes anyway.
+var (
+	lastInt    int64
+	lastDigits [20]byte
+	lastLen    int
+)
+
+func intValue(x int64) []byte {
+	if x != lastInt || lastLen == 0 {
+		lastInt, lastLen = x, len(strconv.AppendInt(lastDigits[:0], x, 10))
+	}
+	return lastDigits[:lastLen]
 }
 
 // appendSetMember has the host write into dst's spare room, growing it
