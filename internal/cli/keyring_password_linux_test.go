@@ -58,6 +58,7 @@ func echoOn(t *testing.T, tty *os.File) bool {
 func TestSignalAtThePasswordPrompt(t *testing.T) {
 	v := loadCLIVectors(t)
 	path := writeKeyringFile(t, t.TempDir(), "protected.json", v.Protected+"\n")
+	home := t.TempDir() // the child's: it exits through os.Exit, which removes nothing
 	for sig, want := range map[syscall.Signal]int{syscall.SIGINT: 130, syscall.SIGTERM: 143} {
 		_, tty := openPTY(t)
 		if !echoOn(t, tty) {
@@ -65,7 +66,7 @@ func TestSignalAtThePasswordPrompt(t *testing.T) {
 		}
 		var stderr logxtest.Buffer
 		cmd := exec.Command(os.Args[0], "-test.run=^TestPromptChild$")
-		cmd.Env = append(os.Environ(), "FLECHT_TEST_PROMPT_KEYRING="+path)
+		cmd.Env = append(os.Environ(), "FLECHT_TEST_PROMPT_KEYRING="+path, "FLECHT_TEST_PROMPT_HOME="+home)
 		cmd.Stdin, cmd.Stderr = tty, &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -115,7 +116,7 @@ func TestPromptChild(t *testing.T) {
 	f := NewFactory()
 	f.Getenv = func(k string) string {
 		if k == "HOME" {
-			return t.TempDir()
+			return os.Getenv("FLECHT_TEST_PROMPT_HOME")
 		}
 		return ""
 	}

@@ -397,6 +397,7 @@ func TestKeysSurviveKillMidWrite(t *testing.T) {
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "keyring.json")
+	home := t.TempDir()
 	mustRun(t, keysEnv(path), "", "keys", "init", "--kid", "seed")
 	// Kill until enough kills have landed inside a write (each leaves its
 	// temporary file orphaned), so the proof is not one of luck.
@@ -405,7 +406,9 @@ func TestKeysSurviveKillMidWrite(t *testing.T) {
 	for round := 0; strays < wantMidWrite && round < maxRounds; round++ {
 		rounds++
 		cmd := exec.Command(os.Args[0], "-test.run=^TestKeysKillChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "FLECHT_TEST_KILL_KEYRING="+path, fmt.Sprintf("FLECHT_TEST_KILL_ROUND=%d", round))
+		// The child's home is the parent's: a killed child never removes
+		// a temporary directory of its own.
+		cmd.Env = append(os.Environ(), "FLECHT_TEST_KILL_KEYRING="+path, "FLECHT_TEST_KILL_HOME="+home, fmt.Sprintf("FLECHT_TEST_KILL_ROUND=%d", round))
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -477,7 +480,7 @@ func TestKeysKillChild(t *testing.T) {
 	if path == "" {
 		t.Skip("the child process of TestKeysSurviveKillMidWrite")
 	}
-	env := map[string]string{EnvKeyring: path, "HOME": t.TempDir()}
+	env := map[string]string{EnvKeyring: path, "HOME": os.Getenv("FLECHT_TEST_KILL_HOME")}
 	round := os.Getenv("FLECHT_TEST_KILL_ROUND")
 	for i := 0; ; i++ {
 		kid := fmt.Sprintf("r%s-%d", round, i)
