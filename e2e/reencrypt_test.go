@@ -528,7 +528,11 @@ func TestReencryptSIGKILLAndRerun(t *testing.T) {
 		t.Fatalf("plan: exit %d %s", code, errOut0)
 	}
 	planned := rxResult(t, out).Totals.Rewrite
-	args := append([]string{"secrets", "reencrypt", "--execute", "--encrypt-plaintext", "--batch-size", "100", "-o", "json"}, fx.args()...)
+	// Transactions of 1,000 records are open most of the time the sweep
+	// runs, so a kill aimed at an open one lands inside it; with 100, kills
+	// landed after the commit four times in a row and the fifth found
+	// nothing left to sweep.
+	args := append([]string{"secrets", "reencrypt", "--execute", "--encrypt-plaintext", "--batch-size", "1000", "-o", "json"}, fx.args()...)
 	txnID := reencrypt.TransactionalID([]string{fx.Topic})
 	txnState := func() string {
 		d, err := adm.DescribeTransactions(context.Background(), txnID)
