@@ -119,7 +119,11 @@ func (f *bridgeFixture) startBridgeAt(clientID string, endpoint mqtt.Endpoint, e
 		out = io.MultiWriter(logs, os.Stderr)
 	}
 	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	b, err := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: &kafkax.Cluster{Brokers: []string{f.env.KafkaAddr()}}, ClientID: clientID, Endpoint: endpoint, Metrics: obs, Log: log, Health: f.probes})
+	// franz-go's own lines (Info and up) go to the same log: a failed wait
+	// then shows whether a produce or a transaction was retrying.
+	kafkaLog := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cluster := &kafkax.Cluster{Brokers: []string{f.env.KafkaAddr()}, Log: kafkaLog}
+	b, err := mqtt.NewBridge(mqtt.Options{Stage: st, Cluster: cluster, ClientID: clientID, Endpoint: endpoint, Metrics: obs, Log: log, Health: f.probes})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,6 +46,26 @@ func (f *bridgeFixture) waitSubscribed(pub *paho.Client, topic, raw string) {
 		seen, _ := f.relayedNumbers(raw)
 		return seen[-1] > 0
 	})
+}
+
+// whereMessagesStand says, for a failed wait, where a message published to
+// topic could be: what raw holds, what the bridge counted and logged, and
+// what mochi holds for clientID and would route topic to.
+func (f *bridgeFixture) whereMessagesStand(rb *runningBridge, clientID, topic, raw string) string {
+	seen, n := f.relayedNumbers(raw)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s holds %d records %v; bridge: %v in, %v dropped;", raw, n, seen,
+		metrics.Value(rb.obs.MQTTIn), metrics.Value(rb.obs.MQTTDropped))
+	srv := f.env.MQTTServer()
+	if cl, ok := srv.Clients.Get(clientID); ok {
+		fmt.Fprintf(&b, " mochi: %s closed=%v, %d in flight, subscriptions %v;", clientID, cl.Closed(),
+			cl.State.Inflight.Len(), slices.Sorted(maps.Keys(cl.State.Subscriptions.GetAll())))
+	} else {
+		fmt.Fprintf(&b, " mochi: no session %s;", clientID)
+	}
+	subs := srv.Topics.Subscribers(topic)
+	fmt.Fprintf(&b, " %s routes to shared %v, plain %v\nthe bridge's log:\n%s", topic, subs.Shared, subs.Subscriptions, rb.logs.String())
+	return b.String()
 }
 
 // waitQueued waits until mochi holds at least n messages for an offline
@@ -381,7 +404,7 @@ func TestBridgeUnsubscribesWhatAnEarlierIncarnationLeft(t *testing.T) {
 	eventually(t, "c flowing", func() bool {
 		seen, _ := f.relayedNumbers("other.raw")
 		return seen[-2] == 1
-	})
+	}, func() string { return f.whereMessagesStand(rb, "bridge-0", "c/x", "other.raw") })
 	after, _ := f.relayedNumbers("sensors.raw")
 	// Exactly the 20 queued ones: the 20 published after the unsubscribe
 	// must not be delivered at all.
