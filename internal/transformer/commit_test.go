@@ -50,6 +50,10 @@ func TestTransactionSpansSeveralPolls(t *testing.T) {
 		}
 	}
 	waitFor(t, 30*time.Second, "offset 50 committed", func() bool { return f.committed("count-app", "raw", 0) == 50 })
+	// The broker has the commit before the task has its answer and counts it.
+	waitFor(t, 10*time.Second, "the task to count its commit", func() bool {
+		return metrics.Value(r.obs.TxnCommitted) >= 1 && metrics.Value(r.obs.BatchProcessing) >= metrics.Value(r.obs.BatchSize)
+	})
 	if polls := metrics.Value(r.obs.BatchSize); polls < 5 {
 		t.Errorf("%v polls for 50 records at max_poll_records 10", polls)
 	}
@@ -82,6 +86,7 @@ func TestTransactionRecordCap(t *testing.T) {
 	r := f.start(st, t.TempDir(), "c")
 	// Well inside the 30s interval: only the cap commits this soon.
 	waitFor(t, 20*time.Second, "offset 100 committed", func() bool { return f.committed("count-app", "raw", 0) == 100 })
+	waitFor(t, 10*time.Second, "the task to count its commits", func() bool { return metrics.Value(r.obs.TxnCommitted) >= 5 })
 	if txns := metrics.Value(r.obs.TxnCommitted); txns != 5 {
 		t.Errorf("%v transactions for 100 records at a cap of 20, want 5", txns)
 	}
