@@ -82,7 +82,8 @@ transform:
 // --output-topics), and without any one ACL of it refuses to start; its
 // replay plan (--truncate-outputs) and operate plan, applied exactly, let
 // `flecht replay --execute` and status, lint and the replay's dry run
-// work, and fail naming any one ACL left out.
+// work, and trace reads a raw record, and fail naming any one ACL left
+// out.
 func TestSecuredExtractorPlansAreMinimal(t *testing.T) {
 	s := secured(t)
 	keyring, token := secretKeyring(t, "s3cret-api-key")
@@ -128,7 +129,7 @@ func TestSecuredExtractorPlansAreMinimal(t *testing.T) {
 		opsWork := func(t *testing.T) (bool, string) {
 			var all strings.Builder
 			failed := false
-			for _, args := range [][]string{{"status", app, "-f", stage}, {"lint", "topics", "-f", stage}, {"replay", app, "-f", stage}} {
+			for _, args := range [][]string{{"status", app, "-f", stage}, {"lint", "topics", "-f", stage}, {"replay", app, "-f", stage}, {"trace", raw + "/0@0"}} {
 				code, o := run(ops, args...)
 				all.WriteString(o)
 				// exit 4 for lint is a finding (the 7-day retention); a

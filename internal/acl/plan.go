@@ -160,13 +160,16 @@ func Needs(t Topics, o Options) ([]Need, error) {
 		}
 		add(Topic, Literal, t.Inputs, "reads the input's offsets, records and retention", Read, DescribeConfigs)
 		add(Topic, Literal, t.Configs, "reads the config topics and their configs", Read, DescribeConfigs)
+		// Read, not only Describe (which Read implies): verify audits every
+		// record a transformer wrote, and trace reads a record where any
+		// stage wrote it.
 		if t.OutputsFromConfigs {
 			// A source's outputs are raw topics: lint checks their retention.
-			add(Topic, Literal, t.Outputs, "reads the raw topics' offsets and retention", Describe, DescribeConfigs)
+			add(Topic, Literal, t.Outputs, "reads the raw topics' offsets, records (trace) and retention", Read, DescribeConfigs)
 		} else {
-			add(Topic, Literal, t.Outputs, "reads the outputs' offsets", Describe)
+			add(Topic, Literal, t.Outputs, "reads the outputs' offsets and records (verify, trace)", Read)
 		}
-		add(Topic, Literal, t.DeadLetters, "reads the outputs' offsets", Describe)
+		add(Topic, Literal, t.DeadLetters, "reads the dead letters' offsets and records (verify, trace)", Read)
 		add(Topic, Literal, changelog, "describes the changelog and its configs", Describe, DescribeConfigs)
 		add(TransactionalID, Prefixed, txn, "describes open transactions", Describe)
 		add(Cluster, Literal, []string{ClusterName}, "reads the size of the changelog on the brokers' disks", Describe)

@@ -87,7 +87,7 @@ func TestPlanPerRoleOfATransformer(t *testing.T) {
 			"group sensors-count literal describe",
 			"topic sensors.raw literal read",
 			"topic sensors.raw literal describe_configs",
-			"topic sensors.refined literal describe",
+			"topic sensors.refined literal read",
 			"topic sensors-count-changelog literal describe",
 			"topic sensors-count-changelog literal describe_configs",
 			"transactional_id sensors-count- prefixed describe",
@@ -159,11 +159,11 @@ func TestPlanOfStageKinds(t *testing.T) {
 	})
 	t.Run("extractor operate: its raw topics' retention", func(t *testing.T) {
 		// lint topics reads the raw topics' configs (their retention), so
-		// DescribeConfigs beside Describe, which it does not imply.
+		// DescribeConfigs beside Read (trace), which does not imply it.
 		got := plan(t, "application_id: ex\nkind: extractor\nconfig_topics: [ex.config]\nextract: {builtin: http-poll}\n", Options{Role: RoleOperate}, "items")
 		want := []string{
 			"group ex literal describe", "topic ex.config literal read", "topic ex.config literal describe_configs",
-			"topic items literal describe", "topic items literal describe_configs",
+			"topic items literal read", "topic items literal describe_configs",
 			"topic ex-changelog literal describe", "topic ex-changelog literal describe_configs",
 			"transactional_id ex- prefixed describe", "cluster kafka-cluster literal describe",
 		}

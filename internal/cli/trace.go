@@ -38,8 +38,9 @@ message arrived) or an extractor (extractor:<application id>/<config key>).
 
 A chain also ends at a record with no lineage (written outside flecht, or
 before lineage), or at a source record that is gone (retention,
-compaction or a deletion). -o json prints the chains with end and
-end_detail.
+compaction or a deletion), or at a source record on a topic the
+principal may not read (not_authorized, naming the ACL). -o json prints
+the chains with end and end_detail.
 
 With --key K the argument is a topic: every record with key K among the
 last --last offsets of each of its partitions is traced, oldest first.

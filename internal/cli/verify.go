@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flecht-dev/flecht/internal/acl"
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/kafkax"
 	"github.com/flecht-dev/flecht/internal/module"
@@ -139,7 +140,7 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 	rep, err := verify.Run(ctx, cl, req)
 	p.Done()
 	if err != nil {
-		return err
+		return acl.Explain(ctx, cl, err, opts.StageFile, acl.RoleOperate, false)
 	}
 	return printCheck(opts.Printer(), rep, func(h *ui.Human) error { return show.Verify(h, rep) }, rep.Total > 0)
 }

@@ -223,7 +223,7 @@ func fetchFromLeader(ctx context.Context, cl *kgo.Client, leader int32, cursors 
 					}
 					return fmt.Errorf("reading %s/%d at offset %d: %w", name, rp.Partition, c.next, err)
 				default:
-					return fmt.Errorf("reading %s/%d: %w", name, rp.Partition, err)
+					return fmt.Errorf("reading %s/%d: %w", name, rp.Partition, NeedsACL(err, "Read on topic "+name))
 				}
 				fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 					Offset:         c.next,

@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
@@ -32,6 +33,9 @@ const (
 	EndBad       = "bad_lineage"
 	EndLoop      = "loop"
 	EndMaxHops   = "max_hops"
+	// EndNotAuthorized: the principal may not read the source record's
+	// topic, so what lies upstream is unknown (the detail names the ACL).
+	EndNotAuthorized = "not_authorized"
 )
 
 // Hop is one record of a chain.
@@ -88,6 +92,11 @@ func (r *reader) read(ctx context.Context, at lineage.Source) (*kgo.Record, erro
 		var missing *kafkax.MissingTopicsError
 		if errors.As(err, &missing) {
 			return nil, &NotFoundError{Place: at, Why: "topic " + at.Topic + " does not exist"}
+		}
+		if kafkax.Unauthorized(err) {
+			// Kafka names the Describe this request needed; reading the
+			// record needs Read, which implies it.
+			return nil, fmt.Errorf("reading %s: not authorized (needs Read on topic %s): %w", at, at.Topic, kerr.TopicAuthorizationFailed)
 		}
 		if err != nil {
 			return nil, err
@@ -170,6 +179,10 @@ func follow(ctx context.Context, r *reader, start lineage.Source) (*Chain, error
 		var nf *NotFoundError
 		if errors.As(err, &nf) && len(ch.Hops) > 0 {
 			ch.End, ch.EndDetail = EndGone, nf.Error()
+			return ch, nil
+		}
+		if kafkax.Unauthorized(err) && len(ch.Hops) > 0 {
+			ch.End, ch.EndDetail = EndNotAuthorized, err.Error()
 			return ch, nil
 		}
 		if err != nil {

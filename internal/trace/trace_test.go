@@ -2,11 +2,14 @@ package trace_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/flecht-dev/flecht/internal/exitcode"
 	"github.com/flecht-dev/flecht/internal/lineage"
@@ -111,5 +114,52 @@ func TestEnds(t *testing.T) {
 	}
 	if _, err := trace.FindKey(ctx, cl, "raw", "absent", 10); exitcode.Code(err) != exitcode.Refused {
 		t.Errorf("an absent key: %v", err)
+	}
+}
+
+// TestUnreadableSourceEndsTheChain: a principal that may read an output
+// but only describe its source's topic sees the output and a chain that
+// ends not_authorized, naming the ACL, never one that looks complete.
+func TestUnreadableSourceEndsTheChain(t *testing.T) {
+	allow := func(topic string, op kmsg.ACLOperation) kfake.ACL {
+		return kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: topic, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true}
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "raw", "refined", "hidden"),
+		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "admin", "admin"), kfake.EnableACLs(),
+		kfake.User("SCRAM-SHA-256", "ops", "pw", allow("refined", kmsg.ACLOperationRead), allow("raw", kmsg.ACLOperationDescribe)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	client := func(user, pass string, opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism())}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	admin := client("admin", "admin", kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("stage-0"))
+	raw := write(t, ctx, admin, &kgo.Record{Topic: "raw", Key: []byte("k"), Value: []byte(`{"n":1}`)})
+	refined := write(t, ctx, admin, stamped("refined", 0, "k", `{"n":1}`, raw, "builtin:passthrough@1"))
+
+	chains, err := trace.Follow(ctx, client("ops", "pw"), refined)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := chains[0]
+	if len(ch.Hops) != 1 || ch.Hops[0].Record != refined.String() || ch.End != trace.EndNotAuthorized ||
+		!strings.Contains(ch.EndDetail, "needs Read on topic raw") {
+		t.Errorf("got %d hops, end %s: %s; want the output, then not_authorized naming Read on topic raw", len(ch.Hops), ch.End, ch.EndDetail)
+	}
+	// The start record itself unreadable is an error naming the ACL,
+	// also where the principal may not even describe its topic.
+	if _, err := trace.Follow(ctx, client("ops", "pw"), raw); err == nil || !strings.Contains(err.Error(), "needs Read on topic raw") {
+		t.Errorf("tracing from an unreadable record: %v", err)
+	}
+	if _, err := trace.Follow(ctx, client("ops", "pw"), lineage.Source{Topic: "hidden"}); err == nil || !strings.Contains(err.Error(), "needs Read on topic hidden") {
+		t.Errorf("tracing from a topic the principal may not describe: %v", err)
 	}
 }
