@@ -28,7 +28,9 @@ transaction holds what arrives within commit_interval (default 100ms, several
 polls of max_poll_records; at most max_transaction_records input records):
 the outputs, the final changed state per key and the input offsets, exactly
 once across crashes and rebalances. While one transaction commits, the task
-already transforms the next records.
+already transforms the next records. With standby_replicas: N, N other
+instances keep each task's store warm by following its changelog, so a task
+that moves reads only the changelog's last moments.
 
 The state key defaults to the message key. state_key may refine it with a
 template such as "{key}/{value.device}", never coarsen it: every record

@@ -1,6 +1,7 @@
 package kafkax
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -24,6 +25,70 @@ func TaskBalancers() kgo.GroupOpt {
 	return kgo.Balancers(CooperativeTasks(), kgo.RangeBalancer())
 }
 
+// TaskBalancersWith are TaskBalancers whose cooperative assignment also
+// places standby replicas as sb asks. Under range, which knows nothing of
+// standbys, a member keeps none.
+func TaskBalancersWith(sb Standbys) kgo.GroupOpt {
+	return kgo.Balancers(CooperativeTasksWith(sb), noStandbys{kgo.RangeBalancer(), sb.Assigned})
+}
+
+// noStandbys is a balancer that places no standbys: a member it assigns
+// drops those of an earlier assignment.
+type noStandbys struct {
+	kgo.GroupBalancer
+	assigned func(tasks []int32)
+}
+
+func (n noStandbys) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
+	tasks, err := n.GroupBalancer.ParseSyncAssignment(assignment)
+	if err == nil && n.assigned != nil {
+		n.assigned(nil)
+	}
+	return tasks, err
+}
+
+// Standbys asks the cooperative assignment for standby replicas: each
+// task's state kept warm on Replicas other members, never on the member
+// that runs it. The group's leader places them; each member learns its
+// own in its assignment.
+type Standbys struct {
+	// Replicas is how many members besides the active one keep each
+	// task's state (the leader's setting counts).
+	Replicas int
+	// Held lists the tasks this member keeps a standby of now, so that the
+	// leader leaves them where their state is warm.
+	Held func() []int32
+	// Assigned receives the tasks this member is to keep standbys of,
+	// with every assignment (empty when none).
+	Assigned func(tasks []int32)
+}
+
+// taskUserData is the user data of the task protocol's join metadata (the
+// standbys a member holds) and of its assignment (the standbys it is to
+// hold). Version 1; a member that cannot read it holds and is given none.
+type taskUserData struct {
+	Version  int     `json:"v"`
+	Standbys []int32 `json:"standbys,omitempty"`
+}
+
+func encodeTaskUserData(standbys []int32) []byte {
+	if len(standbys) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(taskUserData{Version: 1, Standbys: slices.Sorted(slices.Values(standbys))})
+	return b
+}
+
+// decodeTaskUserData reads another member's user data; anything it cannot
+// read is no standbys, never an error: the member is still a member.
+func decodeTaskUserData(b []byte) []int32 {
+	var d taskUserData
+	if len(b) == 0 || json.Unmarshal(b, &d) != nil || d.Version != 1 {
+		return nil
+	}
+	return d.Standbys
+}
+
 // CooperativeTasks assigns a stage's tasks: task p is partition p of
 // every input topic, and a member gets all of a task or none of it. Each
 // member keeps the tasks it owns up to its fair share, the rest go to the
@@ -32,14 +97,20 @@ func TaskBalancers() kgo.GroupOpt {
 // rejoins before the next owner fences it.
 func CooperativeTasks() kgo.GroupBalancer { return taskBalancer{} }
 
-type taskBalancer struct{}
+// CooperativeTasksWith is CooperativeTasks placing standbys as sb asks.
+func CooperativeTasksWith(sb Standbys) kgo.GroupBalancer { return taskBalancer{standbys: sb} }
+
+type taskBalancer struct{ standbys Standbys }
 
 func (taskBalancer) ProtocolName() string { return TaskProtocol }
 
 func (taskBalancer) IsCooperative() bool { return true }
 
-func (taskBalancer) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
+func (t taskBalancer) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
 	meta := kmsg.NewConsumerMemberMetadata()
+	if t.standbys.Held != nil {
+		meta.UserData = encodeTaskUserData(t.standbys.Held())
+	}
 	meta.Version = 2 // owned partitions (v1) and their generation (v2)
 	meta.Topics = interests
 	meta.Generation = generation
@@ -57,8 +128,17 @@ func (taskBalancer) JoinGroupMetadata(interests []string, current map[string][]i
 	return meta.AppendTo(nil)
 }
 
-func (taskBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
-	return kgo.ParseConsumerSyncAssignment(assignment)
+func (t taskBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
+	tasks, err := kgo.ParseConsumerSyncAssignment(assignment)
+	if err != nil || t.standbys.Assigned == nil {
+		return tasks, err
+	}
+	var a kmsg.ConsumerMemberAssignment
+	if err := a.ReadFrom(assignment); err != nil {
+		return nil, err
+	}
+	t.standbys.Assigned(decodeTaskUserData(a.UserData))
+	return tasks, nil
 }
 
 func (t taskBalancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
@@ -73,15 +153,47 @@ type member struct {
 	owned []int32 // tasks of the topic set it rightfully claims, ascending
 	quota int
 	tasks []int32
+	// held are the standbys it keeps now (its join metadata's user data);
+	// standbys the ones it is to keep.
+	held     []int32
+	standbys []int32
 }
 
-func (taskBalancer) Balance(b *kgo.ConsumerBalancer, partitions map[string]int32) kgo.IntoSyncAssignment {
+func (t taskBalancer) Balance(b *kgo.ConsumerBalancer, partitions map[string]int32) kgo.IntoSyncAssignment {
 	plan := b.NewPlan()
+	standbys := map[string][]int32{}
 	for _, set := range topicSets(b) {
-		balanceTasks(b, plan, set.topics, set.members, partitions)
+		members, n := balanceTasks(b, plan, set.topics, set.members, partitions)
+		placeStandbys(members, n, t.standbys.Replicas, standbys)
 	}
 	plan.AdjustCooperative(b)
-	return plan
+	if t.standbys.Replicas <= 0 {
+		return plan
+	}
+	return withStandbys{plan, standbys}
+}
+
+// withStandbys is a plan whose assignments carry each member's standbys.
+type withStandbys struct {
+	plan     *kgo.BalancePlan
+	standbys map[string][]int32 // by member ID
+}
+
+func (w withStandbys) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment {
+	out := w.plan.IntoSyncAssignment()
+	for i := range out {
+		sb := w.standbys[out[i].MemberID]
+		if len(sb) == 0 {
+			continue
+		}
+		var a kmsg.ConsumerMemberAssignment
+		if err := a.ReadFrom(out[i].MemberAssignment); err != nil {
+			continue // our own bytes: cannot happen
+		}
+		a.UserData = encodeTaskUserData(sb)
+		out[i].MemberAssignment = a.AppendTo(nil)
+	}
+	return out
 }
 
 // topicSet is topics with the same interested members: their partitions
@@ -125,14 +237,15 @@ func topicSets(b *kgo.ConsumerBalancer) []topicSet {
 	return out
 }
 
-// balanceTasks plans the tasks of one topic set.
-func balanceTasks(b *kgo.ConsumerBalancer, plan *kgo.BalancePlan, topics []string, idx []int, partitions map[string]int32) {
+// balanceTasks plans the tasks of one topic set, and returns its members
+// with their tasks and the number of tasks.
+func balanceTasks(b *kgo.ConsumerBalancer, plan *kgo.BalancePlan, topics []string, idx []int, partitions map[string]int32) ([]*member, int32) {
 	var n int32
 	for _, t := range topics {
 		n = max(n, partitions[t])
 	}
 	if n == 0 || len(idx) == 0 {
-		return
+		return nil, 0
 	}
 	inSet := map[string]bool{}
 	for _, t := range topics {
@@ -141,7 +254,7 @@ func balanceTasks(b *kgo.ConsumerBalancer, plan *kgo.BalancePlan, topics []strin
 	members := make([]*member, len(idx))
 	for i, x := range idx {
 		join, meta := b.MemberAt(x)
-		members[i] = &member{join: join, meta: meta}
+		members[i] = &member{join: join, meta: meta, held: decodeTaskUserData(meta.UserData)}
 	}
 
 	// A task's rightful owner is the member claiming it at the highest
@@ -192,6 +305,20 @@ func balanceTasks(b *kgo.ConsumerBalancer, plan *kgo.BalancePlan, topics []strin
 			taken[p] = true
 		}
 	}
+	// A task without an owner goes first to a member below its share
+	// that keeps a standby of it: its state is warm there.
+	for p := range n {
+		if taken[p] {
+			continue
+		}
+		for _, m := range members {
+			if len(m.tasks) < m.quota && slices.Contains(m.held, p) {
+				taken[p] = true
+				m.tasks = append(m.tasks, p)
+				break
+			}
+		}
+	}
 	next := int32(0)
 	for _, m := range members {
 		for len(m.tasks) < m.quota {
@@ -217,6 +344,161 @@ func balanceTasks(b *kgo.ConsumerBalancer, plan *kgo.BalancePlan, topics []strin
 			}
 		}
 	}
+	return members, n
+}
+
+// placeStandbys gives each of the n tasks up to replicas standbys among
+// the members that do not run it (as planned, before a moving task's
+// first round leaves it out), into out by member ID. Three aims, in this
+// order: a member's tasks have their standbys on different members (so
+// that when it fails, its tasks go to several members, each warm),
+// every member keeps as many standbys as the next (within one), and a
+// standby stays where its state is warm (a standby the member keeps, or
+// the task it runs now and gives up).
+func placeStandbys(members []*member, n int32, replicas int, out map[string][]int32) {
+	if replicas <= 0 || len(members) < 2 {
+		return
+	}
+	pl := newStandbyPlan(members, n, min(replicas, len(members)-1))
+	// The tasks in turns of their members (the first task of each, then
+	// the second of each, ...), so that no member's tasks, which it
+	// cannot take standbys of, all come last.
+	var order []int32
+	for j, more := 0, true; more; j++ {
+		more = false
+		for _, m := range members {
+			if j < len(m.tasks) {
+				order, more = append(order, m.tasks[j]), true
+			}
+		}
+	}
+	for _, p := range order {
+		a := pl.active[p]
+		var chosen []int
+		for b, m := range members {
+			if len(chosen) < pl.replicas && pl.allowed(b, p) && len(m.standbys) < pl.fair && pl.spread[b][a] < pl.spreadCap[a] &&
+				(slices.Contains(m.held, p) || slices.Contains(m.owned, p)) {
+				chosen = append(chosen, b)
+			}
+		}
+		for len(chosen) < pl.replicas {
+			best := -1
+			for b := range members {
+				if pl.allowed(b, p) && !slices.Contains(chosen, b) && (best < 0 || pl.better(b, best, a)) {
+					best = b
+				}
+			}
+			chosen = append(chosen, best)
+		}
+		for _, b := range chosen {
+			pl.add(b, p)
+		}
+	}
+	pl.even()
+	for _, m := range members {
+		if len(m.standbys) > 0 {
+			out[m.join.MemberID] = append(out[m.join.MemberID], m.standbys...)
+		}
+	}
+}
+
+// standbyPlan is the standby placement of one topic set under way;
+// members are named by index.
+type standbyPlan struct {
+	members  []*member
+	replicas int
+	fair     int   // standbys per member, rounded up
+	active   []int // by task: the member that runs it
+	// spread[b][a] counts b's standbys of tasks a runs; spreadCap[a] is
+	// the most any one member should keep of a's.
+	spread    [][]int
+	spreadCap []int
+}
+
+func newStandbyPlan(members []*member, n int32, replicas int) *standbyPlan {
+	pl := &standbyPlan{members: members, replicas: replicas, active: make([]int, n),
+		fair: (int(n)*replicas + len(members) - 1) / len(members), spreadCap: make([]int, len(members))}
+	for a, m := range members {
+		for _, p := range m.tasks {
+			pl.active[p] = a
+		}
+		pl.spread = append(pl.spread, make([]int, len(members)))
+		pl.spreadCap[a] = (len(m.tasks)*replicas + len(members) - 2) / (len(members) - 1)
+	}
+	return pl
+}
+
+// allowed reports whether member b may keep task p's standby now.
+func (pl *standbyPlan) allowed(b int, p int32) bool {
+	return pl.active[p] != b && !slices.Contains(pl.members[b].standbys, p)
+}
+
+// better reports whether b is a better standby than c for a task a runs:
+// fewer standbys of a's tasks, then fewer standbys, then nearer after a in
+// the members' order.
+func (pl *standbyPlan) better(b, c, a int) bool {
+	if sb, sc := pl.spread[b][a], pl.spread[c][a]; sb != sc {
+		return sb < sc
+	}
+	if lb, lc := len(pl.members[b].standbys), len(pl.members[c].standbys); lb != lc {
+		return lb < lc
+	}
+	k := len(pl.members)
+	return (b-a+k)%k < (c-a+k)%k
+}
+
+func (pl *standbyPlan) add(b int, p int32) {
+	pl.members[b].standbys = append(pl.members[b].standbys, p)
+	pl.spread[b][pl.active[p]]++
+}
+
+// even moves standbys from the members with the most to those with the
+// fewest until they differ by one at most, or none may move without
+// putting more of one member's tasks on another than its share. It moves
+// what is not warm where it is first.
+func (pl *standbyPlan) even() {
+	for {
+		lo, hi := 0, 0
+		for b, m := range pl.members {
+			if len(m.standbys) < len(pl.members[lo].standbys) {
+				lo = b
+			}
+			if len(m.standbys) > len(pl.members[hi].standbys) {
+				hi = b
+			}
+		}
+		fewest, most := len(pl.members[lo].standbys), len(pl.members[hi].standbys)
+		if most-fewest <= 1 || !pl.moveOne(fewest, most) {
+			return
+		}
+	}
+}
+
+func (pl *standbyPlan) moveOne(fewest, most int) bool {
+	for tier := range 2 {
+		for from, fm := range pl.members {
+			if len(fm.standbys) != most {
+				continue
+			}
+			for to, tm := range pl.members {
+				if len(tm.standbys) != fewest {
+					continue
+				}
+				for i, p := range fm.standbys {
+					a := pl.active[p]
+					if !pl.allowed(to, p) || pl.spread[to][a] >= pl.spreadCap[a] ||
+						tier == 0 && slices.Contains(fm.held, p) {
+						continue
+					}
+					fm.standbys = slices.Delete(fm.standbys, i, i+1)
+					pl.spread[from][a]--
+					pl.add(to, p)
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // AnyPartition reports whether parts names a partition: under a

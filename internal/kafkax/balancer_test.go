@@ -3,6 +3,7 @@ package kafkax
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -154,5 +155,235 @@ func TestCooperativeTasksProtocolAndMetadata(t *testing.T) {
 	b := bal.JoinGroupMetadata([]string{"x"}, map[string][]int32{"w": {1}, "x": {0, 2}}, 1)
 	if string(a) != string(b) {
 		t.Error("the join metadata depends on map order")
+	}
+}
+
+// standbyJoiner is a joiner that holds standbys (held) and may send user
+// data that is not ours (raw).
+type standbyJoiner struct {
+	joiner
+	held []int32
+	raw  []byte
+}
+
+// balanceStandbys runs the balancer with replicas standbys as a leader
+// would and returns each member's tasks (of topic "a") and standbys.
+func balanceStandbys(t *testing.T, tasks int32, replicas int, joiners ...standbyJoiner) (map[string][]int32, map[string][]int32) {
+	t.Helper()
+	var members []kmsg.JoinGroupResponseMember
+	for _, j := range joiners {
+		held := j.held
+		bal := CooperativeTasksWith(Standbys{Replicas: replicas, Held: func() []int32 { return held }})
+		m := kmsg.NewJoinGroupResponseMember()
+		m.MemberID = j.id
+		m.ProtocolMetadata = bal.JoinGroupMetadata([]string{"a"}, j.owned, j.gen)
+		if j.raw != nil {
+			var meta kmsg.ConsumerMemberMetadata
+			if err := meta.ReadFrom(m.ProtocolMetadata); err != nil {
+				t.Fatal(err)
+			}
+			meta.UserData = j.raw
+			m.ProtocolMetadata = meta.AppendTo(nil)
+		}
+		members = append(members, m)
+	}
+	var got []int32
+	leader := CooperativeTasksWith(Standbys{Replicas: replicas, Assigned: func(s []int32) { got = s }})
+	mb, _, err := leader.MemberBalancer(members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	into, err := mb.(kgo.GroupMemberBalancerOrError).BalanceOrError(map[string]int32{"a": tasks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	active, standby := map[string][]int32{}, map[string][]int32{}
+	for _, a := range into.IntoSyncAssignment() {
+		got = []int32{-1} // Assigned must be called, also with none
+		parsed, err := leader.ParseSyncAssignment(a.MemberAssignment)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Equal(got, []int32{-1}) {
+			t.Fatalf("%s: Assigned not called", a.MemberID)
+		}
+		active[a.MemberID], standby[a.MemberID] = parsed["a"], got
+	}
+	return active, standby
+}
+
+// checkStandbys fails unless every task has exactly want standbys, none
+// on the member that runs it.
+func checkStandbys(t *testing.T, tasks int32, want int, active, standby map[string][]int32) {
+	t.Helper()
+	count := map[int32]int{}
+	for id, sb := range standby {
+		for _, p := range sb {
+			if slices.Contains(active[id], p) {
+				t.Errorf("%s runs task %d and keeps its standby", id, p)
+			}
+			count[p]++
+		}
+	}
+	for p := range tasks {
+		if count[p] != want {
+			t.Errorf("task %d has %d standbys, want %d (active %v, standbys %v)", p, count[p], want, active, standby)
+		}
+	}
+}
+
+func TestStandbysNeverWithTheirTaskAndSpreadEvenly(t *testing.T) {
+	three := []standbyJoiner{{joiner: joiner{id: "m1"}}, {joiner: joiner{id: "m2"}}, {joiner: joiner{id: "m3"}}}
+	active, standby := balanceStandbys(t, 6, 1, three...)
+	checkStandbys(t, 6, 1, active, standby)
+	for id, sb := range standby {
+		if len(sb) != 2 {
+			t.Errorf("%s keeps %d standbys, want 2 of 6: %v", id, len(sb), standby)
+		}
+	}
+	// More replicas than other members: every other member, no more.
+	active, standby = balanceStandbys(t, 6, 5, three...)
+	checkStandbys(t, 6, 2, active, standby)
+	// One member alone keeps none.
+	_, standby = balanceStandbys(t, 4, 1, three[0])
+	if len(standby["m1"]) != 0 {
+		t.Errorf("a lone member keeps standbys %v", standby["m1"])
+	}
+	// No replicas asked: no user data at all, as before standbys.
+	_, standby = balanceStandbys(t, 4, 0, three...)
+	for id, sb := range standby {
+		if len(sb) != 0 {
+			t.Errorf("%s keeps %v without replicas", id, sb)
+		}
+	}
+}
+
+func TestStandbysStayWhereTheirStateIsWarm(t *testing.T) {
+	owned := func(ps ...int32) map[string][]int32 { return map[string][]int32{"a": ps} }
+	// m1 ran 0-2 and m2 3-5, m3 joins (and takes 2 and 5); m3 kept the
+	// standbys of 0 and 3, m1 that of 4: the rebalance leaves them there.
+	// (Two standbys of m1's tasks on m3 would not: a member's tasks have
+	// their standbys on different members first.)
+	active, standby := balanceStandbys(t, 6, 1,
+		standbyJoiner{joiner: joiner{id: "m1", owned: owned(0, 1, 2), gen: 3}, held: []int32{4}},
+		standbyJoiner{joiner: joiner{id: "m2", owned: owned(3, 4, 5), gen: 3}},
+		standbyJoiner{joiner: joiner{id: "m3", gen: 3}, held: []int32{0, 3}})
+	checkStandbys(t, 6, 1, active, standby)
+	for _, want := range []struct {
+		id string
+		p  int32
+	}{{"m3", 0}, {"m3", 3}, {"m1", 4}} {
+		if !slices.Contains(standby[want.id], want.p) {
+			t.Errorf("the standby of task %d left %s, where it was warm: %v (active %v)", want.p, want.id, standby, active)
+		}
+	}
+	// A task that moves away keeps a standby on the member that ran it.
+	active, standby = balanceStandbys(t, 2, 1,
+		standbyJoiner{joiner: joiner{id: "m1", owned: owned(0, 1), gen: 3}},
+		standbyJoiner{joiner: joiner{id: "m2", gen: 3}})
+	checkStandbys(t, 2, 1, active, standby)
+	if !slices.Contains(standby["m1"], 1) {
+		t.Errorf("task 1 moved to m2 without a standby on m1, which ran it: active %v, standbys %v", active, standby)
+	}
+}
+
+func TestStandbysIgnoreUserDataTheyCannotRead(t *testing.T) {
+	for _, raw := range [][]byte{[]byte("{"), []byte(`{"v":2,"standbys":[0]}`), []byte(`{"v":1,"standbys":[99,-4]}`), {0xff, 0}} {
+		active, standby := balanceStandbys(t, 4, 1,
+			standbyJoiner{joiner: joiner{id: "m1"}, raw: raw}, standbyJoiner{joiner: joiner{id: "m2"}})
+		checkStandbys(t, 4, 1, active, standby)
+	}
+}
+
+func TestStandbysEveryShape(t *testing.T) {
+	for members := 1; members <= 6; members++ {
+		for tasks := int32(1); tasks <= 12; tasks++ {
+			for replicas := 0; replicas <= 3; replicas++ {
+				var js []standbyJoiner
+				for i := range members {
+					js = append(js, standbyJoiner{joiner: joiner{id: fmt.Sprintf("m%d", i)}})
+				}
+				active, standby := balanceStandbys(t, tasks, replicas, js...)
+				checkStandbys(t, tasks, min(replicas, members-1), active, standby)
+				lo, hi := int(tasks), 0
+				for _, j := range js {
+					lo, hi = min(lo, len(standby[j.id])), max(hi, len(standby[j.id]))
+				}
+				if hi-lo > 1 {
+					t.Errorf("%d members, %d tasks, %d replicas: standbys per member from %d to %d: %v", members, tasks, replicas, lo, hi, standby)
+				}
+				// A member's tasks have their standbys spread over the
+				// others: none keeps more than its share of them.
+				for a, runs := range active {
+					limit := 0
+					if members > 1 {
+						limit = (len(runs)*min(replicas, members-1) + members - 2) / (members - 1)
+					}
+					for b, sb := range standby {
+						kept := 0
+						for _, p := range sb {
+							if slices.Contains(runs, p) {
+								kept++
+							}
+						}
+						if kept > limit {
+							t.Errorf("%d members, %d tasks, %d replicas: %s keeps %d standbys of %s's tasks %v, more than %d: %v", members, tasks, replicas, b, kept, a, runs, limit, standby)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestOrphanedTasksGoToTheirStandbys: when a member leaves, each of its
+// tasks goes to the member that keeps its standby, not to the first one
+// below its share.
+func TestOrphanedTasksGoToTheirStandbys(t *testing.T) {
+	owned := func(ps ...int32) map[string][]int32 { return map[string][]int32{"a": ps} }
+	// m1 ran 0 and 1 and is gone; m3 keeps the standby of 0, m2 of 1.
+	active, standby := balanceStandbys(t, 6, 1,
+		standbyJoiner{joiner: joiner{id: "m2", owned: owned(2, 3), gen: 4}, held: []int32{1, 4}},
+		standbyJoiner{joiner: joiner{id: "m3", owned: owned(4, 5), gen: 4}, held: []int32{0, 2}})
+	if !slices.Contains(active["m3"], 0) || !slices.Contains(active["m2"], 1) {
+		t.Errorf("tasks 0 and 1 went to %v; want 0 on m3 and 1 on m2, where their standbys are", active)
+	}
+	checkStandbys(t, 6, 1, active, standby)
+}
+
+// TestWarmStandbysStayEven: standbys held warm where they no longer fit
+// evenly still end up spread evenly.
+func TestWarmStandbysStayEven(t *testing.T) {
+	owned := func(ps ...int32) map[string][]int32 { return map[string][]int32{"a": ps} }
+	active, standby := balanceStandbys(t, 6, 1,
+		standbyJoiner{joiner: joiner{id: "one", owned: owned(0, 1), gen: 5}, held: []int32{2, 3, 4, 5}},
+		standbyJoiner{joiner: joiner{id: "two", owned: owned(2, 3), gen: 5}, held: []int32{0, 1}},
+		standbyJoiner{joiner: joiner{id: "three", owned: owned(4, 5), gen: 5}})
+	checkStandbys(t, 6, 1, active, standby)
+	for id, sb := range standby {
+		if len(sb) != 2 {
+			t.Errorf("%s keeps %d standbys, want 2: %v (active %v)", id, len(sb), standby, active)
+		}
+	}
+}
+
+// TestRangeDropsStandbys: a group that falls back to range (a Flechtwerk
+// replica joined) gives no standbys, and a member drops those it kept.
+func TestRangeDropsStandbys(t *testing.T) {
+	kept := []int32{1, 2}
+	rng := noStandbys{kgo.RangeBalancer(), func(s []int32) { kept = s }}
+	var a kmsg.ConsumerMemberAssignment
+	topic := kmsg.NewConsumerMemberAssignmentTopic()
+	topic.Topic, topic.Partitions = "a", []int32{0}
+	a.Topics = append(a.Topics, topic)
+	got, err := rng.ParseSyncAssignment(a.AppendTo(nil))
+	if err != nil || fmt.Sprint(got["a"]) != "[0]" {
+		t.Fatalf("range's assignment parsed as %v, %v", got, err)
+	}
+	if len(kept) != 0 {
+		t.Errorf("standbys %v kept under range", kept)
+	}
+	if rng.ProtocolName() != "range" {
+		t.Errorf("protocol %q, want range", rng.ProtocolName())
 	}
 }

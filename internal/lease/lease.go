@@ -42,6 +42,8 @@ type Lease struct {
 	// Restore how: a tail of the kept store, or a full read (with why).
 	Restored int
 	Restore  state.Plan
+	// release, when set, runs once the lease is closed.
+	release func()
 }
 
 // Close releases the lease: its producer, and its store, whose files stay
@@ -53,6 +55,10 @@ func (l *Lease) Close() {
 	}
 	if l.Store != nil {
 		_ = l.Store.Close()
+	}
+	if l.release != nil {
+		l.release()
+		l.release = nil
 	}
 }
 
@@ -79,6 +85,9 @@ type Spec struct {
 	// beaten while a lease starts, so a long restore is not a stall.
 	Ready    *health.Condition
 	Progress *health.Loop
+	// Standbys, when set, holds the standby replicas this member keeps: a
+	// lease takes its store over (Start), and gives it back (Close).
+	Standbys *Standbys
 
 	// restoring holds the restores under way, for the readiness probe.
 	restoring *restoreBoard
@@ -108,6 +117,12 @@ func Start(ctx context.Context, s *Spec, n int32) (*Lease, error) {
 		}
 	}
 	l := &Lease{N: n, TxnID: stagefile.TransactionalID(s.ApplicationID, n)}
+	if s.Standbys != nil && s.Changelog != "" {
+		// A standby of n here stops and closes the store before the task
+		// opens it; once the lease closes, the standby may follow n again.
+		s.Standbys.Activate(n)
+		l.release = func() { s.Standbys.Deactivate(n) }
+	}
 	opts := append([]kgo.Opt{
 		kgo.ClientID(s.ClientID),
 		kgo.TransactionalID(l.TxnID),

@@ -181,6 +181,8 @@ var Catalog = []Family{
 	{Name: "state_restores_total", Type: Counter, Labels: []string{"kind"}, Origin: Flecht,
 		Values: map[string][]string{"kind": {"tail", "full"}},
 		Stages: []string{kindTransformer, kindExtractor}, Note: "restores by kind: tail (the kept local store, reading only the changelog after its checkpoint) or full (the whole changelog, with the reason logged)"},
+	{Name: "standby_lag_records", Type: Gauge, Labels: []string{"partition"}, Origin: Flecht,
+		Stages: []string{kindTransformer}, Note: "per standby replica the instance keeps (standby_replicas), the changelog offsets it was behind at its latest poll (every 500 ms): about what a failover to it reads"},
 	{Name: "module_info", Type: Gauge, Labels: []string{"module", "sha256", "abi"}, Origin: Flecht, Lazy: true,
 		Stages: []string{kindTransformer}, Note: "1 for the WebAssembly module a transformer runs (transform.module): its file name, sha256 and ABI version; status and doctor compare it across a group's instances"},
 	{Name: "module_calls_total", Type: Counter, Origin: Flecht, Lazy: true,

@@ -52,14 +52,17 @@ type Observer struct {
 	StateRestoreLeft *prometheus.GaugeVec   // partition
 	StateRestoreETA  *prometheus.GaugeVec   // partition
 	StateRestores    *prometheus.CounterVec // kind
-	StateRecordBytes prometheus.Histogram
-	StateRecordMax   prometheus.Gauge
-	MQTTIn           *prometheus.CounterVec // topic
-	MQTTDropped      *prometheus.CounterVec // reason, topic
-	MQTTBuffered     *prometheus.GaugeVec   // topic
-	MQTTConnects     prometheus.Counter
-	MQTTDisconnects  prometheus.Counter
-	MQTTAck          prometheus.Histogram // flecht addition: receive → ACK
+	// StandbyLagRecords is a flecht addition: per standby replica this member
+	// keeps, the changelog offsets it was behind at its latest poll.
+	StandbyLagRecords *prometheus.GaugeVec // partition
+	StateRecordBytes  prometheus.Histogram
+	StateRecordMax    prometheus.Gauge
+	MQTTIn            *prometheus.CounterVec // topic
+	MQTTDropped       *prometheus.CounterVec // reason, topic
+	MQTTBuffered      *prometheus.GaugeVec   // topic
+	MQTTConnects      prometheus.Counter
+	MQTTDisconnects   prometheus.Counter
+	MQTTAck           prometheus.Histogram // flecht addition: receive → ACK
 	// MQTTSubscriptionsRefused is a flecht addition: SUBACK refusals by filter.
 	MQTTSubscriptionsRefused *prometheus.CounterVec // topic
 	KeysLoaded               *prometheus.GaugeVec   // kid
@@ -118,6 +121,7 @@ func New(labels map[string]string, opts ...Option) *Observer {
 	o.StateRestoreLeft = o.gaugeVec("state_restore_remaining_records", "Changelog offsets a restore under way still has to read; 0 once the task is restored (flecht).", "partition")
 	o.StateRestoreETA = o.gaugeVec("state_restore_eta_seconds", "Expected time until a restore under way ends, at its rate so far; 0 once the task is restored (flecht).", "partition")
 	o.StateRestores = o.counterVec("state_restores_total", "Task restores by kind: tail (the kept local store, reading the changelog after its checkpoint) or full (the whole changelog) (flecht).", "kind")
+	o.StandbyLagRecords = o.gaugeVec("standby_lag_records", "Per standby replica this instance keeps (standby_replicas), the changelog offsets it was behind its task's last stable offset at its latest poll; no series for a task it does not keep (flecht).", "partition")
 	o.StateRecordBytes = o.histogram("state_record_bytes", "Value bytes of one state record written to the changelog.", b(ByteLadder))
 	o.StateRecordMax = o.gauge("state_record_max_bytes", "Largest state record written (the ceiling is about 1 MiB).")
 	o.TasksAssigned = o.gauge("tasks_assigned", "Tasks (input partitions) owned and initialized.")
@@ -221,6 +225,18 @@ func (o *Observer) Restored(partition int32, kind string, n int) {
 	o.StateRestored.WithLabelValues(strconv.Itoa(int(partition))).Add(float64(n))
 	o.StateRestores.WithLabelValues(kind).Inc()
 	o.Restoring(partition, 0, 0)
+}
+
+// StandbyLag shows how far the standby of partition was behind its
+// changelog at its latest poll.
+func (o *Observer) StandbyLag(partition int32, behind int64) {
+	o.StandbyLagRecords.WithLabelValues(strconv.Itoa(int(partition))).Set(float64(behind))
+}
+
+// StandbyDropped removes the series of a standby this instance no longer
+// keeps (its task came here, or went elsewhere).
+func (o *Observer) StandbyDropped(partition int32) {
+	o.StandbyLagRecords.DeleteLabelValues(strconv.Itoa(int(partition)))
 }
 
 // PlaintextRead implements secret.Observer.

@@ -39,6 +39,10 @@ const (
 	InvalidDLQ   = "dlq"
 )
 
+// MaxStandbyReplicas bounds standby_replicas: each copy costs an
+// instance the disk and the changelog reads of the tasks it keeps.
+const MaxStandbyReplicas = 5
+
 // DefaultMaxPollRecords bounds one batch, as upstream.
 const DefaultMaxPollRecords = 500
 
@@ -74,8 +78,11 @@ type Stage struct {
 	CommitInterval Duration `yaml:"commit_interval,omitempty" json:"commit_interval,omitempty"`
 	// MaxTransactionRecords caps the input records of one task's
 	// transaction: it commits early when the cap is reached.
-	MaxTransactionRecords int    `yaml:"max_transaction_records,omitempty" json:"max_transaction_records,omitempty"`
-	InvalidMessages       string `yaml:"invalid_messages,omitempty" json:"invalid_messages,omitempty"`
+	MaxTransactionRecords int `yaml:"max_transaction_records,omitempty" json:"max_transaction_records,omitempty"`
+	// StandbyReplicas is how many instances besides a task's own keep its
+	// state warm (a transformer's standby replicas; docs/operations.md).
+	StandbyReplicas int    `yaml:"standby_replicas,omitempty" json:"standby_replicas,omitempty"`
+	InvalidMessages string `yaml:"invalid_messages,omitempty" json:"invalid_messages,omitempty"`
 	// Lineage, false, keeps a transformer's lineage headers off its
 	// records (docs/contract.md §12); unset, they are on.
 	Lineage *Bool `yaml:"lineage,omitempty" json:"lineage,omitempty"`
@@ -519,6 +526,9 @@ func (s *Stage) validate() error {
 		if s.Extract != nil || s.MQTT != nil {
 			bad("extract: and mqtt: belong to extractor and mqtt stages, not a transformer")
 		}
+		if s.StandbyReplicas < 0 || s.StandbyReplicas > MaxStandbyReplicas {
+			bad("standby_replicas %d: use 0 to %d (default 0: a task that moves restores from its changelog)", s.StandbyReplicas, MaxStandbyReplicas)
+		}
 	case KindExtractor, KindMQTT:
 		if len(s.InputTopics) > 0 {
 			bad("an %s reads config_topics only; remove input_topics", s.Kind)
@@ -534,6 +544,9 @@ func (s *Stage) validate() error {
 		}
 		if s.Transform != nil {
 			bad("transform: belongs to a transformer")
+		}
+		if s.written["standby_replicas"] {
+			bad("standby_replicas: belongs to a transformer (an %s's tokens restore from their changelog when they move)", s.Kind)
 		}
 		if s.Lineage != nil {
 			bad("lineage: belongs to a transformer (a source's records come from outside Kafka)")

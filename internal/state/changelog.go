@@ -102,6 +102,12 @@ type Plan struct {
 	since time.Time
 }
 
+// Then is the plan that goes on where a restore by p ended (res, of cl):
+// the next tail of a standby that follows the changelog.
+func (p Plan) Then(res Result, cl Changelog) Plan {
+	return Plan{From: res.End, Tail: true, since: cl.At}
+}
+
 // Kind names the plan in logs and metrics: "tail" or "full".
 func (p Plan) Kind() string {
 	if p.Tail {

@@ -296,6 +296,16 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 		spec.Changelog = r.changelog
 	}
 	spec.Ready, spec.Progress = r.ready, r.beat
+	balancers := kafkax.TaskBalancers()
+	var standbys *lease.Standbys
+	switch n := r.stage.StandbyReplicas; {
+	case n > 0 && r.stateful:
+		standbys = lease.NewStandbys(&spec, 0)
+		spec.Standbys = standbys
+		balancers = kafkax.TaskBalancersWith(kafkax.Standbys{Replicas: n, Held: standbys.Held, Assigned: standbys.Want})
+	case n > 0:
+		r.log.Warn("standby_replicas is ignored: the stage keeps no state, so a task that moves has nothing to restore", "standby_replicas", n)
+	}
 	r.tasks = lease.NewSet(spec)
 
 	r.watch = kafkax.NewSessionWatch(r.session, r.txnTimeout)
@@ -309,7 +319,7 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 		// its killed incarnation's session to expire.
 		kafkax.StaticMember(r.clientID),
 		kgo.ConsumeTopics(r.stage.InputTopics...),
-		kafkax.TaskBalancers(),
+		balancers,
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -338,10 +348,19 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 		r.watch.Follow(watchCtx, r.log, r.kafkaReady, "the session in group "+r.stage.ApplicationID, nil)
 	}()
 	defer func() { stopWatch(); <-watched; r.kafkaReady.Set(false, "stopped") }()
+	if standbys != nil {
+		// Stopped before the group is left (deferred later, run first):
+		// their stores close with their checkpoints.
+		standbyCtx, stopStandbys := context.WithCancel(context.WithoutCancel(ctx))
+		followed := make(chan struct{})
+		go func() { defer close(followed); standbys.Run(standbyCtx) }()
+		defer func() { stopStandbys(); <-followed }()
+	}
 
 	r.log.Info("transformer running", "application_id", r.stage.ApplicationID, "client_id", r.clientID,
 		"input_topics", strings.Join(r.stage.InputTopics, ","), "state_dir", r.stateDir,
-		"commit_interval", r.commitInterval, "max_transaction_records", r.stage.MaxTransactionRecords)
+		"commit_interval", r.commitInterval, "max_transaction_records", r.stage.MaxTransactionRecords,
+		"standby_replicas", r.stage.StandbyReplicas)
 	// Records handed to the tasks are finished (committed or aborted) even
 	// after ctx ends; only then does the loop stop.
 	work := context.WithoutCancel(ctx)

@@ -1,0 +1,272 @@
+package lease
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/flecht-dev/flecht/internal/metrics"
+	"github.com/flecht-dev/flecht/internal/stagefile"
+	"github.com/flecht-dev/flecht/internal/state"
+)
+
+// DefaultStandbyPoll is how often a standby reads its changelog's new
+// records: what a task that fails over to it reads at most is what the
+// owner committed in about this long.
+const DefaultStandbyPoll = 500 * time.Millisecond
+
+// Standbys keeps the standby replicas the group gave this member: stores
+// of tasks another member runs, each kept in the directory its task
+// would use here and brought up to its changelog partition's last stable
+// offset every poll (read_committed, as a restore; the same checkpoint
+// and trust rules). When the task comes here, Start finds the store warm
+// and reads only what was committed since the last poll. A standby costs
+// no transaction and fences nothing. A task running here is never also a
+// standby (Activate).
+type Standbys struct {
+	spec *Spec
+	poll time.Duration
+	obs  *metrics.Observer
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	want   map[int32]bool // the standbys of the latest assignment
+	active map[int32]bool // tasks running (or starting) here
+	slots  map[int32]*standby
+	warm   map[int32]bool // standbys whose store is open and followed
+	kick   chan struct{}
+}
+
+// standby is one kept store; mu is held while it is polled or closed.
+type standby struct {
+	mu     sync.Mutex
+	store  *state.Store
+	plan   state.Plan
+	cancel context.CancelFunc // the poll under way, if any
+	failed bool               // the last poll failed (logged once)
+}
+
+// NewStandbys returns the standbys of the leases spec starts, polled
+// every poll (DefaultStandbyPoll when 0). Run follows them; set it as
+// spec.Standbys so that Start takes a store over from its standby.
+func NewStandbys(spec *Spec, poll time.Duration) *Standbys {
+	if poll <= 0 {
+		poll = DefaultStandbyPoll
+	}
+	s := &Standbys{spec: spec, poll: poll, obs: spec.Metrics, log: spec.Log, want: map[int32]bool{}, active: map[int32]bool{},
+		slots: map[int32]*standby{}, warm: map[int32]bool{}, kick: make(chan struct{}, 1)}
+	if s.obs == nil {
+		s.obs = metrics.New(nil)
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s
+}
+
+// Want sets the standbys this member is to keep, as its latest
+// assignment says. It never blocks: it is called inside the group's sync.
+func (s *Standbys) Want(tasks []int32) {
+	s.mu.Lock()
+	clear(s.want)
+	for _, n := range tasks {
+		s.want[n] = true
+	}
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Held lists the standbys whose store is warm here, for the member's join
+// metadata: the leader leaves them here.
+func (s *Standbys) Held() []int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.warm))
+}
+
+// Activate stops following n and closes its store, before a task of n
+// opens the same directory here: a poll under way is cancelled (what it
+// loaded stays, with its checkpoint).
+func (s *Standbys) Activate(n int32) {
+	s.mu.Lock()
+	s.active[n] = true
+	sb := s.slots[n]
+	if sb != nil && sb.cancel != nil {
+		sb.cancel()
+	}
+	s.mu.Unlock()
+	if sb != nil {
+		s.closeSlot(n, sb)
+	}
+}
+
+// Deactivate says that the task of n no longer runs here: a standby of n
+// may follow it again.
+func (s *Standbys) Deactivate(n int32) {
+	s.mu.Lock()
+	delete(s.active, n)
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run follows the standbys until ctx ends, then closes their stores.
+func (s *Standbys) Run(ctx context.Context) {
+	t := time.NewTicker(s.poll)
+	defer t.Stop()
+	for {
+		s.round(ctx)
+		select {
+		case <-ctx.Done():
+			s.closeAll()
+			return
+		case <-t.C:
+		case <-s.kick:
+		}
+	}
+}
+
+// round polls every standby wanted and not active here, at once, and
+// closes the stores of those no longer wanted.
+func (s *Standbys) round(ctx context.Context) {
+	s.mu.Lock()
+	var follow []int32
+	var drop []int32
+	for n := range s.want {
+		if !s.active[n] {
+			follow = append(follow, n)
+		}
+	}
+	for n := range s.slots {
+		if !s.want[n] || s.active[n] {
+			drop = append(drop, n)
+		}
+	}
+	for _, n := range follow {
+		if s.slots[n] == nil {
+			s.slots[n] = &standby{}
+		}
+	}
+	s.mu.Unlock()
+	for _, n := range drop {
+		s.mu.Lock()
+		sb := s.slots[n]
+		s.mu.Unlock()
+		if sb != nil {
+			s.closeSlot(n, sb)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, n := range follow {
+		wg.Go(func() { s.pollOne(ctx, n) })
+	}
+	wg.Wait()
+}
+
+// pollOne brings standby n up to its changelog's last stable offset.
+func (s *Standbys) pollOne(ctx context.Context, n int32) {
+	s.mu.Lock()
+	sb := s.slots[n]
+	s.mu.Unlock()
+	if sb == nil {
+		return
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	if s.slots[n] != sb || s.active[n] || !s.want[n] {
+		s.mu.Unlock()
+		return // activated, or closed, meanwhile
+	}
+	sb.cancel = cancel
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		sb.cancel = nil
+		s.mu.Unlock()
+	}()
+	if err := s.follow(ctx, n, sb); err != nil && ctx.Err() == nil {
+		if !sb.failed {
+			s.log.Warn("standby cannot follow its changelog; retrying", "n", n, "error", err)
+		}
+		sb.failed = true
+		return
+	}
+	if sb.failed {
+		s.log.Info("standby follows its changelog again", "n", n)
+		sb.failed = false
+	}
+}
+
+func (s *Standbys) follow(ctx context.Context, n int32, sb *standby) error {
+	cl, err := state.DescribeChangelog(ctx, kadm.NewClient(s.spec.Admin), s.spec.Changelog, n)
+	if err != nil {
+		return err
+	}
+	if sb.store == nil {
+		dir, err := stagefile.JoinName(s.spec.StateDir, strconv.Itoa(int(n)))
+		if err != nil {
+			return err
+		}
+		store, plan, err := state.Prepare(dir, s.spec.ApplicationID, cl, time.Now(), s.log)
+		if err != nil {
+			return err
+		}
+		sb.store, sb.plan = store, plan
+		s.log.Info("standby started", "n", n, "restore", plan.Kind(), "from", plan.From, "to", cl.End)
+	}
+	s.obs.StandbyLag(n, cl.End-sb.plan.From)
+	res, err := state.Restore(ctx, s.spec.Admin, cl, sb.store, sb.plan, nil)
+	if err != nil {
+		// What was loaded stays with its checkpoint; the next poll opens
+		// the store anew and goes on from there.
+		_ = sb.store.Close()
+		sb.store = nil
+		return err
+	}
+	sb.plan = sb.plan.Then(res, cl)
+	s.mu.Lock()
+	s.warm[n] = true
+	s.mu.Unlock()
+	return nil
+}
+
+// closeSlot closes standby n's store, keeping its files (and checkpoint)
+// for a task or a standby of n here later.
+func (s *Standbys) closeSlot(n int32, sb *standby) {
+	sb.mu.Lock()
+	if sb.store != nil {
+		_ = sb.store.Close()
+		sb.store = nil
+	}
+	sb.mu.Unlock()
+	s.mu.Lock()
+	if s.slots[n] == sb {
+		delete(s.slots, n)
+	}
+	delete(s.warm, n)
+	s.mu.Unlock()
+	s.obs.StandbyDropped(n)
+}
+
+func (s *Standbys) closeAll() {
+	s.mu.Lock()
+	slots := maps.Clone(s.slots)
+	s.mu.Unlock()
+	for n, sb := range slots {
+		s.closeSlot(n, sb)
+	}
+}
