@@ -88,6 +88,9 @@ type Spec struct {
 	// Standbys, when set, holds the standby replicas this member keeps: a
 	// lease takes its store over (Start), and gives it back (Close).
 	Standbys *Standbys
+	// CleanupDelay, when positive, removes a store in StateDir that no
+	// lease or standby used for that long (SweepStores).
+	CleanupDelay time.Duration
 
 	// restoring holds the restores under way, for the readiness probe.
 	restoring *restoreBoard
@@ -203,13 +206,33 @@ type Set struct {
 	spec    Spec
 	held    map[int32]*Lease
 	pending map[int32]bool
-	joined  bool // an assignment arrived: the member is in its group
+	joined  bool     // an assignment arrived: the member is in its group
+	janitor *janitor // nil: stores stay
 }
 
 // NewSet returns an empty set whose leases start as spec says.
 func NewSet(spec Spec) *Set {
 	spec.restoring = &restoreBoard{ready: spec.Ready, app: spec.ApplicationID, what: spec.What}
-	return &Set{spec: spec, held: map[int32]*Lease{}, pending: map[int32]bool{}}
+	s := &Set{spec: spec, held: map[int32]*Lease{}, pending: map[int32]bool{}}
+	if spec.Changelog != "" && spec.CleanupDelay > 0 && spec.StateDir != "" {
+		log := spec.Log
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		s.janitor = &janitor{dir: spec.StateDir, delay: spec.CleanupDelay, log: log, unused: map[int32]time.Time{}}
+	}
+	return s
+}
+
+// SweepStores removes the stores in the state directory that no lease,
+// pending start or standby has used for the spec's CleanupDelay; it looks
+// at the directory at most every few seconds. Call it where the set is
+// guarded, as everything else.
+func (s *Set) SweepStores(now time.Time) {
+	if s.janitor == nil || !s.joined {
+		return // before the first assignment every store looks unused
+	}
+	s.janitor.sweep(now, func(n int32) bool { return s.held[n] != nil || s.pending[n] }, s.spec.Standbys)
 }
 
 // Assign marks the partition numbers of an assignment pending. A number

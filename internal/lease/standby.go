@@ -85,6 +85,32 @@ func (s *Standbys) Want(tasks []int32) {
 	}
 }
 
+// keeps reports whether n is a standby here (wanted, or its store still
+// open); a nil Standbys keeps none.
+func (s *Standbys) keeps(n int32) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.want[n] || s.slots[n] != nil || s.active[n]
+}
+
+// removeUnkept runs remove for n's store unless n is a standby here or its
+// task runs here, holding the lock that keeps a standby from starting
+// meanwhile. A nil Standbys just removes.
+func (s *Standbys) removeUnkept(n int32, remove func() error) (bool, error) {
+	if s == nil {
+		return true, remove()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.want[n] || s.slots[n] != nil || s.active[n] {
+		return false, nil
+	}
+	return true, remove()
+}
+
 // Held lists the standbys whose store is warm here, for the member's join
 // metadata: the leader leaves them here.
 func (s *Standbys) Held() []int32 {

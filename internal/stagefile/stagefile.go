@@ -39,6 +39,11 @@ const (
 	InvalidDLQ   = "dlq"
 )
 
+// DefaultStateCleanupDelay is how long a store of a task that left an
+// instance stays: long enough for a restarted or briefly moved task to
+// find its store, short enough that scaling out frees the disk.
+const DefaultStateCleanupDelay = 10 * time.Minute
+
 // MaxStandbyReplicas bounds standby_replicas: each copy costs an
 // instance the disk and the changelog reads of the tasks it keeps.
 const MaxStandbyReplicas = 5
@@ -81,8 +86,12 @@ type Stage struct {
 	MaxTransactionRecords int `yaml:"max_transaction_records,omitempty" json:"max_transaction_records,omitempty"`
 	// StandbyReplicas is how many instances besides a task's own keep its
 	// state warm (a transformer's standby replicas; docs/operations.md).
-	StandbyReplicas int    `yaml:"standby_replicas,omitempty" json:"standby_replicas,omitempty"`
-	InvalidMessages string `yaml:"invalid_messages,omitempty" json:"invalid_messages,omitempty"`
+	StandbyReplicas int `yaml:"standby_replicas,omitempty" json:"standby_replicas,omitempty"`
+	// StateCleanupDelay is how long the store of a task that left an
+	// instance stays on its disk (unless the task comes back or is kept
+	// as a standby) before it is removed.
+	StateCleanupDelay Duration `yaml:"state_cleanup_delay,omitempty" json:"state_cleanup_delay,omitempty"`
+	InvalidMessages   string   `yaml:"invalid_messages,omitempty" json:"invalid_messages,omitempty"`
 	// Lineage, false, keeps a transformer's lineage headers off its
 	// records (docs/contract.md §12); unset, they are on.
 	Lineage *Bool `yaml:"lineage,omitempty" json:"lineage,omitempty"`
@@ -529,6 +538,12 @@ func (s *Stage) validate() error {
 		if s.StandbyReplicas < 0 || s.StandbyReplicas > MaxStandbyReplicas {
 			bad("standby_replicas %d: use 0 to %d (default 0: a task that moves restores from its changelog)", s.StandbyReplicas, MaxStandbyReplicas)
 		}
+		switch d := time.Duration(s.StateCleanupDelay); {
+		case d == 0 && !s.written["state_cleanup_delay"]:
+			s.StateCleanupDelay = Duration(DefaultStateCleanupDelay)
+		case d < time.Second:
+			bad("state_cleanup_delay %s: use 1s or more (default %s)", d, DefaultStateCleanupDelay)
+		}
 	case KindExtractor, KindMQTT:
 		if len(s.InputTopics) > 0 {
 			bad("an %s reads config_topics only; remove input_topics", s.Kind)
@@ -544,6 +559,9 @@ func (s *Stage) validate() error {
 		}
 		if s.Transform != nil {
 			bad("transform: belongs to a transformer")
+		}
+		if s.written["state_cleanup_delay"] {
+			bad("state_cleanup_delay: belongs to a transformer")
 		}
 		if s.written["standby_replicas"] {
 			bad("standby_replicas: belongs to a transformer (an %s's tokens restore from their changelog when they move)", s.Kind)

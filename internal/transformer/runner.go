@@ -296,6 +296,7 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 		spec.Changelog = r.changelog
 	}
 	spec.Ready, spec.Progress = r.ready, r.beat
+	spec.CleanupDelay = time.Duration(r.stage.StateCleanupDelay)
 	balancers := kafkax.TaskBalancers()
 	var standbys *lease.Standbys
 	switch n := r.stage.StandbyReplicas; {
@@ -376,6 +377,7 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 		if err := r.initPending(work); err != nil {
 			return err
 		}
+		r.sweepStores()
 		r.fetchResumeOffsets(work)
 		if err := r.drainConfigs(work); err != nil {
 			return err
@@ -392,6 +394,16 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 		}
 		r.dispatch(fetches)
 		consumer.AllowRebalance()
+	}
+}
+
+// sweepStores removes the stores of tasks that left this instance for
+// longer than state_cleanup_delay (lease.Set.SweepStores).
+func (r *Runner) sweepStores() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.tasks.SweepStores(time.Now())
 	}
 }
 
