@@ -71,8 +71,11 @@ http://host:port/metrics) scrapes every instance once per sample and shows
 which module it runs (name, sha256, ABI), "builtin", or why it could not be
 scraped, with a warning when the instances run different modules (a rollout
 that stopped half way) and, with -f, when one runs other than the stage
-file names. -o json then adds modules: {stage_file, instances[{url, runs,
-module, sha256, abi, error}], mixed, warnings[{kind, message}]}.`
+file names; also the restores under way on each, and the standby replicas
+it keeps (standby_replicas) with how far each was behind at its latest
+poll. -o json then adds modules: {stage_file, instances[{url, runs,
+module, sha256, abi, error, restoring[{partition, left, eta_seconds}],
+standbys[{partition, behind}]}], mixed, warnings[{kind, message}]}.`
 
 // NewCmdStatus builds `flecht status`.
 func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {

@@ -164,6 +164,13 @@ func Instances(h *ui.Human, m *status.Modules) {
 			}
 			h.Printf("%s %s restores partition %d from the changelog: %s records left%s\n", h.Warn("restoring:"), in.URL, r.Partition, textfmt.GroupDigits(r.Left), eta)
 		}
+		if len(in.Standbys) > 0 {
+			kept := make([]string, len(in.Standbys))
+			for i, sb := range in.Standbys {
+				kept[i] = fmt.Sprintf("%d (%s behind)", sb.Partition, textfmt.GroupDigits(sb.Behind))
+			}
+			h.Printf("%s %s keeps partitions %s\n", h.Faint("standbys:"), in.URL, strings.Join(kept, ", "))
+		}
 	}
 	for _, w := range m.Warnings {
 		h.Printf("%s %s\n", h.Warn("warning:"), textfmt.Printable(w.Message))

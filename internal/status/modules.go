@@ -158,6 +158,17 @@ type Instance struct {
 	// Restoring lists the tasks (tokens) restoring their state from the
 	// changelog right now, by partition; empty when none is.
 	Restoring []Restoring `json:"restoring"`
+	// Standbys lists the standby replicas it keeps (standby_replicas), by
+	// partition; empty when it keeps none.
+	Standbys []Standby `json:"standbys"`
+}
+
+// Standby is one standby replica an instance keeps.
+type Standby struct {
+	Partition int32 `json:"partition"`
+	// Behind is the changelog offsets it was behind at its latest poll:
+	// about what a failover to it would read.
+	Behind int64 `json:"behind"`
 }
 
 // Restoring is one restore under way on an instance.
@@ -171,7 +182,7 @@ type Restoring struct {
 
 // InstanceOf reads what an instance runs from its scrape (or why not).
 func InstanceOf(url string, s *promscrape.Sample, err error) Instance {
-	in := Instance{URL: url, Runs: RunsUnknown, Restoring: []Restoring{}}
+	in := Instance{URL: url, Runs: RunsUnknown, Restoring: []Restoring{}, Standbys: []Standby{}}
 	if err == nil && s == nil {
 		err = errors.New("not scraped")
 	}
@@ -180,6 +191,7 @@ func InstanceOf(url string, s *promscrape.Sample, err error) Instance {
 		return in
 	}
 	in.Restoring = restoringOf(s)
+	in.Standbys = standbysOf(s)
 	m, found, err := s.Module()
 	switch {
 	case err != nil:
@@ -205,6 +217,20 @@ func restoringOf(s *promscrape.Sample) []Restoring {
 			continue
 		}
 		out = append(out, Restoring{Partition: int32(p), Left: int64(se.Value), ETASeconds: eta[se.Labels["partition"]]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
+	return out
+}
+
+// standbysOf reads the standbys an instance keeps from a scrape.
+func standbysOf(s *promscrape.Sample) []Standby {
+	out := []Standby{}
+	for _, se := range s.Series("flechtwerk_standby_lag_records", nil) {
+		p, err := strconv.ParseInt(se.Labels["partition"], 10, 32)
+		if err != nil || p < 0 {
+			continue
+		}
+		out = append(out, Standby{Partition: int32(p), Behind: int64(max(se.Value, 0))})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
 	return out
@@ -390,6 +416,9 @@ func buildModules(req Request, instances []Instance) *Modules {
 	for i := range m.Instances {
 		if m.Instances[i].Restoring == nil {
 			m.Instances[i].Restoring = []Restoring{} // a list in JSON, never null
+		}
+		if m.Instances[i].Standbys == nil {
+			m.Instances[i].Standbys = []Standby{}
 		}
 	}
 	stageFile := "-f " + req.StageFile

@@ -149,8 +149,8 @@ func TestBuildModules(t *testing.T) {
 	b, _ := json.Marshal(r)
 	for _, k := range []string{
 		`"stage_file":{"file":"./enrich.wasm","path":"/d/enrich.wasm","sha256":"` + shaA + `","pin":"","error":""}`,
-		`{"url":"http://b/metrics","runs":"module","module":"enrich.wasm","sha256":"` + shaB + `","abi":"1","error":"","restoring":[]}`,
-		`{"url":"http://c/metrics","runs":"unknown","module":"","sha256":"","abi":"","error":"connection refused","restoring":[]}`,
+		`{"url":"http://b/metrics","runs":"module","module":"enrich.wasm","sha256":"` + shaB + `","abi":"1","error":"","restoring":[],"standbys":[]}`,
+		`{"url":"http://c/metrics","runs":"unknown","module":"","sha256":"","abi":"","error":"connection refused","restoring":[],"standbys":[]}`,
 		`"mixed":true`, `"kind":"mixed_modules"`,
 	} {
 		if !strings.Contains(string(b), k) {
@@ -195,7 +195,7 @@ func TestScrapeInstances(t *testing.T) {
 	if len(got) != 4 {
 		t.Fatalf("%+v", got)
 	}
-	if !reflect.DeepEqual(got[0], Instance{URL: "http://" + mod + "/metrics", Runs: RunsModule, Module: "enrich.wasm", SHA256: shaA, ABI: "1", Restoring: []Restoring{}}) {
+	if !reflect.DeepEqual(got[0], Instance{URL: "http://" + mod + "/metrics", Runs: RunsModule, Module: "enrich.wasm", SHA256: shaA, ABI: "1", Restoring: []Restoring{}, Standbys: []Standby{}}) {
 		t.Errorf("module %+v", got[0])
 	}
 	if got[1].Runs != RunsBuiltin || got[1].Error != "" {
@@ -210,9 +210,10 @@ func TestScrapeInstances(t *testing.T) {
 }
 
 // An instance's scrape tells which of its tasks restore their state now,
-// with what is left and when they should be done; finished ones (0 left)
-// are not listed.
-func TestInstanceRestoring(t *testing.T) {
+// with what is left and when they should be done (finished ones, 0 left,
+// are not listed), and which standbys it keeps, with how far each was
+// behind at its latest poll.
+func TestInstanceRestoringAndStandbys(t *testing.T) {
 	text := `# TYPE flechtwerk_state_restore_remaining_records gauge
 flechtwerk_state_restore_remaining_records{partition="3"} 120000
 flechtwerk_state_restore_remaining_records{partition="1"} 0
@@ -221,6 +222,10 @@ flechtwerk_state_restore_remaining_records{partition="10"} 7
 flechtwerk_state_restore_eta_seconds{partition="3"} 2.5
 flechtwerk_state_restore_eta_seconds{partition="1"} 0
 flechtwerk_state_restore_eta_seconds{partition="10"} 0
+# TYPE flechtwerk_standby_lag_records gauge
+flechtwerk_standby_lag_records{partition="4"} 0
+flechtwerk_standby_lag_records{partition="2"} 350
+flechtwerk_standby_lag_records{partition="x"} 1
 `
 	fams, err := promscrape.Parse(strings.NewReader(text))
 	if err != nil {
@@ -231,8 +236,12 @@ flechtwerk_state_restore_eta_seconds{partition="10"} 0
 	if !reflect.DeepEqual(in.Restoring, want) {
 		t.Errorf("restoring %+v, want %+v", in.Restoring, want)
 	}
+	wantSB := []Standby{{Partition: 2, Behind: 350}, {Partition: 4}}
+	if !reflect.DeepEqual(in.Standbys, wantSB) {
+		t.Errorf("standbys %+v, want %+v", in.Standbys, wantSB)
+	}
 	b, err := json.Marshal(InstanceOf("http://b/metrics", nil, fmt.Errorf("down")))
-	if err != nil || !strings.Contains(string(b), `"restoring":[]`) {
-		t.Errorf("an instance not scraped: %s (%v), want an empty restoring list", b, err)
+	if err != nil || !strings.Contains(string(b), `"restoring":[],"standbys":[]`) {
+		t.Errorf("an instance not scraped: %s (%v), want empty restoring and standbys lists", b, err)
 	}
 }
