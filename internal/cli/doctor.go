@@ -77,6 +77,10 @@ diagnoses it:
   keyring           every reader holds every kid of --keyring (without it:
                     every kid another reader holds); an MQTT bridge reads
                     no secrets and is not checked
+  standbys          with standby_replicas: N, every task has N standbys
+                    (fewer when there are not N other instances) at most
+                    10,000 changelog offsets behind; an instance not
+                    scraped makes it unknown (skipped)
 
 The checks that read metrics need --metrics-url of every instance (host:port
 means http://host:port/metrics; without it, the stage file's metrics.listen);

@@ -36,6 +36,7 @@ const (
 	CheckMQTT         = "mqtt_connection"
 	CheckBudget       = "outage_budget"
 	CheckKeyring      = "keyring"
+	CheckStandbys     = "standbys"
 )
 
 // Check statuses.

@@ -121,7 +121,7 @@ func TestDiagnoseCleanTransformer(t *testing.T) {
 		t.Fatalf("findings on a healthy stage: %+v", r.Findings)
 	}
 	want := map[string]string{CheckMembers: StatusOK, CheckLag: StatusOK, CheckTransactions: StatusOK, CheckTopics: StatusOK, CheckMetrics: StatusOK,
-		CheckRecordSize: StatusOK, CheckInvalid: StatusOK, CheckModule: StatusOK, CheckMQTT: StatusSkipped, CheckBudget: StatusSkipped, CheckKeyring: StatusOK}
+		CheckRecordSize: StatusOK, CheckInvalid: StatusOK, CheckModule: StatusOK, CheckMQTT: StatusSkipped, CheckBudget: StatusSkipped, CheckKeyring: StatusOK, CheckStandbys: StatusSkipped}
 	if got := statuses(r); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("checks\n got %v\nwant %v", got, want)
 	}
@@ -257,7 +257,7 @@ func TestDiagnoseBridge(t *testing.T) {
 			t.Errorf("lag skipped: %q", c.Detail)
 		}
 	}
-	if d := ok.Checks[len(ok.Checks)-2].Detail; !strings.Contains(d, "16m40s at 1/s") {
+	if d := checkDetail(ok, CheckBudget); !strings.Contains(d, "16m40s at 1/s") {
 		t.Errorf("budget detail %q", d)
 	}
 
@@ -918,5 +918,49 @@ func TestRunCountsDeadLettersSince(t *testing.T) {
 		if _, err := NewInputs(Flags{StageFile: writeStage(t, countYAML), Interval: "1s", QueueLimit: 1, MinBudget: "5m", DLQSince: bad}); exitcode.Code(err) != exitcode.Usage {
 			t.Errorf("--dlq-since %s: %v", bad, err)
 		}
+	}
+}
+
+// A transformer asking for one standby replica: every task must have one
+// caught up on another instance; a task without, or with one too far
+// behind, is a finding naming it; an instance not scraped makes the check
+// unknown (skipped), never ok.
+func TestDiagnoseStandbys(t *testing.T) {
+	st := stage(t, countYAML+"standby_replicas: 1\n")
+	members := map[string][]int32{"c0": {0}, "c1": {1}}
+	lag := func(p, behind int) string {
+		return fmt.Sprintf("# TYPE flechtwerk_standby_lag_records gauge\nflechtwerk_standby_lag_records{partition=\"%d\"} %d\n", p, behind)
+	}
+	diagnose := func(c0, c1 string, c1Err error) *Report {
+		s := func(text string) *promscrape.Sample { return scrape(t, t0, healthyMetrics+text) }
+		obs := Observations{
+			First:  sample(t0, "Stable", members, [2]int64{90, 50}, [2]int64{100, 60}),
+			Second: sample(t0.Add(10*time.Second), "Stable", members, [2]int64{180, 100}, [2]int64{185, 100}),
+			Topics: cleanTopics(),
+			Scrapes: []Scrape{
+				{URL: "http://c0:9464/metrics", First: s(c0), Second: s(c0)},
+				{URL: "http://c1:9464/metrics", First: s(c1), Second: s(c1), Err: c1Err},
+			},
+		}
+		if c1Err != nil {
+			obs.Scrapes[1].First, obs.Scrapes[1].Second = nil, nil
+		}
+		return Diagnose(Inputs{Stage: st, Interval: 10 * time.Second, Kids: []string{"k1"}}, obs)
+	}
+	if r := diagnose(lag(1, 0), lag(0, 120), nil); statuses(r)[CheckStandbys] != StatusOK {
+		t.Errorf("each task with a caught-up standby: %s (%s)", statuses(r)[CheckStandbys], checkDetail(r, CheckStandbys))
+	}
+	r := diagnose(lag(1, 0), lag(0, 250_000), nil)
+	f := findings(r, CheckStandbys)
+	if len(f) != 1 || !strings.Contains(f[0].Message, "1 task of 2 lack caught-up standbys (at most 10,000 changelog offsets behind at their latest poll; standby_replicas: 1): task 0 has 0.") ||
+		!strings.Contains(f[0].Command, "flecht status app -f stage.yaml --metrics-url http://c0:9464/metrics,http://c1:9464/metrics") {
+		t.Errorf("a standby 250,000 behind: %+v", f)
+	}
+	if f := findings(diagnose(lag(1, 0), "", nil), CheckStandbys); len(f) != 1 || !strings.Contains(f[0].Message, "task 0 has 0") {
+		t.Errorf("a task without a standby: %+v", f)
+	}
+	r = diagnose(lag(1, 0), "", fmt.Errorf("connection refused"))
+	if statuses(r)[CheckStandbys] != StatusSkipped || !strings.Contains(checkDetail(r, CheckStandbys), "1 of 2 instance(s) could not be scraped") {
+		t.Errorf("an instance not scraped: %s (%s)", statuses(r)[CheckStandbys], checkDetail(r, CheckStandbys))
 	}
 }

@@ -42,14 +42,14 @@ func (d *diagnosis) live() []Scrape {
 func (d *diagnosis) metrics() {
 	if len(d.obs.Scrapes) == 0 {
 		why := "no --metrics-url: give each instance's metrics endpoint"
-		for _, c := range []string{CheckMetrics, CheckRecordSize, CheckInvalid, CheckModule, CheckMQTT, CheckBudget, CheckKeyring} {
+		for _, c := range []string{CheckMetrics, CheckRecordSize, CheckInvalid, CheckModule, CheckMQTT, CheckBudget, CheckKeyring, CheckStandbys} {
 			d.skipped(c, why)
 		}
 		return
 	}
 	if d.in.MetricsFromStage && len(d.live()) == 0 {
 		why := fmt.Sprintf("the stage file's metrics.listen (%s) does not answer from here: give each instance's --metrics-url", d.obs.Scrapes[0].URL)
-		for _, c := range []string{CheckMetrics, CheckRecordSize, CheckInvalid, CheckModule, CheckMQTT, CheckBudget, CheckKeyring} {
+		for _, c := range []string{CheckMetrics, CheckRecordSize, CheckInvalid, CheckModule, CheckMQTT, CheckBudget, CheckKeyring, CheckStandbys} {
 			d.skipped(c, why)
 		}
 		return
@@ -64,7 +64,7 @@ func (d *diagnosis) metrics() {
 	live := d.live()
 	d.done(CheckMetrics, before, fmt.Sprintf("%d of %d instance(s) scraped", len(live), len(d.obs.Scrapes)))
 	if len(live) == 0 {
-		for _, c := range []string{CheckRecordSize, CheckInvalid, CheckModule, CheckMQTT, CheckBudget, CheckKeyring} {
+		for _, c := range []string{CheckRecordSize, CheckInvalid, CheckModule, CheckMQTT, CheckBudget, CheckKeyring, CheckStandbys} {
 			d.skipped(c, "no instance could be scraped")
 		}
 		return
@@ -74,6 +74,7 @@ func (d *diagnosis) metrics() {
 	d.module(live)
 	d.mqtt(live)
 	d.keyring(live)
+	d.standbys(live)
 }
 
 func readyURL(metricsURL string) string {
