@@ -86,15 +86,17 @@ func (s *Standbys) Want(tasks []int32) {
 }
 
 // keeps reports whether n is a standby here (wanted, or its store still
-// open); a nil Standbys keeps none.
+// open) or its task runs here; a nil Standbys keeps none.
 func (s *Standbys) keeps(n int32) bool {
 	if s == nil {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.want[n] || s.slots[n] != nil || s.active[n]
+	return s.keepsLocked(n)
 }
+
+func (s *Standbys) keepsLocked(n int32) bool { return s.want[n] || s.slots[n] != nil || s.active[n] }
 
 // removeUnkept runs remove for n's store unless n is a standby here or its
 // task runs here, holding the lock that keeps a standby from starting
@@ -105,7 +107,7 @@ func (s *Standbys) removeUnkept(n int32, remove func() error) (bool, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.want[n] || s.slots[n] != nil || s.active[n] {
+	if s.keepsLocked(n) {
 		return false, nil
 	}
 	return true, remove()
