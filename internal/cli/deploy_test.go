@@ -714,3 +714,125 @@ func TestKubernetesExampleFitsTogether(t *testing.T) {
 		t.Errorf("%d StatefulSets, want the transformer's and the bridge's", sets)
 	}
 }
+
+// TestKEDAScaledObjectFitsTheTransformer: examples/kubernetes/keda.yaml
+// scales a transformer StatefulSet of statefulset.yaml on its own group's
+// lag of its own input topic, never past what gets a task nor below what
+// its standbys need, and the set it scales leaves its group on a stop.
+func TestKEDAScaledObjectFitsTheTransformer(t *testing.T) {
+	var so struct {
+		Kind string `yaml:"kind"`
+		Spec struct {
+			Target struct {
+				Kind string `yaml:"kind"`
+				Name string `yaml:"name"`
+			} `yaml:"scaleTargetRef"`
+			Min      int `yaml:"minReplicaCount"`
+			Max      int `yaml:"maxReplicaCount"`
+			Triggers []struct {
+				Type     string            `yaml:"type"`
+				Metadata map[string]string `yaml:"metadata"`
+			} `yaml:"triggers"`
+		} `yaml:"spec"`
+	}
+	raw, err := os.ReadFile(repoFile("examples/kubernetes/keda.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &so); err != nil {
+		t.Fatalf("examples/kubernetes/keda.yaml: %v", err)
+	}
+	if so.Kind != "ScaledObject" || so.Spec.Target.Kind != "StatefulSet" {
+		t.Fatalf("keda.yaml: a %s scaling a %s, want a ScaledObject scaling a StatefulSet", so.Kind, so.Spec.Target.Kind)
+	}
+
+	// The StatefulSet it names, its stage and its arguments.
+	sets, err := os.ReadFile(repoFile("examples/kubernetes/statefulset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stage *stagefile.Stage
+	var args []string
+	stages := map[string]string{}
+	dec := yaml.NewDecoder(strings.NewReader(string(sets)))
+	type setDoc struct {
+		Kind     string            `yaml:"kind"`
+		Metadata struct{ Name string }
+		Data     map[string]string `yaml:"data"`
+		Spec     struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Args []string `yaml:"args"`
+					} `yaml:"containers"`
+					Volumes []struct {
+						Name      string            `yaml:"name"`
+						ConfigMap map[string]string `yaml:"configMap"`
+					} `yaml:"volumes"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	var docs []setDoc
+	for {
+		var d setDoc
+		if err := dec.Decode(&d); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if d.Kind == "ConfigMap" {
+			stages[d.Metadata.Name] = d.Data["stage.yaml"]
+		}
+		docs = append(docs, d)
+	}
+	for _, d := range docs {
+		if d.Kind != "StatefulSet" || d.Metadata.Name != so.Spec.Target.Name {
+			continue
+		}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if text, ok := stages[v.ConfigMap["name"]]; ok {
+				st, err := stagefile.Parse([]byte(text))
+				if err != nil {
+					t.Fatal(err)
+				}
+				stage = st
+			}
+		}
+		args = d.Spec.Template.Spec.Containers[0].Args
+	}
+	if stage == nil {
+		t.Fatalf("keda.yaml scales StatefulSet %q, which statefulset.yaml does not hold with a stage file", so.Spec.Target.Name)
+	}
+	if stage.Kind != stagefile.KindTransformer {
+		t.Fatalf("keda.yaml scales a %s stage, want a transformer", stage.Kind)
+	}
+	if !slices.Contains(args, "--leave-group") {
+		t.Errorf("the scaled set's arguments %v lack --leave-group: a pod scaled away would hold its tasks for its session", args)
+	}
+	if so.Spec.Min < stage.StandbyReplicas+1 {
+		t.Errorf("minReplicaCount %d, want at least standby_replicas + 1 = %d", so.Spec.Min, stage.StandbyReplicas+1)
+	}
+	if so.Spec.Max < so.Spec.Min {
+		t.Errorf("maxReplicaCount %d below minReplicaCount %d", so.Spec.Max, so.Spec.Min)
+	}
+	if len(so.Spec.Triggers) != 1 || so.Spec.Triggers[0].Type != "kafka" {
+		t.Fatalf("triggers %+v, want one kafka trigger", so.Spec.Triggers)
+	}
+	m := so.Spec.Triggers[0].Metadata
+	if m["consumerGroup"] != stage.ApplicationID {
+		t.Errorf("consumerGroup %q, want the stage's application_id %q (its group)", m["consumerGroup"], stage.ApplicationID)
+	}
+	if !slices.Contains(stage.InputTopics, m["topic"]) {
+		t.Errorf("topic %q is not an input topic of the stage (%v)", m["topic"], stage.InputTopics)
+	}
+	if m["allowIdleConsumers"] != "false" {
+		t.Errorf("allowIdleConsumers %q, want \"false\": pods past the partition count get no task", m["allowIdleConsumers"])
+	}
+	if m["offsetResetPolicy"] != "earliest" {
+		t.Errorf("offsetResetPolicy %q, want earliest: a transformer without committed offsets starts at the input's start", m["offsetResetPolicy"])
+	}
+	if !strings.Contains(string(sets), "kafka-0.kafka:9092") || !strings.Contains(m["bootstrapServers"], "kafka-0.kafka:9092") {
+		t.Errorf("bootstrapServers %q, want the brokers the StatefulSet uses", m["bootstrapServers"])
+	}
+}
