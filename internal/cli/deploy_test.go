@@ -756,7 +756,7 @@ func TestKEDAScaledObjectFitsTheTransformer(t *testing.T) {
 	stages := map[string]string{}
 	dec := yaml.NewDecoder(strings.NewReader(string(sets)))
 	type setDoc struct {
-		Kind     string            `yaml:"kind"`
+		Kind     string `yaml:"kind"`
 		Metadata struct{ Name string }
 		Data     map[string]string `yaml:"data"`
 		Spec     struct {
