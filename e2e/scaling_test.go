@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"regexp"
 	"sort"
@@ -118,6 +120,20 @@ func TestRunnerScalesOutAndIn(t *testing.T) {
 	start("sc-b", "sc-c")
 	settle("1 → 3 instances", began, pause)
 
+	// Readiness tells the standbys apart: warm ones are listed, and they
+	// never hold an instance back.
+	for _, p := range livePs() {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			why := standbysReadiness(t, p)
+			if why == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s after 30 s: %s", p.name, why)
+			}
+		}
+	}
+
 	began = time.Now()
 	start("sc-d", "sc-e", "sc-f")
 	settle("3 → 6 instances", began, pause)
@@ -193,3 +209,47 @@ func restoreCounts(logs string) string {
 	sort.Strings(keys)
 	return strings.Join(keys, ", ")
 }
+
+// standbysReadiness reads an instance's /readyz and says what is wrong
+// with it, if anything: it must be ready, and its standbys check must list
+// as warm exactly the partitions its standby lag metric has series for.
+func standbysReadiness(t *testing.T, p *proc) string {
+	t.Helper()
+	var kept []string
+	for _, s := range seriesOf(p.scrape(), "flechtwerk_standby_lag_records") {
+		if m := partitionLabel.FindStringSubmatch(s); m != nil {
+			kept = append(kept, m[1])
+		}
+	}
+	sort.Slice(kept, func(i, j int) bool { return len(kept[i]) < len(kept[j]) || len(kept[i]) == len(kept[j]) && kept[i] < kept[j] })
+	url := strings.TrimSuffix(p.metricsURL(), "/metrics") + "/readyz"
+	resp, err := http.Get(url)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	var rep struct {
+		OK     bool `json:"ok"`
+		Checks []struct {
+			Name   string `json:"name"`
+			OK     bool   `json:"ok"`
+			Detail string `json:"detail"`
+		} `json:"checks"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		return "/readyz: " + err.Error()
+	}
+	want := fmt.Sprintf("warm standbys of tasks [%s]", strings.Join(kept, " "))
+	for _, c := range rep.Checks {
+		if c.Name != "standbys" {
+			continue
+		}
+		if !rep.OK || !c.OK || !strings.Contains(c.Detail, want) {
+			return fmt.Sprintf("/readyz ok=%v, standbys check ok=%v %q; want ready, naming %q", rep.OK, c.OK, c.Detail, want)
+		}
+		return ""
+	}
+	return fmt.Sprintf("/readyz has no standbys check: %+v", rep.Checks)
+}
+
+var partitionLabel = regexp.MustCompile(`partition="(\d+)"`)

@@ -2,15 +2,18 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/flecht-dev/flecht/internal/health"
 	"github.com/flecht-dev/flecht/internal/metrics"
 	"github.com/flecht-dev/flecht/internal/stagefile"
 	"github.com/flecht-dev/flecht/internal/state"
@@ -41,6 +44,7 @@ type Standbys struct {
 	slots  map[int32]*standby
 	warm   map[int32]bool // standbys whose store is open and followed
 	kick   chan struct{}
+	shown  *health.Condition // the readiness check that lists them
 }
 
 // standby is one kept store; mu is held while it is polled or closed.
@@ -149,6 +153,50 @@ func (s *Standbys) Deactivate(n int32) {
 	}
 }
 
+// ShowIn lists the standbys in a readiness check of their own, which
+// always holds: a standby that is still copying its task's state
+// (warming up) does no work for the group, so it never makes an instance
+// unready; the check only tells warm standbys and warming ones apart.
+func (s *Standbys) ShowIn(c *health.Condition) {
+	s.shown = c
+	s.show()
+}
+
+// show updates the readiness check and the metric of standbys by state.
+func (s *Standbys) show() {
+	s.mu.Lock()
+	var warm, warming []int32
+	for n := range s.want {
+		switch {
+		case s.active[n]:
+		case s.warm[n]:
+			warm = append(warm, n)
+		default:
+			warming = append(warming, n)
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(warm)
+	slices.Sort(warming)
+	s.obs.StandbysKept(len(warm), len(warming))
+	s.shown.Set(true, standbysDetail(warm, warming))
+}
+
+// standbysDetail says which standbys an instance keeps, by state.
+func standbysDetail(warm, warming []int32) string {
+	if len(warm)+len(warming) == 0 {
+		return "no standby kept here"
+	}
+	var parts []string
+	if len(warm) > 0 {
+		parts = append(parts, fmt.Sprintf("warm standbys of tasks %v (following their changelogs)", warm))
+	}
+	if len(warming) > 0 {
+		parts = append(parts, fmt.Sprintf("standbys of tasks %v warming up (copying their state from the changelog)", warming))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // Run follows the standbys until ctx ends, then closes their stores.
 func (s *Standbys) Run(ctx context.Context) {
 	t := time.NewTicker(s.poll)
@@ -200,6 +248,7 @@ func (s *Standbys) round(ctx context.Context) {
 		wg.Go(func() { s.pollOne(ctx, n) })
 	}
 	wg.Wait()
+	s.show()
 }
 
 // pollOne brings standby n up to its changelog's last stable offset.

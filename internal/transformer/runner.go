@@ -151,6 +151,9 @@ type Runner struct {
 	// the poll loop is doing (kafkax.SessionWatch).
 	watch      *kafkax.SessionWatch
 	kafkaReady *health.Condition
+	// standbysShown lists the standbys kept here (standby_replicas); it
+	// never makes the instance unready.
+	standbysShown *health.Condition
 	// sessionErrs counts the group session's failures since the last
 	// assignment (onLost), and sessionSaid is when the poll loop last
 	// logged one.
@@ -216,11 +219,24 @@ func NewRunner(o Options) *Runner {
 		commitInterval: time.Duration(o.Stage.CommitInterval),
 		// A round may wait for a task that waits for its commit, which
 		// takes up to the transaction timeout; so may a task's step.
-		beat:       o.Health.Loop("poll_loop", o.TransactionTimeout+time.Minute),
-		taskBeat:   o.Health.Workers("tasks", "task", o.TransactionTimeout+time.Minute),
-		ready:      o.Health.Condition("group", "starting: checking topics, not joined yet"),
-		kafkaReady: o.Health.Condition("kafka", "starting: not in contact with the group coordinator yet"),
+		beat:          o.Health.Loop("poll_loop", o.TransactionTimeout+time.Minute),
+		taskBeat:      o.Health.Workers("tasks", "task", o.TransactionTimeout+time.Minute),
+		ready:         o.Health.Condition("group", "starting: checking topics, not joined yet"),
+		kafkaReady:    o.Health.Condition("kafka", "starting: not in contact with the group coordinator yet"),
+		standbysShown: standbysCondition(o),
 	}
+}
+
+// standbysCondition is the readiness check listing the standbys, for a
+// stage with standby_replicas: met from the start, since a standby is no
+// work the group waits for.
+func standbysCondition(o Options) *health.Condition {
+	if o.Stage.StandbyReplicas == 0 {
+		return nil
+	}
+	c := o.Health.Condition("standbys", "no standby kept here yet")
+	c.Set(true, "no standby kept here yet")
+	return c
 }
 
 // taskCompression is zstd (docs/contract.md §1) at its fastest level for the task
@@ -302,9 +318,11 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 	switch n := r.stage.StandbyReplicas; {
 	case n > 0 && r.stateful:
 		standbys = lease.NewStandbys(&spec, 0)
+		standbys.ShowIn(r.standbysShown)
 		spec.Standbys = standbys
 		balancers = kafkax.TaskBalancersWith(kafkax.Standbys{Replicas: n, Held: standbys.Held, Assigned: standbys.Want})
 	case n > 0:
+		r.standbysShown.Set(true, "standby_replicas is ignored: the stage keeps no state")
 		r.log.Warn("standby_replicas is ignored: the stage keeps no state, so a task that moves has nothing to restore", "standby_replicas", n)
 	}
 	r.tasks = lease.NewSet(spec)

@@ -83,6 +83,11 @@ func TestStandbyTakesOverWithATailRestore(t *testing.T) {
 			t.Fatalf("after 30 s the standbys (partition: records behind) are %v; want two caught up on each instance", lags)
 		}
 	}
+	for name, r := range runners {
+		if warm, warming := metrics.Value(r.obs.StandbyTasks.WithLabelValues("warm")), metrics.Value(r.obs.StandbyTasks.WithLabelValues("warming")); warm != 2 || warming != 0 {
+			t.Errorf("%s: flechtwerk_standby_tasks warm %v, warming %v; want 2 warm, 0 warming", name, warm, warming)
+		}
+	}
 	var all []int32
 	for _, sb := range standbys {
 		all = append(all, sb...)
