@@ -40,6 +40,8 @@ import (
 //	FLECHT_BENCH_ROUNDS=n             runs of each contender, alternating (2)
 //	FLECHT_BENCH_RESTORE_ENTRIES=n    state entries of BenchmarkRunnerRestore (300000)
 //	FLECHT_BENCH_RESTART_ENTRIES=n    state entries of BenchmarkRunnerRestart (2000000)
+//	FLECHT_BENCH_FAILOVER_KEYS=n      state entries of BenchmarkRunnerFailover (2000000)
+//	FLECHT_BENCH_FAILOVER_WARM_S=n    seconds its standbys get to catch up before the kill (20)
 //	FLECHT_BENCH_CPUPROFILE=dir       flecht writes a CPU profile per run there
 //	FLECHT_BENCH_LOG=1                show the end of each run's output
 //	FLECHT_BENCH_FLECHT=path          time another flecht binary (an older build, say)

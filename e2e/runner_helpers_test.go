@@ -45,6 +45,20 @@ transform:
 	return path
 }
 
+// withStandbys adds standby_replicas: n to a stage file and returns its path.
+func withStandbys(t *testing.T, stageFile string, n int) string {
+	t.Helper()
+	f, err := os.OpenFile(stageFile, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "standby_replicas: %d\n", n); err != nil {
+		t.Fatal(err)
+	}
+	return stageFile
+}
+
 // startRun starts `flecht run` with the metrics server on a free loopback
 // port (read back from its log) and the short test session timeout.
 func startRun(t *testing.T, stage, clientID, stateDir string, extra ...string) *proc {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -23,7 +22,9 @@ import (
 // two or more instances run, and no instance rebuilds a partition's store
 // from the whole changelog when it had held that partition before (as its
 // task or its standby, kept since): only the first copy of a partition on
-// an instance is a full restore. The output is exactly once throughout.
+// an instance is a full restore. While the group grows, a joiner takes a
+// task only once it has warmed it up as a standby, so no task starts
+// there from scratch. The output is exactly once throughout.
 func TestRunnerScalesOutAndIn(t *testing.T) {
 	const (
 		keys       = 6000
@@ -35,15 +36,7 @@ func TestRunnerScalesOutAndIn(t *testing.T) {
 		pause = 30 * time.Second
 	)
 	app, in, out := runnerTopics(t, partitions)
-	stageFile := countStage(t, app, in, out, "crash", 500)
-	f, err := os.OpenFile(stageFile, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("standby_replicas: 1\n"); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	stageFile := withStandbys(t, countStage(t, app, in, out, "crash", 500), 1)
 	adm := admin(t)
 	prod := inputProducer(t)
 
@@ -138,6 +131,16 @@ func TestRunnerScalesOutAndIn(t *testing.T) {
 	start("sc-d", "sc-e", "sc-f")
 	settle("3 → 6 instances", began, pause)
 
+	// Growing moved tasks only to instances that had warmed them up as
+	// standbys first (warm-ups): no joiner started a task from scratch.
+	for _, p := range all[1:] {
+		for _, m := range restoreLine.FindAllStringSubmatch(p.logs(), -1) {
+			if m[1] == "task restored" && m[3] == "full" {
+				t.Errorf("%s started task %s with a full restore while the group grew; want it warmed up first", p.name, m[2])
+			}
+		}
+	}
+
 	// Shrinking: four leave at once with SIGTERM, each committing what it
 	// holds and leaving the group, then one of the last two is killed and
 	// its tasks move once its session lapses.
@@ -221,7 +224,9 @@ func standbysReadiness(t *testing.T, p *proc) string {
 			kept = append(kept, m[1])
 		}
 	}
-	sort.Slice(kept, func(i, j int) bool { return len(kept[i]) < len(kept[j]) || len(kept[i]) == len(kept[j]) && kept[i] < kept[j] })
+	sort.Slice(kept, func(i, j int) bool {
+		return len(kept[i]) < len(kept[j]) || len(kept[i]) == len(kept[j]) && kept[i] < kept[j]
+	})
 	url := strings.TrimSuffix(p.metricsURL(), "/metrics") + "/readyz"
 	resp, err := http.Get(url)
 	if err != nil {

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -22,15 +21,7 @@ func TestRunnerStandbyFailover(t *testing.T) {
 		chunk      = 300
 	)
 	app, in, out := runnerTopics(t, partitions)
-	stageFile := countStage(t, app, in, out, "crash", 500)
-	f, err := os.OpenFile(stageFile, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("standby_replicas: 1\n"); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	stageFile := withStandbys(t, countStage(t, app, in, out, "crash", 500), 1)
 	adm := admin(t)
 	prod := inputProducer(t)
 

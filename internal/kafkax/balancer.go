@@ -29,20 +29,23 @@ func TaskBalancers() kgo.GroupOpt {
 // places standby replicas as sb asks. Under range, which knows nothing of
 // standbys, a member keeps none.
 func TaskBalancersWith(sb Standbys) kgo.GroupOpt {
-	return kgo.Balancers(CooperativeTasksWith(sb), noStandbys{kgo.RangeBalancer(), sb.Assigned})
+	return kgo.Balancers(CooperativeTasksWith(sb), noStandbys{kgo.RangeBalancer(), sb.Assigned, sb.WarmingUp})
 }
 
 // noStandbys is a balancer that places no standbys: a member it assigns
 // drops those of an earlier assignment.
 type noStandbys struct {
 	kgo.GroupBalancer
-	assigned func(tasks []int32)
+	assigned, warmingUp func(tasks []int32)
 }
 
 func (n noStandbys) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
 	tasks, err := n.GroupBalancer.ParseSyncAssignment(assignment)
 	if err == nil && n.assigned != nil {
 		n.assigned(nil)
+	}
+	if err == nil && n.warmingUp != nil {
+		n.warmingUp(nil)
 	}
 	return tasks, err
 }
@@ -61,32 +64,49 @@ type Standbys struct {
 	// Assigned receives the tasks this member is to keep standbys of,
 	// with every assignment (empty when none).
 	Assigned func(tasks []int32)
+	// WarmUp makes the leader move a task to a member only where its
+	// state is warm: a task that is to move for balance (a member joined)
+	// stays with its owner, and the member that is to take it keeps a
+	// standby of it (a warm-up) until that is warm; the member then asks
+	// for a rebalance (KIP-441's probing rebalance, asked for by the
+	// member that is ready), which moves it. Tasks without an owner move
+	// at once.
+	WarmUp bool
+	// WarmingUp receives, with every assignment, the standbys among
+	// Assigned's that are warm-ups: tasks this member is to take once warm.
+	WarmingUp func(tasks []int32)
 }
 
 // taskUserData is the user data of the task protocol's join metadata (the
 // standbys a member holds) and of its assignment (the standbys it is to
-// hold). Version 1; a member that cannot read it holds and is given none.
+// hold, and which of them are warm-ups). Version 1; a member that cannot
+// read it holds and is given none.
 type taskUserData struct {
 	Version  int     `json:"v"`
 	Standbys []int32 `json:"standbys,omitempty"`
+	WarmUps  []int32 `json:"warmups,omitempty"`
 }
 
-func encodeTaskUserData(standbys []int32) []byte {
+func encodeTaskUserData(standbys, warmUps []int32) []byte {
 	if len(standbys) == 0 {
 		return nil
 	}
-	b, _ := json.Marshal(taskUserData{Version: 1, Standbys: slices.Sorted(slices.Values(standbys))})
+	d := taskUserData{Version: 1, Standbys: slices.Sorted(slices.Values(standbys))}
+	if len(warmUps) > 0 {
+		d.WarmUps = slices.Sorted(slices.Values(warmUps))
+	}
+	b, _ := json.Marshal(d)
 	return b
 }
 
 // decodeTaskUserData reads another member's user data; anything it cannot
 // read is no standbys, never an error: the member is still a member.
-func decodeTaskUserData(b []byte) []int32 {
+func decodeTaskUserData(b []byte) taskUserData {
 	var d taskUserData
 	if len(b) == 0 || json.Unmarshal(b, &d) != nil || d.Version != 1 {
-		return nil
+		return taskUserData{}
 	}
-	return d.Standbys
+	return d
 }
 
 // CooperativeTasks assigns a stage's tasks: task p is partition p of
@@ -109,7 +129,7 @@ func (taskBalancer) IsCooperative() bool { return true }
 func (t taskBalancer) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
 	meta := kmsg.NewConsumerMemberMetadata()
 	if t.standbys.Held != nil {
-		meta.UserData = encodeTaskUserData(t.standbys.Held())
+		meta.UserData = encodeTaskUserData(t.standbys.Held(), nil)
 	}
 	meta.Version = 2 // owned partitions (v1) and their generation (v2)
 	meta.Topics = interests
@@ -137,7 +157,11 @@ func (t taskBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int32
 	if err := a.ReadFrom(assignment); err != nil {
 		return nil, err
 	}
-	t.standbys.Assigned(decodeTaskUserData(a.UserData))
+	d := decodeTaskUserData(a.UserData)
+	t.standbys.Assigned(d.Standbys)
+	if t.standbys.WarmingUp != nil {
+		t.standbys.WarmingUp(d.WarmUps)
+	}
 	return tasks, nil
 }
 
@@ -154,29 +178,37 @@ type member struct {
 	quota int
 	tasks []int32
 	// held are the standbys it keeps now (its join metadata's user data);
-	// standbys the ones it is to keep.
+	// standbys the ones it is to keep, and warmUps those of them it is to
+	// take once warm (they count in its share meanwhile).
 	held     []int32
 	standbys []int32
+	warmUps  []int32
 }
 
 func (t taskBalancer) Balance(b *kgo.ConsumerBalancer, partitions map[string]int32) kgo.IntoSyncAssignment {
 	plan := b.NewPlan()
-	standbys := map[string][]int32{}
+	standbys, warmUps := map[string][]int32{}, map[string][]int32{}
+	warmUp := t.standbys.WarmUp && t.standbys.Replicas > 0
 	for _, set := range topicSets(b) {
-		members, n := balanceTasks(b, plan, set.topics, set.members, partitions)
+		members, n := balanceTasks(b, plan, set.topics, set.members, partitions, warmUp)
 		placeStandbys(members, n, t.standbys.Replicas, standbys)
+		for _, m := range members {
+			if len(m.warmUps) > 0 {
+				warmUps[m.join.MemberID] = append(warmUps[m.join.MemberID], m.warmUps...)
+			}
+		}
 	}
 	plan.AdjustCooperative(b)
 	if t.standbys.Replicas <= 0 {
 		return plan
 	}
-	return withStandbys{plan, standbys}
+	return withStandbys{plan, standbys, warmUps}
 }
 
 // withStandbys is a plan whose assignments carry each member's standbys.
 type withStandbys struct {
-	plan     *kgo.BalancePlan
-	standbys map[string][]int32 // by member ID
+	plan              *kgo.BalancePlan
+	standbys, warmUps map[string][]int32 // by member ID
 }
 
 func (w withStandbys) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment {
@@ -190,7 +222,7 @@ func (w withStandbys) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignmen
 		if err := a.ReadFrom(out[i].MemberAssignment); err != nil {
 			continue // our own bytes: cannot happen
 		}
-		a.UserData = encodeTaskUserData(sb)
+		a.UserData = encodeTaskUserData(sb, w.warmUps[out[i].MemberID])
 		out[i].MemberAssignment = a.AppendTo(nil)
 	}
 	return out
@@ -238,8 +270,11 @@ func topicSets(b *kgo.ConsumerBalancer) []topicSet {
 }
 
 // balanceTasks plans the tasks of one topic set, and returns its members
-// with their tasks and the number of tasks.
-func balanceTasks(b *kgo.ConsumerBalancer, plan *kgo.BalancePlan, topics []string, idx []int, partitions map[string]int32) ([]*member, int32) {
+// with their tasks and the number of tasks. With warmUp, a task that is
+// to move away from its owner for balance moves only to a member that
+// holds it warm; otherwise its owner keeps it and a member below its
+// share is to warm it up.
+func balanceTasks(b *kgo.ConsumerBalancer, plan *kgo.BalancePlan, topics []string, idx []int, partitions map[string]int32, warmUp bool) ([]*member, int32) {
 	var n int32
 	for _, t := range topics {
 		n = max(n, partitions[t])
@@ -254,7 +289,7 @@ func balanceTasks(b *kgo.ConsumerBalancer, plan *kgo.BalancePlan, topics []strin
 	members := make([]*member, len(idx))
 	for i, x := range idx {
 		join, meta := b.MemberAt(x)
-		members[i] = &member{join: join, meta: meta, held: decodeTaskUserData(meta.UserData)}
+		members[i] = &member{join: join, meta: meta, held: decodeTaskUserData(meta.UserData).Standbys}
 	}
 
 	// A task's rightful owner is the member claiming it at the highest
@@ -298,6 +333,9 @@ func balanceTasks(b *kgo.ConsumerBalancer, plan *kgo.BalancePlan, topics []strin
 		}
 	}
 
+	if warmUp {
+		givesAwayWarmFirst(members)
+	}
 	taken := make([]bool, n)
 	for _, m := range members {
 		m.tasks = slices.Clone(m.owned[:min(len(m.owned), m.quota)])
@@ -319,11 +357,17 @@ func balanceTasks(b *kgo.ConsumerBalancer, plan *kgo.BalancePlan, topics []strin
 			}
 		}
 	}
+	if warmUp {
+		warmUpMoves(members, owner, taken)
+	}
 	next := int32(0)
 	for _, m := range members {
-		for len(m.tasks) < m.quota {
-			for taken[next] {
+		for len(m.tasks)+len(m.warmUps) < m.quota {
+			for next < n && taken[next] {
 				next++
+			}
+			if next == n {
+				break // cannot happen: the quotas add up to n
 			}
 			taken[next] = true
 			m.tasks = append(m.tasks, next)
@@ -345,6 +389,61 @@ func balanceTasks(b *kgo.ConsumerBalancer, plan *kgo.BalancePlan, topics []strin
 		}
 	}
 	return members, n
+}
+
+// givesAwayWarmFirst orders each member's owned tasks so that, of those
+// past its share, it gives away first the ones another member below its
+// share holds warm: the freshest copy elsewhere takes the task.
+func givesAwayWarmFirst(members []*member) {
+	warmElsewhere := func(self *member, p int32) bool {
+		for _, m := range members {
+			if m != self && len(m.owned) < m.quota && slices.Contains(m.held, p) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, m := range members {
+		if len(m.owned) <= m.quota {
+			continue
+		}
+		slices.SortStableFunc(m.owned, func(a, b int32) int {
+			wa, wb := warmElsewhere(m, a), warmElsewhere(m, b)
+			switch {
+			case wa == wb:
+				return int(a - b)
+			case wb:
+				return -1
+			default:
+				return 1
+			}
+		})
+	}
+}
+
+// warmUpMoves keeps each task that is to leave its owner, and has no warm
+// copy on a member below its share, with that owner for now, and makes it
+// a warm-up of the member below its share with the most room left (the
+// task counts in that member's share, so no other task fills it).
+func warmUpMoves(members []*member, owner []int, taken []bool) {
+	for p, o := range owner {
+		if o < 0 || taken[p] {
+			continue
+		}
+		to := -1
+		for i, m := range members {
+			if room := m.quota - len(m.tasks) - len(m.warmUps); room > 0 && i != o &&
+				(to < 0 || room > members[to].quota-len(members[to].tasks)-len(members[to].warmUps)) {
+				to = i
+			}
+		}
+		if to < 0 {
+			continue // no room anywhere: cannot happen, the quotas add up
+		}
+		taken[p] = true
+		members[o].tasks = append(members[o].tasks, int32(p))
+		members[to].warmUps = append(members[to].warmUps, int32(p))
+	}
 }
 
 // placeStandbys gives each of the n tasks up to replicas standbys among
@@ -396,6 +495,11 @@ func placeStandbys(members []*member, n int32, replicas int, out map[string][]in
 	}
 	pl.even()
 	for _, m := range members {
+		for _, p := range m.warmUps {
+			if !slices.Contains(m.standbys, p) {
+				m.standbys = append(m.standbys, p)
+			}
+		}
 		if len(m.standbys) > 0 {
 			out[m.join.MemberID] = append(out[m.join.MemberID], m.standbys...)
 		}

@@ -170,6 +170,14 @@ type standbyJoiner struct {
 // would and returns each member's tasks (of topic "a") and standbys.
 func balanceStandbys(t *testing.T, tasks int32, replicas int, joiners ...standbyJoiner) (map[string][]int32, map[string][]int32) {
 	t.Helper()
+	active, standby, _ := balanceWarmUps(t, tasks, replicas, false, joiners...)
+	return active, standby
+}
+
+// balanceWarmUps is balanceStandbys with warm-ups on or off; it also
+// returns each member's warm-ups.
+func balanceWarmUps(t *testing.T, tasks int32, replicas int, warmUp bool, joiners ...standbyJoiner) (active, standby, warmUps map[string][]int32) {
+	t.Helper()
 	var members []kmsg.JoinGroupResponseMember
 	for _, j := range joiners {
 		held := j.held
@@ -187,8 +195,9 @@ func balanceStandbys(t *testing.T, tasks int32, replicas int, joiners ...standby
 		}
 		members = append(members, m)
 	}
-	var got []int32
-	leader := CooperativeTasksWith(Standbys{Replicas: replicas, Assigned: func(s []int32) { got = s }})
+	var got, warming []int32
+	leader := CooperativeTasksWith(Standbys{Replicas: replicas, WarmUp: warmUp,
+		Assigned: func(s []int32) { got = s }, WarmingUp: func(s []int32) { warming = s }})
 	mb, _, err := leader.MemberBalancer(members)
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +206,7 @@ func balanceStandbys(t *testing.T, tasks int32, replicas int, joiners ...standby
 	if err != nil {
 		t.Fatal(err)
 	}
-	active, standby := map[string][]int32{}, map[string][]int32{}
+	active, standby, warmUps = map[string][]int32{}, map[string][]int32{}, map[string][]int32{}
 	for _, a := range into.IntoSyncAssignment() {
 		got = []int32{-1} // Assigned must be called, also with none
 		parsed, err := leader.ParseSyncAssignment(a.MemberAssignment)
@@ -207,9 +216,9 @@ func balanceStandbys(t *testing.T, tasks int32, replicas int, joiners ...standby
 		if slices.Equal(got, []int32{-1}) {
 			t.Fatalf("%s: Assigned not called", a.MemberID)
 		}
-		active[a.MemberID], standby[a.MemberID] = parsed["a"], got
+		active[a.MemberID], standby[a.MemberID], warmUps[a.MemberID] = parsed["a"], got, warming
 	}
-	return active, standby
+	return active, standby, warmUps
 }
 
 // checkStandbys fails unless every task has exactly want standbys, none
@@ -371,7 +380,7 @@ func TestWarmStandbysStayEven(t *testing.T) {
 // replica joined) gives no standbys, and a member drops those it kept.
 func TestRangeDropsStandbys(t *testing.T) {
 	kept := []int32{1, 2}
-	rng := noStandbys{kgo.RangeBalancer(), func(s []int32) { kept = s }}
+	rng := noStandbys{kgo.RangeBalancer(), func(s []int32) { kept = s }, nil}
 	var a kmsg.ConsumerMemberAssignment
 	topic := kmsg.NewConsumerMemberAssignmentTopic()
 	topic.Topic, topic.Partitions = "a", []int32{0}
@@ -385,5 +394,102 @@ func TestRangeDropsStandbys(t *testing.T) {
 	}
 	if rng.ProtocolName() != "range" {
 		t.Errorf("protocol %q, want range", rng.ProtocolName())
+	}
+}
+
+// TestWarmUpsMoveTasksOnlyOnceWarm: with warm-ups, members that join a
+// group whose owner runs every task take none at once: the owner keeps
+// running them, and each joiner is to warm up its share as standbys.
+// Once a joiner holds its warm-ups warm, the next rebalance moves exactly
+// those to it (the owner revokes them first, as any cooperative move).
+// Tasks without an owner move at once, warm or not.
+func TestWarmUpsMoveTasksOnlyOnceWarm(t *testing.T) {
+	owned := func(ps ...int32) map[string][]int32 { return map[string][]int32{"a": ps} }
+	active, standby, warmUps := balanceWarmUps(t, 6, 1, true,
+		standbyJoiner{joiner: joiner{id: "m1", owned: owned(0, 1, 2, 3, 4, 5), gen: 3}},
+		standbyJoiner{joiner: joiner{id: "m2", gen: 3}},
+		standbyJoiner{joiner: joiner{id: "m3", gen: 3}})
+	if fmt.Sprint(active["m1"]) != "[0 1 2 3 4 5]" || len(active["m2"])+len(active["m3"]) != 0 {
+		t.Fatalf("tasks moved before any copy was warm: active %v", active)
+	}
+	if len(warmUps["m2"]) != 2 || len(warmUps["m3"]) != 2 || len(warmUps["m1"]) != 0 {
+		t.Fatalf("warm-ups %v, want two on each joiner, none on the owner", warmUps)
+	}
+	for id, ws := range warmUps {
+		for _, p := range ws {
+			if !slices.Contains(standby[id], p) {
+				t.Errorf("%s is to warm up task %d but does not keep its standby: %v", id, p, standby)
+			}
+		}
+	}
+	for p := range int32(6) {
+		n := 0
+		for _, sb := range standby {
+			if slices.Contains(sb, p) {
+				n++
+			}
+		}
+		if n < 1 {
+			t.Errorf("task %d has no standby: %v", p, standby)
+		}
+	}
+
+	// m2's warm-ups are warm now: the rebalance it asks for moves them
+	// (revoked by m1 in this first round), m3's stay with m1.
+	m2, m3 := warmUps["m2"], warmUps["m3"]
+	active, _, warmUps = balanceWarmUps(t, 6, 1, true,
+		standbyJoiner{joiner: joiner{id: "m1", owned: owned(0, 1, 2, 3, 4, 5), gen: 4}},
+		standbyJoiner{joiner: joiner{id: "m2", gen: 4}, held: m2},
+		standbyJoiner{joiner: joiner{id: "m3", gen: 4}})
+	for _, p := range m2 {
+		if slices.Contains(active["m1"], p) {
+			t.Errorf("task %d, warm on m2, still runs on m1: %v", p, active)
+		}
+	}
+	for _, p := range m3 {
+		if !slices.Contains(active["m1"], p) {
+			t.Errorf("task %d, not warm on m3 yet, left m1: %v", p, active)
+		}
+	}
+	if fmt.Sprint(warmUps["m3"]) != fmt.Sprint(m3) || len(warmUps["m2"]) != 0 {
+		t.Errorf("warm-ups %v after m2's are warm, want m3's %v only", warmUps, m3)
+	}
+	// The second round: m1 no longer claims m2's tasks; they go to m2.
+	left := slices.DeleteFunc(slices.Clone(active["m1"]), func(p int32) bool { return slices.Contains(m2, p) })
+	active, _, _ = balanceWarmUps(t, 6, 1, true,
+		standbyJoiner{joiner: joiner{id: "m1", owned: owned(left...), gen: 5}},
+		standbyJoiner{joiner: joiner{id: "m2", gen: 5}, held: m2},
+		standbyJoiner{joiner: joiner{id: "m3", gen: 5}})
+	if fmt.Sprint(active["m2"]) != fmt.Sprint(m2) {
+		t.Errorf("m2 runs %v, want its warmed-up %v", active["m2"], m2)
+	}
+
+	// A member that left leaves tasks without an owner: they move at once,
+	// to a member with room, warm or not.
+	active, _, warmUps = balanceWarmUps(t, 4, 1, true,
+		standbyJoiner{joiner: joiner{id: "m1", owned: owned(0, 1), gen: 7}},
+		standbyJoiner{joiner: joiner{id: "m2", gen: 7}})
+	if fmt.Sprint(active["m2"]) != "[2 3]" || len(warmUps["m2"]) != 0 {
+		t.Errorf("orphaned tasks 2 and 3: active %v, warm-ups %v; want them on m2 at once", active, warmUps)
+	}
+	// Without warm-ups, the joiners take their share at once.
+	active, _, warmUps = balanceWarmUps(t, 6, 1, false,
+		standbyJoiner{joiner: joiner{id: "m1", owned: owned(0, 1, 2, 3, 4, 5), gen: 3}},
+		standbyJoiner{joiner: joiner{id: "m2", gen: 3}})
+	if len(active["m1"]) != 3 || len(warmUps["m2"]) != 0 {
+		t.Errorf("without warm-ups: active %v, warm-ups %v; want m1 to give 3 tasks up at once", active, warmUps)
+	}
+}
+
+// TestFreshestCopyTakesTheTask: an owner past its share gives away first
+// the tasks a member below its share holds warm.
+func TestFreshestCopyTakesTheTask(t *testing.T) {
+	owned := func(ps ...int32) map[string][]int32 { return map[string][]int32{"a": ps} }
+	active, _, warmUps := balanceWarmUps(t, 4, 1, true,
+		standbyJoiner{joiner: joiner{id: "m1", owned: owned(0, 1, 2, 3), gen: 3}},
+		standbyJoiner{joiner: joiner{id: "m2", gen: 3}, held: []int32{0, 1}})
+	// 0 and 1 move (left out of this first round, revoked by m1); m1 keeps 2 and 3.
+	if fmt.Sprint(active["m1"]) != "[2 3]" || len(warmUps["m2"]) != 0 {
+		t.Errorf("active %v, warm-ups %v; want m1 to keep 2 and 3 and give m2 its warm 0 and 1", active, warmUps)
 	}
 }

@@ -45,6 +45,10 @@ type Standbys struct {
 	warm   map[int32]bool // standbys whose store is open and followed
 	kick   chan struct{}
 	shown  *health.Condition // the readiness check that lists them
+	// warmUps are the standbys of tasks the group is to move here once
+	// warm; probe asks for the rebalance that moves them (nil: none).
+	warmUps map[int32]bool
+	probe   func()
 }
 
 // standby is one kept store; mu is held while it is polled or closed.
@@ -64,7 +68,7 @@ func NewStandbys(spec *Spec, poll time.Duration) *Standbys {
 		poll = DefaultStandbyPoll
 	}
 	s := &Standbys{spec: spec, poll: poll, obs: spec.Metrics, log: spec.Log, want: map[int32]bool{}, active: map[int32]bool{},
-		slots: map[int32]*standby{}, warm: map[int32]bool{}, kick: make(chan struct{}, 1)}
+		slots: map[int32]*standby{}, warm: map[int32]bool{}, warmUps: map[int32]bool{}, kick: make(chan struct{}, 1)}
 	if s.obs == nil {
 		s.obs = metrics.New(nil)
 	}
@@ -72,6 +76,34 @@ func NewStandbys(spec *Spec, poll time.Duration) *Standbys {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	return s
+}
+
+// ProbeWith sets how a member asks for a rebalance once a warm-up is
+// warm (the consumer's ForceRebalance: its join metadata, which lists the
+// warm standbys, has changed, so the group rebalances).
+func (s *Standbys) ProbeWith(probe func()) {
+	s.mu.Lock()
+	s.probe = probe
+	s.mu.Unlock()
+}
+
+// WarmUps sets which of the standbys are warm-ups, as the latest
+// assignment says; one already warm asks for the rebalance at once. It
+// never blocks: it is called inside the group's sync.
+func (s *Standbys) WarmUps(tasks []int32) {
+	s.mu.Lock()
+	clear(s.warmUps)
+	ready := false
+	for _, n := range tasks {
+		s.warmUps[n] = true
+		ready = ready || s.warm[n]
+	}
+	probe := s.probe
+	s.mu.Unlock()
+	if ready && probe != nil {
+		s.log.Info("a warm-up is warm already: asking the group to move its task here", "warm_ups", tasks)
+		probe()
+	}
 }
 
 // Want sets the standbys this member is to keep, as its latest
@@ -316,8 +348,15 @@ func (s *Standbys) follow(ctx context.Context, n int32, sb *standby) error {
 	}
 	sb.plan = sb.plan.Then(res, cl)
 	s.mu.Lock()
+	warmed := !s.warm[n]
 	s.warm[n] = true
+	probe := s.probe
+	warmUp := s.warmUps[n]
 	s.mu.Unlock()
+	if warmed && warmUp && probe != nil {
+		s.log.Info("warm-up caught up: asking the group to move its task here", "n", n, "to", res.End)
+		probe()
+	}
 	return nil
 }
 

@@ -57,15 +57,15 @@ type Observer struct {
 	StandbyLagRecords *prometheus.GaugeVec // partition
 	// StandbyTasks is a flecht addition: the standbys this member keeps,
 	// by state: warm (following its changelog) or warming (copying it).
-	StandbyTasks *prometheus.GaugeVec // state
-	StateRecordBytes  prometheus.Histogram
-	StateRecordMax    prometheus.Gauge
-	MQTTIn            *prometheus.CounterVec // topic
-	MQTTDropped       *prometheus.CounterVec // reason, topic
-	MQTTBuffered      *prometheus.GaugeVec   // topic
-	MQTTConnects      prometheus.Counter
-	MQTTDisconnects   prometheus.Counter
-	MQTTAck           prometheus.Histogram // flecht addition: receive → ACK
+	StandbyTasks     *prometheus.GaugeVec // state
+	StateRecordBytes prometheus.Histogram
+	StateRecordMax   prometheus.Gauge
+	MQTTIn           *prometheus.CounterVec // topic
+	MQTTDropped      *prometheus.CounterVec // reason, topic
+	MQTTBuffered     *prometheus.GaugeVec   // topic
+	MQTTConnects     prometheus.Counter
+	MQTTDisconnects  prometheus.Counter
+	MQTTAck          prometheus.Histogram // flecht addition: receive → ACK
 	// MQTTSubscriptionsRefused is a flecht addition: SUBACK refusals by filter.
 	MQTTSubscriptionsRefused *prometheus.CounterVec // topic
 	KeysLoaded               *prometheus.GaugeVec   // kid

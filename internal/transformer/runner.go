@@ -320,7 +320,8 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 		standbys = lease.NewStandbys(&spec, 0)
 		standbys.ShowIn(r.standbysShown)
 		spec.Standbys = standbys
-		balancers = kafkax.TaskBalancersWith(kafkax.Standbys{Replicas: n, Held: standbys.Held, Assigned: standbys.Want})
+		balancers = kafkax.TaskBalancersWith(kafkax.Standbys{Replicas: n, Held: standbys.Held, Assigned: standbys.Want,
+			WarmUp: true, WarmingUp: standbys.WarmUps})
 	case n > 0:
 		r.standbysShown.Set(true, "standby_replicas is ignored: the stage keeps no state")
 		r.log.Warn("standby_replicas is ignored: the stage keeps no state, so a task that moves has nothing to restore", "standby_replicas", n)
@@ -358,6 +359,9 @@ func (r *Runner) Run(ctx context.Context, tf Transformer) error {
 		return err
 	}
 	r.consumer = consumer
+	if standbys != nil {
+		standbys.ProbeWith(consumer.ForceRebalance)
+	}
 	defer r.shutdown()
 	defer r.abortAll() // after a failure; a clean stop has finished them already
 	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))

@@ -164,3 +164,48 @@ func changelogSizes(t *testing.T, f *fixture) map[int32]int {
 	}
 	return n
 }
+
+// TestJoinerTakesTasksOnlyOnceWarm: one instance of a count stage with
+// standby_replicas: 1 runs all six tasks and their state; a second one
+// joins. It takes its three tasks only after warming them up as standbys:
+// the owner keeps processing meanwhile, and each task's start on the
+// joiner reads only the changelog's tail, never the whole of it. The
+// counts go on exactly once.
+func TestJoinerTakesTasksOnlyOnceWarm(t *testing.T) {
+	f := newFixture(t)
+	f.topics(6, "raw", "refined")
+	st := stageFile(t, countStage+"standby_replicas: 1\n")
+	dir := t.TempDir()
+	one := f.start(st, filepath.Join(dir, "one"), "one")
+	waitFor(t, 60*time.Second, "six tasks on one", func() bool { return metrics.Value(one.obs.TasksAssigned) == 6 })
+	f.produce("raw", keyed(3000, 1500, "a")...)
+	waitFor(t, 60*time.Second, "3,000 outputs", func() bool { return len(f.read("refined")) >= 3000 })
+
+	two := f.start(st, filepath.Join(dir, "two"), "two")
+	waitFor(t, 60*time.Second, "three tasks on each", func() bool {
+		return metrics.Value(one.obs.TasksAssigned) == 3 && metrics.Value(two.obs.TasksAssigned) == 3
+	})
+	if full := metrics.Value(two.obs.StateRestores.WithLabelValues("full")); full != 0 {
+		t.Errorf("two started %v tasks with a full restore; want every task warmed up first (tail restores only)", full)
+	}
+	if tail := metrics.Value(two.obs.StateRestores.WithLabelValues("tail")); tail != 3 {
+		t.Errorf("two started %v tasks from its warm standbys, want 3", tail)
+	}
+
+	f.produce("raw", keyed(1500, 1500, "b")...)
+	waitFor(t, 60*time.Second, "4,500 outputs", func() bool { return len(f.read("refined")) >= 4500 })
+	for _, r := range []*running{one, two} {
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := f.read("refined")
+	if len(out) != 4500 {
+		t.Fatalf("%d outputs, want exactly 4,500", len(out))
+	}
+	for k, n := range checkSeq(t, out) {
+		if n != 3 {
+			t.Errorf("key %s has %d outputs, want 3", k, n)
+		}
+	}
+}

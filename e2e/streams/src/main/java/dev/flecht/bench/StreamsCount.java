@@ -27,20 +27,25 @@ import org.apache.kafka.streams.state.Stores;
  * under exactly-once), static membership.
  *
  * <p>Usage: StreamsCount BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR
+ * [INSTANCE STANDBYS SESSION_MS]: the optional three make it one instance
+ * of a group (its group.instance.id APPLICATION_ID-INSTANCE) with
+ * num.standby.replicas STANDBYS and that session timeout.
  *
  * <p>Each time all its tasks run (after any restore) it prints "RESTORED
  * records=N restore_ms=T", the changelog records restored so far and the
  * time from the first restore's start to the last one's end, then "STATE
- * RUNNING", for the benchmark to read.
+ * RUNNING", for the benchmark to read; and "RESTORE_END records=N" each
+ * time an active task's restore ends (N: restored so far in all).
  */
 public final class StreamsCount {
   static final String STORE = "counts";
 
   public static void main(String[] args) throws Exception {
-    if (args.length != 5) {
-      System.err.println("usage: StreamsCount BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR");
+    if (args.length != 5 && args.length != 8) {
+      System.err.println("usage: StreamsCount BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [INSTANCE STANDBYS SESSION_MS]");
       System.exit(2);
     }
+    String instance = args.length == 8 ? args[5] : "0";
     Properties p = new Properties();
     p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
     p.put(StreamsConfig.APPLICATION_ID_CONFIG, args[1]);
@@ -52,7 +57,11 @@ public final class StreamsCount {
     // restarted instance takes its tasks back at once instead of waiting
     // for its old member's session (45 s) to expire, since Streams does
     // not leave the group on close.
-    p.put(StreamsConfig.mainConsumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), args[1] + "-0");
+    p.put(StreamsConfig.mainConsumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), args[1] + "-" + instance);
+    if (args.length == 8) {
+      p.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, Integer.parseInt(args[6]));
+      p.put(StreamsConfig.mainConsumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), Integer.parseInt(args[7]));
+    }
 
     StreamsBuilder b = new StreamsBuilder();
     b.addStateStore(Stores.keyValueStoreBuilder(
@@ -71,7 +80,7 @@ public final class StreamsCount {
       }
       @Override public void onBatchRestored(TopicPartition tp, String store, long end, long n) {}
       @Override public void onRestoreEnd(TopicPartition tp, String store, long n) {
-        restored.addAndGet(n);
+        System.out.printf("RESTORE_END records=%d%n", restored.addAndGet(n));
         lastEnd.set(System.nanoTime());
       }
     });
