@@ -49,6 +49,7 @@ type Standbys struct {
 	// warm; probe asks for the rebalance that moves them (nil: none).
 	warmUps map[int32]bool
 	probe   func()
+	polls   sync.WaitGroup // the polls under way
 }
 
 // standby is one kept store; mu is held while it is polled or closed.
@@ -58,6 +59,7 @@ type standby struct {
 	plan   state.Plan
 	cancel context.CancelFunc // the poll under way, if any
 	failed bool               // the last poll failed (logged once)
+	busy   bool               // a poll of it runs (guarded by Standbys.mu)
 }
 
 // NewStandbys returns the standbys of the leases spec starts, polled
@@ -197,10 +199,12 @@ func (s *Standbys) ShowIn(c *health.Condition) {
 // show updates the readiness check and the metric of standbys by state.
 func (s *Standbys) show() {
 	s.mu.Lock()
-	var warm, warming []int32
+	var warm, warming, warmUps []int32
 	for n := range s.want {
 		switch {
 		case s.active[n]:
+		case s.warmUps[n]:
+			warmUps = append(warmUps, n)
 		case s.warm[n]:
 			warm = append(warm, n)
 		default:
@@ -210,13 +214,14 @@ func (s *Standbys) show() {
 	s.mu.Unlock()
 	slices.Sort(warm)
 	slices.Sort(warming)
-	s.obs.StandbysKept(len(warm), len(warming))
-	s.shown.Set(true, standbysDetail(warm, warming))
+	slices.Sort(warmUps)
+	s.obs.StandbysKept(len(warm), len(warming), len(warmUps))
+	s.shown.Set(true, standbysDetail(warm, warming, warmUps))
 }
 
 // standbysDetail says which standbys an instance keeps, by state.
-func standbysDetail(warm, warming []int32) string {
-	if len(warm)+len(warming) == 0 {
+func standbysDetail(warm, warming, warmUps []int32) string {
+	if len(warm)+len(warming)+len(warmUps) == 0 {
 		return "no standby kept here"
 	}
 	var parts []string
@@ -225,6 +230,9 @@ func standbysDetail(warm, warming []int32) string {
 	}
 	if len(warming) > 0 {
 		parts = append(parts, fmt.Sprintf("standbys of tasks %v warming up (copying their state from the changelog)", warming))
+	}
+	if len(warmUps) > 0 {
+		parts = append(parts, fmt.Sprintf("warm-ups of tasks %v (their state copied here before the tasks move here)", warmUps))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -237,6 +245,7 @@ func (s *Standbys) Run(ctx context.Context) {
 		s.round(ctx)
 		select {
 		case <-ctx.Done():
+			s.polls.Wait()
 			s.closeAll()
 			return
 		case <-t.C:
@@ -245,25 +254,37 @@ func (s *Standbys) Run(ctx context.Context) {
 	}
 }
 
-// round polls every standby wanted and not active here, at once, and
-// closes the stores of those no longer wanted.
+// round starts a poll of every standby wanted and not active here whose
+// last poll has ended, with one description of their changelog
+// partitions, and closes the stores of those no longer wanted. It does
+// not wait for the polls: a standby copying a long changelog for the
+// first time holds up no other.
 func (s *Standbys) round(ctx context.Context) {
 	s.mu.Lock()
 	var follow []int32
+	slots := map[int32]*standby{}
 	var drop []int32
 	for n := range s.want {
-		if !s.active[n] {
+		if s.active[n] {
+			continue
+		}
+		sb := s.slots[n]
+		if sb == nil {
+			sb = &standby{}
+			s.slots[n] = sb
+		}
+		if !sb.busy {
+			sb.busy = true
 			follow = append(follow, n)
+			slots[n] = sb
 		}
 	}
-	for n := range s.slots {
+	for n, sb := range s.slots {
 		if !s.want[n] || s.active[n] {
 			drop = append(drop, n)
-		}
-	}
-	for _, n := range follow {
-		if s.slots[n] == nil {
-			s.slots[n] = &standby{}
+			if sb.cancel != nil {
+				sb.cancel()
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -275,22 +296,27 @@ func (s *Standbys) round(ctx context.Context) {
 			s.closeSlot(n, sb)
 		}
 	}
-	var wg sync.WaitGroup
-	for _, n := range follow {
-		wg.Go(func() { s.pollOne(ctx, n) })
+	if len(follow) > 0 {
+		slices.Sort(follow)
+		cls, err := state.DescribeChangelogs(ctx, kadm.NewClient(s.spec.Admin), s.spec.Changelog, follow)
+		for _, n := range follow {
+			sb := slots[n]
+			s.polls.Go(func() {
+				defer func() {
+					s.mu.Lock()
+					sb.busy = false
+					s.mu.Unlock()
+				}()
+				s.pollOne(ctx, n, sb, cls[n], err)
+			})
+		}
 	}
-	wg.Wait()
 	s.show()
 }
 
-// pollOne brings standby n up to its changelog's last stable offset.
-func (s *Standbys) pollOne(ctx context.Context, n int32) {
-	s.mu.Lock()
-	sb := s.slots[n]
-	s.mu.Unlock()
-	if sb == nil {
-		return
-	}
+// pollOne brings standby n up to its changelog's last stable offset, as
+// described (cl), unless describing it failed (described).
+func (s *Standbys) pollOne(ctx context.Context, n int32, sb *standby, cl state.Changelog, described error) {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
@@ -307,7 +333,11 @@ func (s *Standbys) pollOne(ctx context.Context, n int32) {
 		sb.cancel = nil
 		s.mu.Unlock()
 	}()
-	if err := s.follow(ctx, n, sb); err != nil && ctx.Err() == nil {
+	err := described
+	if err == nil {
+		err = s.follow(ctx, n, sb, cl)
+	}
+	if err != nil && ctx.Err() == nil {
 		if !sb.failed {
 			s.log.Warn("standby cannot follow its changelog; retrying", "n", n, "error", err)
 		}
@@ -320,11 +350,7 @@ func (s *Standbys) pollOne(ctx context.Context, n int32) {
 	}
 }
 
-func (s *Standbys) follow(ctx context.Context, n int32, sb *standby) error {
-	cl, err := state.DescribeChangelog(ctx, kadm.NewClient(s.spec.Admin), s.spec.Changelog, n)
-	if err != nil {
-		return err
-	}
+func (s *Standbys) follow(ctx context.Context, n int32, sb *standby, cl state.Changelog) error {
 	if sb.store == nil {
 		dir, err := stagefile.JoinName(s.spec.StateDir, strconv.Itoa(int(n)))
 		if err != nil {

@@ -49,7 +49,7 @@ func exercised(t *testing.T) *Observer {
 	o.ConfigRestored.Add(3)
 	o.Restored(0, "tail", 5)
 	o.Restored(1, "full", 5)
-	o.StandbysKept(2, 1)
+	o.StandbysKept(2, 1, 1)
 	o.StateWritten(600000)
 	o.TasksAssigned.Set(1)
 	o.TokensAssigned.Set(1)

@@ -56,7 +56,8 @@ type Observer struct {
 	// keeps, the changelog offsets it was behind at its latest poll.
 	StandbyLagRecords *prometheus.GaugeVec // partition
 	// StandbyTasks is a flecht addition: the standbys this member keeps,
-	// by state: warm (following its changelog) or warming (copying it).
+	// by state: warm (following its changelog), warming (copying it), or
+	// warm_up (copying it for a task that moves here once warm).
 	StandbyTasks     *prometheus.GaugeVec // state
 	StateRecordBytes prometheus.Histogram
 	StateRecordMax   prometheus.Gauge
@@ -124,7 +125,7 @@ func New(labels map[string]string, opts ...Option) *Observer {
 	o.StateRestoreLeft = o.gaugeVec("state_restore_remaining_records", "Changelog offsets a restore under way still has to read; 0 once the task is restored (flecht).", "partition")
 	o.StateRestoreETA = o.gaugeVec("state_restore_eta_seconds", "Expected time until a restore under way ends, at its rate so far; 0 once the task is restored (flecht).", "partition")
 	o.StateRestores = o.counterVec("state_restores_total", "Task restores by kind: tail (the kept local store, reading the changelog after its checkpoint) or full (the whole changelog) (flecht).", "kind")
-	o.StandbyTasks = o.gaugeVec("standby_tasks", "The standby replicas this instance keeps (standby_replicas), by state: warm (caught up once, following its task's changelog) or warming (copying the changelog the first time; it does no work for the group until it is warm) (flecht).", "state")
+	o.StandbyTasks = o.gaugeVec("standby_tasks", "The standby replicas this instance keeps (standby_replicas), by state: warm (caught up once, following its task's changelog), warming (copying the changelog the first time; it does no work for the group until it is warm) or warm_up (a task that is to move here, its state copied first) (flecht).", "state")
 	o.StandbyLagRecords = o.gaugeVec("standby_lag_records", "Per standby replica this instance keeps (standby_replicas), the changelog offsets it was behind its task's last stable offset at its latest poll; no series for a task it does not keep (flecht).", "partition")
 	o.StateRecordBytes = o.histogram("state_record_bytes", "Value bytes of one state record written to the changelog.", b(ByteLadder))
 	o.StateRecordMax = o.gauge("state_record_max_bytes", "Largest state record written (the ceiling is about 1 MiB).")
@@ -238,9 +239,10 @@ func (o *Observer) StandbyLag(partition int32, behind int64) {
 }
 
 // StandbysKept shows how many standbys this instance keeps, by state.
-func (o *Observer) StandbysKept(warm, warming int) {
+func (o *Observer) StandbysKept(warm, warming, warmUps int) {
 	o.StandbyTasks.WithLabelValues("warm").Set(float64(warm))
 	o.StandbyTasks.WithLabelValues("warming").Set(float64(warming))
+	o.StandbyTasks.WithLabelValues("warm_up").Set(float64(warmUps))
 }
 
 // StandbyDropped removes the series of a standby this instance no longer

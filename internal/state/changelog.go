@@ -46,47 +46,61 @@ const defaultDeleteRetention = 24 * time.Hour
 // Call it after the task's producer has fenced the previous owner, so that
 // no open transaction holds the end back.
 func DescribeChangelog(ctx context.Context, adm *kadm.Client, topic string, p int32) (Changelog, error) {
-	cl := Changelog{Topic: topic, Partition: p, DeleteRetention: defaultDeleteRetention}
+	cls, err := DescribeChangelogs(ctx, adm, topic, []int32{p})
+	if err != nil {
+		return Changelog{Topic: topic, Partition: p, DeleteRetention: defaultDeleteRetention}, err
+	}
+	return cls[p], nil
+}
+
+// DescribeChangelogs reads partitions ps of the changelog topic as they are
+// now, with one request of each kind for them all (standbys follow several
+// partitions every poll). A partition the topic lacks is an error.
+func DescribeChangelogs(ctx context.Context, adm *kadm.Client, topic string, ps []int32) (map[int32]Changelog, error) {
 	details, err := kafkax.DescribeTopics(ctx, adm, topic)
 	if err != nil {
-		return cl, err
+		return nil, err
 	}
-	cl.TopicID = details[topic].ID
-	cl.At = time.Now()
+	at := time.Now()
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err == nil {
 		err = starts.Error()
 	}
 	if err != nil {
-		return cl, fmt.Errorf("listing the start offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("listing the start offsets of %s: %w", topic, err)
 	}
 	ends, err := adm.ListCommittedOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return cl, fmt.Errorf("listing the end offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("listing the end offsets of %s: %w", topic, err)
 	}
-	s, okS := starts.Lookup(topic, p)
-	e, okE := ends.Lookup(topic, p)
-	if !okS || !okE {
-		return cl, fmt.Errorf("changelog %s has no partition %d", topic, p)
-	}
-	cl.Start, cl.End = s.Offset, e.Offset
+	retention := defaultDeleteRetention
 	configs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
-		return cl, fmt.Errorf("describing the configs of %s: %w", topic, err)
+		return nil, fmt.Errorf("describing the configs of %s: %w", topic, err)
 	}
 	if rc, err := configs.On(topic, nil); err == nil && rc.Err == nil {
 		for _, c := range rc.Configs {
 			if c.Key == "delete.retention.ms" && c.Value != nil {
 				if ms, err := strconv.ParseInt(*c.Value, 10, 64); err == nil && ms >= 0 {
-					cl.DeleteRetention = time.Duration(ms) * time.Millisecond
+					retention = time.Duration(ms) * time.Millisecond
 				}
 			}
 		}
 	}
-	return cl, nil
+	out := make(map[int32]Changelog, len(ps))
+	for _, p := range ps {
+		s, okS := starts.Lookup(topic, p)
+		e, okE := ends.Lookup(topic, p)
+		if !okS || !okE {
+			return nil, fmt.Errorf("changelog %s has no partition %d", topic, p)
+		}
+		out[p] = Changelog{Topic: topic, Partition: p, TopicID: details[topic].ID, Start: s.Offset, End: e.Offset,
+			DeleteRetention: retention, At: at}
+	}
+	return out, nil
 }
 
 // Plan is how a task's store is brought up to date: by reading the
