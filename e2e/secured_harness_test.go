@@ -54,7 +54,7 @@ const (
 // certificates; tests grant them ACLs (each test its own principal, so
 // grants never leak between tests).
 var securedPrincipals = []string{
-	"lp-run", "lp-run-mod", "lp-bridge", "lp-extract", "lp-ops", "lp-feed", "lp-replay", "lp-group", "lp-secrets", "lp-noacl", "lp-minimal", "lp-refresh",
+	"lp-run", "lp-standby", "lp-run-mod", "lp-bridge", "lp-extract", "lp-ops", "lp-feed", "lp-replay", "lp-group", "lp-secrets", "lp-noacl", "lp-minimal", "lp-refresh",
 	"lp-min-mod", "lp-min-extract", "lp-min-extract-replay", "lp-min-extract-ops", "lp-min-bridge",
 }
 
