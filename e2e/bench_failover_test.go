@@ -252,8 +252,24 @@ func failoverOnce(ctx context.Context, b *testing.B, cl *kgo.Client, c groupCont
 		run.read += c.restored(g.w.String())
 	}
 	run.read -= readBefore
+	stream.stop(b)
+	ends, err = adm.ListEndOffsets(ctx, in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	total = 0
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	waitAllCommitted(ctx, b, adm, app, in, total, survivors[0].done, survivors[0].w)
 	for _, g := range survivors {
 		stopContender(b, g.cmd, g.done, g.w)
+	}
+	// Sanity, not timed: one committed output per input, across the kill.
+	res, err := kafkax.ReadToEndFunc(ctx, cl, []string{out}, func(*kgo.Record) error { return nil })
+	if err != nil {
+		b.Fatal(err)
+	}
+	if int64(res.Records) != total {
+		b.Fatalf("%s: %d committed outputs for %d inputs", run.name, res.Records, total)
 	}
 	if os.Getenv("FLECHT_BENCH_LOG") != "" {
 		for i, g := range group {
@@ -293,26 +309,28 @@ func committedOffsets(ctx context.Context, b *testing.B, adm *kadm.Client, group
 
 // benchStreamer appends records to a topic at a steady rate until stopped.
 type benchStreamer struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	err    error
+	quit chan struct{}
+	once sync.Once
+	wg   sync.WaitGroup
+	err  error
 }
 
 // benchStream produces 200 records every 100 ms to in, continuing its
 // numbering at from, over keys keys.
 func benchStream(ctx context.Context, b *testing.B, cl *kgo.Client, in string, from, keys int) *benchStreamer {
-	ctx, cancel := context.WithCancel(ctx)
-	s := &benchStreamer{cancel: cancel}
+	s := &benchStreamer{quit: make(chan struct{})}
 	s.wg.Go(func() {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for n := from; ; n += 200 {
 			select {
-			case <-ctx.Done():
+			case <-s.quit:
 				return
 			case <-tick.C:
 			}
-			if _, err := produceInputsErr(ctx, cl, in, benchPartitions, n, n+200, keys, benchRecordSize); err != nil && ctx.Err() == nil {
+			// Each chunk is produced whole (not cancelled by stop), so that
+			// the topic's end after stop counts every record written.
+			if _, err := produceInputsErr(ctx, cl, in, benchPartitions, n, n+200, keys, benchRecordSize); err != nil {
 				s.err = err
 				return
 			}
@@ -321,8 +339,9 @@ func benchStream(ctx context.Context, b *testing.B, cl *kgo.Client, in string, f
 	return s
 }
 
+// stop ends the stream once its chunk under way is written.
 func (s *benchStreamer) stop(b *testing.B) {
-	s.cancel()
+	s.once.Do(func() { close(s.quit) })
 	s.wg.Wait()
 	if s.err != nil {
 		b.Fatalf("producing the steady stream: %v", s.err)
