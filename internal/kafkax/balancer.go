@@ -183,6 +183,11 @@ type member struct {
 	held     []int32
 	standbys []int32
 	warmUps  []int32
+	// incoming are its planned tasks that another member owns now: the
+	// first cooperative round leaves them out until that member revoked
+	// them. With warm-ups it keeps their standbys meanwhile, so that the
+	// next round, where they have no owner, finds them warm here.
+	incoming []int32
 }
 
 func (t taskBalancer) Balance(b *kgo.ConsumerBalancer, partitions map[string]int32) kgo.IntoSyncAssignment {
@@ -374,6 +379,15 @@ func balanceTasks(b *kgo.ConsumerBalancer, plan *kgo.BalancePlan, topics []strin
 		}
 	}
 
+	if warmUp {
+		for i, m := range members {
+			for _, p := range m.tasks {
+				if owner[p] >= 0 && owner[p] != i {
+					m.incoming = append(m.incoming, p)
+				}
+			}
+		}
+	}
 	for _, m := range members {
 		slices.Sort(m.tasks)
 		for _, t := range topics {
@@ -495,7 +509,7 @@ func placeStandbys(members []*member, n int32, replicas int, out map[string][]in
 	}
 	pl.even()
 	for _, m := range members {
-		for _, p := range m.warmUps {
+		for _, p := range slices.Concat(m.warmUps, m.incoming) {
 			if !slices.Contains(m.standbys, p) {
 				m.standbys = append(m.standbys, p)
 			}

@@ -437,7 +437,7 @@ func TestWarmUpsMoveTasksOnlyOnceWarm(t *testing.T) {
 	// m2's warm-ups are warm now: the rebalance it asks for moves them
 	// (revoked by m1 in this first round), m3's stay with m1.
 	m2, m3 := warmUps["m2"], warmUps["m3"]
-	active, _, warmUps = balanceWarmUps(t, 6, 1, true,
+	active, standby, warmUps = balanceWarmUps(t, 6, 1, true,
 		standbyJoiner{joiner: joiner{id: "m1", owned: owned(0, 1, 2, 3, 4, 5), gen: 4}},
 		standbyJoiner{joiner: joiner{id: "m2", gen: 4}, held: m2},
 		standbyJoiner{joiner: joiner{id: "m3", gen: 4}})
@@ -449,6 +449,13 @@ func TestWarmUpsMoveTasksOnlyOnceWarm(t *testing.T) {
 	for _, p := range m3 {
 		if !slices.Contains(active["m1"], p) {
 			t.Errorf("task %d, not warm on m3 yet, left m1: %v", p, active)
+		}
+	}
+	// Until m1 has revoked them, m2 keeps their standbys: the next round
+	// finds them warm there.
+	for _, p := range m2 {
+		if !slices.Contains(standby["m2"], p) {
+			t.Errorf("m2 dropped the standby of task %d, which moves to it: %v", p, standby)
 		}
 	}
 	if fmt.Sprint(warmUps["m3"]) != fmt.Sprint(m3) || len(warmUps["m2"]) != 0 {
