@@ -190,7 +190,8 @@ func (s *Standbys) Deactivate(n int32) {
 // ShowIn lists the standbys in a readiness check of their own, which
 // always holds: a standby that is still copying its task's state
 // (warming up) does no work for the group, so it never makes an instance
-// unready; the check only tells warm standbys and warming ones apart.
+// unready; the check only tells warm standbys, warming ones and warm-ups
+// apart.
 func (s *Standbys) ShowIn(c *health.Condition) {
 	s.shown = c
 	s.show()
